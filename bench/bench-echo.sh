@@ -1,0 +1,241 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# bench-echo.sh: echo throughput and server CPU cost per message of the
+# project's demo echo server against two floors built here, the raw liburing
+# loop (raw_uring_echo) and plain epoll (epoll_echo).  Rounds are interleaved
+# (and their order rotated) so machine drift hits every server alike; each
+# server runs pinned to one CPU and echo_load to another, on 127.0.0.1 only,
+# on a fresh free port per run.  Server CPU per message is the server's
+# utime+stime from /proc/PID/stat across the whole load run divided by every
+# round trip echo_load completed (warmup included), so the counting windows
+# match; cycles per message comes from `perf stat -e cycles -p PID` when the
+# machine's PMU supports it, else it is n/a.  Prints one line per run and
+# then medians per server and the demo/raw ratio; exits non-zero if any run
+# failed or saw errors.
+#
+# Environment: ECHO_SERVER (default $BENCH_DIR/../demos/echo/echo-server,
+# run as "$ECHO_SERVER --port P"), BENCH_DIR (where raw_uring_echo,
+# epoll_echo and echo_load are; default this script's directory), ROUNDS (5),
+# CONNS (64), SIZE (64), SECS (5), WARMUP (1), THREADS (load threads, 1),
+# SERVER_CPU (0), LOAD_CPU (1), PORT_BASE (random in 20000-29999).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+BENCH_DIR=${BENCH_DIR:-$here}
+ECHO_SERVER=${ECHO_SERVER:-$BENCH_DIR/../demos/echo/echo-server}
+ROUNDS=${ROUNDS:-5} CONNS=${CONNS:-64} SIZE=${SIZE:-64} SECS=${SECS:-5}
+WARMUP=${WARMUP:-1} THREADS=${THREADS:-1}
+SERVER_CPU=${SERVER_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
+PORT_BASE=${PORT_BASE:-$((20000 + RANDOM % 10000))}
+LOAD=$BENCH_DIR/echo_load
+PERF_LEAD=0.5 # seconds for perf to attach; the server is idle meanwhile
+
+names=(demo raw_uring epoll)
+declare -A server_cmd=(
+	[demo]=$ECHO_SERVER
+	[raw_uring]=$BENCH_DIR/raw_uring_echo
+	[epoll]=$BENCH_DIR/epoll_echo
+)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-echo.XXXXXX")
+srv_pid= perf_pid= failed=0 next_port=$PORT_BASE
+
+cleanup() {
+	[ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null
+	[ -n "$srv_pid" ] && kill -KILL "$srv_pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() { echo "bench-echo: $*" >&2; exit 2; }
+
+check_setup() {
+	local v n
+	for v in ROUNDS CONNS SIZE SECS WARMUP THREADS SERVER_CPU LOAD_CPU PORT_BASE; do
+		[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
+	done
+	for n in "${names[@]}" load; do
+		local p=${server_cmd[$n]:-$LOAD}
+		[ -x "$p" ] || die "not executable: $p (build it first; set ECHO_SERVER or BENCH_DIR)"
+	done
+	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
+		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
+		pin_srv=(taskset -c "$SERVER_CPU") pin_load=(taskset -c "$LOAD_CPU")
+	else
+		echo "bench-echo: warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned" >&2
+		pin_srv=() pin_load=()
+	fi
+}
+
+# Cycles only count if the PMU is there: in VMs perf says <not supported>.
+probe_cycles() {
+	command -v perf >/dev/null || return 1
+	perf stat -x, -e cycles true 2>&1 >/dev/null |
+		awk -F, '$3 ~ /cycles/ && $1 ~ /^[0-9]+$/ { ok = 1 } END { exit !ok }'
+}
+
+# A port is free if no socket of any state uses it (ss), or, without ss,
+# if nothing accepts a connection on it.
+port_free() {
+	if command -v ss >/dev/null; then
+		[ -z "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+	else
+		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+take_port() {
+	local tries=0
+	while ! port_free "$next_port"; do
+		next_port=$((next_port + 1)); tries=$((tries + 1))
+		[ "$tries" -lt 1000 ] || die "no free port from $PORT_BASE on"
+	done
+	port=$next_port
+	next_port=$((next_port + 1))
+}
+
+# Bounded (10 s) wait until $2 listens, failing early if server $1 died.
+wait_listening() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || return 1
+		if command -v ss >/dev/null; then
+			[ -n "$(ss -Hltn "( sport = :$2 )" 2>/dev/null)" ] && return 0
+		else
+			(exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
+		fi
+		sleep 0.1
+	done
+	return 1
+}
+
+# utime + stime in clock ticks, all threads; comm may hold spaces or ')'.
+cpu_ticks() {
+	local s
+	s=$(<"/proc/$1/stat") || return 1
+	s=${s##*) }
+	set -- $s
+	echo $((${12} + ${13}))
+}
+
+# TERM first (servers exit cleanly on it), KILL after 3 s.
+stop_server() {
+	local i
+	kill -TERM "$srv_pid" 2>/dev/null
+	for ((i = 0; i < 30; i++)); do
+		kill -0 "$srv_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$srv_pid" 2>/dev/null
+	wait "$srv_pid" 2>/dev/null
+	srv_pid=
+}
+
+start_perf() {
+	perf stat -x, -e cycles -p "$srv_pid" -o "$tmp/perf" 2>/dev/null &
+	perf_pid=$!
+	sleep "$PERF_LEAD"
+}
+
+# Prints the cycles perf counted, or nothing.
+stop_perf() {
+	kill -INT "$perf_pid" 2>/dev/null
+	wait "$perf_pid" 2>/dev/null
+	perf_pid=
+	awk -F, '$3 ~ /cycles/ && $1 ~ /^[0-9]+$/ { print $1 }' "$tmp/perf"
+}
+
+field() { # field KEY "k=v k=v ..."
+	local kv
+	for kv in $2; do
+		[ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }
+	done
+}
+
+run_one() { # run_one ROUND NAME
+	local round=$1 name=$2 port t0 t1 cycles= out rc msgs total errors cpu_ns cyc
+	take_port
+	"${pin_srv[@]}" "${server_cmd[$name]}" --port "$port" >"$tmp/$name.log" 2>&1 &
+	srv_pid=$!
+	if ! wait_listening "$srv_pid" "$port"; then
+		echo "round=$round server=$name status=no_listener port=$port"
+		sed 's/^/  | /' "$tmp/$name.log" | tail -5
+		stop_server
+		return 1
+	fi
+	$use_perf && start_perf
+	t0=$(cpu_ticks "$srv_pid")
+	out=$("${pin_load[@]}" timeout $((SECS + WARMUP + 120)) "$LOAD" \
+		-p "$port" -c "$CONNS" -s "$SIZE" -d "$SECS" -w "$WARMUP" -t "$THREADS" 2>&1)
+	rc=$?
+	t1=$(cpu_ticks "$srv_pid")
+	$use_perf && cycles=$(stop_perf)
+	stop_server
+
+	msgs=$(field msgs_per_s "$out") total=$(field total_msgs "$out")
+	errors=$(field errors "$out")
+	if [ -z "$msgs" ] || [ -z "$t0" ] || [ -z "$t1" ] || [ "${total:-0}" -eq 0 ]; then
+		echo "round=$round server=$name status=load_failed rc=$rc: $out"
+		return 1
+	fi
+	cpu_ns=$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$total" \
+		'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
+	cyc=n/a
+	[ -n "$cycles" ] && cyc=$(awk -v c="$cycles" -v n="$total" 'BEGIN { printf "%.0f", c / n }')
+	echo "round=$round server=$name msgs_per_s=$msgs p50_us=$(field p50_us "$out")" \
+		"p99_us=$(field p99_us "$out") errors=$errors active=$(field active "$out")/$CONNS" \
+		"cycles_per_msg=$cyc cpu_ns_per_msg=$cpu_ns"
+	echo "$name $msgs $(field p99_us "$out") $cyc $cpu_ns" >>"$tmp/results"
+	[ "$rc" -eq 0 ] && [ "$errors" = 0 ]
+}
+
+# Median of column $2 for server $1 from the results file, or n/a.
+median() {
+	awk -v s="$1" -v c="$2" '$1 == s && $c != "n/a" { print $c }' "$tmp/results" |
+		sort -g | awk '{ v[NR] = $1 }
+			END { if (!NR) print "n/a"
+			      else if (NR % 2) print v[(NR + 1) / 2]
+			      else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # ratio A B: A/B to 3 places, or n/a
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "n/a" || b == "n/a" || b == 0) print "n/a"
+		else printf "%.3f", a / b }'
+}
+
+summary() {
+	local n
+	echo "--- medians over $ROUNDS rounds"
+	for n in "${names[@]}"; do
+		echo "server=$n msgs_per_s=$(median "$n" 2) p99_us=$(median "$n" 3)" \
+			"cycles_per_msg=$(median "$n" 4) cpu_ns_per_msg=$(median "$n" 5)"
+	done
+	echo "ratio=demo/raw_uring msgs_per_s=$(ratio "$(median demo 2)" "$(median raw_uring 2)")" \
+		"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median raw_uring 5)")"
+}
+
+main() {
+	local r i k
+	check_setup
+	hz=$(getconf CLK_TCK)
+	use_perf=false
+	probe_cycles && use_perf=true
+	: >"$tmp/results"
+	echo "# bench-echo rounds=$ROUNDS conns=$CONNS size=$SIZE secs=$SECS warmup=$WARMUP" \
+		"load_threads=$THREADS server_cpu=$SERVER_CPU load_cpu=$LOAD_CPU" \
+		"cycles=$($use_perf && echo perf || echo unsupported) demo=${server_cmd[demo]}"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for ((i = 0; i < ${#names[@]}; i++)); do
+			k=$(((i + r - 1) % ${#names[@]}))
+			run_one "$r" "${names[$k]}" || failed=1
+		done
+	done
+	summary
+	return $failed
+}
+
+main

@@ -1,0 +1,511 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * echo_load: closed-loop TCP echo load generator.  Each of -c connections
+ * sends one -s byte message, waits until all of it has come back, checks the
+ * echoed bytes against what was sent, and sends the next one.  Connections
+ * are spread over -t threads, each running its own level-triggered epoll
+ * loop.  All connections are opened before the clock starts; then -w seconds
+ * of warmup are run but not counted, then -d seconds are measured.  Prints
+ * one line of name=value pairs: msgs_per_s, p50_us, p99_us and p999_us
+ * (round trip from the first byte sent to the last byte received), errors
+ * (mismatched or unsolicited bytes, resets, early EOF), mismatches, conns,
+ * active (connections that completed a message in the measured window),
+ * size, secs and total_msgs (every completed round trip, warmup included:
+ * what a server-side CPU counter taken around the whole run divides by).
+ * Exit status: 0, 1 if errors were seen, 2 on bad usage or connect failure.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+enum {
+	RBUF_SIZE = 64 * 1024,
+	MAX_EVENTS = 256,
+	PATTERN_SLACK = 251,  /* distinct message offsets into the pattern */
+	CONNECT_TIMEOUT_S = 5,  /* per connect(), via SO_SNDTIMEO */
+	CONNECT_BUDGET_S = 60,  /* watchdog for the whole connect phase */
+	WATCHDOG_SLACK_S = 30,  /* watchdog past warmup + duration */
+};
+
+/* Latency histogram: log-linear, 2^SUB_BITS buckets per power of two of
+ * nanoseconds, so a reported percentile is within ~1.6% of the truth. */
+#define SUB_BITS 6
+#define SUB (1u << SUB_BITS)
+#define NBUCKETS ((64 - SUB_BITS + 1) * SUB)
+
+struct opts {
+	const char *host;
+	const char *port;
+	int conns, threads, secs, warm;
+	size_t size;
+};
+
+struct conn {
+	int fd;
+	bool want_out;            /* EPOLLOUT armed: message not fully sent */
+	bool dead;
+	uint32_t seq;
+	size_t sent, got;
+	const unsigned char *msg; /* current message, a window of the pattern */
+	uint64_t t_start;
+	uint64_t done_measured;
+};
+
+struct worker {
+	pthread_t tid;
+	int first, n;             /* global ids of this worker's connections */
+	struct conn *conns;
+	int ep;
+	unsigned char *rbuf;
+	int connect_err;          /* errno of the first failed connect */
+	int failed_conn;          /* which connection failed */
+	uint64_t measured, total, errors, mismatches;
+	uint64_t hist[NBUCKETS];
+};
+
+static struct opts opt = {
+	.host = "127.0.0.1", .port = "9000", .conns = 64, .threads = 1,
+	.secs = 5, .warm = 1, .size = 64,
+};
+static struct addrinfo *target;
+static unsigned char *pattern;   /* opt.size + PATTERN_SLACK random bytes */
+static pthread_barrier_t connected, go;
+static bool aborted;             /* set before `go` if any connect failed */
+static uint64_t t_measure, t_end; /* set by main before `go` */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + ts.tv_nsec;
+}
+
+static unsigned bucket_of(uint64_t ns)
+{
+	unsigned msb, shift;
+
+	if (ns < SUB)
+		return ns;
+	msb = 63 - __builtin_clzll(ns);
+	shift = msb - SUB_BITS;
+	return (shift + 1) * SUB + (unsigned)((ns >> shift) - SUB);
+}
+
+/* Midpoint of a bucket, in nanoseconds. */
+static double bucket_value(unsigned b)
+{
+	unsigned shift;
+
+	if (b < 2 * SUB)
+		return b;
+	shift = b / SUB - 1;
+	return (double)((uint64_t)(SUB + b % SUB) << shift) +
+	       ((double)(1ull << shift) - 1) / 2;
+}
+
+/* Message k of connection i starts at a different pattern offset than
+ * message k-1 and than the same message of nearby connections, so replayed,
+ * reordered or cross-wired bytes do not compare equal. */
+static const unsigned char *message_for(int conn_id, uint32_t seq)
+{
+	return pattern + ((unsigned)conn_id * 37u + seq) % PATTERN_SLACK;
+}
+
+static void fill_pattern(void)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	pattern = malloc(opt.size + PATTERN_SLACK);
+	if (!pattern) {
+		fprintf(stderr, "echo_load: out of memory\n");
+		exit(2);
+	}
+	for (size_t i = 0; i < opt.size + PATTERN_SLACK; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		pattern[i] = (unsigned char)(x >> 24);
+	}
+}
+
+static void set_out(struct worker *w, struct conn *c, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (on ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->want_out == on)
+		return;
+	c->want_out = on;
+	epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Errors end the connection: once its byte stream is off, every later
+ * comparison would fail too and inflate the count. */
+static void fail(struct worker *w, struct conn *c)
+{
+	w->errors++;
+	c->dead = true;
+	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+}
+
+static void push(struct worker *w, struct conn *c)
+{
+	while (c->sent < opt.size) {
+		ssize_t n = send(c->fd, c->msg + c->sent, opt.size - c->sent,
+				 MSG_NOSIGNAL);
+
+		if (n > 0) {
+			c->sent += n;
+		} else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			set_out(w, c, true);
+			return;
+		} else if (!(n < 0 && errno == EINTR)) {
+			fail(w, c);
+			return;
+		}
+	}
+	set_out(w, c, false);
+}
+
+static void start_message(struct worker *w, struct conn *c, int id,
+			  uint64_t t)
+{
+	c->seq++;
+	c->msg = message_for(id, c->seq);
+	c->sent = c->got = 0;
+	c->t_start = t;
+	push(w, c);
+}
+
+static void complete(struct worker *w, struct conn *c, int id)
+{
+	uint64_t t = now_ns();
+
+	w->total++;
+	if (t >= t_measure && t < t_end) {
+		w->measured++;
+		c->done_measured++;
+		w->hist[bucket_of(t - c->t_start)]++;
+	}
+	start_message(w, c, id, t);
+}
+
+/* Reads at most what is still owed for the current message; bytes beyond
+ * what was sent, or differing from it, are errors. */
+static void pull(struct worker *w, struct conn *c, int id)
+{
+	size_t want = opt.size - c->got;
+	ssize_t n = recv(c->fd, w->rbuf, want < RBUF_SIZE ? want : RBUF_SIZE,
+			 0);
+
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) { /* reset or EOF while the server still owes bytes */
+		fail(w, c);
+		return;
+	}
+	if (c->got + n > c->sent ||
+	    memcmp(w->rbuf, c->msg + c->got, n) != 0) {
+		w->mismatches++;
+		fail(w, c);
+		return;
+	}
+	c->got += n;
+	if (c->got == opt.size)
+		complete(w, c, id);
+}
+
+static void on_event(struct worker *w, struct conn *c, uint32_t events)
+{
+	int id = w->first + (int)(c - w->conns);
+
+	if (c->dead)
+		return;
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		pull(w, c, id);
+	if (!c->dead && c->want_out && (events & EPOLLOUT))
+		push(w, c);
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Blocking connect bounded by SO_SNDTIMEO, then nonblocking for the loop.
+ * Returns 0 or an errno value. */
+static int open_conn(struct worker *w, struct conn *c)
+{
+	struct timeval tv = { .tv_sec = CONNECT_TIMEOUT_S };
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	int one = 1, fd;
+
+	fd = socket(target->ai_family, SOCK_STREAM | SOCK_CLOEXEC,
+		    target->ai_protocol);
+	if (fd < 0)
+		return errno;
+	c->fd = fd;
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	if (connect(fd, target->ai_addr, target->ai_addrlen) < 0)
+		return errno == EINPROGRESS ? ETIMEDOUT : errno;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (set_nonblock(fd) < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev))
+		return errno;
+	return 0;
+}
+
+/* Stops at the first failure; main reports it and nothing is sent. */
+static void connect_all(struct worker *w)
+{
+	for (int i = 0; i < w->n; i++)
+		w->conns[i].fd = -1;
+	for (int i = 0; i < w->n; i++) {
+		int err = open_conn(w, &w->conns[i]);
+
+		if (err) {
+			w->connect_err = err;
+			w->failed_conn = w->first + i;
+			return;
+		}
+	}
+}
+
+static void run_loop(struct worker *w)
+{
+	struct epoll_event evs[MAX_EVENTS];
+	uint64_t t = now_ns();
+
+	for (int i = 0; i < w->n; i++)
+		start_message(w, &w->conns[i], w->first + i, t);
+	while ((t = now_ns()) < t_end) {
+		uint64_t left_ms = (t_end - t) / 1000000 + 1;
+		int n = epoll_wait(w->ep, evs, MAX_EVENTS,
+				   left_ms < 100 ? (int)left_ms : 100);
+
+		for (int i = 0; i < n; i++)
+			on_event(w, evs[i].data.ptr, evs[i].events);
+	}
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+
+	connect_all(w);
+	pthread_barrier_wait(&connected);
+	pthread_barrier_wait(&go);
+	if (!aborted)
+		run_loop(w);
+	for (int i = 0; i < w->n; i++)
+		if (w->conns[i].fd >= 0)
+			close(w->conns[i].fd);
+	return NULL;
+}
+
+static void watchdog(int sig)
+{
+	static const char msg[] = "echo_load: watchdog: run overdue, exiting\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof msg - 1) < 0)
+		_exit(3);
+	_exit(3);
+}
+
+static __attribute__((noreturn)) void usage(void)
+{
+	fprintf(stderr,
+		"usage: echo_load [-h host] [-p port] [-c conns] [-s bytes] "
+		"[-d secs] [-w warmup_secs] [-t threads]\n"
+		"defaults: -h 127.0.0.1 -p 9000 -c 64 -s 64 -d 5 -w 1 -t 1\n");
+	exit(2);
+}
+
+static long num(const char *s, long lo, long hi)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (!*s || *end || v < lo || v > hi)
+		usage();
+	return v;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	int o;
+
+	while ((o = getopt(argc, argv, "h:p:c:s:d:w:t:")) != -1) {
+		switch (o) {
+		case 'h': opt.host = optarg; break;
+		case 'p': num(optarg, 1, 65535); opt.port = optarg; break;
+		case 'c': opt.conns = num(optarg, 1, 1000000); break;
+		case 's': opt.size = num(optarg, 1, 64L << 20); break;
+		case 'd': opt.secs = num(optarg, 1, 86400); break;
+		case 'w': opt.warm = num(optarg, 0, 86400); break;
+		case 't': opt.threads = num(optarg, 1, 1024); break;
+		default: usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	if (opt.threads > opt.conns)
+		opt.threads = opt.conns;
+}
+
+static void resolve(void)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	int err = getaddrinfo(opt.host, opt.port, &hints, &target);
+
+	if (err) {
+		fprintf(stderr, "echo_load: cannot resolve %s: %s\n", opt.host,
+			gai_strerror(err));
+		exit(2);
+	}
+}
+
+/* Each connection is an fd here and, against a local server, one there. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)opt.conns + 64;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+		rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void start_workers(struct worker *ws)
+{
+	int first = 0;
+
+	pthread_barrier_init(&connected, NULL, opt.threads + 1);
+	pthread_barrier_init(&go, NULL, opt.threads + 1);
+	for (int i = 0; i < opt.threads; i++) {
+		struct worker *w = &ws[i];
+
+		w->first = first;
+		w->n = opt.conns / opt.threads + (i < opt.conns % opt.threads);
+		first += w->n;
+		w->conns = calloc(w->n, sizeof *w->conns);
+		w->rbuf = malloc(RBUF_SIZE);
+		w->ep = epoll_create1(EPOLL_CLOEXEC);
+		if (!w->conns || !w->rbuf || w->ep < 0 ||
+		    pthread_create(&w->tid, NULL, worker_main, w)) {
+			fprintf(stderr, "echo_load: cannot start worker %d\n", i);
+			exit(2);
+		}
+	}
+}
+
+/* Returns false, after saying why, if any connection could not be made. */
+static bool check_connected(struct worker *ws)
+{
+	for (int i = 0; i < opt.threads; i++) {
+		if (ws[i].connect_err) {
+			fprintf(stderr,
+				"echo_load: cannot connect to %s port %s "
+				"(connection %d of %d): %s\n",
+				opt.host, opt.port, ws[i].failed_conn + 1,
+				opt.conns, strerror(ws[i].connect_err));
+			return false;
+		}
+	}
+	return true;
+}
+
+static double percentile_us(const uint64_t *hist, uint64_t count, double p)
+{
+	uint64_t rank = (uint64_t)(p * count + 0.999999), acc = 0;
+
+	if (!count)
+		return 0;
+	for (unsigned b = 0; b < NBUCKETS; b++) {
+		acc += hist[b];
+		if (acc >= rank)
+			return bucket_value(b) / 1000;
+	}
+	return 0;
+}
+
+static int report(struct worker *ws)
+{
+	static uint64_t hist[NBUCKETS];
+	uint64_t measured = 0, total = 0, errors = 0, mismatches = 0;
+	int active = 0;
+
+	for (int i = 0; i < opt.threads; i++) {
+		struct worker *w = &ws[i];
+
+		measured += w->measured;
+		total += w->total;
+		errors += w->errors;
+		mismatches += w->mismatches;
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			hist[b] += w->hist[b];
+		for (int j = 0; j < w->n; j++)
+			active += w->conns[j].done_measured > 0;
+	}
+	printf("msgs_per_s=%.0f p50_us=%.1f p99_us=%.1f p999_us=%.1f "
+	       "errors=%llu mismatches=%llu conns=%d active=%d size=%zu "
+	       "secs=%d total_msgs=%llu\n",
+	       (double)measured / opt.secs, percentile_us(hist, measured, 0.50),
+	       percentile_us(hist, measured, 0.99),
+	       percentile_us(hist, measured, 0.999),
+	       (unsigned long long)errors, (unsigned long long)mismatches,
+	       opt.conns, active, opt.size, opt.secs,
+	       (unsigned long long)total);
+	return errors ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct worker *ws;
+
+	parse_args(argc, argv);
+	signal(SIGPIPE, SIG_IGN);
+	resolve();
+	raise_nofile();
+	fill_pattern();
+	ws = calloc(opt.threads, sizeof *ws);
+	if (!ws)
+		return 2;
+	signal(SIGALRM, watchdog);
+	alarm(CONNECT_BUDGET_S);
+	start_workers(ws);
+
+	pthread_barrier_wait(&connected);
+	aborted = !check_connected(ws);
+	if (!aborted) {
+		t_measure = now_ns() + (uint64_t)opt.warm * 1000000000u;
+		t_end = t_measure + (uint64_t)opt.secs * 1000000000u;
+		alarm(opt.warm + opt.secs + WATCHDOG_SLACK_S);
+	}
+	pthread_barrier_wait(&go);
+	for (int i = 0; i < opt.threads; i++)
+		pthread_join(ws[i].tid, NULL);
+	if (aborted)
+		return 2;
+	return report(ws);
+}

@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.h - an io_uring fiber runtime for Linux.
+ *
+ * Fibers are stackful coroutines that read, write, sleep and wait as if they
+ * were blocking. Underneath, each core thread owns an io_uring ring: every
+ * blocking call below is one SQE (two with a deadline), and the calling fiber
+ * is parked until its completions arrive. Nothing blocks a core thread.
+ *
+ * Conventions, for every function here:
+ *  - Errors are returned as -errno (liburing's convention); errno is never set.
+ *  - "Fiber context" means the caller is a fiber of this runtime. Blocking
+ *    calls made outside fiber context return -EPERM.
+ *  - A fiber lives on one core for its whole life; a struct runtime_fiber
+ *    handle may only be used on that fiber's core (cross-core use arrives
+ *    with multi-core).
+ *  - Cancellation is sticky: once a fiber is cancelled, its pending blocking
+ *    call and every later one returns -ECANCELED, except runtime_close(),
+ *    which always closes so that cleanup cannot leak.
+ *  - A per-fiber deadline (runtime_deadline_set) bounds every blocking call;
+ *    a call it cuts short returns -ETIMEDOUT.
+ *  - An operation whose completion raced a cancel or deadline and succeeded
+ *    anyway returns its real result (an accepted fd, bytes read): nothing is
+ *    lost or leaked; the next blocking call reports the cancel.
+ */
+#ifndef RUNTIME_H
+#define RUNTIME_H
+
+#include <errno.h> /* the -errno values every call returns */
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RUNTIME_API __attribute__((visibility("default")))
+
+struct runtime;        /* opaque: the runtime and its core threads */
+struct runtime_fiber;  /* opaque: a join handle */
+
+/* ---------------------------------------------------------------- config */
+
+enum runtime_timer_mode {
+	/* Timers in a core-local heap; only the nearest deadline is armed in
+	 * the kernel, as one IORING_OP_TIMEOUT moved by TIMEOUT_REMOVE. */
+	RUNTIME_TIMERS_HEAP = 0,
+	/* One IORING_OP_TIMEOUT per timer, cancelled by TIMEOUT_REMOVE. */
+	RUNTIME_TIMERS_KERNEL = 1,
+};
+
+struct runtime_config {
+	size_t stack_size;      /* usable bytes per fiber stack; default 128 KiB,
+	                           rounded up to the page size, minimum 16 KiB */
+	unsigned stack_cache;   /* stacks kept per core for reuse; default 64 */
+	unsigned ring_entries;  /* SQ entries (power of two); default 256; the
+	                           CQ gets 4x as many */
+	unsigned run_budget;    /* fibers run per loop turn before completions
+	                           are reaped; default 64 */
+	enum runtime_timer_mode timer_mode; /* default RUNTIME_TIMERS_HEAP */
+	/* Kernel-bypass options (see README for the measurements). */
+	int sqpoll;             /* nonzero: a kernel thread polls the SQ;
+	                           default 0 */
+	unsigned sqpoll_idle_ms;/* SQPOLL thread idle time; default 50 */
+	int register_ring_fd;   /* nonzero: io_uring_register_ring_fd; default 1 */
+	int fixed_files;        /* nonzero: sockets from runtime_accept are
+	                           registered as fixed files; default 0 */
+	unsigned busy_poll_us;  /* spin this long for completions before the
+	                           core blocks in the kernel; default 0 */
+};
+
+/* Fill *cfg with the defaults above. Any thread. */
+RUNTIME_API void runtime_config_init(struct runtime_config *cfg);
+
+/* ------------------------------------------------------------- lifecycle */
+
+/*
+ * Create a runtime. cfg NULL means defaults. Probes the kernel's io_uring
+ * features once. Any thread not inside a runtime; the calling thread becomes
+ * core 0's thread when it calls runtime_run().
+ * Returns 0, -EINVAL (bad config), -ENOMEM, -ENOSYS (no io_uring), or
+ * -EOPNOTSUPP (the kernel lacks IORING_FEAT_NODROP or another requirement).
+ */
+RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config *cfg);
+
+/*
+ * Run every fiber until all have ended (or the runtime is shut down and they
+ * have all unwound). Call from the thread that created the runtime, not from
+ * a fiber. Returns 0, -EBUSY if already running, or -errno if the ring failed.
+ * May be called again after it returns, to run newly spawned fibers.
+ */
+RUNTIME_API int runtime_run(struct runtime *rt);
+
+/*
+ * Ask the runtime to stop: later spawns return -ESHUTDOWN, pending timers
+ * complete at once with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled
+ * (its blocking calls return -ECANCELED) so runtime_run() returns once they
+ * have ended. From a fiber or timer callback of this runtime, or from the
+ * creating thread while runtime_run() is not running.
+ */
+RUNTIME_API void runtime_shutdown(struct runtime *rt);
+
+/* Free the runtime. Only after runtime_run() has returned (or never ran);
+ * fibers that never ran are discarded unrun. */
+RUNTIME_API void runtime_destroy(struct runtime *rt);
+
+/* The runtime of the calling fiber or timer callback, or NULL. */
+RUNTIME_API struct runtime *runtime_current(void);
+
+/* ---------------------------------------------------------------- fibers */
+
+/*
+ * Start fn(arg) in a new detached fiber. From a fiber of rt (the new fiber
+ * goes on the caller's core) or from the thread that created rt while
+ * runtime_run() is not running. The new fiber runs later, never inside this
+ * call. Returns 0, -ENOMEM, -ESHUTDOWN, or -EPERM from another thread.
+ */
+RUNTIME_API int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg);
+
+/*
+ * Like runtime_spawn, but the fiber is joinable: *fiber receives a handle
+ * that must be passed to runtime_fiber_join() or runtime_fiber_detach()
+ * exactly once (an unjoined handle keeps the fiber's stack). fn's return
+ * value is what join reports.
+ */
+RUNTIME_API int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **fiber,
+                                    void *(*fn)(void *), void *arg);
+
+/*
+ * Wait for a joinable fiber to end, store its result in *result (if not
+ * NULL) and release the handle. Fiber context, same core. Returns 0,
+ * -EDEADLK (joining itself), -EINVAL (not joinable, or already being joined),
+ * -ECANCELED or -ETIMEDOUT (the caller was cancelled or hit its deadline;
+ * the handle stays valid and may be joined again).
+ */
+RUNTIME_API int runtime_fiber_join(struct runtime_fiber *fiber, void **result);
+
+/* Give up the handle; the fiber's resources go when it ends. Same core.
+ * Returns 0 or -EINVAL (not joinable, or being joined). */
+RUNTIME_API int runtime_fiber_detach(struct runtime_fiber *fiber);
+
+/*
+ * Cancel a fiber: its pending or next blocking call returns -ECANCELED, and
+ * so does every later one (runtime_close excepted). The fiber keeps running
+ * so that it can clean up. From a fiber or timer callback on the same core,
+ * or from the creating thread while runtime_run() is not running.
+ * Returns 0, or -ESRCH if the fiber has already ended.
+ */
+RUNTIME_API int runtime_fiber_cancel(struct runtime_fiber *fiber);
+
+/* The calling fiber's handle (valid for cancel and id only unless it is
+ * the caller's own joinable handle), or NULL outside fiber context. */
+RUNTIME_API struct runtime_fiber *runtime_fiber_self(void);
+
+/* A fiber's id: unique within its runtime, never 0. */
+RUNTIME_API uint64_t runtime_fiber_id(const struct runtime_fiber *fiber);
+
+/* The calling fiber's local storage slot (NULL when a fiber starts). Fiber
+ * context; outside it, get returns NULL and set does nothing. */
+RUNTIME_API void *runtime_fiber_local_get(void);
+RUNTIME_API void runtime_fiber_local_set(void *value);
+
+/* Let the other ready fibers run. Fiber context. Returns 0 or -ECANCELED. */
+RUNTIME_API int runtime_yield(void);
+
+/* ------------------------------------------------------- time, deadlines */
+
+/* CLOCK_MONOTONIC in nanoseconds. Any thread. */
+RUNTIME_API uint64_t runtime_now(void);
+
+/*
+ * Sleep for ns nanoseconds (an io_uring timeout). Fiber context.
+ * Returns 0 once the time has passed, -ECANCELED, or -ETIMEDOUT if the
+ * fiber's deadline comes first.
+ */
+RUNTIME_API int runtime_sleep(uint64_t ns);
+
+/*
+ * Set the calling fiber's deadline: an absolute runtime_now() time after
+ * which every blocking call returns -ETIMEDOUT (a call already past it
+ * fails at once without touching the fd). 0 clears it. Fiber context.
+ */
+RUNTIME_API void runtime_deadline_set(uint64_t deadline_ns);
+RUNTIME_API uint64_t runtime_deadline_get(void);
+
+/*
+ * Cancellable timers. The storage belongs to the caller and must stay valid
+ * until the callback has run. The callback runs exactly once on the core that
+ * started the timer, outside any fiber (it must not block; it may spawn,
+ * start or cancel timers), and is told why it ran.
+ */
+enum runtime_timer_why {
+	RUNTIME_TIMER_FIRED = 0,
+	RUNTIME_TIMER_CANCELLED = 1,
+	RUNTIME_TIMER_SHUTDOWN = 2,
+};
+
+/* Storage for a timer: zero it before its first start. */
+struct runtime_timer {
+	uint64_t opaque_[10]; /* private */
+};
+
+typedef void runtime_timer_fn(struct runtime_timer *timer, void *arg,
+                              enum runtime_timer_why why);
+
+/*
+ * Arm a timer to fire after delay_ns. From a fiber or timer callback.
+ * Returns 0, -EPERM (no core here), -EBUSY (the timer is already armed),
+ * -ESHUTDOWN.
+ */
+RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
+                                    runtime_timer_fn *fn, void *arg);
+
+/*
+ * Cancel an armed timer. Same core as runtime_timer_start. Returns 0 when the
+ * cancel was taken (the callback will run, or has run, with
+ * RUNTIME_TIMER_CANCELLED, unless the kernel timeout fired first: the
+ * callback's why is authoritative), or -EALREADY if the callback has run.
+ */
+RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
+
+/* ------------------------------------------------------------------- I/O */
+
+/* Each of these is one io_uring SQE with the shape and result of the
+ * syscall it names: a byte count, an fd or 0, else -errno (-ECANCELED,
+ * -ETIMEDOUT as above, -EPERM outside fiber context). Buffers must stay
+ * valid until the call returns (they may live on the fiber's stack). */
+RUNTIME_API ssize_t runtime_read(int fd, void *buf, size_t len);
+RUNTIME_API ssize_t runtime_write(int fd, const void *buf, size_t len);
+RUNTIME_API ssize_t runtime_readv(int fd, const struct iovec *iov, int iovcnt);
+RUNTIME_API ssize_t runtime_writev(int fd, const struct iovec *iov, int iovcnt);
+RUNTIME_API ssize_t runtime_pread(int fd, void *buf, size_t len, off_t offset);
+RUNTIME_API ssize_t runtime_pwrite(int fd, const void *buf, size_t len, off_t offset);
+RUNTIME_API ssize_t runtime_recv(int fd, void *buf, size_t len, int flags);
+RUNTIME_API ssize_t runtime_send(int fd, const void *buf, size_t len, int flags);
+RUNTIME_API ssize_t runtime_recvmsg(int fd, struct msghdr *msg, int flags);
+RUNTIME_API ssize_t runtime_sendmsg(int fd, const struct msghdr *msg, int flags);
+/* flags: SOCK_NONBLOCK / SOCK_CLOEXEC, as accept4(2). */
+RUNTIME_API int runtime_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
+RUNTIME_API int runtime_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
+/* Never cancelled and never cut short by a deadline: the fd is always closed. */
+RUNTIME_API int runtime_close(int fd);
+RUNTIME_API int runtime_openat(int dirfd, const char *path, int flags, mode_t mode);
+/* datasync nonzero: fdatasync(2) semantics. */
+RUNTIME_API int runtime_fsync(int fd, int datasync);
+/* shutdown(2) on a socket. */
+RUNTIME_API int runtime_sock_shutdown(int fd, int how);
+
+/*
+ * Wait until fd is ready for events (POLLIN, POLLOUT, ...), for at most
+ * timeout_ns (negative: no limit other than the fiber's deadline). Returns
+ * the ready events (> 0), -ETIMEDOUT, -ECANCELED or -errno.
+ */
+RUNTIME_API int runtime_poll(int fd, short events, int64_t timeout_ns);
+
+/* --------------------------------------------------------------- helpers */
+
+#define RUNTIME_LISTEN_REUSEPORT 0x1u
+
+/*
+ * A listening TCP socket on a numeric address (IPv4 or IPv6; NULL or "" is
+ * every IPv4 address; no name lookups, so it never blocks), with SO_REUSEADDR
+ * and, if asked, SO_REUSEPORT. backlog <= 0 means SOMAXCONN. Any thread.
+ * Returns the fd or -errno (-EINVAL for an address that is not numeric).
+ */
+RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
+                                   unsigned flags);
+
+/* Connect a new TCP socket to a numeric address. Fiber context.
+ * Returns the fd or -errno; no fd is left behind on error. */
+RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
+
+/*
+ * Write all len bytes, looping over short writes. Returns len, or -errno;
+ * *done (if not NULL) always receives the bytes written, so nothing is lost.
+ */
+RUNTIME_API ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done);
+
+/*
+ * Read exactly len bytes. Returns len; 0 at end of file before the first
+ * byte; -ENODATA at end of file after some bytes; or -errno. *done (if not
+ * NULL) always receives the bytes read.
+ */
+RUNTIME_API ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *done);
+
+/*
+ * Register fd as a fixed file of the calling core's ring, so that I/O on it
+ * skips the kernel's fd lookup; runtime_close() unregisters it. Fiber
+ * context. Returns 0, -ENOSPC (table full), -EOPNOTSUPP (kernel lacks it).
+ */
+RUNTIME_API int runtime_fd_register(int fd);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RUNTIME_H */

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * internal.h - the runtime's private contract between subsystems (never
+ * installed). One struct core per core thread holds everything that thread
+ * owns: its ring, run queue, timers and stack cache. Nothing here is shared
+ * between threads except where a comment says so. Public names are
+ * runtime_*, internal non-static ones runtime__*.
+ */
+#ifndef RUNTIME_INTERNAL_H
+#define RUNTIME_INTERNAL_H
+
+#include "config.h"
+
+#include <errno.h>
+#include <liburing.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "runtime.h"
+
+#define likely(x)   __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define container_of(ptr, type, member) \
+	((type *)((char *)(ptr) - offsetof(type, member)))
+
+struct core;
+
+/* ----------------------------------------------------------------- stacks */
+
+struct stack {
+	void *base;     /* lowest address of the mapping (the guard page) */
+	size_t size;    /* whole mapping, guard included */
+};
+
+/* Usable top of a stack (16-byte aligned, exclusive). */
+static inline char *stack_top(const struct stack *s)
+{
+	return (char *)s->base + s->size;
+}
+
+int runtime__stack_alloc(struct core *c, struct stack *s);
+void runtime__stack_free(struct core *c, struct stack *s);
+void runtime__stack_cache_drain(struct core *c);
+size_t runtime__stack_guard_size(void);
+int runtime__overflow_handler_install(void);
+int runtime__altstack_enter(struct core *c);
+void runtime__altstack_leave(struct core *c);
+
+/* ----------------------------------------------------------------- fibers */
+
+enum fiber_state {
+	FIBER_READY,    /* on the run queue, or about to be */
+	FIBER_RUNNING,
+	FIBER_PARKED,   /* waiting for runtime__wake() */
+	FIBER_DONE,
+};
+
+enum fiber_flags {
+	FIBER_CANCELLED = 1u << 0,
+	FIBER_JOINABLE  = 1u << 1, /* a handle is out: keep the struct after exit */
+	FIBER_VOID_FN   = 1u << 2, /* started by runtime_spawn: fn returns void */
+	FIBER_LOOP      = 1u << 3, /* the core thread's own context, not a fiber */
+};
+
+/*
+ * A fiber. It lives at the top of its own stack, so a spawn is one stack
+ * from the cache and nothing else, and a parked fiber touches one page.
+ */
+struct fiber {
+	void *sp;                   /* saved stack pointer while switched out */
+	struct fiber *next;         /* run queue link */
+	struct core *core;
+	uint8_t state;
+	uint8_t flags;
+	int wake_res;               /* what the waker handed over */
+	/* Called by cancel while parked; must eventually wake the fiber. NULL:
+	 * cancel wakes the fiber at once with -ECANCELED. */
+	void (*interrupt)(struct fiber *f);
+	void *wait_obj;             /* what it is parked on, for interrupt */
+	uint64_t id;
+	uint64_t deadline;          /* absolute ns, 0 = none */
+	union {
+		void (*void_fn)(void *);
+		void *(*fn)(void *);
+	};
+	void *arg;
+	void *result;
+	void *local;
+	struct fiber *joiner;
+	struct fiber *all_prev, *all_next; /* every live fiber of the core */
+	struct stack stack;
+#ifdef RUNTIME_ASAN
+	void *asan_fake_stack;
+	const void *asan_bottom;
+	size_t asan_size;
+#endif
+#ifdef RUNTIME_TSAN
+	void *tsan_fiber;
+#endif
+};
+
+struct fiber_queue {
+	struct fiber *head, *tail;
+};
+
+void runtime__switch(void **save_sp, void *next_sp);
+void runtime__fiber_trampoline(void);
+void *runtime__context_init(void *top, struct fiber *f);
+
+/* ----------------------------------------------------------------- timers */
+
+enum timer_state { TIMER_IDLE, TIMER_ARMED, TIMER_CANCELLING };
+
+/* Internal timer: the public struct runtime_timer's storage, and what
+ * sleeps and timed parks use. fire() runs exactly once per start. */
+struct timer {
+	uint64_t deadline;          /* absolute CLOCK_MONOTONIC ns */
+	void (*fire)(struct timer *t, enum runtime_timer_why why);
+	struct core *core;
+	uint32_t heap_index;
+	uint8_t state;
+	uint8_t cancel_why;         /* kernel mode: why, once the removal lands */
+	struct __kernel_timespec ts; /* kernel mode: read by the kernel at submit */
+	runtime_timer_fn *user_fn;   /* public timers only */
+	void *user_arg;
+};
+
+struct timer_heap {
+	struct timer **slot;
+	uint32_t len, cap;
+};
+
+void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
+void runtime__timer_cancel(struct timer *t);
+void runtime__timers_fire_due(struct core *c);
+void runtime__timers_arm(struct core *c);
+void runtime__timers_shutdown(struct core *c);
+void runtime__timers_free(struct core *c);
+void runtime__timer_cqe(struct core *c, void *ptr, int res);
+void runtime__ktimeout_cqe(struct core *c, uint64_t user_data, int res);
+uint64_t runtime__timers_next(struct core *c);
+
+/* ------------------------------------------------------------------- ring */
+
+/* user_data tags in the low 3 bits of an 8-aligned pointer. */
+enum cqe_tag {
+	TAG_OP = 0,       /* struct op: the operation itself */
+	TAG_LINK_TIMEOUT, /* struct op: its linked timeout */
+	TAG_CANCEL,       /* struct op: an ASYNC_CANCEL aimed at it */
+	TAG_TIMER,        /* struct timer, kernel mode */
+	TAG_KTIMEOUT,     /* heap mode's armed timeout; generation << 3 */
+	TAG_IGNORE,       /* no one waits for this CQE */
+};
+#define TAG_MASK 7ull
+
+static inline void ts_from_ns(struct __kernel_timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (long long)(ns / 1000000000ull);
+	ts->tv_nsec = (long long)(ns % 1000000000ull);
+}
+
+static inline uint64_t tagged(const void *p, enum cqe_tag tag)
+{
+	return (uint64_t)(uintptr_t)p | tag;
+}
+
+/* Features found by the start-up probe. */
+struct ring_features {
+	unsigned setup_flags;       /* flags the ring was created with */
+	bool registered_fd;
+	bool fixed_files;
+};
+
+struct io_uring_sqe *runtime__sqe(struct core *c);
+void runtime__sqe_reserve(struct core *c, unsigned n);
+int runtime__ring_init(struct core *c);
+void runtime__ring_exit(struct core *c);
+int runtime__ring_flush(struct core *c);
+int runtime__ring_enter(struct core *c, bool wait);
+int runtime__ring_probe(const struct runtime_config *cfg);
+bool runtime__fixed(struct core *c, int fd);
+void runtime__fixed_forget(struct core *c, int fd);
+
+/* An in-flight operation, on the waiting fiber's stack. The fiber resumes
+ * only when pending reaches 0: every CQE that names this struct has come. */
+struct op {
+	struct fiber *fiber;
+	int res;
+	uint8_t pending;
+	bool timed_out;             /* the linked timeout fired */
+	bool cancel_sent;           /* an ASYNC_CANCEL is (or was) in flight */
+	bool cancellable;           /* false for close: cleanup must not fail */
+	uint64_t deadline;          /* absolute ns for the linked timeout, 0 = none */
+	struct __kernel_timespec ts;
+};
+
+void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);
+
+/* ------------------------------------------------------------------- core */
+
+struct core {
+	struct runtime *rt;
+	unsigned index;
+	struct fiber *current;      /* running fiber, or &loop */
+	struct fiber *prev;         /* the context that switched to current */
+	struct fiber loop;          /* the core thread's own context */
+	struct fiber_queue ready;
+	unsigned budget;            /* fibers left to run this turn */
+	struct fiber *zombie;       /* ended fiber whose stack is to be freed */
+	struct fiber *all;          /* every live fiber */
+	unsigned live;              /* fibers not yet ended */
+	unsigned timers_user;       /* armed public timers */
+	uint64_t next_id;
+
+	struct io_uring ring;
+	bool ring_ready;
+	unsigned in_flight;         /* submitted SQEs whose CQE is still due */
+
+	struct timer_heap timers;
+	uint64_t kt_deadline;       /* heap mode: armed kernel timeout, 0 = none */
+	uint64_t kt_gen;
+	struct __kernel_timespec kt_ts;
+
+	uint8_t *fixed;             /* fixed_files: fd registered at slot fd? */
+
+	struct stack *stack_cache;
+	unsigned stack_cached;
+	void *altstack;
+};
+
+struct runtime {
+	struct runtime_config cfg;
+	struct ring_features feat;
+	struct core *cores;
+	unsigned ncores;
+	bool running;
+	bool shutting_down;
+	unsigned long owner_thread; /* pthread_t of the creating thread */
+};
+
+extern __thread struct core *runtime__tls_core;
+
+static inline struct core *this_core(void)
+{
+	return runtime__tls_core;
+}
+
+/* The running fiber, or NULL outside fiber context. */
+static inline struct fiber *this_fiber(void)
+{
+	struct core *c = runtime__tls_core;
+	if (!c || (c->current->flags & FIBER_LOOP))
+		return NULL;
+	return c->current;
+}
+
+int runtime__park(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj);
+int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res);
+void runtime__wake(struct fiber *f, int res);
+int runtime__cancel_pending(struct fiber *f);
+
+#endif /* RUNTIME_INTERNAL_H */

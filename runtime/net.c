@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * net.c - conveniences over the fiber I/O calls: TCP listen and connect on
+ * numeric addresses (never a name lookup, so nothing here can block a core),
+ * and write-all / read-exact loops that report partial progress.
+ */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Fill *ss from a numeric IPv4/IPv6 address; NULL or "" is INADDR_ANY. */
+static int parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
+                      socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (host && strchr(host, ':')) {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+		if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1)
+			return -EINVAL;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		*len = sizeof(*a6);
+		return 0;
+	}
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	if (!host || !*host)
+		a4->sin_addr.s_addr = htonl(INADDR_ANY);
+	else if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+		return -EINVAL;
+	a4->sin_family = AF_INET;
+	a4->sin_port = htons(port);
+	*len = sizeof(*a4);
+	return 0;
+}
+
+static int set_flag(int fd, int level, int name)
+{
+	int one = 1;
+	return setsockopt(fd, level, name, &one, sizeof(one)) < 0 ? -errno : 0;
+}
+
+int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned flags)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = parse_addr(host, port, &ss, &len);
+
+	if (rc < 0)
+		return rc;
+	if (flags & ~RUNTIME_LISTEN_REUSEPORT)
+		return -EINVAL;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR);
+	if (!rc && (flags & RUNTIME_LISTEN_REUSEPORT))
+		rc = set_flag(fd, SOL_SOCKET, SO_REUSEPORT);
+	if (!rc && bind(fd, (struct sockaddr *)&ss, len) < 0)
+		rc = -errno;
+	if (!rc && listen(fd, backlog > 0 ? backlog : SOMAXCONN) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+int runtime_tcp_connect(const char *host, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = parse_addr(host, port, &ss, &len);
+
+	if (rc < 0)
+		return rc;
+	if (!this_fiber())
+		return -EPERM;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rc = runtime_connect(fd, (struct sockaddr *)&ss, len);
+	if (rc == 0)
+		set_flag(fd, IPPROTO_TCP, TCP_NODELAY); /* request/response latency */
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
+ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	size_t off = 0;
+	ssize_t rc = 0;
+
+	while (off < len) {
+		rc = runtime_write(fd, (const char *)buf + off, len - off);
+		if (rc <= 0) {
+			if (rc == 0)
+				rc = -EIO; /* a zero-byte write would loop forever */
+			break;
+		}
+		off += (size_t)rc;
+	}
+	if (done)
+		*done = off;
+	return off == len ? (ssize_t)len : rc;
+}
+
+ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *done)
+{
+	size_t off = 0;
+	ssize_t rc = 0;
+
+	while (off < len) {
+		rc = runtime_read(fd, (char *)buf + off, len - off);
+		if (rc <= 0) {
+			if (rc == 0)
+				rc = off ? -ENODATA : 0;
+			break;
+		}
+		off += (size_t)rc;
+	}
+	if (done)
+		*done = off;
+	return off == len ? (ssize_t)len : rc;
+}

@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring.c - one io_uring per core: feature probe, setup with fallbacks, SQE
+ * reservation that never drops an operation, the per-turn submit-and-wait,
+ * and CQE dispatch.
+ *
+ * Setup prefers SINGLE_ISSUER|DEFER_TASKRUN (completions are processed only
+ * when this thread enters the kernel, with no IPIs), then COOP_TASKRUN,
+ * then nothing; the choice is made once by runtime__ring_probe(). The CQ is
+ * 4x the SQ and IORING_FEAT_NODROP is required, so a burst of completions
+ * is never lost: the kernel backlogs them and submit answers -EBUSY until
+ * they are reaped.
+ *
+ * CQE user_data is a pointer with a tag in its low 3 bits (enum cqe_tag).
+ * CQEs are copied out in batches before they are dispatched, so a handler
+ * that needs SQEs (and so may reap, to make room) never sees the CQ ring
+ * half-consumed.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Opcodes the runtime uses; all are in Linux 5.11 and later. */
+static const uint8_t required_ops[] = {
+	IORING_OP_READ, IORING_OP_WRITE, IORING_OP_READV, IORING_OP_WRITEV,
+	IORING_OP_RECV, IORING_OP_SEND, IORING_OP_RECVMSG, IORING_OP_SENDMSG,
+	IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_CLOSE, IORING_OP_OPENAT,
+	IORING_OP_FSYNC, IORING_OP_POLL_ADD, IORING_OP_SHUTDOWN, IORING_OP_TIMEOUT,
+	IORING_OP_TIMEOUT_REMOVE, IORING_OP_LINK_TIMEOUT, IORING_OP_ASYNC_CANCEL,
+};
+
+/* Fixed-file table: slot N holds fd N (identity), so no lookup is needed. */
+#define FIXED_FILES_MAX 16384u
+
+static int ring_setup(struct io_uring *ring, const struct runtime_config *cfg, unsigned flags)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	p.flags = flags | IORING_SETUP_CQSIZE;
+	p.cq_entries = cfg->ring_entries * 4;
+	if (flags & IORING_SETUP_SQPOLL)
+		p.sq_thread_idle = cfg->sqpoll_idle_ms;
+	int rc = io_uring_queue_init_params(cfg->ring_entries, ring, &p);
+	if (rc == 0 && !(p.features & IORING_FEAT_NODROP)) {
+		io_uring_queue_exit(ring);
+		return -EOPNOTSUPP;
+	}
+	return rc;
+}
+
+static const unsigned plain_flags[] = {
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		IORING_SETUP_TASKRUN_FLAG,
+	IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+	IORING_SETUP_SUBMIT_ALL,
+	0,
+};
+
+static const unsigned sqpoll_flags[] = {
+	IORING_SETUP_SQPOLL | IORING_SETUP_SUBMIT_ALL | IORING_SETUP_SINGLE_ISSUER,
+	IORING_SETUP_SQPOLL | IORING_SETUP_SUBMIT_ALL,
+	IORING_SETUP_SQPOLL,
+};
+
+static int probe_ops(struct io_uring *ring)
+{
+	struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
+	int rc = 0;
+
+	if (!probe)
+		return -EOPNOTSUPP;
+	for (size_t i = 0; i < sizeof(required_ops); i++)
+		if (!io_uring_opcode_supported(probe, required_ops[i]))
+			rc = -EOPNOTSUPP;
+	io_uring_free_probe(probe);
+	return rc;
+}
+
+/* Find the best setup flags this kernel accepts. Returns them, or -errno:
+ * -ENOSYS (no io_uring), -EOPNOTSUPP (no NODROP, or a needed opcode). */
+int runtime__ring_probe(const struct runtime_config *cfg)
+{
+	const unsigned *chain = cfg->sqpoll ? sqpoll_flags : plain_flags;
+	size_t n = cfg->sqpoll ? sizeof(sqpoll_flags) / sizeof(*chain)
+	                       : sizeof(plain_flags) / sizeof(*chain);
+	struct io_uring ring;
+	int rc = -EINVAL;
+
+	for (size_t i = 0; i < n; i++) {
+		rc = ring_setup(&ring, cfg, chain[i]);
+		if (rc == -EINVAL)
+			continue;
+		if (rc < 0)
+			return rc == -EPERM ? -ENOSYS : rc;
+		rc = probe_ops(&ring);
+		io_uring_queue_exit(&ring);
+		return rc < 0 ? rc : (int)chain[i];
+	}
+	return rc;
+}
+
+/* On the core's own thread: SINGLE_ISSUER binds the ring to its creator. */
+int runtime__ring_init(struct core *c)
+{
+	struct runtime *rt = c->rt;
+	int rc = ring_setup(&c->ring, &rt->cfg, rt->feat.setup_flags);
+
+	if (rc < 0)
+		return rc;
+	if (rt->cfg.register_ring_fd)
+		rt->feat.registered_fd = io_uring_register_ring_fd(&c->ring) == 1;
+	if (rt->cfg.fixed_files) {
+		rt->feat.fixed_files =
+			io_uring_register_files_sparse(&c->ring, FIXED_FILES_MAX) == 0;
+		if (rt->feat.fixed_files) {
+			c->fixed = calloc(FIXED_FILES_MAX, sizeof(*c->fixed));
+			if (!c->fixed) {
+				io_uring_queue_exit(&c->ring);
+				return -ENOMEM;
+			}
+		}
+	}
+	c->ring_ready = true;
+	return 0;
+}
+
+void runtime__ring_exit(struct core *c)
+{
+	io_uring_queue_exit(&c->ring);
+	c->ring_ready = false;
+	free(c->fixed);
+	c->fixed = NULL;
+}
+
+/* ---------------------------------------------------------------- reap */
+
+struct cqe_copy {
+	uint64_t user_data;
+	int32_t res;
+};
+
+static void dispatch(struct core *c, const struct cqe_copy *e)
+{
+	void *ptr = (void *)(uintptr_t)(e->user_data & ~TAG_MASK);
+
+	switch ((enum cqe_tag)(e->user_data & TAG_MASK)) {
+	case TAG_OP:
+	case TAG_LINK_TIMEOUT:
+	case TAG_CANCEL:
+		runtime__op_cqe(c, ptr, (enum cqe_tag)(e->user_data & TAG_MASK), e->res);
+		break;
+	case TAG_TIMER:
+		runtime__timer_cqe(c, ptr, e->res);
+		break;
+	case TAG_KTIMEOUT:
+		runtime__ktimeout_cqe(c, e->user_data, e->res);
+		break;
+	case TAG_IGNORE:
+	default:
+		break;
+	}
+}
+
+#define REAP_BATCH 64
+
+/* Dispatch every CQE that has arrived. Returns how many. */
+static unsigned reap(struct core *c)
+{
+	struct cqe_copy batch[REAP_BATCH];
+	unsigned total = 0;
+
+	for (;;) {
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+
+		io_uring_for_each_cqe(&c->ring, head, cqe) {
+			batch[n].user_data = cqe->user_data;
+			batch[n].res = cqe->res;
+			if (++n == REAP_BATCH)
+				break;
+		}
+		if (!n)
+			return total;
+		io_uring_cq_advance(&c->ring, n);
+		c->in_flight -= n;
+		for (unsigned i = 0; i < n; i++)
+			dispatch(c, &batch[i]);
+		total += n;
+	}
+}
+
+/* ---------------------------------------------------------------- submit */
+
+/* The SQ is full: hand it to the kernel. -EBUSY/-EAGAIN mean the kernel
+ * holds back completions (or lacks memory) until some are reaped. */
+static void sq_make_room(struct core *c)
+{
+	int rc = io_uring_submit(&c->ring);
+
+	if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR)
+		reap(c);
+	else if (rc < 0)
+		abort(); /* the ring itself is broken: nothing can be relied on */
+	if (c->rt->feat.setup_flags & IORING_SETUP_SQPOLL)
+		io_uring_sqring_wait(&c->ring);
+}
+
+struct io_uring_sqe *runtime__sqe(struct core *c)
+{
+	struct io_uring_sqe *sqe;
+
+	while (!(sqe = io_uring_get_sqe(&c->ring)))
+		sq_make_room(c);
+	c->in_flight++;
+	return sqe;
+}
+
+/* Make room for n SQEs, so a linked pair is never split by a full ring. */
+void runtime__sqe_reserve(struct core *c, unsigned n)
+{
+	while (io_uring_sq_space_left(&c->ring) < n)
+		sq_make_room(c);
+}
+
+/* Spin without blocking for up to busy_poll_us; true if a CQE came. */
+static bool busy_poll(struct core *c)
+{
+	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+
+	do {
+		io_uring_submit_and_get_events(&c->ring);
+		if (io_uring_cq_ready(&c->ring))
+			return true;
+	} while (runtime_now() < until);
+	return false;
+}
+
+/*
+ * The loop's one trip to the kernel per turn: submit what the fibers
+ * prepared and, if wait, block until at least one completion (the nearest
+ * timer is armed as a timeout SQE, so this never sleeps past it). Then
+ * dispatch every CQE. Returns 0 or -errno for a broken ring.
+ */
+int runtime__ring_enter(struct core *c, bool wait)
+{
+	if (wait && c->rt->cfg.busy_poll_us && busy_poll(c))
+		wait = false;
+	for (;;) {
+		int rc = io_uring_submit_and_wait(&c->ring, wait ? 1 : 0);
+		if (rc >= 0 || rc == -EINTR || rc == -ETIME)
+			break;
+		if (rc != -EBUSY && rc != -EAGAIN)
+			return rc;
+		if (!reap(c) && !wait)
+			break; /* nothing to reap and no need to wait: try next turn */
+		wait = false; /* reaped something: fibers have work */
+	}
+	reap(c);
+	return 0;
+}
+
+/* ---------------------------------------------------------- fixed files */
+
+int runtime_fd_register(int fd)
+{
+	struct core *c = this_core();
+
+	if (!c || !this_fiber())
+		return -EPERM;
+	if (fd < 0)
+		return -EBADF;
+	if (!c->fixed)
+		return -EOPNOTSUPP;
+	if ((unsigned)fd >= FIXED_FILES_MAX)
+		return -ENOSPC;
+	if (c->fixed[fd])
+		return 0;
+	int rc = io_uring_register_files_update(&c->ring, (unsigned)fd, &fd, 1);
+	if (rc < 0)
+		return rc;
+	c->fixed[fd] = 1;
+	return 0;
+}
+
+bool runtime__fixed(struct core *c, int fd)
+{
+	return c->fixed && fd >= 0 && (unsigned)fd < FIXED_FILES_MAX && c->fixed[fd];
+}
+
+void runtime__fixed_forget(struct core *c, int fd)
+{
+	int none = -1;
+
+	if (!runtime__fixed(c, fd))
+		return;
+	io_uring_register_files_update(&c->ring, (unsigned)fd, &none, 1);
+	c->fixed[fd] = 0;
+}

@@ -1,0 +1,668 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sched.c - the runtime, its cores and the fibers on them.
+ *
+ * Each core runs one loop (core_loop) in fixed phases: run ready fibers
+ * (within a budget, so I/O is never starved) -> fire due timers -> submit
+ * SQEs and reap CQEs in one io_uring_enter, blocking only when nothing is
+ * ready -> fire timers again. Fibers hand the CPU straight to the next ready
+ * fiber (no trip through the loop) until the budget is spent. A fiber parks
+ * with runtime__park() and anything on its core wakes it with
+ * runtime__wake(); cancellation interrupts a park through the parker's own
+ * interrupt hook, so that an operation whose SQE points at the fiber's stack
+ * is never abandoned mid-flight.
+ */
+#include "internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef RUNTIME_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#ifdef RUNTIME_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+__thread struct core *runtime__tls_core;
+
+/* The fiber struct sits at the top of its stack, in a 64-byte slot. */
+#define FIBER_SLOT ((sizeof(struct fiber) + 63) & ~(size_t)63)
+
+#define KiB 1024u
+
+void runtime_config_init(struct runtime_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->stack_size = 128 * KiB;
+	cfg->stack_cache = 64;
+	cfg->ring_entries = 256;
+	cfg->run_budget = 64;
+	cfg->timer_mode = RUNTIME_TIMERS_HEAP;
+	cfg->sqpoll_idle_ms = 50;
+	cfg->register_ring_fd = 1;
+}
+
+uint64_t runtime_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ run queue */
+
+static void runq_push(struct core *c, struct fiber *f)
+{
+	f->next = NULL;
+	if (c->ready.tail)
+		c->ready.tail->next = f;
+	else
+		c->ready.head = f;
+	c->ready.tail = f;
+}
+
+static struct fiber *runq_pop(struct core *c)
+{
+	struct fiber *f = c->ready.head;
+	if (f) {
+		c->ready.head = f->next;
+		if (!c->ready.head)
+			c->ready.tail = NULL;
+	}
+	return f;
+}
+
+/* ------------------------------------------------------------- switching */
+
+static void fiber_release(struct core *c, struct fiber *f)
+{
+	struct stack s = f->stack; /* f lives on s: copy before freeing */
+#ifdef RUNTIME_TSAN
+	__tsan_destroy_fiber(f->tsan_fiber);
+#endif
+	runtime__stack_free(c, &s);
+}
+
+/* Runs first thing in whichever context a switch lands in. */
+static void finish_switch(struct core *c)
+{
+#ifdef RUNTIME_ASAN
+	/* ASan reports the stack we came from: this is how the core loop's
+	 * (the thread's own) stack bounds become known. */
+	__sanitizer_finish_switch_fiber(c->current->asan_fake_stack,
+	                                &c->prev->asan_bottom, &c->prev->asan_size);
+#endif
+	if (unlikely(c->zombie != NULL)) {
+		struct fiber *z = c->zombie;
+		c->zombie = NULL;
+		fiber_release(c, z);
+	}
+}
+
+static void switch_to(struct core *c, struct fiber *from, struct fiber *to)
+{
+	c->current = to;
+	c->prev = from;
+	to->state = FIBER_RUNNING;
+#ifdef RUNTIME_ASAN
+	/* A fiber that has ended passes NULL so ASan drops its fake stack. */
+	__sanitizer_start_switch_fiber(from->state == FIBER_DONE ? NULL : &from->asan_fake_stack,
+	                               to->asan_bottom, to->asan_size);
+#endif
+#ifdef RUNTIME_TSAN
+	__tsan_switch_to_fiber(to->tsan_fiber, 0);
+#endif
+	runtime__switch(&from->sp, to->sp);
+	finish_switch(c);
+}
+
+/* The next context to run after the current fiber gives up the CPU: the
+ * next ready fiber while the turn's budget lasts, else the core loop. */
+static struct fiber *pick_next(struct core *c)
+{
+	if (c->budget && c->ready.head) {
+		c->budget--;
+		return runq_pop(c);
+	}
+	return &c->loop;
+}
+
+static void schedule(struct core *c)
+{
+	struct fiber *self = c->current;
+	struct fiber *next = pick_next(c);
+
+	if (next != self)
+		switch_to(c, self, next);
+	else
+		self->state = FIBER_RUNNING;
+}
+
+__attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f)
+{
+	f->state = FIBER_DONE;
+	if (f->all_prev)
+		f->all_prev->all_next = f->all_next;
+	else
+		c->all = f->all_next;
+	if (f->all_next)
+		f->all_next->all_prev = f->all_prev;
+	c->live--;
+	if (f->joiner)
+		runtime__wake(f->joiner, 0);
+	if (!(f->flags & FIBER_JOINABLE))
+		c->zombie = f; /* freed by the next context, off this stack */
+	switch_to(c, f, pick_next(c));
+	__builtin_unreachable();
+}
+
+/* Entered from runtime__fiber_trampoline on the fiber's fresh stack. */
+__attribute__((noreturn, used)) void runtime__fiber_main(struct fiber *f);
+void runtime__fiber_main(struct fiber *f)
+{
+	struct core *c = f->core;
+
+	finish_switch(c);
+	if (f->flags & FIBER_VOID_FN)
+		f->void_fn(f->arg);
+	else
+		f->result = f->fn(f->arg);
+	fiber_exit(c, f);
+}
+
+/* ---------------------------------------------------------- park / wake */
+
+int runtime__park(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj)
+{
+	struct fiber *f = c->current;
+
+	f->state = FIBER_PARKED;
+	f->interrupt = interrupt;
+	f->wait_obj = wait_obj;
+	schedule(c);
+	f->interrupt = NULL;
+	f->wait_obj = NULL;
+	return f->wake_res;
+}
+
+void runtime__wake(struct fiber *f, int res)
+{
+	if (f->state != FIBER_PARKED)
+		return;
+	f->state = FIBER_READY;
+	f->wake_res = res;
+	runq_push(f->core, f);
+}
+
+struct park_timer {
+	struct timer t;
+	struct fiber *f;
+	int res;
+	bool done;
+};
+
+static void park_timer_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct park_timer *pt = container_of(t, struct park_timer, t);
+
+	pt->done = true;
+	runtime__wake(pt->f, why == RUNTIME_TIMER_FIRED ? pt->res : -ECANCELED);
+}
+
+/* While a timer's cancel is in flight, cancel must not wake the fiber. */
+static void ignore_interrupt(struct fiber *f)
+{
+	(void)f;
+}
+
+/*
+ * Park until woken, or until deadline (absolute ns; 0 = none), when the
+ * result is timeout_res. The timer never outlives this frame: if something
+ * else wakes the fiber first, the timer is cancelled and its callback awaited.
+ */
+static int park_timed(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
+                      uint64_t deadline, int timeout_res)
+{
+	if (!deadline)
+		return runtime__park(c, interrupt, wait_obj);
+
+	struct park_timer pt = { .t.fire = park_timer_fire, .f = c->current, .res = timeout_res };
+	runtime__timer_start(c, &pt.t, deadline);
+	int res = runtime__park(c, interrupt, wait_obj);
+	if (!pt.done) {
+		runtime__timer_cancel(&pt.t);
+		while (!pt.done)
+			runtime__park(c, ignore_interrupt, NULL);
+	}
+	return res;
+}
+
+int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res)
+{
+	return park_timed(c, NULL, NULL, deadline, timeout_res);
+}
+
+/* -ECANCELED or -ETIMEDOUT if the calling fiber may not block now, else 0. */
+int runtime__cancel_pending(struct fiber *f)
+{
+	if (f->flags & FIBER_CANCELLED)
+		return -ECANCELED;
+	if (f->deadline && runtime_now() >= f->deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/* ---------------------------------------------------------------- spawn */
+
+static bool on_owner_thread(const struct runtime *rt)
+{
+	return pthread_equal(pthread_self(), (pthread_t)rt->owner_thread);
+}
+
+/* The core a spawn from this thread goes to, or NULL if it may not spawn. */
+static struct core *spawn_core(struct runtime *rt)
+{
+	struct core *c = this_core();
+
+	if (c && c->rt == rt)
+		return c;
+	if (!c && !rt->running && on_owner_thread(rt))
+		return &rt->cores[0];
+	return NULL;
+}
+
+static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct fiber **out)
+{
+	if (!rt || !fn)
+		return -EINVAL;
+	struct core *c = spawn_core(rt);
+	if (!c)
+		return -EPERM;
+	if (rt->shutting_down)
+		return -ESHUTDOWN;
+
+	struct stack s;
+	int rc = runtime__stack_alloc(c, &s);
+	if (rc < 0)
+		return rc;
+	struct fiber *f = (struct fiber *)(stack_top(&s) - FIBER_SLOT);
+	memset(f, 0, sizeof(*f));
+	f->stack = s;
+	f->core = c;
+	f->flags = (uint8_t)flags;
+	f->id = ++c->next_id * rt->ncores + c->index;
+	if (flags & FIBER_VOID_FN)
+		f->void_fn = (void (*)(void *))fn;
+	else
+		f->fn = (void *(*)(void *))fn;
+	f->arg = arg;
+	f->sp = runtime__context_init(f, f);
+#ifdef RUNTIME_ASAN
+	f->asan_bottom = (char *)s.base + runtime__stack_guard_size();
+	f->asan_size = (size_t)((char *)f - (char *)f->asan_bottom);
+#endif
+#ifdef RUNTIME_TSAN
+	f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+	f->all_next = c->all;
+	if (c->all)
+		c->all->all_prev = f;
+	c->all = f;
+	c->live++;
+	f->state = FIBER_READY;
+	runq_push(c, f);
+	if (out)
+		*out = f;
+	return 0;
+}
+
+int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg)
+{
+	return spawn(rt, (void *)fn, arg, FIBER_VOID_FN, NULL);
+}
+
+int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **fiber,
+                        void *(*fn)(void *), void *arg)
+{
+	if (!fiber)
+		return -EINVAL;
+	return spawn(rt, (void *)fn, arg, FIBER_JOINABLE, (struct fiber **)fiber);
+}
+
+/* ------------------------------------------------------- fiber handles */
+
+/* May the caller act on f: from f's core, or from the owner while idle. */
+static bool may_touch(const struct fiber *f)
+{
+	struct core *c = this_core();
+
+	if (c)
+		return c == f->core;
+	return !f->core->rt->running && on_owner_thread(f->core->rt);
+}
+
+int runtime_fiber_join(struct runtime_fiber *handle, void **result)
+{
+	struct fiber *self = this_fiber();
+	struct fiber *t = (struct fiber *)handle;
+
+	if (!self)
+		return -EPERM;
+	if (!t || !(t->flags & FIBER_JOINABLE) || t->joiner || t->core != self->core)
+		return -EINVAL;
+	if (t == self)
+		return -EDEADLK;
+	if (t->state != FIBER_DONE) {
+		int rc = runtime__cancel_pending(self);
+		if (rc)
+			return rc;
+		t->joiner = self;
+		rc = park_timed(self->core, NULL, NULL, self->deadline, -ETIMEDOUT);
+		t->joiner = NULL;
+		if (t->state != FIBER_DONE)
+			return rc;
+	}
+	if (result)
+		*result = t->result;
+	fiber_release(self->core, t);
+	return 0;
+}
+
+int runtime_fiber_detach(struct runtime_fiber *handle)
+{
+	struct fiber *t = (struct fiber *)handle;
+
+	if (!t || !(t->flags & FIBER_JOINABLE) || t->joiner || !may_touch(t))
+		return -EINVAL;
+	if (t->state == FIBER_DONE) {
+		fiber_release(t->core, t);
+		return 0;
+	}
+	t->flags &= (uint8_t)~FIBER_JOINABLE;
+	return 0;
+}
+
+static void fiber_cancel(struct fiber *f)
+{
+	f->flags |= FIBER_CANCELLED;
+	if (f->state != FIBER_PARKED)
+		return;
+	if (f->interrupt)
+		f->interrupt(f);
+	else
+		runtime__wake(f, -ECANCELED);
+}
+
+int runtime_fiber_cancel(struct runtime_fiber *handle)
+{
+	struct fiber *f = (struct fiber *)handle;
+
+	if (!f || !may_touch(f))
+		return -EINVAL;
+	if (f->state == FIBER_DONE)
+		return -ESRCH;
+	fiber_cancel(f);
+	return 0;
+}
+
+struct runtime_fiber *runtime_fiber_self(void)
+{
+	return (struct runtime_fiber *)this_fiber();
+}
+
+uint64_t runtime_fiber_id(const struct runtime_fiber *handle)
+{
+	return handle ? ((const struct fiber *)handle)->id : 0;
+}
+
+void *runtime_fiber_local_get(void)
+{
+	struct fiber *f = this_fiber();
+	return f ? f->local : NULL;
+}
+
+void runtime_fiber_local_set(void *value)
+{
+	struct fiber *f = this_fiber();
+	if (f)
+		f->local = value;
+}
+
+int runtime_yield(void)
+{
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return -EPERM;
+	if (f->flags & FIBER_CANCELLED)
+		return -ECANCELED;
+	f->state = FIBER_READY;
+	runq_push(f->core, f);
+	schedule(f->core);
+	return 0;
+}
+
+int runtime_sleep(uint64_t ns)
+{
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return -EPERM;
+	int rc = runtime__cancel_pending(f);
+	if (rc)
+		return rc;
+	uint64_t now = runtime_now();
+	uint64_t end = ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+	if (f->deadline && f->deadline < end)
+		return runtime__park_until(f->core, f->deadline, -ETIMEDOUT);
+	return runtime__park_until(f->core, end ? end : 1, 0);
+}
+
+void runtime_deadline_set(uint64_t deadline_ns)
+{
+	struct fiber *f = this_fiber();
+	if (f)
+		f->deadline = deadline_ns;
+}
+
+uint64_t runtime_deadline_get(void)
+{
+	struct fiber *f = this_fiber();
+	return f ? f->deadline : 0;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static void run_ready(struct core *c)
+{
+	if (!c->ready.head)
+		return;
+	c->budget = c->rt->cfg.run_budget - 1;
+	switch_to(c, &c->loop, runq_pop(c));
+}
+
+static bool core_has_work(const struct core *c)
+{
+	return c->live || c->timers_user;
+}
+
+static int core_loop(struct core *c)
+{
+	while (core_has_work(c)) {
+		run_ready(c);
+		/* inbox: work from other threads lands here (multi-core) */
+		runtime__timers_fire_due(c);
+		bool idle = !c->ready.head;
+		if (idle) {
+			if (!core_has_work(c))
+				break;
+			if (!c->in_flight && !c->timers.len)
+				return -EDEADLK; /* every fiber waits on another */
+			runtime__timers_arm(c);
+		}
+		int rc = runtime__ring_enter(c, idle);
+		if (rc < 0)
+			return rc;
+		runtime__timers_fire_due(c);
+	}
+	return 0;
+}
+
+static int core_start(struct core *c)
+{
+	int rc;
+
+	if (!c->ring_ready && (rc = runtime__ring_init(c)) < 0)
+		return rc;
+	if ((rc = runtime__altstack_enter(c)) < 0)
+		return rc;
+	c->loop.flags = FIBER_LOOP;
+	c->loop.state = FIBER_RUNNING;
+	c->loop.core = c;
+	c->current = &c->loop;
+#ifdef RUNTIME_TSAN
+	c->loop.tsan_fiber = __tsan_get_current_fiber();
+#endif
+	runtime__tls_core = c;
+	return 0;
+}
+
+static void core_stop(struct core *c)
+{
+	runtime__tls_core = NULL;
+	runtime__altstack_leave(c);
+}
+
+int runtime_run(struct runtime *rt)
+{
+	if (!rt)
+		return -EINVAL;
+	if (rt->running || this_core())
+		return -EBUSY;
+	if (!on_owner_thread(rt))
+		return -EPERM;
+	struct core *c = &rt->cores[0];
+	int rc = core_start(c);
+	if (rc < 0)
+		return rc;
+	rt->running = true;
+	rc = core_loop(c);
+	rt->running = false;
+	core_stop(c);
+	return rc;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static int config_check(const struct runtime_config *cfg)
+{
+	if (cfg->stack_size < 16 * KiB || cfg->stack_size > (1ull << 32))
+		return -EINVAL;
+	if (cfg->ring_entries < 8 || cfg->ring_entries > 32768 ||
+	    (cfg->ring_entries & (cfg->ring_entries - 1)))
+		return -EINVAL;
+	if (cfg->run_budget < 1 || cfg->stack_cache > (1u << 20))
+		return -EINVAL;
+	if (cfg->timer_mode != RUNTIME_TIMERS_HEAP && cfg->timer_mode != RUNTIME_TIMERS_KERNEL)
+		return -EINVAL;
+	return 0;
+}
+
+static int core_init(struct runtime *rt, struct core *c, unsigned index)
+{
+	c->rt = rt;
+	c->index = index;
+	c->stack_cache = calloc(rt->cfg.stack_cache ? rt->cfg.stack_cache : 1,
+	                        sizeof(*c->stack_cache));
+	return c->stack_cache ? 0 : -ENOMEM;
+}
+
+/* Frees fibers that never ended (runtime_run never ran, or ended with
+ * -EDEADLK): nothing of theirs is in flight, or the ring is already gone. */
+static void core_free(struct core *c)
+{
+	while (c->all) {
+		struct fiber *f = c->all;
+		c->all = f->all_next;
+		fiber_release(c, f);
+	}
+	if (c->ring_ready)
+		runtime__ring_exit(c);
+	runtime__timers_free(c);
+	runtime__stack_cache_drain(c);
+	free(c->stack_cache);
+}
+
+int runtime_create(struct runtime **out, const struct runtime_config *cfg)
+{
+	struct runtime_config defaults;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg) {
+		runtime_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if ((rc = config_check(cfg)) < 0)
+		return rc;
+	struct runtime *rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		return -ENOMEM;
+	rt->cfg = *cfg;
+	size_t page = runtime__stack_guard_size();
+	rt->cfg.stack_size = (rt->cfg.stack_size + page - 1) & ~(page - 1);
+	rt->owner_thread = (unsigned long)pthread_self();
+	rt->ncores = 1;
+	rt->cores = calloc(rt->ncores, sizeof(*rt->cores));
+	if (!rt->cores) {
+		free(rt);
+		return -ENOMEM;
+	}
+	rc = runtime__ring_probe(&rt->cfg);
+	if (rc >= 0) {
+		rt->feat.setup_flags = (unsigned)rc;
+		rc = core_init(rt, &rt->cores[0], 0);
+	}
+	if (rc >= 0)
+		rc = runtime__overflow_handler_install();
+	if (rc < 0) {
+		runtime_destroy(rt);
+		return rc;
+	}
+	*out = rt;
+	return 0;
+}
+
+void runtime_destroy(struct runtime *rt)
+{
+	if (!rt)
+		return;
+	for (unsigned i = 0; i < rt->ncores; i++)
+		core_free(&rt->cores[i]);
+	free(rt->cores);
+	free(rt);
+}
+
+void runtime_shutdown(struct runtime *rt)
+{
+	if (!rt)
+		return;
+	rt->shutting_down = true;
+	for (unsigned i = 0; i < rt->ncores; i++) {
+		struct core *c = &rt->cores[i];
+		for (struct fiber *f = c->all; f; f = f->all_next)
+			fiber_cancel(f);
+		runtime__timers_shutdown(c);
+	}
+}
+
+struct runtime *runtime_current(void)
+{
+	struct core *c = this_core();
+	return c ? c->rt : NULL;
+}
