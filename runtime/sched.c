@@ -351,10 +351,10 @@ int runtime_fiber_join(struct runtime_fiber *handle, void **result)
 
 	if (!self)
 		return -EPERM;
-	if (!t || !(t->flags & FIBER_JOINABLE) || t->joiner || t->core != self->core)
-		return -EINVAL;
 	if (t == self)
 		return -EDEADLK;
+	if (!t || !(t->flags & FIBER_JOINABLE) || t->joiner || t->core != self->core)
+		return -EINVAL;
 	if (t->state != FIBER_DONE) {
 		int rc = runtime__cancel_pending(self);
 		if (rc)

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * echo-server - the runtime's demo: a TCP echo server written as plain
+ * sequential code, one fiber per connection. Every accept, recv and send is
+ * an io_uring SQE underneath. SIGINT/SIGTERM arrive through a signalfd read
+ * by a fiber, which shuts the runtime down: every connection fiber sees
+ * -ECANCELED, closes its socket and ends, and the process exits cleanly.
+ *
+ *   echo-server [--host ADDR] [--port P] [--fixed-files] [--sqpoll]
+ *               [--busy-poll US] [--quiet]
+ */
+#include <runtime.h>
+
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#define BUF_SIZE (64 * 1024)
+
+struct server {
+	int listen_fd;
+	int quiet;
+	unsigned long connections;
+};
+
+static void connection(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	char buf[BUF_SIZE];
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	for (;;) {
+		ssize_t n = runtime_recv(fd, buf, sizeof(buf), 0);
+		if (n <= 0)
+			break;
+		if (runtime_write_all(fd, buf, (size_t)n, NULL) < 0)
+			break;
+	}
+	runtime_close(fd);
+}
+
+static void acceptor(void *arg)
+{
+	struct server *s = arg;
+
+	for (;;) {
+		int fd = runtime_accept(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd == -ECANCELED)
+			break;
+		if (fd < 0) {
+			/* Out of fds or memory: back off, keep serving the rest. */
+			fprintf(stderr, "echo-server: accept: %s\n", strerror(-fd));
+			if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED)
+				break;
+			continue;
+		}
+		s->connections++;
+		int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
+		if (rc < 0) {
+			fprintf(stderr, "echo-server: spawn: %s\n", strerror(-rc));
+			runtime_close(fd);
+		}
+	}
+	runtime_close(s->listen_fd);
+}
+
+/* Turns SIGINT/SIGTERM into a clean shutdown of the runtime. */
+static void signal_watcher(void *arg)
+{
+	int sfd = (int)(intptr_t)arg;
+	struct signalfd_siginfo si;
+
+	if (runtime_read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+		runtime_shutdown(runtime_current());
+	runtime_close(sfd);
+}
+
+static void usage(const char *argv0)
+{
+	fprintf(stderr,
+	        "usage: %s [--host ADDR] [--port P] [--fixed-files] [--sqpoll] "
+	        "[--busy-poll US] [--quiet]\n", argv0);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "host", required_argument, NULL, 'h' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "fixed-files", no_argument, NULL, 'f' },
+		{ "sqpoll", no_argument, NULL, 's' },
+		{ "busy-poll", required_argument, NULL, 'b' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct runtime_config cfg;
+	struct server srv = { .listen_fd = -1 };
+	const char *host = "0.0.0.0";
+	long port = 7000;
+	int c;
+
+	runtime_config_init(&cfg);
+	while ((c = getopt_long(argc, argv, "h:p:fsb:q", opts, NULL)) != -1) {
+		char *end;
+		switch (c) {
+		case 'h': host = optarg; break;
+		case 'p':
+			port = strtol(optarg, &end, 10);
+			if (*end || port < 0 || port > 65535) {
+				fprintf(stderr, "echo-server: bad port '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'f': cfg.fixed_files = 1; break;
+		case 's': cfg.sqpoll = 1; break;
+		case 'b': cfg.busy_poll_us = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'q': srv.quiet = 1; break;
+		default: usage(argv[0]); return 2;
+		}
+	}
+
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
+	if (srv.listen_fd < 0) {
+		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port,
+		        strerror(-srv.listen_fd));
+		return 1;
+	}
+	struct runtime *rt;
+	int rc = runtime_create(&rt, &cfg);
+	if (rc < 0) {
+		fprintf(stderr, "echo-server: runtime: %s\n", strerror(-rc));
+		return 1;
+	}
+	runtime_spawn(rt, acceptor, &srv);
+	if (sfd >= 0)
+		runtime_spawn(rt, signal_watcher, (void *)(intptr_t)sfd);
+	if (!srv.quiet)
+		fprintf(stderr, "echo-server: listening on %s:%ld\n", host, port);
+	rc = runtime_run(rt);
+	runtime_destroy(rt);
+	if (!srv.quiet)
+		fprintf(stderr, "echo-server: stopped after %lu connections\n", srv.connections);
+	if (rc < 0) {
+		fprintf(stderr, "echo-server: %s\n", strerror(-rc));
+		return 1;
+	}
+	return 0;
+}

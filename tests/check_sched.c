@@ -1,0 +1,700 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_sched.c - the scheduler: spawning from the owner thread and from
+ * fibers, run order, yield, join and detach, cancellation of fibers parked
+ * in sleep and join, fiber-local storage, ids, deadlock detection, shutdown,
+ * misuse from the wrong context, and 10,000 fibers sleeping and yielding.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- spawning */
+
+struct order {
+	int seq[16];
+	int n;
+};
+
+struct order_arg {
+	struct order *o;
+	int id;
+};
+
+static void record(void *p)
+{
+	struct order_arg *a = p;
+	a->o->seq[a->o->n++] = a->id;
+}
+
+START_TEST(test_sched_spawn_runs_in_fifo_order)
+{
+	struct runtime *rt;
+	struct order o = { .n = 0 };
+	struct order_arg args[5];
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	for (int i = 0; i < 5; i++) {
+		args[i] = (struct order_arg){ &o, i };
+		ck_assert_int_eq(runtime_spawn(rt, record, &args[i]), 0);
+	}
+	ck_assert_int_eq(o.n, 0); /* nothing runs inside spawn */
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(o.n, 5);
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(o.seq[i], i);
+	runtime_destroy(rt);
+}
+END_TEST
+
+static void nested_child(void *p)
+{
+	(*(int *)p)++;
+}
+
+static void nested_parent(void *p)
+{
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(runtime_spawn(runtime_current(), nested_child, p), 0);
+}
+
+START_TEST(test_sched_spawn_from_fiber)
+{
+	int count = 0;
+	ck_assert_int_eq(run_fiber(NULL, nested_parent, &count), 0);
+	ck_assert_int_eq(count, 3);
+}
+END_TEST
+
+START_TEST(test_sched_run_again_after_return)
+{
+	struct runtime *rt;
+	int count = 0;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, nested_child, &count), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(runtime_spawn(rt, nested_child, &count), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(count, 2);
+	runtime_destroy(rt);
+}
+END_TEST
+
+static void *spawn_from_thread(void *p)
+{
+	int count = 0;
+	return (void *)(intptr_t)runtime_spawn(p, nested_child, &count);
+}
+
+START_TEST(test_sched_spawn_from_foreign_thread_is_refused)
+{
+	struct runtime *rt;
+	pthread_t th;
+	void *res;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, spawn_from_thread, rt), 0);
+	ck_assert_int_eq(pthread_join(th, &res), 0);
+	ck_assert_int_eq((int)(intptr_t)res, -EPERM);
+	runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_sched_bad_arguments)
+{
+	struct runtime *rt;
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.ring_entries = 100; /* not a power of two */
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+	runtime_config_init(&cfg);
+	cfg.stack_size = 4096;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+	runtime_config_init(&cfg);
+	cfg.run_budget = 0;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+	ck_assert_int_eq(runtime_create(NULL, NULL), -EINVAL);
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, NULL, NULL, NULL), -EINVAL);
+	runtime_destroy(rt);
+}
+END_TEST
+
+START_TEST(test_sched_calls_outside_fiber_fail)
+{
+	ck_assert_int_eq(runtime_yield(), -EPERM);
+	ck_assert_int_eq(runtime_sleep(1), -EPERM);
+	ck_assert_ptr_null(runtime_fiber_self());
+	ck_assert_ptr_null(runtime_current());
+	ck_assert_ptr_null(runtime_fiber_local_get());
+	ck_assert_int_eq(runtime_fiber_join(NULL, NULL), -EPERM);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- yield */
+
+struct pingpong {
+	char trace[32];
+	int n;
+};
+
+static void yielder(void *p)
+{
+	struct pingpong *pp = p;
+	for (int i = 0; i < 4; i++) {
+		pp->trace[strlen(pp->trace)] = 'a';
+		ck_assert_int_eq(runtime_yield(), 0);
+	}
+}
+
+static void yielder_b(void *p)
+{
+	struct pingpong *pp = p;
+	for (int i = 0; i < 4; i++) {
+		pp->trace[strlen(pp->trace)] = 'b';
+		ck_assert_int_eq(runtime_yield(), 0);
+	}
+}
+
+START_TEST(test_sched_yield_interleaves)
+{
+	struct runtime *rt;
+	struct pingpong pp;
+
+	memset(&pp, 0, sizeof(pp));
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, yielder, &pp), 0);
+	ck_assert_int_eq(runtime_spawn(rt, yielder_b, &pp), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_str_eq(pp.trace, "abababab");
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* A fiber that only yields must not starve timers: the budget hands the
+ * CPU back to the loop. */
+struct starve {
+	volatile int done;
+	int spins;
+};
+
+static void spinner(void *p)
+{
+	struct starve *s = p;
+	while (!s->done) {
+		ck_assert_int_eq(runtime_yield(), 0);
+		s->spins++;
+	}
+}
+
+static void sleeper_sets_done(void *p)
+{
+	struct starve *s = p;
+	ck_assert_int_eq(runtime_sleep(2 * MS), 0);
+	s->done = 1;
+}
+
+START_TEST(test_sched_yield_loop_does_not_starve_timers)
+{
+	struct runtime *rt;
+	struct starve s = { 0, 0 };
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, spinner, &s), 0);
+	ck_assert_int_eq(runtime_spawn(rt, sleeper_sets_done, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(s.done, 1);
+	ck_assert_int_gt(s.spins, 0);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- join */
+
+static void *square(void *p)
+{
+	intptr_t v = (intptr_t)p;
+	runtime_yield();
+	return (void *)(v * v);
+}
+
+struct join_state {
+	void *results[8];
+	int rc[8];
+	int self_join;
+};
+
+static void joiner(void *p)
+{
+	struct join_state *js = p;
+	struct runtime_fiber *f[8];
+
+	for (intptr_t i = 0; i < 8; i++)
+		ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f[i], square, (void *)i), 0);
+	for (int i = 0; i < 8; i++)
+		js->rc[i] = runtime_fiber_join(f[i], &js->results[i]);
+}
+
+START_TEST(test_sched_join_returns_result)
+{
+	struct join_state js;
+
+	memset(&js, 0, sizeof(js));
+	ck_assert_int_eq(run_fiber(NULL, joiner, &js), 0);
+	for (intptr_t i = 0; i < 8; i++) {
+		ck_assert_int_eq(js.rc[i], 0);
+		ck_assert_ptr_eq(js.results[i], (void *)(i * i));
+	}
+}
+END_TEST
+
+static void *quick(void *p)
+{
+	return p;
+}
+
+static void join_finished(void *p)
+{
+	struct join_state *js = p;
+	struct runtime_fiber *f;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, quick, (void *)42), 0);
+	runtime_sleep(1 * MS); /* f has ended by now */
+	js->rc[0] = runtime_fiber_join(f, &js->results[0]);
+	js->self_join = runtime_fiber_join(runtime_fiber_self(), NULL);
+}
+
+START_TEST(test_sched_join_after_end_and_self_join)
+{
+	struct join_state js;
+
+	memset(&js, 0, sizeof(js));
+	ck_assert_int_eq(run_fiber(NULL, join_finished, &js), 0);
+	ck_assert_int_eq(js.rc[0], 0);
+	ck_assert_ptr_eq(js.results[0], (void *)42);
+	ck_assert_int_eq(js.self_join, -EDEADLK); /* whether joinable or not */
+}
+END_TEST
+
+static void *self_joiner(void *p)
+{
+	return (void *)(intptr_t)runtime_fiber_join(runtime_fiber_self(), NULL);
+}
+
+static void join_self_main(void *p)
+{
+	struct runtime_fiber *f;
+	void *res;
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, self_joiner, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_join(f, &res), 0);
+	*(int *)p = (int)(intptr_t)res;
+}
+
+START_TEST(test_sched_join_self_is_deadlock)
+{
+	int rc = 0;
+	ck_assert_int_eq(run_fiber(NULL, join_self_main, &rc), 0);
+	ck_assert_int_eq(rc, -EDEADLK);
+}
+END_TEST
+
+static void *count_up(void *p)
+{
+	runtime_sleep(1 * MS);
+	(*(int *)p)++;
+	return NULL;
+}
+
+static void detacher(void *p)
+{
+	struct runtime_fiber *running, *ended;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &running, count_up, p), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &ended, quick, NULL), 0);
+	runtime_yield();
+	runtime_yield();
+	ck_assert_int_eq(runtime_fiber_detach(running), 0);
+	ck_assert_int_eq(runtime_fiber_detach(ended), 0);
+}
+
+START_TEST(test_sched_detach_running_and_ended)
+{
+	int count = 0;
+	ck_assert_int_eq(run_fiber(NULL, detacher, &count), 0);
+	ck_assert_int_eq(count, 1);
+}
+END_TEST
+
+/* --------------------------------------------------------------- cancel */
+
+struct cancel_state {
+	int first, second, yield_rc, close_like;
+	struct runtime_fiber *target;
+	int cancel_rc, cancel_again_rc;
+};
+
+static void *sleeps_long(void *p)
+{
+	struct cancel_state *cs = p;
+	cs->first = runtime_sleep(10ull * 1000 * MS);
+	cs->second = runtime_sleep(1);
+	cs->yield_rc = runtime_yield();
+	return (void *)7;
+}
+
+static void cancel_sleeper(void *p)
+{
+	struct cancel_state *cs = p;
+	void *res;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &cs->target, sleeps_long, cs), 0);
+	runtime_sleep(5 * MS);
+	cs->cancel_rc = runtime_fiber_cancel(cs->target);
+	ck_assert_int_eq(runtime_fiber_join(cs->target, &res), 0);
+	ck_assert_ptr_eq(res, (void *)7);
+}
+
+START_TEST(test_sched_cancel_sleeping_fiber)
+{
+	struct cancel_state cs;
+	uint64_t t0 = runtime_now();
+
+	memset(&cs, 0, sizeof(cs));
+	ck_assert_int_eq(run_fiber(NULL, cancel_sleeper, &cs), 0);
+	ck_assert_int_eq(cs.cancel_rc, 0);
+	ck_assert_int_eq(cs.first, -ECANCELED);
+	ck_assert_int_eq(cs.second, -ECANCELED);
+	ck_assert_int_eq(cs.yield_rc, -ECANCELED);
+	ck_assert_uint_lt(runtime_now() - t0, 2000 * MS);
+}
+END_TEST
+
+static void cancel_sleeper_kernel_timers(void *p)
+{
+	cancel_sleeper(p);
+}
+
+START_TEST(test_sched_cancel_sleeping_fiber_kernel_timers)
+{
+	struct runtime_config cfg;
+	struct cancel_state cs;
+
+	runtime_config_init(&cfg);
+	cfg.timer_mode = RUNTIME_TIMERS_KERNEL;
+	memset(&cs, 0, sizeof(cs));
+	ck_assert_int_eq(run_fiber(&cfg, cancel_sleeper_kernel_timers, &cs), 0);
+	ck_assert_int_eq(cs.first, -ECANCELED);
+	ck_assert_int_eq(cs.second, -ECANCELED);
+}
+END_TEST
+
+static void *blocks_in_join(void *p)
+{
+	struct cancel_state *cs = p;
+	struct runtime_fiber *sleeper;
+	void *res;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &sleeper, count_up, &cs->close_like), 0);
+	cs->first = runtime_fiber_join(sleeper, &res);
+	/* The handle survives a cancelled join; a later join may still be
+	 * refused by the sticky cancel, so detach it. */
+	cs->second = runtime_fiber_join(sleeper, &res);
+	ck_assert_int_eq(runtime_fiber_detach(sleeper), 0);
+	return NULL;
+}
+
+static void cancel_joiner(void *p)
+{
+	struct cancel_state *cs = p;
+	struct runtime_fiber *f;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, blocks_in_join, cs), 0);
+	runtime_yield(); /* f is now parked in join */
+	cs->cancel_rc = runtime_fiber_cancel(f);
+	ck_assert_int_eq(runtime_fiber_join(f, NULL), 0);
+}
+
+START_TEST(test_sched_cancel_joining_fiber)
+{
+	struct cancel_state cs;
+
+	memset(&cs, 0, sizeof(cs));
+	ck_assert_int_eq(run_fiber(NULL, cancel_joiner, &cs), 0);
+	ck_assert_int_eq(cs.cancel_rc, 0);
+	ck_assert_int_eq(cs.first, -ECANCELED);
+	ck_assert_int_eq(cs.second, -ECANCELED);
+	ck_assert_int_eq(cs.close_like, 1); /* the detached sleeper still ran */
+}
+END_TEST
+
+static void *first_call_sees_cancel(void *p)
+{
+	return (void *)(intptr_t)runtime_sleep(1);
+}
+
+static void cancel_before_start_and_after_end(void *p)
+{
+	struct cancel_state *cs = p;
+	struct runtime_fiber *unstarted, *ended;
+	void *res;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &unstarted,
+	                                     first_call_sees_cancel, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_cancel(unstarted), 0);
+	ck_assert_int_eq(runtime_fiber_join(unstarted, &res), 0);
+	cs->first = (int)(intptr_t)res;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &ended, quick, NULL), 0);
+	runtime_yield();
+	runtime_yield();
+	cs->cancel_rc = runtime_fiber_cancel(ended);
+	ck_assert_int_eq(runtime_fiber_join(ended, NULL), 0);
+}
+
+START_TEST(test_sched_cancel_before_start_and_after_end)
+{
+	struct cancel_state cs;
+
+	memset(&cs, 0, sizeof(cs));
+	ck_assert_int_eq(run_fiber(NULL, cancel_before_start_and_after_end, &cs), 0);
+	ck_assert_int_eq(cs.first, -ECANCELED);
+	ck_assert_int_eq(cs.cancel_rc, -ESRCH);
+}
+END_TEST
+
+/* ------------------------------------------------- local storage, ids */
+
+struct local_state {
+	int ok;
+	uint64_t ids[4];
+};
+
+static void *local_user(void *p)
+{
+	struct local_state *ls = p;
+	int mine;
+
+	ck_assert_ptr_null(runtime_fiber_local_get());
+	runtime_fiber_local_set(&mine);
+	runtime_yield();
+	runtime_sleep(1 * MS);
+	if (runtime_fiber_local_get() == &mine)
+		ls->ok++;
+	return (void *)(uintptr_t)runtime_fiber_id(runtime_fiber_self());
+}
+
+static void local_main(void *p)
+{
+	struct local_state *ls = p;
+	struct runtime_fiber *f[4];
+	void *id;
+
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f[i], local_user, ls), 0);
+	for (int i = 0; i < 4; i++) {
+		uint64_t expect = runtime_fiber_id(f[i]);
+		ck_assert_int_eq(runtime_fiber_join(f[i], &id), 0);
+		ck_assert_uint_eq((uint64_t)(uintptr_t)id, expect);
+		ls->ids[i] = expect;
+	}
+}
+
+START_TEST(test_sched_fiber_local_and_ids)
+{
+	struct local_state ls;
+
+	memset(&ls, 0, sizeof(ls));
+	ck_assert_int_eq(run_fiber(NULL, local_main, &ls), 0);
+	ck_assert_int_eq(ls.ok, 4);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_uint_ne(ls.ids[i], 0);
+		for (int j = 0; j < i; j++)
+			ck_assert_uint_ne(ls.ids[i], ls.ids[j]);
+	}
+}
+END_TEST
+
+/* ------------------------------------------------- deadlock, shutdown */
+
+static struct runtime_fiber *deadlock_a;
+
+static void *deadlock_b(void *p)
+{
+	runtime_fiber_join(deadlock_a, NULL); /* A joins B, B joins A */
+	return NULL;
+}
+
+static void *deadlock_a_fn(void *p)
+{
+	struct runtime_fiber *b;
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &b, deadlock_b, NULL), 0);
+	runtime_fiber_join(b, NULL);
+	return NULL;
+}
+
+START_TEST(test_sched_deadlock_is_reported)
+{
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &deadlock_a, deadlock_a_fn, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), -EDEADLK);
+	runtime_destroy(rt); /* frees the two parked fibers */
+}
+END_TEST
+
+struct shutdown_state {
+	int sleep_rc[3];
+	int spawn_rc;
+	int timer_why;
+	int timer_calls;
+};
+
+static void long_sleeper(void *p)
+{
+	int *rc = p;
+	*rc = runtime_sleep(60ull * 1000 * MS);
+}
+
+static void on_timer(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	struct shutdown_state *ss = arg;
+	ss->timer_why = (int)why;
+	ss->timer_calls++;
+}
+
+static void shutter(void *p)
+{
+	struct shutdown_state *ss = p;
+	static struct runtime_timer timer;
+
+	for (int i = 0; i < 3; i++)
+		runtime_spawn(runtime_current(), long_sleeper, &ss->sleep_rc[i]);
+	ck_assert_int_eq(runtime_timer_start(&timer, 60ull * 1000 * MS, on_timer, ss), 0);
+	runtime_sleep(2 * MS);
+	runtime_shutdown(runtime_current());
+	ss->spawn_rc = runtime_spawn(runtime_current(), long_sleeper, &ss->sleep_rc[0]);
+}
+
+START_TEST(test_sched_shutdown_cancels_fibers_and_timers)
+{
+	struct shutdown_state ss;
+	uint64_t t0 = runtime_now();
+
+	memset(&ss, 0, sizeof(ss));
+	ss.timer_why = -1;
+	ck_assert_int_eq(run_fiber(NULL, shutter, &ss), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(ss.sleep_rc[i], -ECANCELED);
+	ck_assert_int_eq(ss.spawn_rc, -ESHUTDOWN);
+	ck_assert_int_eq(ss.timer_calls, 1);
+	ck_assert_int_eq(ss.timer_why, RUNTIME_TIMER_SHUTDOWN);
+	ck_assert_uint_lt(runtime_now() - t0, 5000 * MS);
+}
+END_TEST
+
+/* ----------------------------------------------------- 10,000 fibers */
+
+#define MANY 10000
+
+struct many {
+	int slept, yielded;
+};
+
+static void sleep_and_yield(void *p)
+{
+	struct many *m = p;
+	if (runtime_sleep(1 * MS) == 0)
+		m->slept++;
+	for (int i = 0; i < 3; i++)
+		if (runtime_yield() == 0)
+			m->yielded++;
+}
+
+static void spawn_many(void *p)
+{
+	for (int i = 0; i < MANY; i++)
+		ck_assert_int_eq(runtime_spawn(runtime_current(), sleep_and_yield, p), 0);
+}
+
+START_TEST(test_sched_ten_thousand_fibers_sleep_and_yield)
+{
+	struct many m = { 0, 0 };
+	ck_assert_int_eq(run_fiber(NULL, spawn_many, &m), 0);
+	ck_assert_int_eq(m.slept, MANY);
+	ck_assert_int_eq(m.yielded, 3 * MANY);
+}
+END_TEST
+
+START_TEST(test_sched_ten_thousand_fibers_kernel_timers)
+{
+	struct runtime_config cfg;
+	struct many m = { 0, 0 };
+
+	runtime_config_init(&cfg);
+	cfg.timer_mode = RUNTIME_TIMERS_KERNEL;
+	cfg.ring_entries = 64; /* far fewer SQ entries than timeouts in flight */
+	ck_assert_int_eq(run_fiber(&cfg, spawn_many, &m), 0);
+	ck_assert_int_eq(m.slept, MANY);
+	ck_assert_int_eq(m.yielded, 3 * MANY);
+}
+END_TEST
+
+static Suite *sched_suite(void)
+{
+	Suite *s = suite_create("sched");
+	TCase *tc;
+
+	tc = tcase_create("spawn");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_sched_spawn_runs_in_fifo_order);
+	tcase_add_test(tc, test_sched_spawn_from_fiber);
+	tcase_add_test(tc, test_sched_run_again_after_return);
+	tcase_add_test(tc, test_sched_spawn_from_foreign_thread_is_refused);
+	tcase_add_test(tc, test_sched_bad_arguments);
+	tcase_add_test(tc, test_sched_calls_outside_fiber_fail);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("yield");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_sched_yield_interleaves);
+	tcase_add_test(tc, test_sched_yield_loop_does_not_starve_timers);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("join");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_sched_join_returns_result);
+	tcase_add_test(tc, test_sched_join_after_end_and_self_join);
+	tcase_add_test(tc, test_sched_join_self_is_deadlock);
+	tcase_add_test(tc, test_sched_detach_running_and_ended);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("cancel");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_sched_cancel_sleeping_fiber);
+	tcase_add_test(tc, test_sched_cancel_sleeping_fiber_kernel_timers);
+	tcase_add_test(tc, test_sched_cancel_joining_fiber);
+	tcase_add_test(tc, test_sched_cancel_before_start_and_after_end);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("misc");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_sched_fiber_local_and_ids);
+	tcase_add_test(tc, test_sched_deadlock_is_reported);
+	tcase_add_test(tc, test_sched_shutdown_cancels_fibers_and_timers);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("many");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_sched_ten_thousand_fibers_sleep_and_yield);
+	tcase_add_test(tc, test_sched_ten_thousand_fibers_kernel_timers);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(sched_suite)

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_stack.c - fiber stacks: a child whose fiber overflows its stack
+ * hits the guard page and dies printing "fiber stack overflow" with the
+ * fiber's id and stack size; a fiber may use nearly all of its configured
+ * stack; stacks are reused from the cache; the guard adds no VMA per stack
+ * where the kernel has MADV_GUARD_INSTALL.
+ */
+#include "testutil.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- overflow */
+
+static volatile unsigned sink;
+
+/* Recurses until sink says stop, which it never does. */
+__attribute__((noinline)) static unsigned recurse(unsigned depth)
+{
+	volatile char frame[512];
+	frame[0] = (char)depth;
+	sink += frame[0];
+	if (sink == 0xdeadbeef)
+		return depth;
+	return recurse(depth + 1) + frame[0];
+}
+
+static void overflow(void *p)
+{
+	(void)p;
+	sink = recurse(0);
+}
+
+static void overflow_child(size_t stack_size)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.stack_size = stack_size;
+	if (runtime_create(&rt, &cfg) < 0)
+		_exit(2);
+	runtime_spawn(rt, overflow, NULL);
+	runtime_run(rt);
+	_exit(3); /* unreachable if the guard works */
+}
+
+START_TEST(test_stack_overflow_is_reported)
+{
+	const size_t size = 64 * 1024;
+	int pipefd[2];
+	char out[512];
+	char expect[128];
+	int status;
+
+	ck_assert_int_eq(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(pipefd[0]);
+		dup2(pipefd[1], STDERR_FILENO);
+		overflow_child(size);
+	}
+	close(pipefd[1]);
+	ssize_t n = 0, r;
+	while ((r = read(pipefd[0], out + n, sizeof(out) - 1 - (size_t)n)) > 0)
+		n += r;
+	out[n > 0 ? n : 0] = '\0';
+	close(pipefd[0]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+	              "child did not abort (status %#x), stderr: %s", status, out);
+	snprintf(expect, sizeof(expect), "fiber stack overflow: fiber 1, stack size %zu bytes", size);
+	ck_assert_msg(strstr(out, expect), "stderr was: %s", out);
+}
+END_TEST
+
+/* ------------------------------------------------------- using a stack */
+
+static void use_most_of_stack(void *p)
+{
+	volatile char big[96 * 1024];
+	memset((char *)big, 0x5a, sizeof(big));
+	*(int *)p = big[0] + big[sizeof(big) - 1];
+}
+
+START_TEST(test_stack_fiber_uses_configured_size)
+{
+	struct runtime_config cfg;
+	int v = 0;
+
+	runtime_config_init(&cfg);
+	cfg.stack_size = 128 * 1024;
+	ck_assert_int_eq(run_fiber(&cfg, use_most_of_stack, &v), 0);
+	ck_assert_int_eq(v, 2 * 0x5a);
+}
+END_TEST
+
+/* ------------------------------------------------------------ reuse */
+
+static int count_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int lines = 0, c;
+	ck_assert_ptr_nonnull(f);
+	while ((c = fgetc(f)) != EOF)
+		lines += c == '\n';
+	fclose(f);
+	return lines;
+}
+
+static void *nothing(void *p)
+{
+	return p;
+}
+
+static void spawn_join_serially(void *p)
+{
+	int *maps = p;
+	struct runtime_fiber *f;
+
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < 1000; i++) {
+			ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, nothing, NULL), 0);
+			ck_assert_int_eq(runtime_fiber_join(f, NULL), 0);
+		}
+		maps[round] = count_maps();
+	}
+}
+
+START_TEST(test_stack_cache_reuses_stacks)
+{
+	int maps[2];
+	ck_assert_int_eq(run_fiber(NULL, spawn_join_serially, maps), 0);
+	ck_assert_int_eq(maps[0], maps[1]);
+}
+END_TEST
+
+/* --------------------------------------------------------- guard VMAs */
+
+static int kernel_has_guard_install(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
+	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ok = madvise(p, (size_t)page, 102 /* MADV_GUARD_INSTALL */) == 0;
+	munmap(p, (size_t)page * 2);
+	return ok;
+}
+
+#define PARKED 5000
+
+static void park_briefly(void *p)
+{
+	(void)p;
+	runtime_sleep(20 * MS);
+}
+
+static void spawn_parked(void *p)
+{
+	int *maps = p;
+	maps[0] = count_maps();
+	for (int i = 0; i < PARKED; i++)
+		ck_assert_int_eq(runtime_spawn(runtime_current(), park_briefly, NULL), 0);
+	runtime_sleep(5 * MS); /* every stack is allocated and parked now */
+	maps[1] = count_maps();
+}
+
+START_TEST(test_stack_guards_add_no_vma_per_stack)
+{
+	int maps[2];
+
+	if (!kernel_has_guard_install()) {
+		fprintf(stderr, "note: kernel lacks MADV_GUARD_INSTALL; guard VMA check not applicable\n");
+		return;
+	}
+	ck_assert_int_eq(run_fiber(NULL, spawn_parked, maps), 0);
+	/* With mprotect guards this would grow by about 2 * PARKED. */
+	ck_assert_int_lt(maps[1] - maps[0], PARKED / 10);
+}
+END_TEST
+
+static Suite *stack_suite(void)
+{
+	Suite *s = suite_create("stack");
+	TCase *tc = tcase_create("stack");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_stack_overflow_is_reported);
+	tcase_add_test(tc, test_stack_fiber_uses_configured_size);
+	tcase_add_test(tc, test_stack_cache_reuses_stacks);
+	tcase_add_test(tc, test_stack_guards_add_no_vma_per_stack);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(stack_suite)
