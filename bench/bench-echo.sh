@@ -39,7 +39,7 @@ declare -A server_cmd=(
 )
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-echo.XXXXXX")
-srv_pid= perf_pid= failed=0 next_port=$PORT_BASE
+srv_pid='' perf_pid='' failed=0 next_port=$PORT_BASE
 
 cleanup() {
 	[ -n "$perf_pid" ] && kill -INT "$perf_pid" 2>/dev/null
@@ -117,6 +117,7 @@ cpu_ticks() {
 	local s
 	s=$(<"/proc/$1/stat") || return 1
 	s=${s##*) }
+	# shellcheck disable=SC2086 # split into fields on purpose
 	set -- $s
 	echo $((${12} + ${13}))
 }
@@ -156,7 +157,7 @@ field() { # field KEY "k=v k=v ..."
 }
 
 run_one() { # run_one ROUND NAME
-	local round=$1 name=$2 port t0 t1 cycles= out rc msgs total errors cpu_ns cyc
+	local round=$1 name=$2 port t0 t1 cycles='' out rc msgs total errors cpu_ns cyc
 	take_port
 	"${pin_srv[@]}" "${server_cmd[$name]}" --port "$port" >"$tmp/$name.log" 2>&1 &
 	srv_pid=$!
@@ -198,7 +199,7 @@ median() {
 		sort -g | awk '{ v[NR] = $1 }
 			END { if (!NR) print "n/a"
 			      else if (NR % 2) print v[(NR + 1) / 2]
-			      else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+			      else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
 ratio() { # ratio A B: A/B to 3 places, or n/a

@@ -30,8 +30,13 @@ enum { BUF_SIZE = 64 * 1024, MAX_EVENTS = 256 };
 /* epoll data.ptr of the two non-connection fds. */
 static char listener_tag, signal_tag;
 
+/* Links of the live-connection list, only walked at shutdown. */
+struct node {
+	struct node *prev, *next;
+};
+
 struct conn {
-	struct conn *prev, *next; /* live list, only walked at shutdown */
+	struct node node;         /* first member: a node is its conn */
 	int fd;
 	uint32_t events;          /* current epoll interest */
 	unsigned len, off;        /* buffered bytes, and how many are sent */
@@ -41,7 +46,7 @@ struct conn {
 struct server {
 	int ep, lfd, sfd;
 	int stop;
-	struct conn live; /* list sentinel */
+	struct node live; /* list sentinel */
 };
 
 static __attribute__((noreturn)) void die(const char *what)
@@ -52,8 +57,8 @@ static __attribute__((noreturn)) void die(const char *what)
 
 static void conn_close(struct conn *c)
 {
-	c->prev->next = c->next;
-	c->next->prev = c->prev;
+	c->node.prev->next = c->node.next;
+	c->node.next->prev = c->node.prev;
 	close(c->fd); /* also drops it from the epoll set */
 	free(c);
 }
@@ -146,10 +151,10 @@ static void add_conn(struct server *s, int fd)
 		free(c);
 		return;
 	}
-	c->next = s->live.next;
-	c->prev = &s->live;
-	c->next->prev = c;
-	s->live.next = c;
+	c->node.next = s->live.next;
+	c->node.prev = &s->live;
+	s->live.next->prev = &c->node;
+	s->live.next = &c->node;
 }
 
 /* Drains the accept queue; transient errors (EMFILE, ECONNABORTED) just end
@@ -302,7 +307,7 @@ int main(int argc, char **argv)
 
 	run(&s);
 	while (s.live.next != &s.live)
-		conn_close(s.live.next);
+		conn_close((struct conn *)s.live.next);
 	close(s.lfd);
 	close(s.sfd);
 	close(s.ep);

@@ -4,11 +4,12 @@
  * server with no fibers and no runtime: one thread, one io_uring, and a
  * per-connection recv -> send -> recv state machine driven directly by CQEs.
  * Each connection has exactly one operation in flight; user_data is the
- * connection pointer with the operation kind in its low two bits.  Every loop
+ * connection pointer with the operation kind in its low three bits.  Every loop
  * turn makes one io_uring_submit_and_wait() call, so a batch of completions
  * costs one syscall.  SIGINT/SIGTERM arrive through a signalfd read in the
  * same ring and end the loop cleanly.  Usage: raw_uring_echo [--port P]
- * [--bind ADDR]; listens on 127.0.0.1:9000 by default.
+ * [--bind ADDR] [--setup defer|coop|none]; listens on 127.0.0.1:9000 and
+ * takes the strongest ring setup the kernel accepts by default.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +31,10 @@
 #include <unistd.h>
 
 enum {
-	RING_ENTRIES = 4096, /* CQ is twice this; one op per connection */
+	/* The CQ gets twice this.  Each connection has one op in flight;
+	 * past ~8k connections completions spill into the kernel's
+	 * overflow list: still correct, just slower. */
+	RING_ENTRIES = 4096,
 	BUF_SIZE = 64 * 1024,
 };
 
@@ -39,8 +44,13 @@ enum op { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_CANCEL };
 _Static_assert(_Alignof(max_align_t) > OP_MASK, "tag must fit alignment");
 
 /* One client.  malloc alignment keeps the low bits free for the tag. */
+/* Links of the live-connection list, only walked at shutdown. */
+struct node {
+	struct node *prev, *next;
+};
+
 struct conn {
-	struct conn *prev, *next; /* live list, only walked at shutdown */
+	struct node node;         /* first member: a node is its conn */
 	int fd;
 	unsigned len;             /* bytes in buf from the last recv */
 	unsigned off;             /* of those, bytes already sent */
@@ -53,7 +63,7 @@ struct server {
 	int stop;
 	unsigned inflight;          /* SQEs queued whose CQE is not reaped */
 	struct signalfd_siginfo si; /* target of the signalfd read */
-	struct conn live;           /* list sentinel */
+	struct node live;           /* list sentinel */
 };
 
 static __attribute__((noreturn)) void die(const char *what, int err)
@@ -120,8 +130,8 @@ static void queue_signal_read(struct server *s)
 /* Only called when the connection has no operation in flight. */
 static void conn_close(struct conn *c)
 {
-	c->prev->next = c->next;
-	c->next->prev = c->prev;
+	c->node.prev->next = c->node.next;
+	c->node.next->prev = c->node.prev;
 	close(c->fd);
 	free(c);
 }
@@ -141,10 +151,10 @@ static void on_accept(struct server *s, int res)
 	}
 	setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c->fd = res;
-	c->next = s->live.next;
-	c->prev = &s->live;
-	c->next->prev = c;
-	s->live.next = c;
+	c->node.next = s->live.next;
+	c->node.prev = &s->live;
+	s->live.next->prev = &c->node;
+	s->live.next = &c->node;
 	queue_recv(s, c);
 }
 
@@ -221,25 +231,30 @@ static void reap(struct server *s)
 	}
 }
 
-/* Strongest setup this kernel accepts: DEFER_TASKRUN runs completions only
- * inside our own io_uring_enter(); COOP_TASKRUN at least avoids IPIs. */
-static const char *ring_init(struct io_uring *ring)
+static const struct ring_mode {
+	const char *name;
+	unsigned flags;
+} ring_modes[] = {
+	{ "defer", IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN },
+	{ "coop", IORING_SETUP_COOP_TASKRUN },
+	{ "none", 0 },
+};
+#define N_RING_MODES (sizeof ring_modes / sizeof ring_modes[0])
+
+/* Strongest setup this kernel accepts, or only `only` if it is not NULL:
+ * DEFER_TASKRUN runs completions only inside our own io_uring_enter();
+ * COOP_TASKRUN at least spares us the IPI for each completion. */
+static const char *ring_init(struct io_uring *ring, const char *only)
 {
-	static const struct {
-		unsigned flags;
-		const char *name;
-	} modes[] = {
-		{ IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-		  "single_issuer|defer_taskrun" },
-		{ IORING_SETUP_COOP_TASKRUN, "coop_taskrun" },
-		{ 0, "default" },
-	};
 	int ret = -EINVAL;
 
-	for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
-		ret = io_uring_queue_init(RING_ENTRIES, ring, modes[i].flags);
+	for (size_t i = 0; i < N_RING_MODES; i++) {
+		if (only && strcmp(only, ring_modes[i].name))
+			continue;
+		ret = io_uring_queue_init(RING_ENTRIES, ring,
+					  ring_modes[i].flags);
 		if (ret == 0)
-			return modes[i].name;
+			return ring_modes[i].name;
 	}
 	die("io_uring_queue_init", -ret);
 }
@@ -306,30 +321,51 @@ static int bound_port(int fd)
 
 static __attribute__((noreturn)) void usage(void)
 {
-	fprintf(stderr, "usage: raw_uring_echo [--port P] [--bind ADDR]\n");
+	fprintf(stderr, "usage: raw_uring_echo [--port P] [--bind ADDR] "
+		"[--setup defer|coop|none]\n");
 	exit(2);
 }
 
-static void parse_args(int argc, char **argv, const char **addr, int *port)
+struct config {
+	const char *addr;
+	int port;
+	const char *setup; /* ring_modes name, or NULL: best available */
+};
+
+static bool known_setup(const char *name)
+{
+	for (size_t i = 0; i < N_RING_MODES; i++)
+		if (!strcmp(name, ring_modes[i].name))
+			return true;
+	return false;
+}
+
+static void parse_args(int argc, char **argv, struct config *cfg)
 {
 	static const struct option opts[] = {
 		{ "port", required_argument, NULL, 'p' },
 		{ "bind", required_argument, NULL, 'b' },
+		{ "setup", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	char *end;
 	int o;
 
-	while ((o = getopt_long(argc, argv, "p:b:h", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "p:b:s:h", opts, NULL)) != -1) {
 		switch (o) {
 		case 'p':
-			*port = (int)strtol(optarg, &end, 10);
-			if (*end || *port < 0 || *port > 65535)
+			cfg->port = (int)strtol(optarg, &end, 10);
+			if (*end || cfg->port < 0 || cfg->port > 65535)
 				usage();
 			break;
 		case 'b':
-			*addr = optarg;
+			cfg->addr = optarg;
+			break;
+		case 's':
+			if (!known_setup(optarg))
+				usage();
+			cfg->setup = optarg;
 			break;
 		default:
 			usage();
@@ -375,7 +411,7 @@ static void shutdown_server(struct server *s)
 	cancel_all(s);
 	io_uring_queue_exit(&s->ring);
 	while (s->live.next != &s->live)
-		conn_close(s->live.next);
+		conn_close((struct conn *)s->live.next);
 	close(s->lfd);
 	close(s->sfd);
 }
@@ -383,17 +419,17 @@ static void shutdown_server(struct server *s)
 int main(int argc, char **argv)
 {
 	static struct server s;
-	const char *addr = "127.0.0.1", *mode;
-	int port = 9000;
+	struct config cfg = { .addr = "127.0.0.1", .port = 9000 };
+	const char *mode;
 
-	parse_args(argc, argv, &addr, &port);
+	parse_args(argc, argv, &cfg);
 	raise_nofile();
 	s.live.next = s.live.prev = &s.live;
 	s.sfd = signal_fd();
-	s.lfd = listen_on(addr, port);
-	mode = ring_init(&s.ring);
-	fprintf(stderr, "raw_uring_echo: listening on %s:%d, ring %s\n", addr,
-		bound_port(s.lfd), mode);
+	s.lfd = listen_on(cfg.addr, cfg.port);
+	mode = ring_init(&s.ring, cfg.setup);
+	fprintf(stderr, "raw_uring_echo: listening on %s:%d, ring setup %s\n",
+		cfg.addr, bound_port(s.lfd), mode);
 
 	queue_accept(&s);
 	queue_signal_read(&s);

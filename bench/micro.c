@@ -1,0 +1,296 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * micro - the runtime's micro figures, one "name=value" line each:
+ *
+ *   switch_ns            one-way runtime__switch between two bare contexts
+ *   yield_ns             runtime_yield between two fibers (per yield)
+ *   spawn_join_ns        runtime_fiber_spawn + join, in batches of 1024
+ *                        (the shape of Go's go + WaitGroup figure)
+ *   timer_add_cancel_ns  runtime_timer_start + cancel, heap timers
+ *   timer_add_cancel_kernel_ns   the same with one kernel timeout per timer
+ *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
+ *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
+ *
+ * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
+ * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
+ * (for a smoke test, not for figures). Linked against the static library so
+ * that it can reach the hidden runtime__switch.
+ */
+#include "../runtime/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static int quick;
+
+static long scaled(long n)
+{
+	return quick ? n / 100 : n;
+}
+
+static struct runtime *new_runtime(enum runtime_timer_mode mode)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.timer_mode = mode;
+	int rc = runtime_create(&rt, &cfg);
+	if (rc < 0) {
+		fprintf(stderr, "micro: runtime_create: %s\n", strerror(-rc));
+		exit(1);
+	}
+	return rt;
+}
+
+static void run_one(enum runtime_timer_mode mode, void (*fn)(void *), void *arg)
+{
+	struct runtime *rt = new_runtime(mode);
+	runtime_spawn(rt, fn, arg);
+	int rc = runtime_run(rt);
+	if (rc < 0) {
+		fprintf(stderr, "micro: runtime_run: %s\n", strerror(-rc));
+		exit(1);
+	}
+	runtime_destroy(rt);
+}
+
+/* --------------------------------------------------------------- switch */
+
+static void *main_sp, *other_sp;
+
+__attribute__((noreturn)) static void bounce(void *arg)
+{
+	(void)arg;
+	for (;;)
+		runtime__switch(&other_sp, main_sp);
+}
+
+static void bench_switch(void)
+{
+	const long n = scaled(20000000);
+	size_t size = 64 * 1024;
+	char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	other_sp = runtime__context_init(stack + size, bounce, NULL);
+	runtime__switch(&main_sp, other_sp); /* warm up */
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++)
+		runtime__switch(&main_sp, other_sp);
+	double ns = (double)(runtime_now() - t0) / (2.0 * (double)n);
+	printf("switch_ns=%.2f\n", ns);
+	munmap(stack, size);
+}
+
+/* ---------------------------------------------------------------- yield */
+
+static long yield_n;
+
+static void yielder(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < yield_n; i++)
+		runtime_yield();
+}
+
+static void yield_main(void *arg)
+{
+	uint64_t *elapsed = arg;
+	uint64_t t0 = runtime_now();
+	runtime_spawn(runtime_current(), yielder, NULL);
+	yielder(NULL);
+	runtime_yield(); /* let the other finish */
+	*elapsed = runtime_now() - t0;
+}
+
+static void bench_yield(void)
+{
+	uint64_t elapsed;
+	yield_n = scaled(10000000);
+	run_one(RUNTIME_TIMERS_HEAP, yield_main, &elapsed);
+	printf("yield_ns=%.2f\n", (double)elapsed / (2.0 * (double)yield_n));
+}
+
+/* ----------------------------------------------------------- spawn+join */
+
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
+static void spawn_join_main(void *arg)
+{
+	const long n = scaled(4000000);
+	struct runtime_fiber *batch[1024];
+	double *ns = arg;
+
+	uint64_t t0 = runtime_now();
+	for (long done = 0; done < n; done += 1024) {
+		for (int i = 0; i < 1024; i++)
+			runtime_fiber_spawn(runtime_current(), &batch[i], nothing, NULL);
+		for (int i = 0; i < 1024; i++)
+			runtime_fiber_join(batch[i], NULL);
+	}
+	*ns = (double)(runtime_now() - t0) / (double)n;
+}
+
+static void bench_spawn_join(void)
+{
+	double ns;
+	run_one(RUNTIME_TIMERS_HEAP, spawn_join_main, &ns);
+	printf("spawn_join_ns=%.1f\n", ns);
+}
+
+/* --------------------------------------------------------------- timers */
+
+#define TIMER_BATCH 128
+
+struct timer_bench {
+	struct runtime_timer t[TIMER_BATCH];
+	long callbacks;
+	double ns;
+};
+
+static void timer_done(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t;
+	(void)why;
+	((struct timer_bench *)arg)->callbacks++;
+}
+
+/* Start and cancel in batches, and count the time until every callback
+ * has run, so kernel mode pays for its CQEs too. */
+static void timer_main(void *arg)
+{
+	struct timer_bench *tb = arg;
+	const long n = scaled(4000000);
+
+	uint64_t t0 = runtime_now();
+	for (long done = 0; done < n; done += TIMER_BATCH) {
+		for (int i = 0; i < TIMER_BATCH; i++)
+			runtime_timer_start(&tb->t[i], 1000000000ull, timer_done, tb);
+		for (int i = 0; i < TIMER_BATCH; i++)
+			runtime_timer_cancel(&tb->t[i]);
+		while (tb->callbacks < done + TIMER_BATCH)
+			runtime_yield();
+	}
+	tb->ns = (double)(runtime_now() - t0) / (double)n;
+}
+
+static void bench_timers(enum runtime_timer_mode mode, const char *name)
+{
+	struct timer_bench *tb = calloc(1, sizeof(*tb));
+	run_one(mode, timer_main, tb);
+	printf("%s=%.1f\n", name, tb->ns);
+	free(tb);
+}
+
+/* ------------------------------------------------ parked fibers, sleep */
+
+static long rss_bytes(void)
+{
+	long pages = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (f) {
+		if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return resident * sysconf(_SC_PAGESIZE);
+}
+
+struct park_bench {
+	long n;
+	long before, after;
+	uint64_t t0, last_wake;
+	long woke;
+};
+
+static struct park_bench pb;
+
+static void parked(void *arg)
+{
+	(void)arg;
+	runtime_sleep(3600ull * 1000000000ull); /* until shutdown */
+}
+
+static void park_main(void *arg)
+{
+	(void)arg;
+	pb.before = rss_bytes();
+	for (long i = 0; i < pb.n; i++)
+		if (runtime_spawn(runtime_current(), parked, NULL) < 0) {
+			fprintf(stderr, "micro: spawn failed at %ld\n", i);
+			break;
+		}
+	runtime_sleep(200 * 1000000ull); /* every fiber has run and parked */
+	pb.after = rss_bytes();
+	runtime_shutdown(runtime_current());
+}
+
+static void sleeper(void *arg)
+{
+	(void)arg;
+	if (runtime_sleep(1000000000ull) == 0) {
+		pb.woke++;
+		pb.last_wake = runtime_now();
+	}
+}
+
+static void sleep_main(void *arg)
+{
+	(void)arg;
+	pb.t0 = runtime_now();
+	for (long i = 0; i < pb.n; i++)
+		runtime_spawn(runtime_current(), sleeper, NULL);
+}
+
+static void bench_parked(void)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	pb.n = scaled(1000000);
+	runtime_config_init(&cfg);
+	cfg.stack_cache = 0; /* count fresh stacks only */
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
+	runtime_spawn(rt, park_main, NULL);
+	runtime_run(rt);
+	runtime_destroy(rt);
+	printf("parked_fiber_bytes=%.0f\n", (double)(pb.after - pb.before) / (double)pb.n);
+
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
+	runtime_spawn(rt, sleep_main, NULL);
+	runtime_run(rt);
+	runtime_destroy(rt);
+	if (pb.woke != pb.n)
+		fprintf(stderr, "micro: only %ld of %ld sleepers woke\n", pb.woke, pb.n);
+	printf("sleep_1m_wall_s=%.2f\n", (double)(pb.last_wake - pb.t0) / 1e9);
+}
+
+int main(int argc, char **argv)
+{
+	const char *only = argc > 1 ? argv[1] : NULL;
+
+	quick = getenv("MICRO_QUICK") != NULL;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+#define WANT(name) (!only || strstr(only, name))
+	if (WANT("switch"))
+		bench_switch();
+	if (WANT("yield"))
+		bench_yield();
+	if (WANT("spawn"))
+		bench_spawn_join();
+	if (WANT("timer")) {
+		bench_timers(RUNTIME_TIMERS_HEAP, "timer_add_cancel_ns");
+		bench_timers(RUNTIME_TIMERS_KERNEL, "timer_add_cancel_kernel_ns");
+	}
+	if (WANT("park") || WANT("sleep"))
+		bench_parked();
+	return 0;
+}
