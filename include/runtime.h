@@ -55,7 +55,7 @@ enum runtime_timer_mode {
 struct runtime_config {
 	size_t stack_size;      /* usable bytes per fiber stack; default 128 KiB,
 	                           rounded up to the page size, minimum 16 KiB */
-	unsigned stack_cache;   /* stacks kept per core for reuse; default 64 */
+	unsigned stack_cache;   /* stacks kept per core for reuse; default 1024 */
 	unsigned ring_entries;  /* SQ entries (power of two); default 256; the
 	                           CQ gets 4x as many */
 	unsigned run_budget;    /* fibers run per loop turn before completions
@@ -253,6 +253,8 @@ RUNTIME_API int runtime_sock_shutdown(int fd, int how);
  * Wait until fd is ready for events (POLLIN, POLLOUT, ...), for at most
  * timeout_ns (negative: no limit other than the fiber's deadline). Returns
  * the ready events (> 0), -ETIMEDOUT, -ECANCELED or -errno.
+ * timeout_ns == 0 is a readiness check, not a wait: it never blocks, so it
+ * works from any thread and ignores cancellation and deadlines.
  */
 RUNTIME_API int runtime_poll(int fd, short events, int64_t timeout_ns);
 

@@ -107,7 +107,9 @@ struct fiber_queue {
 
 void runtime__switch(void **save_sp, void *next_sp);
 void runtime__fiber_trampoline(void);
-void *runtime__context_init(void *top, struct fiber *f);
+/* Lay out a first frame below top (16-byte aligned) so that switching to
+ * the returned sp calls entry(arg); entry must never return. */
+void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
 /* ----------------------------------------------------------------- timers */
 
@@ -225,8 +227,18 @@ struct core {
 
 	uint8_t *fixed;             /* fixed_files: fd registered at slot fd? */
 
-	struct stack *stack_cache;
+	struct stack *stack_cache;  /* hot stacks, pages resident */
 	unsigned stack_cached;
+	struct {                    /* stacks whose pages were given back */
+		void **v;
+		size_t len, cap;
+	} clean;
+	struct {                    /* freed stacks awaiting MADV_DONTNEED */
+		void *v[64];
+		unsigned len;
+	} pending;
+	void **slabs;               /* every slab, unmapped at destroy */
+	unsigned nslabs, slab_cap;
 	void *altstack;
 };
 

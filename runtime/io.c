@@ -64,8 +64,15 @@ static void op_interrupt(struct fiber *f)
 
 	if (op->cancel_sent || !op->cancellable)
 		return;
-	op->cancel_sent = true;
+	/* Taking an SQE may reap, and the reap may complete op and wake f:
+	 * then op is gone (its frame returned) and the SQE becomes a no-op. */
 	struct io_uring_sqe *sqe = runtime__sqe(f->core);
+	if (f->state != FIBER_PARKED || f->wait_obj != op) {
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, TAG_IGNORE);
+		return;
+	}
+	op->cancel_sent = true;
 	io_uring_prep_cancel64(sqe, tagged(op, TAG_OP), 0);
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_CANCEL));
 	op->pending++;

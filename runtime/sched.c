@@ -37,7 +37,7 @@ void runtime_config_init(struct runtime_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->stack_size = 128 * KiB;
-	cfg->stack_cache = 64;
+	cfg->stack_cache = 1024;
 	cfg->ring_entries = 256;
 	cfg->run_budget = 64;
 	cfg->timer_mode = RUNTIME_TIMERS_HEAP;
@@ -160,9 +160,9 @@ __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f
 }
 
 /* Entered from runtime__fiber_trampoline on the fiber's fresh stack. */
-__attribute__((noreturn, used)) void runtime__fiber_main(struct fiber *f);
-void runtime__fiber_main(struct fiber *f)
+__attribute__((noreturn)) static void fiber_main(void *arg)
 {
+	struct fiber *f = arg;
 	struct core *c = f->core;
 
 	finish_switch(c);
@@ -299,7 +299,7 @@ static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct
 	else
 		f->fn = (void *(*)(void *))fn;
 	f->arg = arg;
-	f->sp = runtime__context_init(f, f);
+	f->sp = runtime__context_init(f, fiber_main, f);
 #ifdef RUNTIME_ASAN
 	f->asan_bottom = (char *)s.base + runtime__stack_guard_size();
 	f->asan_size = (size_t)((char *)f - (char *)f->asan_bottom);

@@ -1,14 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stack.c - fiber stacks: mmap'd with a guard page at the low end, kept in a
- * per-core cache for reuse, and a SIGSEGV handler (on an alternate signal
- * stack) that names the fiber whose stack overflowed into its guard.
+ * stack.c - fiber stacks: carved from slabs of SLAB_STACKS stacks (one mmap
+ * each), with a guard page at the low end of each stack; kept per core in a
+ * cache of hot stacks (pages still resident, reused at once) and a list of
+ * clean ones (pages given back with MADV_DONTNEED, address range kept); and
+ * a SIGSEGV handler, on an alternate signal stack, that names the fiber
+ * whose stack overflowed into its guard.
  *
- * The guard is installed with MADV_GUARD_INSTALL where the kernel has it
- * (6.13+): it adds no VMA, so adjacent stacks merge into few VMAs and a
- * million stacks stay far below vm.max_map_count. Older kernels get
- * mprotect(PROT_NONE), which costs a VMA split per stack (about 32k stacks
- * with the default max_map_count of 65530).
+ * Guards are installed with MADV_GUARD_INSTALL where the kernel has it
+ * (6.13+): it adds no VMA, so a million stacks stay far below
+ * vm.max_map_count. Older kernels get mprotect(PROT_NONE), a VMA split per
+ * stack (about 32k stacks with the default max_map_count of 65530).
+ * Where process_madvise() accepts our own process (6.13+), a whole slab's
+ * guards, and a batch of stacks' release, take one syscall instead of one
+ * per stack: spawning a million fibers costs a few thousand syscalls.
  */
 #include "internal.h"
 
@@ -17,14 +22,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #ifndef MADV_GUARD_INSTALL
 #define MADV_GUARD_INSTALL 102
 #endif
 
+#define SLAB_STACKS 64
+
 enum guard_mode { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 static _Atomic int guard_mode = GUARD_UNKNOWN;
+
+/* Our own pidfd for process_madvise, or -1 where it cannot serve us. */
+static _Atomic int self_pidfd = -2; /* -2: not probed yet */
 
 size_t runtime__stack_guard_size(void)
 {
@@ -34,7 +46,7 @@ size_t runtime__stack_guard_size(void)
 	return page;
 }
 
-static int guard_install(void *base, size_t len)
+static int guard_one(void *base, size_t len)
 {
 	int mode = atomic_load_explicit(&guard_mode, memory_order_relaxed);
 
@@ -50,25 +62,135 @@ static int guard_install(void *base, size_t len)
 	return mprotect(base, len, PROT_NONE) == 0 ? 0 : -errno;
 }
 
+static int pidfd_self(void)
+{
+	int fd = atomic_load_explicit(&self_pidfd, memory_order_relaxed);
+	if (fd != -2)
+		return fd;
+	fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	int expected = -2;
+	if (!atomic_compare_exchange_strong(&self_pidfd, &expected, fd < 0 ? -1 : fd)) {
+		if (fd >= 0)
+			close(fd);
+		return expected;
+	}
+	return fd < 0 ? -1 : fd;
+}
+
+/* Apply advice to n ranges in one syscall if the kernel lets us. */
+static bool advise_batch(const struct iovec *iov, size_t n, int advice)
+{
+	int fd = pidfd_self();
+	size_t want = 0;
+
+	if (fd < 0)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		want += iov[i].iov_len;
+	long done = syscall(SYS_process_madvise, fd, iov, n, advice, 0);
+	if (done == (long)want)
+		return true;
+	if (done < 0 && (errno == EINVAL || errno == EPERM || errno == ENOSYS)) {
+		/* This kernel restricts process_madvise: stop asking. */
+		atomic_store_explicit(&self_pidfd, -1, memory_order_relaxed);
+		close(fd);
+	}
+	return false;
+}
+
+static int guards_install(char *slab, size_t each, unsigned n)
+{
+	size_t guard = runtime__stack_guard_size();
+	struct iovec iov[SLAB_STACKS];
+
+	for (unsigned i = 0; i < n; i++) {
+		iov[i].iov_base = slab + i * each;
+		iov[i].iov_len = guard;
+	}
+	if (atomic_load_explicit(&guard_mode, memory_order_relaxed) == GUARD_MADVISE &&
+	    advise_batch(iov, n, MADV_GUARD_INSTALL))
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		int rc = guard_one(iov[i].iov_base, guard);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int slab_refill(struct core *c)
+{
+	size_t each = c->rt->cfg.stack_size + runtime__stack_guard_size();
+	size_t total = each * SLAB_STACKS;
+
+	if (c->nslabs == c->slab_cap) {
+		unsigned cap = c->slab_cap ? c->slab_cap * 2 : 16;
+		void **slabs = realloc(c->slabs, cap * sizeof(*slabs));
+		if (!slabs)
+			return -ENOMEM;
+		c->slabs = slabs;
+		c->slab_cap = cap;
+	}
+	/* The clean list must be able to hold every stack there is. */
+	size_t need = (size_t)(c->nslabs + 1) * SLAB_STACKS;
+	if (need > c->clean.cap) {
+		size_t cap = c->clean.cap * 2 > need ? c->clean.cap * 2 : need;
+		void **v = realloc(c->clean.v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		c->clean.v = v;
+		c->clean.cap = cap;
+	}
+	char *slab = mmap(NULL, total, PROT_READ | PROT_WRITE,
+	                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (slab == MAP_FAILED)
+		return -ENOMEM;
+	if (guards_install(slab, each, SLAB_STACKS) < 0) {
+		munmap(slab, total);
+		return -ENOMEM;
+	}
+	c->slabs[c->nslabs++] = slab;
+	/* Lowest address last, so stacks are handed out in address order. */
+	for (unsigned i = SLAB_STACKS; i-- > 0;)
+		c->clean.v[c->clean.len++] = slab + i * each;
+	return 0;
+}
+
 int runtime__stack_alloc(struct core *c, struct stack *s)
 {
+	s->size = c->rt->cfg.stack_size + runtime__stack_guard_size();
 	if (c->stack_cached) {
-		*s = c->stack_cache[--c->stack_cached];
+		s->base = c->stack_cache[--c->stack_cached].base;
 		return 0;
 	}
-	size_t guard = runtime__stack_guard_size();
-	size_t size = c->rt->cfg.stack_size + guard;
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	if (guard_install(p, guard) < 0) {
-		munmap(p, size);
-		return -ENOMEM;
+	if (!c->clean.len) {
+		int rc = slab_refill(c);
+		if (rc < 0)
+			return rc;
 	}
-	s->base = p;
-	s->size = size;
+	s->base = c->clean.v[--c->clean.len];
 	return 0;
+}
+
+/* Give the pages of the pending stacks back to the kernel; keep their
+ * addresses (and guards) on the clean list for reuse. */
+static void release_pending(struct core *c)
+{
+	size_t guard = runtime__stack_guard_size();
+	size_t usable = c->rt->cfg.stack_size;
+	struct iovec iov[SLAB_STACKS];
+	unsigned n = c->pending.len;
+
+	for (unsigned i = 0; i < n; i++) {
+		iov[i].iov_base = (char *)c->pending.v[i] + guard;
+		iov[i].iov_len = usable;
+	}
+	if (!advise_batch(iov, n, MADV_DONTNEED))
+		for (unsigned i = 0; i < n; i++)
+			madvise(iov[i].iov_base, usable, MADV_DONTNEED);
+	for (unsigned i = 0; i < n; i++)
+		c->clean.v[c->clean.len++] = c->pending.v[i];
+	c->pending.len = 0;
 }
 
 void runtime__stack_free(struct core *c, struct stack *s)
@@ -77,15 +199,26 @@ void runtime__stack_free(struct core *c, struct stack *s)
 		c->stack_cache[c->stack_cached++] = *s;
 		return;
 	}
-	munmap(s->base, s->size);
+	/* The clean list has room: it is sized for every stack there is. */
+	c->pending.v[c->pending.len++] = s->base;
+	if (c->pending.len == SLAB_STACKS)
+		release_pending(c);
 }
 
 void runtime__stack_cache_drain(struct core *c)
 {
-	while (c->stack_cached) {
-		struct stack *s = &c->stack_cache[--c->stack_cached];
-		munmap(s->base, s->size);
-	}
+	size_t each = c->rt->cfg.stack_size + runtime__stack_guard_size();
+
+	for (unsigned i = 0; i < c->nslabs; i++)
+		munmap(c->slabs[i], each * SLAB_STACKS);
+	free(c->slabs);
+	free(c->clean.v);
+	c->slabs = NULL;
+	c->clean.v = NULL;
+	c->nslabs = c->slab_cap = 0;
+	c->clean.len = c->clean.cap = 0;
+	c->stack_cached = 0;
+	c->pending.len = 0;
 }
 
 /* ------------------------------------------------------ overflow handler */

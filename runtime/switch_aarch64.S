@@ -55,14 +55,15 @@ runtime__switch:
 	ret
 	.size	runtime__switch, .-runtime__switch
 
-/* First code a new fiber runs: x19 holds the fiber, x29 is zero. */
+/* First code a new context runs: x19 holds the entry function, x20 its
+ * argument, x29 is zero. The entry function must never return. */
 	.globl	runtime__fiber_trampoline
 	.hidden	runtime__fiber_trampoline
 	.type	runtime__fiber_trampoline, %function
 	.p2align 4
 runtime__fiber_trampoline:
-	mov	x0, x19
-	bl	runtime__fiber_main
+	mov	x0, x20
+	blr	x19
 	brk	#0
 	.size	runtime__fiber_trampoline, .-runtime__fiber_trampoline
 

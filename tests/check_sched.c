@@ -600,7 +600,7 @@ END_TEST
 
 /* ----------------------------------------------------- 10,000 fibers */
 
-#define MANY 10000
+#define MANY LIVE_FIBERS(10000)
 
 struct many {
 	int slept, yielded;

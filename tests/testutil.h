@@ -8,6 +8,8 @@
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
 
+#include "config.h"
+
 #include <check.h>
 #include <runtime.h>
 #include <stdio.h>
@@ -51,5 +53,13 @@ static inline void skip_without_io_uring(void)
 	}
 
 #define MS (1000ull * 1000ull)
+
+/* ThreadSanitizer gives every fiber its own thread state and dies past
+ * 8128 of them alive at once: TSan builds run fewer concurrent fibers. */
+#ifdef RUNTIME_TSAN
+#define LIVE_FIBERS(n) ((n) > 4000 ? 4000 : (n))
+#else
+#define LIVE_FIBERS(n) (n)
+#endif
 
 #endif

@@ -1,0 +1,76 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# build.sh - one-command set-up for a fresh Debian 12 machine.
+#
+#   ./build.sh demo    install what is missing, build, run the echo demo
+#   ./build.sh check   install what is missing, build and run every test
+#                      suite: plain, ASan+UBSan and TSan builds
+#
+# Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
+# are installed with apt-get only when missing (as root, or through sudo).
+set -eu
+
+top=$(cd "$(dirname "$0")" && pwd)
+jobs=$(nproc 2>/dev/null || echo 2)
+packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
+
+install_missing() {
+	need=""
+	for p in $packages; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"
+	done
+	[ -z "$need" ] && return 0
+	echo "build.sh: installing:$need"
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null || { echo "build.sh: need root (or sudo) to install:$need" >&2; exit 1; }
+		sudo=sudo
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get update -qq </dev/null
+	# shellcheck disable=SC2086
+	$sudo apt-get install -y -qq --no-install-recommends $need </dev/null >/dev/null
+}
+
+# configure_in DIR [configure options...]
+configure_in() {
+	dir=$1; shift
+	if [ ! -x "$top/configure" ] || [ "$top/configure.ac" -nt "$top/configure" ] ||
+	   [ "$top/Makefile.am" -nt "$top/configure" ]; then
+		(cd "$top" && autoreconf -fi)
+	fi
+	mkdir -p "$top/$dir"
+	cd "$top/$dir"
+	[ -f Makefile ] && [ config.status -nt "$top/configure" ] || "$top/configure" --enable-werror "$@"
+}
+
+run_checks() {
+	dir=$1; shift
+	configure_in "$dir" "$@"
+	if ! make -j"$jobs" check; then
+		cat tests/*.log >&2 2>/dev/null || true
+		echo "build.sh: tests failed in $dir" >&2
+		exit 1
+	fi
+}
+
+case "${1:-}" in
+demo)
+	install_missing
+	configure_in build
+	make -j"$jobs"
+	echo "build.sh: echo server on port ${PORT:-7000}; try: nc 127.0.0.1 ${PORT:-7000} (Ctrl-C stops it)"
+	exec ./demos/echo/echo-server --port "${PORT:-7000}"
+	;;
+check)
+	install_missing
+	run_checks build
+	run_checks build-asan --enable-sanitizers
+	run_checks build-tsan --enable-tsan
+	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan)"
+	;;
+*)
+	echo "usage: $0 demo|check" >&2
+	exit 2
+	;;
+esac
