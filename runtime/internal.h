@@ -129,8 +129,13 @@ struct timer {
 	void *user_arg;
 };
 
+struct heap_slot {
+	uint64_t deadline;
+	struct timer *t;
+};
+
 struct timer_heap {
-	struct timer **slot;
+	struct heap_slot *slot;
 	uint32_t len, cap;
 };
 

@@ -3,7 +3,7 @@
  * timer.c - sleeps, timed parks and the public cancellable timers.
  *
  * Two strategies, chosen per runtime (runtime_config.timer_mode):
- *  - heap (default): a core-local binary min-heap of deadlines. Due timers
+ *  - heap (default): a core-local 4-ary min-heap of deadlines. Due timers
  *    are fired by the loop from the clock; only when the core is about to
  *    block is the nearest deadline armed in the kernel, as one absolute
  *    IORING_OP_TIMEOUT, replaced (TIMEOUT_REMOVE + TIMEOUT) only when an
@@ -30,63 +30,72 @@ static bool kernel_mode(const struct core *c)
 
 /* ------------------------------------------------------------------ heap */
 
-static void heap_place(struct timer_heap *h, uint32_t i, struct timer *t)
+/*
+ * A 4-ary min-heap whose slots carry the deadline next to the pointer:
+ * sifting compares keys in the array and never chases a timer (each lives
+ * on some fiber's stack page), and 4 children per node halve the depth.
+ */
+#define ARITY 4
+
+static void heap_place(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 {
-	h->slot[i] = t;
-	t->heap_index = i;
+	h->slot[i] = slot;
+	slot.t->heap_index = i;
 }
 
-static void sift_up(struct timer_heap *h, uint32_t i, struct timer *t)
+static void sift_up(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 {
 	while (i) {
-		uint32_t parent = (i - 1) / 2;
-		if (h->slot[parent]->deadline <= t->deadline)
+		uint32_t parent = (i - 1) / ARITY;
+		if (h->slot[parent].deadline <= slot.deadline)
 			break;
 		heap_place(h, i, h->slot[parent]);
 		i = parent;
 	}
-	heap_place(h, i, t);
+	heap_place(h, i, slot);
 }
 
-static void sift_down(struct timer_heap *h, uint32_t i, struct timer *t)
+static void sift_down(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 {
 	for (;;) {
-		uint32_t child = 2 * i + 1;
-		if (child >= h->len)
+		uint32_t first = ARITY * i + 1, best = first;
+		if (first >= h->len)
 			break;
-		if (child + 1 < h->len && h->slot[child + 1]->deadline < h->slot[child]->deadline)
-			child++;
-		if (t->deadline <= h->slot[child]->deadline)
+		uint32_t end = first + ARITY < h->len ? first + ARITY : h->len;
+		for (uint32_t c = first + 1; c < end; c++)
+			if (h->slot[c].deadline < h->slot[best].deadline)
+				best = c;
+		if (slot.deadline <= h->slot[best].deadline)
 			break;
-		heap_place(h, i, h->slot[child]);
-		i = child;
+		heap_place(h, i, h->slot[best]);
+		i = best;
 	}
-	heap_place(h, i, t);
+	heap_place(h, i, slot);
 }
 
-/* Growth never fails a start: on ENOMEM the process is out of memory for a
- * pointer per timer, and a timer that silently never fires is worse. */
+/* Growth never fails a start: on ENOMEM the process is out of memory for
+ * 16 bytes per timer, and a timer that silently never fires is worse. */
 static void heap_push(struct timer_heap *h, struct timer *t)
 {
 	if (h->len == h->cap) {
 		uint32_t cap = h->cap ? h->cap * 2 : 64;
-		struct timer **slot = realloc(h->slot, cap * sizeof(*slot));
+		struct heap_slot *slot = realloc(h->slot, cap * sizeof(*slot));
 		if (!slot)
 			abort();
 		h->slot = slot;
 		h->cap = cap;
 	}
-	sift_up(h, h->len++, t);
+	sift_up(h, h->len++, (struct heap_slot){ t->deadline, t });
 }
 
 static void heap_remove(struct timer_heap *h, struct timer *t)
 {
 	uint32_t i = t->heap_index;
-	struct timer *last = h->slot[--h->len];
+	struct heap_slot last = h->slot[--h->len];
 
-	if (last == t)
+	if (last.t == t)
 		return;
-	if (i && h->slot[(i - 1) / 2]->deadline > last->deadline)
+	if (i && h->slot[(i - 1) / ARITY].deadline > last.deadline)
 		sift_up(h, i, last);
 	else
 		sift_down(h, i, last);
@@ -170,8 +179,8 @@ void runtime__timers_fire_due(struct core *c)
 	if (!c->timers.len || kernel_mode(c))
 		return;
 	uint64_t now = runtime_now();
-	while (c->timers.len && c->timers.slot[0]->deadline <= now) {
-		struct timer *t = c->timers.slot[0];
+	while (c->timers.len && c->timers.slot[0].deadline <= now) {
+		struct timer *t = c->timers.slot[0].t;
 		heap_remove(&c->timers, t);
 		timer_end(t, RUNTIME_TIMER_FIRED);
 	}
@@ -179,7 +188,7 @@ void runtime__timers_fire_due(struct core *c)
 
 uint64_t runtime__timers_next(struct core *c)
 {
-	return c->timers.len ? c->timers.slot[0]->deadline : 0;
+	return c->timers.len ? c->timers.slot[0].deadline : 0;
 }
 
 /* Heap mode, before the core blocks: make sure the kernel wakes it by the
@@ -190,7 +199,7 @@ void runtime__timers_arm(struct core *c)
 {
 	if (kernel_mode(c) || !c->timers.len)
 		return;
-	uint64_t next = c->timers.slot[0]->deadline;
+	uint64_t next = c->timers.slot[0].deadline;
 	if (c->kt_deadline && c->kt_deadline <= next)
 		return;
 	runtime__sqe_reserve(c, 2);
@@ -217,7 +226,7 @@ void runtime__ktimeout_cqe(struct core *c, uint64_t user_data, int res)
 void runtime__timers_shutdown(struct core *c)
 {
 	while (c->timers.len)
-		timer_stop(c->timers.slot[c->timers.len - 1], RUNTIME_TIMER_SHUTDOWN);
+		timer_stop(c->timers.slot[c->timers.len - 1].t, RUNTIME_TIMER_SHUTDOWN);
 }
 
 void runtime__timers_free(struct core *c)
