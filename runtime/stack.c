@@ -38,8 +38,12 @@
 enum guard_mode { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 static _Atomic int guard_mode = GUARD_UNKNOWN;
 
-/* Our own pidfd for process_madvise, or -1 where it cannot serve us. */
-static _Atomic int self_pidfd = -2; /* -2: not probed yet */
+/* How to name ourselves to process_madvise: PIDFD_SELF (6.15+), else a
+ * pidfd opened per call - never a cached one, which would name the parent
+ * after a fork(). UNUSABLE once the kernel refuses to advise us at all. */
+enum self_mode { SELF_SENTINEL, SELF_PIDFD, SELF_UNUSABLE };
+static _Atomic int self_mode = SELF_SENTINEL;
+#define PIDFD_SELF_PROCESS (-20000) /* PIDFD_SELF_THREAD_GROUP */
 
 size_t runtime__stack_guard_size(void)
 {
@@ -65,41 +69,44 @@ static int guard_one(void *base, size_t len)
 	return mprotect(base, len, PROT_NONE) == 0 ? 0 : -errno;
 }
 
-static int pidfd_self(void)
+static long advise_self(const struct iovec *iov, size_t n, int advice)
 {
-	int fd = atomic_load_explicit(&self_pidfd, memory_order_relaxed);
-	if (fd != -2)
-		return fd;
-	fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
-	int expected = -2;
-	if (!atomic_compare_exchange_strong(&self_pidfd, &expected, fd < 0 ? -1 : fd)) {
-		if (fd >= 0)
-			close(fd);
-		return expected;
+	int mode = atomic_load_explicit(&self_mode, memory_order_relaxed);
+
+	if (mode == SELF_SENTINEL) {
+		long done = syscall(SYS_process_madvise, PIDFD_SELF_PROCESS, iov, n, advice, 0);
+		if (done >= 0 || errno != EBADF)
+			return done;
+		atomic_store_explicit(&self_mode, SELF_PIDFD, memory_order_relaxed);
 	}
-	return fd < 0 ? -1 : fd;
+	int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (fd < 0)
+		return -1;
+	long done = syscall(SYS_process_madvise, fd, iov, n, advice, 0);
+	int saved = errno;
+	close(fd);
+	errno = saved;
+	return done;
 }
 
 /* Apply advice to n ranges in one syscall if the kernel lets us. A kernel
  * that refuses process_madvise on ourselves is not asked again. */
 static bool advise_batch(const struct iovec *iov, size_t n, int advice)
 {
-	int fd = pidfd_self();
 	size_t want = 0;
 
-	if (fd < 0)
+	if (atomic_load_explicit(&self_mode, memory_order_relaxed) == SELF_UNUSABLE)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		want += iov[i].iov_len;
-	long done = syscall(SYS_process_madvise, fd, iov, n, advice, 0);
+	long done = advise_self(iov, n, advice);
 	if (done == (long)want)
 		return true;
 	if (done < 0 && advice != MADV_POPULATE_WRITE &&
 	    (errno == EINVAL || errno == EPERM || errno == ENOSYS)) {
 		/* This kernel restricts process_madvise: stop asking. (A refused
 		 * populate may only mean that one advice is unknown.) */
-		atomic_store_explicit(&self_pidfd, -1, memory_order_relaxed);
-		close(fd);
+		atomic_store_explicit(&self_mode, SELF_UNUSABLE, memory_order_relaxed);
 	}
 	return false;
 }
