@@ -4,7 +4,8 @@
 #
 #   ./build.sh demo    install what is missing, build, run the echo demo
 #   ./build.sh check   install what is missing, build and run every test
-#                      suite: plain, ASan+UBSan and TSan builds
+#                      suite in a plain, an ASan+UBSan and a TSan build,
+#                      then make distcheck (tarball builds, installs, passes)
 #
 # Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
 # are installed with apt-get only when missing (as root, or through sudo).
@@ -44,12 +45,19 @@ configure_in() {
 	[ -f Makefile ] && [ config.status -nt "$top/configure" ] || "$top/configure" --enable-werror "$@"
 }
 
+passed=0 failed=0
 run_checks() {
 	dir=$1; shift
 	configure_in "$dir" "$@"
-	if ! make -j"$jobs" check; then
+	make -j"$jobs" check && ok=1 || ok=0
+	# Check's own summary lines ("Checks: N, Failures: F, Errors: E").
+	counts=$(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' tests/*.log |
+		awk '{ n += $1; f += $2 + $3 } END { print n - f, f }')
+	passed=$((passed + ${counts% *})) failed=$((failed + ${counts#* }))
+	if [ "$ok" -ne 1 ]; then
 		cat tests/*.log >&2 2>/dev/null || true
 		echo "build.sh: tests failed in $dir" >&2
+		echo "checks: $passed passed, $failed failed"
 		exit 1
 	fi
 }
@@ -67,7 +75,10 @@ check)
 	run_checks build
 	run_checks build-asan --enable-sanitizers
 	run_checks build-tsan --enable-tsan
-	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan)"
+	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
+		{ echo "build.sh: make distcheck failed" >&2; exit 1; }
+	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan) and distcheck"
+	echo "checks: $passed passed, $failed failed"
 	;;
 *)
 	echo "usage: $0 demo|check" >&2

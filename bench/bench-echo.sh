@@ -18,7 +18,9 @@
 # run as "$ECHO_SERVER --port P"), BENCH_DIR (where raw_uring_echo,
 # epoll_echo and echo_load are; default this script's directory), ROUNDS (5),
 # CONNS (64), SIZE (64), SECS (5), WARMUP (1), THREADS (load threads, 1),
-# SERVER_CPU (0), LOAD_CPU (1), PORT_BASE (random in 20000-29999).
+# SERVER_CPU (0), LOAD_CPU (1), PORT_BASE (random in 20000-29999),
+# DEMO_VARIANTS: more demo runs with extra flags, "name=flags;name=flags"
+# (e.g. "sqpoll=--sqpoll;fixed=--fixed-files"), each reported as demo_NAME.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +39,14 @@ declare -A server_cmd=(
 	[raw_uring]=$BENCH_DIR/raw_uring_echo
 	[epoll]=$BENCH_DIR/epoll_echo
 )
+declare -A server_flags=()
+IFS=';' read -r -a variants <<<"${DEMO_VARIANTS:-}"
+for v in "${variants[@]}"; do
+	[ -n "$v" ] || continue
+	names+=("demo_${v%%=*}")
+	server_cmd[demo_${v%%=*}]=$ECHO_SERVER
+	server_flags[demo_${v%%=*}]=${v#*=}
+done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-echo.XXXXXX")
 srv_pid='' perf_pid='' failed=0 next_port=$PORT_BASE
@@ -159,7 +169,8 @@ field() { # field KEY "k=v k=v ..."
 run_one() { # run_one ROUND NAME
 	local round=$1 name=$2 port t0 t1 cycles='' out rc msgs total errors cpu_ns cyc
 	take_port
-	"${pin_srv[@]}" "${server_cmd[$name]}" --port "$port" >"$tmp/$name.log" 2>&1 &
+	# shellcheck disable=SC2086 # flags are words by design
+	"${pin_srv[@]}" "${server_cmd[$name]}" ${server_flags[$name]:-} --port "$port" >"$tmp/$name.log" 2>&1 &
 	srv_pid=$!
 	if ! wait_listening "$srv_pid" "$port"; then
 		echo "round=$round server=$name status=no_listener port=$port"
