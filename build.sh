@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # SPDX-License-Identifier: MIT
 # build.sh - one-command set-up for a fresh Debian 12 machine.
 #
@@ -9,7 +9,7 @@
 #
 # Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
 # are installed with apt-get only when missing (as root, or through sudo).
-set -eu
+set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -42,7 +42,9 @@ configure_in() {
 	fi
 	mkdir -p "$top/$dir"
 	cd "$top/$dir"
-	[ -f Makefile ] && [ config.status -nt "$top/configure" ] || "$top/configure" --enable-werror "$@"
+	if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
+		"$top/configure" --enable-werror "$@"
+	fi
 }
 
 passed=0 failed=0
@@ -50,9 +52,11 @@ run_checks() {
 	dir=$1; shift
 	configure_in "$dir" "$@"
 	make -j"$jobs" check && ok=1 || ok=0
-	# Check's own summary lines ("Checks: N, Failures: F, Errors: E").
-	counts=$(sed -n 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' tests/*.log |
-		awk '{ n += $1; f += $2 + $3 } END { print n - f, f }')
+	# Check's summary lines ("Checks: N, Failures: F, Errors: E") and the
+	# shell tests' ("N passed, F failed").
+	counts=$(sed -n -e 's/.*Checks: \([0-9]*\), Failures: \([0-9]*\), Errors: \([0-9]*\).*/\1 \2 \3/p' \
+		-e 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1+\2 \2 0/p' tests/*.log |
+		awk '{ split($1, a, "+"); n += a[1] + a[2]; f += $2 + $3 } END { print n - f, f }')
 	passed=$((passed + ${counts% *})) failed=$((failed + ${counts#* }))
 	if [ "$ok" -ne 1 ]; then
 		cat tests/*.log >&2 2>/dev/null || true

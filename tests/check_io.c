@@ -103,12 +103,12 @@ static void echo_client(void *p)
 	e->close_rc = runtime_close(e->fd[0]);
 }
 
-static void check_echo(bool use_recv)
+static void check_echo_with(const struct runtime_config *cfg, bool use_recv)
 {
 	struct echo e = { .use_recv = use_recv, .server_end = -999 };
 	ssize_t total = 0;
 
-	ck_assert_int_eq(run_fiber(NULL, echo_client, &e), 0);
+	ck_assert_int_eq(run_fiber(cfg, echo_client, &e), 0);
 	for (size_t i = 0; i < NMSGS; i++) {
 		ssize_t len = (ssize_t)strlen(echo_msgs[i]);
 		ck_assert_int_eq(e.wr[i], len);
@@ -126,13 +126,34 @@ static void check_echo(bool use_recv)
 
 START_TEST(test_io_read_write_echo)
 {
-	check_echo(false);
+	check_echo_with(NULL, false);
 }
 END_TEST
 
 START_TEST(test_io_recv_send_echo)
 {
-	check_echo(true);
+	check_echo_with(NULL, true);
+}
+END_TEST
+
+/* The kernel-bypass settings change how SQEs reach the kernel, never what
+ * the calls do: the same echo under each. */
+enum ring_option { OPT_SQPOLL, OPT_BUSY_POLL, OPT_NO_RING_FD, OPT_FIXED_FILES, OPT_N };
+
+START_TEST(test_io_echo_under_each_ring_option)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	switch ((enum ring_option)_i) {
+	case OPT_SQPOLL: cfg.sqpoll = 1; cfg.sqpoll_idle_ms = 5; break;
+	case OPT_BUSY_POLL: cfg.busy_poll_us = 50; break;
+	case OPT_NO_RING_FD: cfg.register_ring_fd = 0; break;
+	case OPT_FIXED_FILES: cfg.fixed_files = 1; break;
+	case OPT_N: break;
+	}
+	check_echo_with(&cfg, false);
+	check_echo_with(&cfg, true);
 }
 END_TEST
 
@@ -1018,6 +1039,7 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, test_io_message_larger_than_socket_buffer);
 	tcase_add_test(tc, test_io_readv_writev_socket);
 	tcase_add_test(tc, test_io_recvmsg_sendmsg_two_iovecs);
+	tcase_add_loop_test(tc, test_io_echo_under_each_ring_option, 0, OPT_N);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("files");

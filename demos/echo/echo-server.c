@@ -7,7 +7,7 @@
  * -ECANCELED, closes its socket and ends, and the process exits cleanly.
  *
  *   echo-server [--host ADDR] [--port P] [--fixed-files] [--sqpoll]
- *               [--busy-poll US] [--quiet]
+ *               [--busy-poll US] [--no-register-ring] [--quiet]
  */
 #include <runtime.h>
 
@@ -86,7 +86,7 @@ static void usage(const char *argv0)
 {
 	fprintf(stderr,
 	        "usage: %s [--host ADDR] [--port P] [--fixed-files] [--sqpoll] "
-	        "[--busy-poll US] [--quiet]\n", argv0);
+	        "[--busy-poll US] [--no-register-ring] [--quiet]\n", argv0);
 }
 
 int main(int argc, char **argv)
@@ -97,6 +97,7 @@ int main(int argc, char **argv)
 		{ "fixed-files", no_argument, NULL, 'f' },
 		{ "sqpoll", no_argument, NULL, 's' },
 		{ "busy-poll", required_argument, NULL, 'b' },
+		{ "no-register-ring", no_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -107,7 +108,7 @@ int main(int argc, char **argv)
 	int c;
 
 	runtime_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h:p:fsb:q", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h:p:fsb:rq", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'h': host = optarg; break;
@@ -121,6 +122,7 @@ int main(int argc, char **argv)
 		case 'f': cfg.fixed_files = 1; break;
 		case 's': cfg.sqpoll = 1; break;
 		case 'b': cfg.busy_poll_us = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'r': cfg.register_ring_fd = 0; break;
 		case 'q': srv.quiet = 1; break;
 		default: usage(argv[0]); return 2;
 		}
