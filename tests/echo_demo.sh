@@ -32,7 +32,7 @@ fi
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A port that nobody listens on; the server fails fast if it is taken.
-for attempt in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
 	port=$((30000 + RANDOM % 20000))
 	listening "$port" && continue
 	"$srv" --host 127.0.0.1 --port "$port" 2>"$log" &
