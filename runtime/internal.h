@@ -257,7 +257,11 @@ struct runtime {
 	unsigned long owner_thread; /* pthread_t of the creating thread */
 };
 
-extern __thread struct core *runtime__tls_core;
+/* The core the calling thread runs, or NULL. initial-exec: a plain %fs
+ * load instead of a __tls_get_addr call per access from the shared
+ * library (the library must not be dlopen'ed late into a process that has
+ * used up glibc's static TLS reserve - a few bytes here). */
+extern __thread struct core *runtime__tls_core __attribute__((tls_model("initial-exec")));
 
 static inline struct core *this_core(void)
 {

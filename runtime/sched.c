@@ -26,7 +26,7 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
-__thread struct core *runtime__tls_core;
+__thread struct core *runtime__tls_core __attribute__((tls_model("initial-exec")));
 
 /* The fiber struct sits at the top of its stack, in a 64-byte slot. */
 #define FIBER_SLOT ((sizeof(struct fiber) + 63) & ~(size_t)63)
