@@ -14,10 +14,12 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
+# check also runs the aarch64 context switch under qemu-user
+check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 
-install_missing() {
+install_missing() { # [extra packages...]
 	need=""
-	for p in $packages; do
+	for p in $packages "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || need="$need $p"
 	done
 	[ -z "$need" ] && return 0
@@ -75,7 +77,8 @@ demo)
 	exec ./demos/echo/echo-server --port "${PORT:-7000}"
 	;;
 check)
-	install_missing
+	# shellcheck disable=SC2086 # a list of words
+	install_missing $check_packages
 	run_checks build
 	run_checks build-asan --enable-sanitizers
 	run_checks build-tsan --enable-tsan

@@ -9,31 +9,23 @@
  * epoll_echo [--port P] [--bind ADDR]; listens on 127.0.0.1:9000 by default.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#define ECHO_PROG "epoll_echo"
+#include "echo_server_common.h"
 
 enum { BUF_SIZE = 64 * 1024, MAX_EVENTS = 256 };
 
 /* epoll data.ptr of the two non-connection fds. */
 static char listener_tag, signal_tag;
-
-/* Links of the live-connection list, only walked at shutdown. */
-struct node {
-	struct node *prev, *next;
-};
 
 struct conn {
 	struct node node;         /* first member: a node is its conn */
@@ -49,16 +41,9 @@ struct server {
 	struct node live; /* list sentinel */
 };
 
-static __attribute__((noreturn)) void die(const char *what)
-{
-	fprintf(stderr, "epoll_echo: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
 static void conn_close(struct conn *c)
 {
-	c->node.prev->next = c->node.next;
-	c->node.next->prev = c->node.prev;
+	list_del(&c->node);
 	close(c->fd); /* also drops it from the epoll set */
 	free(c);
 }
@@ -151,10 +136,7 @@ static void add_conn(struct server *s, int fd)
 		free(c);
 		return;
 	}
-	c->node.next = s->live.next;
-	c->node.prev = &s->live;
-	s->live.next->prev = &c->node;
-	s->live.next = &c->node;
+	list_add(&s->live, &c->node);
 }
 
 /* Drains the accept queue; transient errors (EMFILE, ECONNABORTED) just end
@@ -171,94 +153,12 @@ static void on_accept(struct server *s)
 	}
 }
 
-static int listen_on(const char *addr, int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	int one = 1, fd;
-
-	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-		fprintf(stderr, "epoll_echo: bad IPv4 address '%s'\n", addr);
-		exit(2);
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		die("socket");
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		die("bind");
-	if (listen(fd, SOMAXCONN) < 0)
-		die("listen");
-	return fd;
-}
-
-static int signal_fd(void)
-{
-	sigset_t set;
-	int fd;
-
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (fd < 0)
-		die("signalfd");
-	return fd;
-}
-
 static void watch(int ep, int fd, void *tag)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = tag };
 
 	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
-		die("epoll_ctl");
-}
-
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-static __attribute__((noreturn)) void usage(void)
-{
-	fprintf(stderr, "usage: epoll_echo [--port P] [--bind ADDR]\n");
-	exit(2);
-}
-
-static void parse_args(int argc, char **argv, const char **addr, int *port)
-{
-	static const struct option opts[] = {
-		{ "port", required_argument, NULL, 'p' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	char *end;
-	int o;
-
-	while ((o = getopt_long(argc, argv, "p:b:h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'p':
-			*port = (int)strtol(optarg, &end, 10);
-			if (*end || *port < 0 || *port > 65535)
-				usage();
-			break;
-		case 'b':
-			*addr = optarg;
-			break;
-		default:
-			usage();
-		}
-	}
-	if (optind != argc)
-		usage();
+		die("epoll_ctl", errno);
 }
 
 static void run(struct server *s)
@@ -269,7 +169,7 @@ static void run(struct server *s)
 		int n = epoll_wait(s->ep, evs, MAX_EVENTS, -1);
 
 		if (n < 0 && errno != EINTR)
-			die("epoll_wait");
+			die("epoll_wait", errno);
 		for (int i = 0; i < n; i++) {
 			void *p = evs[i].data.ptr;
 
@@ -287,23 +187,20 @@ int main(int argc, char **argv)
 {
 	static struct server s;
 	const char *addr = "127.0.0.1";
-	struct sockaddr_in sa;
-	socklen_t salen = sizeof sa;
 	int port = 9000;
 
-	parse_args(argc, argv, &addr, &port);
+	parse_args(argc, argv, &addr, &port, NULL);
 	raise_nofile();
-	s.live.next = s.live.prev = &s.live;
-	s.sfd = signal_fd();
-	s.lfd = listen_on(addr, port);
+	list_init(&s.live);
+	s.sfd = signal_fd(SFD_NONBLOCK);
+	s.lfd = listen_on(addr, port, SOCK_NONBLOCK);
 	s.ep = epoll_create1(EPOLL_CLOEXEC);
 	if (s.ep < 0)
-		die("epoll_create1");
+		die("epoll_create1", errno);
 	watch(s.ep, s.lfd, &listener_tag);
 	watch(s.ep, s.sfd, &signal_tag);
-	getsockname(s.lfd, (struct sockaddr *)&sa, &salen);
 	fprintf(stderr, "epoll_echo: listening on %s:%d\n", addr,
-		ntohs(sa.sin_port));
+		bound_port(s.lfd));
 
 	run(&s);
 	while (s.live.next != &s.live)

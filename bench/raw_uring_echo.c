@@ -12,23 +12,22 @@
  * takes the strongest ring setup the kernel accepts by default.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#define ECHO_PROG "raw_uring_echo"
+#include "echo_server_common.h"
 
 enum {
 	/* The CQ gets twice this.  Each connection has one op in flight;
@@ -44,11 +43,6 @@ enum op { OP_ACCEPT, OP_RECV, OP_SEND, OP_SIGNAL, OP_CANCEL };
 _Static_assert(_Alignof(max_align_t) > OP_MASK, "tag must fit alignment");
 
 /* One client.  malloc alignment keeps the low bits free for the tag. */
-/* Links of the live-connection list, only walked at shutdown. */
-struct node {
-	struct node *prev, *next;
-};
-
 struct conn {
 	struct node node;         /* first member: a node is its conn */
 	int fd;
@@ -65,12 +59,6 @@ struct server {
 	struct signalfd_siginfo si; /* target of the signalfd read */
 	struct node live;           /* list sentinel */
 };
-
-static __attribute__((noreturn)) void die(const char *what, int err)
-{
-	fprintf(stderr, "raw_uring_echo: %s: %s\n", what, strerror(err));
-	exit(1);
-}
 
 /* SQ full: flush what is queued and try again.  Never returns NULL. */
 static struct io_uring_sqe *get_sqe(struct server *s)
@@ -130,8 +118,7 @@ static void queue_signal_read(struct server *s)
 /* Only called when the connection has no operation in flight. */
 static void conn_close(struct conn *c)
 {
-	c->node.prev->next = c->node.next;
-	c->node.next->prev = c->node.prev;
+	list_del(&c->node);
 	close(c->fd);
 	free(c);
 }
@@ -151,10 +138,7 @@ static void on_accept(struct server *s, int res)
 	}
 	setsockopt(res, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	c->fd = res;
-	c->node.next = s->live.next;
-	c->node.prev = &s->live;
-	s->live.next->prev = &c->node;
-	s->live.next = &c->node;
+	list_add(&s->live, &c->node);
 	queue_recv(s, c);
 }
 
@@ -259,120 +243,12 @@ static const char *ring_init(struct io_uring *ring, const char *only)
 	die("io_uring_queue_init", -ret);
 }
 
-static int listen_on(const char *addr, int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons(port) };
-	int one = 1, fd;
-
-	if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-		fprintf(stderr, "raw_uring_echo: bad IPv4 address '%s'\n", addr);
-		exit(2);
-	}
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		die("socket", errno);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-		die("bind", errno);
-	if (listen(fd, SOMAXCONN) < 0)
-		die("listen", errno);
-	return fd;
-}
-
-/* SIGINT/SIGTERM are blocked and read from a signalfd through the ring, so
- * there is no window between checking a flag and sleeping in the kernel. */
-static int signal_fd(void)
-{
-	sigset_t set;
-	int fd;
-
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	fd = signalfd(-1, &set, SFD_CLOEXEC);
-	if (fd < 0)
-		die("signalfd", errno);
-	return fd;
-}
-
-/* Many connections need many fds: lift the soft limit to the hard one. */
-static void raise_nofile(void)
-{
-	struct rlimit rl;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
-}
-
-static int bound_port(int fd)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof sa;
-
-	if (getsockname(fd, (struct sockaddr *)&sa, &len) < 0)
-		return -1;
-	return ntohs(sa.sin_port);
-}
-
-static __attribute__((noreturn)) void usage(void)
-{
-	fprintf(stderr, "usage: raw_uring_echo [--port P] [--bind ADDR] "
-		"[--setup defer|coop|none]\n");
-	exit(2);
-}
-
-struct config {
-	const char *addr;
-	int port;
-	const char *setup; /* ring_modes name, or NULL: best available */
-};
-
 static bool known_setup(const char *name)
 {
 	for (size_t i = 0; i < N_RING_MODES; i++)
 		if (!strcmp(name, ring_modes[i].name))
 			return true;
 	return false;
-}
-
-static void parse_args(int argc, char **argv, struct config *cfg)
-{
-	static const struct option opts[] = {
-		{ "port", required_argument, NULL, 'p' },
-		{ "bind", required_argument, NULL, 'b' },
-		{ "setup", required_argument, NULL, 's' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
-	};
-	char *end;
-	int o;
-
-	while ((o = getopt_long(argc, argv, "p:b:s:h", opts, NULL)) != -1) {
-		switch (o) {
-		case 'p':
-			cfg->port = (int)strtol(optarg, &end, 10);
-			if (*end || cfg->port < 0 || cfg->port > 65535)
-				usage();
-			break;
-		case 'b':
-			cfg->addr = optarg;
-			break;
-		case 's':
-			if (!known_setup(optarg))
-				usage();
-			cfg->setup = optarg;
-			break;
-		default:
-			usage();
-		}
-	}
-	if (optind != argc)
-		usage();
 }
 
 /* Cancels every op and reaps them all, so no request still holds a socket
@@ -419,17 +295,21 @@ static void shutdown_server(struct server *s)
 int main(int argc, char **argv)
 {
 	static struct server s;
-	struct config cfg = { .addr = "127.0.0.1", .port = 9000 };
-	const char *mode;
+	const char *addr = "127.0.0.1", *setup = NULL, *mode;
+	int port = 9000;
+	const struct extra_opt setup_opt = {
+		.name = "setup", .key = 's', .valid = known_setup,
+		.usage = " [--setup defer|coop|none]", .value = &setup,
+	};
 
-	parse_args(argc, argv, &cfg);
+	parse_args(argc, argv, &addr, &port, &setup_opt);
 	raise_nofile();
-	s.live.next = s.live.prev = &s.live;
-	s.sfd = signal_fd();
-	s.lfd = listen_on(cfg.addr, cfg.port);
-	mode = ring_init(&s.ring, cfg.setup);
+	list_init(&s.live);
+	s.sfd = signal_fd(0);
+	s.lfd = listen_on(addr, port, 0);
+	mode = ring_init(&s.ring, setup); /* setup NULL: best available */
 	fprintf(stderr, "raw_uring_echo: listening on %s:%d, ring setup %s\n",
-		cfg.addr, bound_port(s.lfd), mode);
+		addr, bound_port(s.lfd), mode);
 
 	queue_accept(&s);
 	queue_signal_read(&s);
