@@ -248,26 +248,32 @@ static void sleep_main(void *arg)
 		runtime_spawn(runtime_current(), sleeper, NULL);
 }
 
-static void bench_parked(void)
+static void run_fresh(void (*fn)(void *))
 {
 	struct runtime_config cfg;
 	struct runtime *rt;
 
-	pb.n = scaled(1000000);
 	runtime_config_init(&cfg);
 	cfg.stack_cache = 0; /* count fresh stacks only */
 	if (runtime_create(&rt, &cfg) < 0)
 		exit(1);
-	runtime_spawn(rt, park_main, NULL);
+	runtime_spawn(rt, fn, NULL);
 	runtime_run(rt);
 	runtime_destroy(rt);
-	printf("parked_fiber_bytes=%.0f\n", (double)(pb.after - pb.before) / (double)pb.n);
+}
 
-	if (runtime_create(&rt, &cfg) < 0)
-		exit(1);
-	runtime_spawn(rt, sleep_main, NULL);
-	runtime_run(rt);
-	runtime_destroy(rt);
+static void bench_parked(void)
+{
+	pb.n = scaled(1000000);
+	run_fresh(park_main);
+	printf("parked_fiber_bytes=%.0f\n", (double)(pb.after - pb.before) / (double)pb.n);
+}
+
+static void bench_sleepers(void)
+{
+	pb.n = scaled(1000000);
+	pb.woke = 0;
+	run_fresh(sleep_main);
 	if (pb.woke != pb.n)
 		fprintf(stderr, "micro: only %ld of %ld sleepers woke\n", pb.woke, pb.n);
 	printf("sleep_1m_wall_s=%.2f\n", (double)(pb.last_wake - pb.t0) / 1e9);
@@ -290,7 +296,9 @@ int main(int argc, char **argv)
 		bench_timers(RUNTIME_TIMERS_HEAP, "timer_add_cancel_ns");
 		bench_timers(RUNTIME_TIMERS_KERNEL, "timer_add_cancel_kernel_ns");
 	}
-	if (WANT("park") || WANT("sleep"))
+	if (WANT("park"))
 		bench_parked();
+	if (WANT("sleep"))
+		bench_sleepers();
 	return 0;
 }
