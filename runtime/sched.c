@@ -580,17 +580,18 @@ static int core_init(struct runtime *rt, struct core *c, unsigned index)
 	return c->stack_cache ? 0 : -ENOMEM;
 }
 
-/* Frees fibers that never ended (runtime_run never ran, or ended with
- * -EDEADLK): nothing of theirs is in flight, or the ring is already gone. */
+/* Frees fibers that never ended (runtime_run never ran, or ended with an
+ * error). The ring goes first, so no kernel operation is left pointing at
+ * a stack that is being released. */
 static void core_free(struct core *c)
 {
+	if (c->ring_ready)
+		runtime__ring_exit(c);
 	while (c->all) {
 		struct fiber *f = c->all;
 		c->all = f->all_next;
 		fiber_release(c, f);
 	}
-	if (c->ring_ready)
-		runtime__ring_exit(c);
 	runtime__timers_free(c);
 	runtime__stack_cache_drain(c);
 	free(c->stack_cache);
