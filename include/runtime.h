@@ -11,9 +11,9 @@
  *  - Errors are returned as -errno (liburing's convention); errno is never set.
  *  - "Fiber context" means the caller is a fiber of this runtime. Blocking
  *    calls made outside fiber context return -EPERM.
- *  - A fiber lives on one core for its whole life; a struct runtime_fiber
- *    handle may only be used on that fiber's core (cross-core use arrives
- *    with multi-core).
+ *  - A fiber lives on one core (one thread, one ring) for its whole life:
+ *    it never migrates. A struct runtime_fiber handle may only be used on
+ *    that fiber's core.
  *  - Cancellation is sticky: once a fiber is cancelled, its pending blocking
  *    call and every later one returns -ECANCELED, except runtime_close(),
  *    which always closes so that cleanup cannot leak.
@@ -53,6 +53,10 @@ enum runtime_timer_mode {
 };
 
 struct runtime_config {
+	unsigned cores;         /* core threads, each with its own ring; 0: one
+	                           per online CPU; default 1 */
+	int pin_cpus;           /* nonzero: core i runs on CPU i (mod CPUs);
+	                           default 0 */
 	size_t stack_size;      /* usable bytes per fiber stack; default 128 KiB,
 	                           rounded up to the page size, minimum 16 KiB */
 	unsigned stack_cache;   /* stacks kept per core for reuse; default 1024 */
@@ -80,17 +84,22 @@ RUNTIME_API void runtime_config_init(struct runtime_config *cfg);
 /*
  * Create a runtime. cfg NULL means defaults. Probes the kernel's io_uring
  * features once. Any thread not inside a runtime; the calling thread becomes
- * core 0's thread when it calls runtime_run().
+ * core 0's thread when it calls runtime_run(), which starts a thread for
+ * each other core.
  * Returns 0, -EINVAL (bad config), -ENOMEM, -ENOSYS (no io_uring), or
  * -EOPNOTSUPP (the kernel lacks IORING_FEAT_NODROP or another requirement).
  */
 RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config *cfg);
 
 /*
- * Run every fiber until all have ended (or the runtime is shut down and they
- * have all unwound). Call from the thread that created the runtime, not from
- * a fiber. Returns 0, -EBUSY if already running, or -errno if the ring failed.
- * May be called again after it returns, to run newly spawned fibers.
+ * Run every core until all fibers on all cores have ended and no timer is
+ * armed (or the runtime is shut down and everything has unwound). Call from
+ * the thread that created the runtime, not from a fiber. Returns 0, -EBUSY
+ * if already running, -EPERM from another thread, -EDEADLK (one core only:
+ * every fiber waits on another and nothing can wake them), or -errno if a
+ * ring or thread failed. May be called again after it returns, to run fibers
+ * spawned since; spawns from other threads that arrive after it returned
+ * wait for the next call.
  */
 RUNTIME_API int runtime_run(struct runtime *rt);
 
@@ -98,8 +107,7 @@ RUNTIME_API int runtime_run(struct runtime *rt);
  * Ask the runtime to stop: later spawns return -ESHUTDOWN, pending timers
  * complete at once with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled
  * (its blocking calls return -ECANCELED) so runtime_run() returns once they
- * have ended. From a fiber or timer callback of this runtime, or from the
- * creating thread while runtime_run() is not running.
+ * have ended. Any thread; each core carries it out on its own thread.
  */
 RUNTIME_API void runtime_shutdown(struct runtime *rt);
 
@@ -113,18 +121,31 @@ RUNTIME_API struct runtime *runtime_current(void);
 /* ---------------------------------------------------------------- fibers */
 
 /*
- * Start fn(arg) in a new detached fiber. From a fiber of rt (the new fiber
- * goes on the caller's core) or from the thread that created rt while
- * runtime_run() is not running. The new fiber runs later, never inside this
- * call. Returns 0, -ENOMEM, -ESHUTDOWN, or -EPERM from another thread.
+ * Start fn(arg) in a new detached fiber. Any thread. Placement: a fiber of
+ * rt spawns on its own core; any other thread spawns round-robin across the
+ * cores (through the target core's inbox, waking it if it sleeps). The new
+ * fiber runs later, never inside this call. Returns 0, -EINVAL, -ENOMEM or
+ * -ESHUTDOWN.
  */
 RUNTIME_API int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg);
+
+/* Like runtime_spawn, on core number core (0 .. runtime_cores() - 1).
+ * Returns 0, -EINVAL (no such core), -ENOMEM or -ESHUTDOWN. */
+RUNTIME_API int runtime_spawn_on(struct runtime *rt, unsigned core, void (*fn)(void *), void *arg);
+
+/* The number of cores. Any thread. */
+RUNTIME_API unsigned runtime_cores(const struct runtime *rt);
+
+/* The calling thread's core number, or -1 if it is not a core thread. */
+RUNTIME_API int runtime_core_index(void);
 
 /*
  * Like runtime_spawn, but the fiber is joinable: *fiber receives a handle
  * that must be passed to runtime_fiber_join() or runtime_fiber_detach()
  * exactly once (an unjoined handle keeps the fiber's stack). fn's return
- * value is what join reports.
+ * value is what join reports. The fiber goes on the caller's core: from a
+ * fiber of rt, or from the creating thread while runtime_run() is not
+ * running (core 0); else -EPERM.
  */
 RUNTIME_API int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **fiber,
                                     void *(*fn)(void *), void *arg);
@@ -162,6 +183,23 @@ RUNTIME_API uint64_t runtime_fiber_id(const struct runtime_fiber *fiber);
  * context; outside it, get returns NULL and set does nothing. */
 RUNTIME_API void *runtime_fiber_local_get(void);
 RUNTIME_API void runtime_fiber_local_set(void *value);
+
+/*
+ * Park the calling fiber until runtime_fiber_unpark() names it, for at most
+ * timeout_ns (negative: no limit but the fiber's deadline). An unpark that
+ * comes before the park is kept (one permit, as in Java's LockSupport): the
+ * park then returns at once. Exactly one of unpark, timeout and cancel wins.
+ * Fiber context. Returns 0 (unparked), -ETIMEDOUT or -ECANCELED.
+ */
+RUNTIME_API int runtime_park(int64_t timeout_ns);
+
+/*
+ * Wake fiber if it is parked in runtime_park, else give it the permit.
+ * Any thread; the handle must stay valid for the call (the fiber has not
+ * ended, or is still joinable). Wakes a sleeping core through its eventfd.
+ * Returns 0 or -EINVAL.
+ */
+RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 
 /* Let the other ready fibers run. Fiber context. Returns 0 or -ECANCELED. */
 RUNTIME_API int runtime_yield(void);

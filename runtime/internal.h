@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -64,6 +66,24 @@ enum fiber_flags {
 	FIBER_LOOP      = 1u << 3, /* the core thread's own context, not a fiber */
 };
 
+/* Work handed to a core by another thread (inbox.c). */
+enum inbox_kind {
+	INBOX_SPAWN,    /* struct spawn_req: start a fiber here */
+	INBOX_WAKE,     /* struct fiber's own node: wake it with xwake_res */
+	INBOX_SHUTDOWN, /* the core's own node: shut this core down */
+};
+
+struct inbox_node {
+	struct inbox_node *next;
+	uint8_t kind;
+};
+
+struct spawn_req {
+	struct inbox_node node;
+	void (*fn)(void *);
+	void *arg;
+};
+
 /*
  * A fiber. It lives at the top of its own stack, so a spawn is one stack
  * from the cache and nothing else, and a parked fiber touches one page.
@@ -90,6 +110,9 @@ struct fiber {
 	void *local;
 	struct fiber *joiner;
 	struct fiber *all_prev, *all_next; /* every live fiber of the core */
+	_Atomic int park_state;     /* runtime_park: empty, permit, parked */
+	struct inbox_node inbox;    /* for wake-ups from other threads */
+	int xwake_res;              /* their result, published by the push */
 	struct stack stack;
 #ifdef RUNTIME_ASAN
 	void *asan_fake_stack;
@@ -159,6 +182,7 @@ enum cqe_tag {
 	TAG_TIMER,        /* struct timer, kernel mode */
 	TAG_KTIMEOUT,     /* heap mode's armed timeout; generation << 3 */
 	TAG_IGNORE,       /* no one waits for this CQE */
+	TAG_WAKEUP,       /* struct core: its eventfd read */
 };
 #define TAG_MASK 7ull
 
@@ -217,9 +241,21 @@ struct core {
 	unsigned budget;            /* fibers left to run this turn */
 	struct fiber *zombie;       /* ended fiber whose stack is to be freed */
 	struct fiber *all;          /* every live fiber */
-	unsigned live;              /* fibers not yet ended */
-	unsigned timers_user;       /* armed public timers */
+	unsigned load;              /* live fibers + armed public timers */
+	unsigned xparked;           /* fibers in runtime_park: others may wake them */
 	uint64_t next_id;
+
+	/* Shared with other threads (inbox.c). */
+	_Atomic(struct inbox_node *) inbox;
+	_Atomic int sleeping;       /* blocked (or about to) in io_uring_enter */
+	int wake_fd;                /* eventfd other threads write to wake us */
+	uint64_t wake_buf;          /* the armed read's buffer */
+	bool wake_armed;
+	struct inbox_node *deferred;/* inbox work taken, not yet handled */
+	struct inbox_node *deferred_tail;
+	struct inbox_node shutdown_node;
+	_Atomic bool shutdown_sent;
+	pthread_t thread;
 
 	struct io_uring ring;
 	bool ring_ready;
@@ -252,9 +288,12 @@ struct runtime {
 	struct ring_features feat;
 	struct core *cores;
 	unsigned ncores;
-	bool running;
-	bool shutting_down;
-	unsigned long owner_thread; /* pthread_t of the creating thread */
+	pthread_t owner_thread;     /* the creating thread: runs core 0 */
+	_Atomic bool running;
+	_Atomic bool shutting_down;
+	_Atomic bool stop;          /* every core leaves its loop */
+	_Atomic long work;          /* busy cores + inbox items in transit */
+	_Atomic unsigned next_core; /* round-robin placement */
 };
 
 /* The core the calling thread runs, or NULL. initial-exec: a plain %fs
@@ -276,6 +315,16 @@ static inline struct fiber *this_fiber(void)
 		return NULL;
 	return c->current;
 }
+
+void runtime__inbox_push(struct core *c, struct inbox_node *n);
+void runtime__inbox_drain(struct core *c);
+int runtime__inbox_handle(struct core *c, struct inbox_node *n);
+void runtime__core_wake(struct core *c);
+bool runtime__core_may_sleep(struct core *c);
+void runtime__core_awake(struct core *c);
+void runtime__wakeup_cqe(struct core *c);
+void runtime__load_add(struct core *c);
+void runtime__load_sub(struct core *c);
 
 int runtime__park(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj);
 int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res);

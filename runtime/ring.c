@@ -157,6 +157,9 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 	case TAG_KTIMEOUT:
 		runtime__ktimeout_cqe(c, e->user_data, e->res);
 		break;
+	case TAG_WAKEUP:
+		runtime__wakeup_cqe(c);
+		break;
 	case TAG_IGNORE:
 	default:
 		break;

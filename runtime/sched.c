@@ -15,9 +15,12 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef RUNTIME_ASAN
 #include <sanitizer/asan_interface.h>
@@ -36,6 +39,7 @@ __thread struct core *runtime__tls_core __attribute__((tls_model("initial-exec")
 void runtime_config_init(struct runtime_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
+	cfg->cores = 1;
 	cfg->stack_size = 128 * KiB;
 	cfg->stack_cache = 1024;
 	cfg->ring_entries = 256;
@@ -150,11 +154,11 @@ __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f
 		c->all = f->all_next;
 	if (f->all_next)
 		f->all_next->all_prev = f->all_prev;
-	c->live--;
 	if (f->joiner)
 		runtime__wake(f->joiner, 0);
 	if (!(f->flags & FIBER_JOINABLE))
 		c->zombie = f; /* freed by the next context, off this stack */
+	runtime__load_sub(c);
 	switch_to(c, f, pick_next(c));
 	__builtin_unreachable();
 }
@@ -202,14 +206,30 @@ struct park_timer {
 	struct fiber *f;
 	int res;
 	bool done;
+	bool awaiting;          /* the fiber only waits for this callback now */
+	_Atomic int *claim;     /* runtime_park: win PARKED -> EMPTY to wake */
 };
+
+/* runtime_park's state: an unpark, a timeout and a cancel race for the one
+ * PARKED -> EMPTY transition; whoever wins wakes the fiber, exactly once. */
+enum { PARK_EMPTY, PARK_PERMIT, PARK_PARKED };
+
+static bool park_claim(_Atomic int *state)
+{
+	int parked = PARK_PARKED;
+	return atomic_compare_exchange_strong_explicit(state, &parked, PARK_EMPTY,
+	                                               memory_order_acq_rel, memory_order_acquire);
+}
 
 static void park_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
 	struct park_timer *pt = container_of(t, struct park_timer, t);
 
 	pt->done = true;
-	runtime__wake(pt->f, why == RUNTIME_TIMER_FIRED ? pt->res : -ECANCELED);
+	if (pt->awaiting)
+		runtime__wake(pt->f, 0);
+	else if (!pt->claim || park_claim(pt->claim))
+		runtime__wake(pt->f, why == RUNTIME_TIMER_FIRED ? pt->res : -ECANCELED);
 }
 
 /* While a timer's cancel is in flight, cancel must not wake the fiber. */
@@ -224,15 +244,18 @@ static void ignore_interrupt(struct fiber *f)
  * else wakes the fiber first, the timer is cancelled and its callback awaited.
  */
 static int park_timed(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
-                      uint64_t deadline, int timeout_res)
+                      uint64_t deadline, int timeout_res, _Atomic int *claim)
 {
 	if (!deadline)
 		return runtime__park(c, interrupt, wait_obj);
 
-	struct park_timer pt = { .t.fire = park_timer_fire, .f = c->current, .res = timeout_res };
+	struct park_timer pt = {
+		.t.fire = park_timer_fire, .f = c->current, .res = timeout_res, .claim = claim,
+	};
 	runtime__timer_start(c, &pt.t, deadline);
 	int res = runtime__park(c, interrupt, wait_obj);
 	if (!pt.done) {
+		pt.awaiting = true;
 		runtime__timer_cancel(&pt.t);
 		while (!pt.done)
 			runtime__park(c, ignore_interrupt, NULL);
@@ -242,7 +265,71 @@ static int park_timed(struct core *c, void (*interrupt)(struct fiber *), void *w
 
 int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res)
 {
-	return park_timed(c, NULL, NULL, deadline, timeout_res);
+	return park_timed(c, NULL, NULL, deadline, timeout_res, NULL);
+}
+
+/* ------------------------------------------------------- park / unpark */
+
+static void park_interrupt(struct fiber *f)
+{
+	if (park_claim(&f->park_state))
+		runtime__wake(f, -ECANCELED);
+}
+
+int runtime_park(int64_t timeout_ns)
+{
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return -EPERM;
+	int rc = runtime__cancel_pending(f);
+	if (rc)
+		return rc;
+	int permit = PARK_PERMIT;
+	if (atomic_compare_exchange_strong(&f->park_state, &permit, PARK_EMPTY))
+		return 0; /* an unpark came first */
+	uint64_t deadline = f->deadline;
+	if (timeout_ns >= 0) {
+		uint64_t end = runtime_now() + (uint64_t)timeout_ns;
+		if (!deadline || end < deadline)
+			deadline = end;
+	}
+	struct core *c = f->core;
+	atomic_store(&f->park_state, PARK_PARKED);
+	c->xparked++;
+	rc = park_timed(c, park_interrupt, NULL, deadline ? deadline : 0, -ETIMEDOUT,
+	                &f->park_state);
+	c->xparked--;
+	return rc;
+}
+
+int runtime_fiber_unpark(struct runtime_fiber *handle)
+{
+	struct fiber *f = (struct fiber *)handle;
+
+	if (!f)
+		return -EINVAL;
+	for (;;) {
+		int s = atomic_load(&f->park_state);
+		if (s == PARK_PERMIT)
+			return 0;
+		if (s == PARK_EMPTY) {
+			if (atomic_compare_exchange_weak(&f->park_state, &s, PARK_PERMIT))
+				return 0;
+			continue;
+		}
+		if (!park_claim(&f->park_state))
+			continue;
+		/* Won: the fiber is parked (or about to switch out, on its own
+		 * thread) and nothing else will wake it. */
+		if (this_core() == f->core) {
+			runtime__wake(f, 0);
+		} else {
+			f->xwake_res = 0;
+			runtime__inbox_push(f->core, &f->inbox);
+		}
+		return 0;
+	}
 }
 
 /* -ECANCELED or -ETIMEDOUT if the calling fiber may not block now, else 0. */
@@ -255,35 +342,64 @@ int runtime__cancel_pending(struct fiber *f)
 	return 0;
 }
 
+/* ------------------------------------------------------------ accounting */
+
+/*
+ * rt->work counts busy cores (load > 0) plus inbox items in transit; the
+ * runtime stops when it reaches 0. Cores touch it only when their own load
+ * crosses zero, so spawning and ending fibers costs no atomic operation.
+ */
+static void stop_all(struct runtime *rt)
+{
+	atomic_store_explicit(&rt->stop, true, memory_order_seq_cst);
+	for (unsigned i = 0; i < rt->ncores; i++)
+		runtime__core_wake(&rt->cores[i]);
+}
+
+static void work_add(struct runtime *rt)
+{
+	atomic_fetch_add_explicit(&rt->work, 1, memory_order_relaxed);
+}
+
+static void work_sub(struct runtime *rt)
+{
+	if (atomic_fetch_sub_explicit(&rt->work, 1, memory_order_acq_rel) == 1)
+		stop_all(rt);
+}
+
+void runtime__load_add(struct core *c)
+{
+	if (c->load++ == 0)
+		work_add(c->rt);
+}
+
+void runtime__load_sub(struct core *c)
+{
+	if (--c->load == 0)
+		work_sub(c->rt);
+}
+
 /* ---------------------------------------------------------------- spawn */
 
 static bool on_owner_thread(const struct runtime *rt)
 {
-	return pthread_equal(pthread_self(), (pthread_t)rt->owner_thread);
+	return pthread_equal(pthread_self(), rt->owner_thread);
 }
 
-/* The core a spawn from this thread goes to, or NULL if it may not spawn. */
-static struct core *spawn_core(struct runtime *rt)
+static bool is_running(const struct runtime *rt)
 {
-	struct core *c = this_core();
-
-	if (c && c->rt == rt)
-		return c;
-	if (!c && !rt->running && on_owner_thread(rt))
-		return &rt->cores[0];
-	return NULL;
+	return atomic_load_explicit(&rt->running, memory_order_acquire);
 }
 
-static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct fiber **out)
+static bool is_shutting_down(const struct runtime *rt)
 {
-	if (!rt || !fn)
-		return -EINVAL;
-	struct core *c = spawn_core(rt);
-	if (!c)
-		return -EPERM;
-	if (rt->shutting_down)
-		return -ESHUTDOWN;
+	return atomic_load_explicit(&rt->shutting_down, memory_order_relaxed);
+}
 
+/* Create a fiber on c, the calling thread's own core (or any core while
+ * the runtime is not running and the caller is its owner). */
+static int fiber_create(struct core *c, void *fn, void *arg, unsigned flags, struct fiber **out)
+{
 	struct stack s;
 	int rc = runtime__stack_alloc(c, &s);
 	if (rc < 0)
@@ -293,12 +409,13 @@ static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct
 	f->stack = s;
 	f->core = c;
 	f->flags = (uint8_t)flags;
-	f->id = ++c->next_id * rt->ncores + c->index;
+	f->id = ++c->next_id * c->rt->ncores + c->index;
 	if (flags & FIBER_VOID_FN)
 		f->void_fn = (void (*)(void *))fn;
 	else
 		f->fn = (void *(*)(void *))fn;
 	f->arg = arg;
+	f->inbox.kind = INBOX_WAKE;
 	f->sp = runtime__context_init(f, fiber_main, f);
 #ifdef RUNTIME_ASAN
 	f->asan_bottom = (char *)s.base + runtime__stack_guard_size();
@@ -311,7 +428,7 @@ static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct
 	if (c->all)
 		c->all->all_prev = f;
 	c->all = f;
-	c->live++;
+	runtime__load_add(c);
 	f->state = FIBER_READY;
 	runq_push(c, f);
 	if (out)
@@ -319,17 +436,83 @@ static int spawn(struct runtime *rt, void *fn, void *arg, unsigned flags, struct
 	return 0;
 }
 
+/* May this thread create fibers on c directly? Its own core, or any core
+ * of a runtime that is not running, from the owner thread. */
+static bool may_create_on(const struct core *c)
+{
+	struct core *self = this_core();
+
+	if (self)
+		return self == c;
+	return !is_running(c->rt) && on_owner_thread(c->rt);
+}
+
+/* Hand a spawn to core c through its inbox. It counts as work from now, so
+ * the runtime cannot stop while it is in transit. */
+static int spawn_remote(struct core *c, void (*fn)(void *), void *arg)
+{
+	struct spawn_req *req = malloc(sizeof(*req));
+
+	if (!req)
+		return -ENOMEM;
+	req->node.kind = INBOX_SPAWN;
+	req->fn = fn;
+	req->arg = arg;
+	work_add(c->rt);
+	runtime__inbox_push(c, &req->node);
+	return 0;
+}
+
+static int spawn_on(struct core *c, void (*fn)(void *), void *arg)
+{
+	if (is_shutting_down(c->rt))
+		return -ESHUTDOWN;
+	if (may_create_on(c))
+		return fiber_create(c, (void *)fn, arg, FIBER_VOID_FN, NULL);
+	return spawn_remote(c, fn, arg);
+}
+
 int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg)
 {
-	return spawn(rt, (void *)fn, arg, FIBER_VOID_FN, NULL);
+	if (!rt || !fn)
+		return -EINVAL;
+	struct core *self = this_core();
+	if (self && self->rt == rt)
+		return spawn_on(self, fn, arg);
+	unsigned i = atomic_fetch_add_explicit(&rt->next_core, 1, memory_order_relaxed);
+	return spawn_on(&rt->cores[i % rt->ncores], fn, arg);
+}
+
+int runtime_spawn_on(struct runtime *rt, unsigned core, void (*fn)(void *), void *arg)
+{
+	if (!rt || !fn || core >= rt->ncores)
+		return -EINVAL;
+	return spawn_on(&rt->cores[core], fn, arg);
+}
+
+unsigned runtime_cores(const struct runtime *rt)
+{
+	return rt ? rt->ncores : 0;
+}
+
+int runtime_core_index(void)
+{
+	struct core *c = this_core();
+	return c ? (int)c->index : -1;
 }
 
 int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **fiber,
                         void *(*fn)(void *), void *arg)
 {
-	if (!fiber)
+	if (!rt || !fiber || !fn)
 		return -EINVAL;
-	return spawn(rt, (void *)fn, arg, FIBER_JOINABLE, (struct fiber **)fiber);
+	struct core *self = this_core();
+	struct core *c = self && self->rt == rt ? self : &rt->cores[0];
+	if (!may_create_on(c))
+		return -EPERM; /* a join handle needs the fiber now: same core only */
+	if (is_shutting_down(rt))
+		return -ESHUTDOWN;
+	return fiber_create(c, (void *)fn, arg, FIBER_JOINABLE, (struct fiber **)fiber);
 }
 
 /* ------------------------------------------------------- fiber handles */
@@ -341,7 +524,7 @@ static bool may_touch(const struct fiber *f)
 
 	if (c)
 		return c == f->core;
-	return !f->core->rt->running && on_owner_thread(f->core->rt);
+	return !is_running(f->core->rt) && on_owner_thread(f->core->rt);
 }
 
 int runtime_fiber_join(struct runtime_fiber *handle, void **result)
@@ -360,7 +543,7 @@ int runtime_fiber_join(struct runtime_fiber *handle, void **result)
 		if (rc)
 			return rc;
 		t->joiner = self;
-		rc = park_timed(self->core, NULL, NULL, self->deadline, -ETIMEDOUT);
+		rc = park_timed(self->core, NULL, NULL, self->deadline, -ETIMEDOUT, NULL);
 		t->joiner = NULL;
 		if (t->state != FIBER_DONE)
 			return rc;
@@ -474,6 +657,47 @@ uint64_t runtime_deadline_get(void)
 	return f ? f->deadline : 0;
 }
 
+/* ---------------------------------------------------------- inbox work */
+
+/* The core's share of a shutdown: cancel every fiber, complete every
+ * timer. Idempotent; runs on the core's own thread (or the owner's while
+ * the runtime is not running). */
+static void core_shutdown(struct core *c)
+{
+	for (struct fiber *f = c->all; f; f = f->all_next)
+		fiber_cancel(f);
+	runtime__timers_shutdown(c);
+}
+
+int runtime__inbox_handle(struct core *c, struct inbox_node *n)
+{
+	switch ((enum inbox_kind)n->kind) {
+	case INBOX_SPAWN: {
+		struct spawn_req *req = container_of(n, struct spawn_req, node);
+		struct fiber *f;
+		/* Accepted before any shutdown, so it runs (and is cancelled
+		 * at once if a shutdown came since): nothing accepted is lost. */
+		int rc = fiber_create(c, (void *)req->fn, req->arg, FIBER_VOID_FN, &f);
+		if (rc < 0)
+			return rc;
+		if (is_shutting_down(c->rt))
+			fiber_cancel(f);
+		free(req);
+		work_sub(c->rt);
+		return 0;
+	}
+	case INBOX_WAKE: {
+		struct fiber *f = container_of(n, struct fiber, inbox);
+		runtime__wake(f, f->xwake_res);
+		return 0;
+	}
+	case INBOX_SHUTDOWN:
+		core_shutdown(c);
+		return 0;
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------ the loop */
 
 static void run_ready(struct core *c)
@@ -484,26 +708,34 @@ static void run_ready(struct core *c)
 	switch_to(c, &c->loop, runq_pop(c));
 }
 
-static bool core_has_work(const struct core *c)
+/* Only a lone core can know that nothing will ever wake its fibers. */
+static bool deadlocked(const struct core *c)
 {
-	return c->live || c->timers_user;
+	return c->rt->ncores == 1 && c->load && !c->timers.len && !c->xparked &&
+	       c->in_flight == (unsigned)c->wake_armed && !c->deferred;
+}
+
+static bool stopping(const struct runtime *rt)
+{
+	return atomic_load_explicit(&rt->stop, memory_order_acquire);
 }
 
 static int core_loop(struct core *c)
 {
-	while (core_has_work(c)) {
+	while (!stopping(c->rt)) {
 		run_ready(c);
-		/* inbox: work from other threads lands here (multi-core) */
+		runtime__inbox_drain(c);
 		runtime__timers_fire_due(c);
-		bool idle = !c->ready.head;
+		bool idle = !c->ready.head && !c->deferred;
 		if (idle) {
-			if (!core_has_work(c))
-				break;
-			if (!c->in_flight && !c->timers.len)
+			if (deadlocked(c))
 				return -EDEADLK; /* every fiber waits on another */
 			runtime__timers_arm(c);
+			idle = runtime__core_may_sleep(c);
 		}
 		int rc = runtime__ring_enter(c, idle);
+		if (idle)
+			runtime__core_awake(c);
 		if (rc < 0)
 			return rc;
 		runtime__timers_fire_due(c);
@@ -511,18 +743,23 @@ static int core_loop(struct core *c)
 	return 0;
 }
 
+/* Each run creates the rings on the threads that will use them
+ * (SINGLE_ISSUER binds a ring to its creator) and tears them down after. */
 static int core_start(struct core *c)
 {
-	int rc;
+	int rc = runtime__ring_init(c);
 
-	if (!c->ring_ready && (rc = runtime__ring_init(c)) < 0)
+	if (rc < 0)
 		return rc;
-	if ((rc = runtime__altstack_enter(c)) < 0)
+	if ((rc = runtime__altstack_enter(c)) < 0) {
+		runtime__ring_exit(c);
 		return rc;
+	}
 	c->loop.flags = FIBER_LOOP;
 	c->loop.state = FIBER_RUNNING;
 	c->loop.core = c;
 	c->current = &c->loop;
+	c->thread = pthread_self();
 #ifdef RUNTIME_TSAN
 	c->loop.tsan_fiber = __tsan_get_current_fiber();
 #endif
@@ -534,28 +771,88 @@ static void core_stop(struct core *c)
 {
 	runtime__tls_core = NULL;
 	runtime__altstack_leave(c);
+	runtime__ring_exit(c);
+	c->in_flight = 0;
+	c->wake_armed = false;
+	c->kt_deadline = 0;
+}
+
+static void pin(struct core *c)
+{
+	cpu_set_t set;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&set);
+	CPU_SET(c->index % (unsigned)(cpus > 0 ? cpus : 1), &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static int core_main(struct core *c)
+{
+	if (c->rt->cfg.pin_cpus)
+		pin(c);
+	int rc = core_start(c);
+	if (rc == 0) {
+		rc = core_loop(c);
+		core_stop(c);
+	}
+	if (rc < 0)
+		stop_all(c->rt); /* one core failing ends the run for all */
+	return rc;
+}
+
+static void *core_thread(void *arg)
+{
+	return (void *)(intptr_t)core_main(arg);
 }
 
 int runtime_run(struct runtime *rt)
 {
 	if (!rt)
 		return -EINVAL;
-	if (rt->running || this_core())
+	if (is_running(rt) || this_core())
 		return -EBUSY;
 	if (!on_owner_thread(rt))
 		return -EPERM;
-	struct core *c = &rt->cores[0];
-	int rc = core_start(c);
-	if (rc < 0)
-		return rc;
-	rt->running = true;
-	rc = core_loop(c);
-	rt->running = false;
-	core_stop(c);
-	return rc;
+	if (atomic_load(&rt->work) == 0)
+		return 0; /* nothing to run */
+
+	cpu_set_t saved;
+	bool pinned = rt->cfg.pin_cpus &&
+	              pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+	atomic_store(&rt->stop, false);
+	atomic_store_explicit(&rt->running, true, memory_order_release);
+	unsigned started = 1;
+	int rc = 0;
+	for (; started < rt->ncores; started++) {
+		struct core *c = &rt->cores[started];
+		int err = pthread_create(&c->thread, NULL, core_thread, c);
+		if (err) {
+			rc = -err;
+			stop_all(rt);
+			break;
+		}
+	}
+	int rc0 = rc < 0 ? 0 : core_main(&rt->cores[0]);
+	for (unsigned i = 1; i < started; i++) {
+		void *res;
+		pthread_join(rt->cores[i].thread, &res);
+		if (!rc && (intptr_t)res < 0)
+			rc = (int)(intptr_t)res;
+	}
+	atomic_store_explicit(&rt->running, false, memory_order_release);
+	if (pinned)
+		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	return rc0 < 0 ? rc0 : rc;
 }
 
 /* ------------------------------------------------------------ lifecycle */
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
 
 static int config_check(const struct runtime_config *cfg)
 {
@@ -568,6 +865,8 @@ static int config_check(const struct runtime_config *cfg)
 		return -EINVAL;
 	if (cfg->timer_mode != RUNTIME_TIMERS_HEAP && cfg->timer_mode != RUNTIME_TIMERS_KERNEL)
 		return -EINVAL;
+	if (cfg->cores > 1024)
+		return -EINVAL;
 	return 0;
 }
 
@@ -575,18 +874,31 @@ static int core_init(struct runtime *rt, struct core *c, unsigned index)
 {
 	c->rt = rt;
 	c->index = index;
+	c->shutdown_node.kind = INBOX_SHUTDOWN;
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0)
+		return -errno;
 	c->stack_cache = calloc(rt->cfg.stack_cache ? rt->cfg.stack_cache : 1,
 	                        sizeof(*c->stack_cache));
 	return c->stack_cache ? 0 : -ENOMEM;
 }
 
-/* Frees fibers that never ended (runtime_run never ran, or ended with an
- * error). The ring goes first, so no kernel operation is left pointing at
- * a stack that is being released. */
+/* Frees what never ran: fibers (runtime_run never ran, or ended with an
+ * error) and spawns still in the inbox. The ring is gone already (each run
+ * tears its rings down), so nothing in the kernel points at a stack. */
 static void core_free(struct core *c)
 {
-	if (c->ring_ready)
-		runtime__ring_exit(c);
+	struct inbox_node *n = c->deferred;
+	if (!n)
+		n = atomic_exchange(&c->inbox, NULL);
+	else
+		c->deferred = NULL;
+	while (n || (n = atomic_exchange(&c->inbox, NULL))) {
+		struct inbox_node *next = n->next;
+		if (n->kind == INBOX_SPAWN)
+			free(container_of(n, struct spawn_req, node));
+		n = next;
+	}
 	while (c->all) {
 		struct fiber *f = c->all;
 		c->all = f->all_next;
@@ -595,6 +907,8 @@ static void core_free(struct core *c)
 	runtime__timers_free(c);
 	runtime__stack_cache_drain(c);
 	free(c->stack_cache);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
 }
 
 int runtime_create(struct runtime **out, const struct runtime_config *cfg)
@@ -617,17 +931,20 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 	rt->cfg = *cfg;
 	size_t page = runtime__stack_guard_size();
 	rt->cfg.stack_size = (rt->cfg.stack_size + page - 1) & ~(page - 1);
-	rt->owner_thread = (unsigned long)pthread_self();
-	rt->ncores = 1;
+	rt->owner_thread = pthread_self();
+	rt->ncores = cfg->cores ? cfg->cores : online_cpus();
 	rt->cores = calloc(rt->ncores, sizeof(*rt->cores));
 	if (!rt->cores) {
 		free(rt);
 		return -ENOMEM;
 	}
+	for (unsigned i = 0; i < rt->ncores; i++)
+		rt->cores[i].wake_fd = -1;
 	rc = runtime__ring_probe(&rt->cfg);
 	if (rc >= 0) {
 		rt->feat.setup_flags = (unsigned)rc;
-		rc = core_init(rt, &rt->cores[0], 0);
+		for (unsigned i = 0; i < rt->ncores && rc >= 0; i++)
+			rc = core_init(rt, &rt->cores[i], i);
 	}
 	if (rc >= 0)
 		rc = runtime__overflow_handler_install();
@@ -649,16 +966,22 @@ void runtime_destroy(struct runtime *rt)
 	free(rt);
 }
 
+/*
+ * Any thread. Each core shuts down on its own thread: directly when that is
+ * the caller's (or when nothing runs and the caller owns the runtime), else
+ * through one INBOX_SHUTDOWN node per core, sent at most once.
+ */
 void runtime_shutdown(struct runtime *rt)
 {
 	if (!rt)
 		return;
-	rt->shutting_down = true;
+	atomic_store(&rt->shutting_down, true);
 	for (unsigned i = 0; i < rt->ncores; i++) {
 		struct core *c = &rt->cores[i];
-		for (struct fiber *f = c->all; f; f = f->all_next)
-			fiber_cancel(f);
-		runtime__timers_shutdown(c);
+		if (may_create_on(c))
+			core_shutdown(c);
+		else if (!atomic_exchange(&c->shutdown_sent, true))
+			runtime__inbox_push(c, &c->shutdown_node);
 	}
 }
 

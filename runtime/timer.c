@@ -17,6 +17,7 @@
  */
 #include "internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -239,8 +240,9 @@ void runtime__timers_free(struct core *c)
 
 static void user_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
-	t->core->timers_user--;
+	struct core *c = t->core;
 	t->user_fn((struct runtime_timer *)t, t->user_arg, why);
+	runtime__load_sub(c); /* after the callback, which may add work */
 }
 
 int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
@@ -255,13 +257,13 @@ int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
 		return -EINVAL;
 	if (t->state != TIMER_IDLE)
 		return -EBUSY;
-	if (c->rt->shutting_down)
+	if (atomic_load_explicit(&c->rt->shutting_down, memory_order_relaxed))
 		return -ESHUTDOWN;
 	uint64_t now = runtime_now();
 	t->fire = user_timer_fire;
 	t->user_fn = fn;
 	t->user_arg = arg;
-	c->timers_user++;
+	runtime__load_add(c);
 	runtime__timer_start(c, t, delay_ns > UINT64_MAX - now ? UINT64_MAX : now + delay_ns);
 	return 0;
 }
