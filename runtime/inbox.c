@@ -91,14 +91,14 @@ static struct inbox_node *take_all(struct core *c)
 	return fifo;
 }
 
-/* The loop's inbox phase. At most INBOX_BUDGET items per turn, so that a
- * flood of spawns runs as it arrives instead of piling up as stacks; the
- * rest wait, in order, on c->deferred. A spawn that cannot get a stack now
- * (ENOMEM) waits there too, rather than being dropped. */
-#define INBOX_BUDGET 256
-
+/* The loop's inbox phase. At most run_budget items per turn, as many as
+ * the run phase runs, so that a flood of spawns runs as it arrives instead
+ * of piling up as stacks; the rest wait, in order, on c->deferred. A spawn
+ * that cannot get a stack now (ENOMEM) waits there too, not dropped. */
 void runtime__inbox_drain(struct core *c)
 {
+	const unsigned budget = c->rt->cfg.run_budget;
+
 	if (atomic_load_explicit(&c->inbox, memory_order_relaxed)) {
 		struct inbox_node *n = take_all(c);
 		if (c->deferred)
@@ -109,7 +109,7 @@ void runtime__inbox_drain(struct core *c)
 			n = n->next;
 		c->deferred_tail = n;
 	}
-	for (unsigned done = 0; c->deferred && done < INBOX_BUDGET; done++) {
+	for (unsigned done = 0; c->deferred && done < budget; done++) {
 		struct inbox_node *n = c->deferred;
 		c->deferred = n->next;
 		if (runtime__inbox_handle(c, n) < 0) {

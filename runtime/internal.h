@@ -197,11 +197,9 @@ static inline uint64_t tagged(const void *p, enum cqe_tag tag)
 	return (uint64_t)(uintptr_t)p | tag;
 }
 
-/* Features found by the start-up probe. */
+/* Features found by the start-up probe (read-only once cores run). */
 struct ring_features {
-	unsigned setup_flags;       /* flags the ring was created with */
-	bool registered_fd;
-	bool fixed_files;
+	unsigned setup_flags;       /* flags every ring is created with */
 };
 
 struct io_uring_sqe *runtime__sqe(struct core *c);

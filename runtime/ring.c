@@ -109,17 +109,15 @@ int runtime__ring_init(struct core *c)
 
 	if (rc < 0)
 		return rc;
+	/* Both are optimisations: a kernel without them runs unregistered. */
 	if (rt->cfg.register_ring_fd)
-		rt->feat.registered_fd = io_uring_register_ring_fd(&c->ring) == 1;
-	if (rt->cfg.fixed_files) {
-		rt->feat.fixed_files =
-			io_uring_register_files_sparse(&c->ring, FIXED_FILES_MAX) == 0;
-		if (rt->feat.fixed_files) {
-			c->fixed = calloc(FIXED_FILES_MAX, sizeof(*c->fixed));
-			if (!c->fixed) {
-				io_uring_queue_exit(&c->ring);
-				return -ENOMEM;
-			}
+		io_uring_register_ring_fd(&c->ring);
+	if (rt->cfg.fixed_files &&
+	    io_uring_register_files_sparse(&c->ring, FIXED_FILES_MAX) == 0) {
+		c->fixed = calloc(FIXED_FILES_MAX, sizeof(*c->fixed));
+		if (!c->fixed) {
+			io_uring_queue_exit(&c->ring);
+			return -ENOMEM;
 		}
 	}
 	c->ring_ready = true;

@@ -285,9 +285,13 @@ int runtime_park(int64_t timeout_ns)
 	int rc = runtime__cancel_pending(f);
 	if (rc)
 		return rc;
-	int permit = PARK_PERMIT;
-	if (atomic_compare_exchange_strong(&f->park_state, &permit, PARK_EMPTY))
-		return 0; /* an unpark came first */
+	/* EMPTY -> PARKED, or consume the permit an unpark left. A plain store
+	 * of PARKED could overwrite a permit set just now: a lost wake-up. */
+	int expect = PARK_EMPTY;
+	if (!atomic_compare_exchange_strong(&f->park_state, &expect, PARK_PARKED)) {
+		atomic_store(&f->park_state, PARK_EMPTY); /* it was PERMIT */
+		return 0;
+	}
 	uint64_t deadline = f->deadline;
 	if (timeout_ns >= 0) {
 		uint64_t end = runtime_now() + (uint64_t)timeout_ns;
@@ -295,7 +299,6 @@ int runtime_park(int64_t timeout_ns)
 			deadline = end;
 	}
 	struct core *c = f->core;
-	atomic_store(&f->park_state, PARK_PARKED);
 	c->xparked++;
 	rc = park_timed(c, park_interrupt, NULL, deadline ? deadline : 0, -ETIMEDOUT,
 	                &f->park_state);

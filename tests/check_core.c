@@ -1,0 +1,532 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_core.c - several cores and the threads around them: spawns from two
+ * cores and from a thread the runtime does not own, each run exactly once;
+ * placement (own core, spawn_on, round-robin); a sleeping core woken through
+ * its eventfd; park/unpark (unpark before park, timeout, cancel, a timeout
+ * racing an unpark, ping-pong between fibers on two cores); shutdown from a
+ * foreign thread with fibers blocked in sleep, park, recv and join on both
+ * cores. Run under ThreadSanitizer too (./build.sh check).
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct runtime *make_rt(unsigned cores)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.cores = cores;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_uint_eq(runtime_cores(rt), cores);
+	return rt;
+}
+
+/* ------------------------------------------------------ many spawns */
+
+#ifdef RUNTIME_TSAN
+#define NSPAWN 30000 /* TSan runs each fiber switch through its checker */
+#else
+#define NSPAWN 1000000
+#endif
+#define FOREIGN_SPAWN (NSPAWN / 4)
+
+struct census {
+	_Atomic unsigned char *ran;  /* one counter per spawned index */
+	_Atomic long total;
+	_Atomic int wrong_core;
+	_Atomic bool foreign_done;
+	struct runtime *rt;
+};
+
+static struct census census;
+
+/* arg: index * 4 + the core it must run on (3: any) */
+static void counted(void *arg)
+{
+	uintptr_t v = (uintptr_t)arg;
+	int want = (int)(v & 3);
+
+	atomic_fetch_add(&census.ran[v >> 2], 1);
+	atomic_fetch_add(&census.total, 1);
+	if (want != 3 && runtime_core_index() != want)
+		atomic_fetch_add(&census.wrong_core, 1);
+}
+
+/* From core `from`, spawn [first, first + n) onto the other core. */
+struct spawner_arg {
+	unsigned from;
+	uintptr_t first, n;
+};
+
+static void spawner(void *p)
+{
+	struct spawner_arg *a = p;
+	unsigned to = 1 - a->from;
+
+	ck_assert_int_eq(runtime_core_index(), (int)a->from);
+	for (uintptr_t i = a->first; i < a->first + a->n; i++)
+		ck_assert_int_eq(runtime_spawn_on(census.rt, to, counted, (void *)(i << 2 | to)), 0);
+}
+
+static void *foreign_spawner(void *p)
+{
+	uintptr_t first = (uintptr_t)p;
+	for (uintptr_t i = first; i < first + FOREIGN_SPAWN; i++)
+		ck_assert_int_eq(runtime_spawn(census.rt, counted, (void *)(i << 2 | 3)), 0);
+	atomic_store(&census.foreign_done, true);
+	return NULL;
+}
+
+/* Keeps the runtime running until the foreign thread has spawned it all. */
+static void keeper(void *p)
+{
+	(void)p;
+	while (!atomic_load(&census.foreign_done))
+		runtime_sleep(1 * MS);
+}
+
+START_TEST(test_core_spawns_from_two_cores_and_a_thread_run_once)
+{
+	const uintptr_t per_core = (NSPAWN - FOREIGN_SPAWN) / 2;
+	const uintptr_t total = 2 * per_core + FOREIGN_SPAWN;
+	struct spawner_arg a0 = { 0, 0, per_core }, a1 = { 1, per_core, per_core };
+	pthread_t th;
+
+	memset(&census, 0, sizeof(census));
+	census.ran = calloc(total, 1);
+	census.rt = make_rt(2);
+	ck_assert_int_eq(runtime_spawn_on(census.rt, 0, spawner, &a0), 0);
+	ck_assert_int_eq(runtime_spawn_on(census.rt, 1, spawner, &a1), 0);
+	ck_assert_int_eq(runtime_spawn_on(census.rt, 0, keeper, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, foreign_spawner, (void *)(2 * per_core)), 0);
+	ck_assert_int_eq(runtime_run(census.rt), 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(atomic_load(&census.total), (long)total);
+	ck_assert_int_eq(atomic_load(&census.wrong_core), 0);
+	for (uintptr_t i = 0; i < total; i++)
+		ck_assert_msg(census.ran[i] == 1, "index %lu ran %d times", (unsigned long)i,
+		              census.ran[i]);
+	runtime_destroy(census.rt);
+	free((void *)census.ran);
+}
+END_TEST
+
+/* ---------------------------------------------------------- placement */
+
+struct placement {
+	_Atomic int on_core[2];
+	_Atomic int children_wrong;
+};
+
+static struct placement placement;
+
+static void child_stays(void *p)
+{
+	if (runtime_core_index() != (int)(intptr_t)p)
+		atomic_fetch_add(&placement.children_wrong, 1);
+}
+
+static void where_am_i(void *p)
+{
+	(void)p;
+	int core = runtime_core_index();
+	atomic_fetch_add(&placement.on_core[core], 1);
+	/* A fiber's own spawns stay on its core. */
+	ck_assert_int_eq(runtime_spawn(runtime_current(), child_stays, (void *)(intptr_t)core), 0);
+}
+
+START_TEST(test_core_foreign_spawns_round_robin_and_children_stay)
+{
+	struct runtime *rt = make_rt(2);
+
+	memset(&placement, 0, sizeof(placement));
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(runtime_spawn(rt, where_am_i, NULL), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 2, where_am_i, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(atomic_load(&placement.on_core[0]), 50);
+	ck_assert_int_eq(atomic_load(&placement.on_core[1]), 50);
+	ck_assert_int_eq(atomic_load(&placement.children_wrong), 0);
+	ck_assert_int_eq(runtime_core_index(), -1);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* A core with nothing to do sleeps in io_uring_enter; a spawn from another
+ * core must wake it (else this test hangs until its timeout). */
+struct wake_check {
+	uint64_t sent, ran;
+	struct runtime *rt;
+};
+
+static struct wake_check wake_check;
+
+static void record_run(void *p)
+{
+	(void)p;
+	wake_check.ran = runtime_now();
+}
+
+static void send_later(void *p)
+{
+	(void)p;
+	runtime_sleep(50 * MS); /* core 1 is asleep by now */
+	wake_check.sent = runtime_now();
+	ck_assert_int_eq(runtime_spawn_on(wake_check.rt, 1, record_run, NULL), 0);
+}
+
+START_TEST(test_core_sleeping_core_is_woken)
+{
+	wake_check.rt = make_rt(2);
+	ck_assert_int_eq(runtime_spawn_on(wake_check.rt, 0, send_later, NULL), 0);
+	ck_assert_int_eq(runtime_run(wake_check.rt), 0);
+	ck_assert_uint_gt(wake_check.ran, 0);
+	ck_assert_uint_lt(wake_check.ran - wake_check.sent, 500 * MS);
+	runtime_destroy(wake_check.rt);
+}
+END_TEST
+
+/* ------------------------------------------------------- park, unpark */
+
+struct park_state {
+	int rc[4];
+	uint64_t elapsed;
+	struct runtime_fiber *target;
+};
+
+static void *unparked_early(void *p)
+{
+	struct park_state *ps = p;
+	ck_assert_int_eq(runtime_fiber_unpark(runtime_fiber_self()), 0);
+	ck_assert_int_eq(runtime_fiber_unpark(runtime_fiber_self()), 0); /* one permit only */
+	ps->rc[0] = runtime_park(-1);      /* consumes the permit at once */
+	uint64_t t0 = runtime_now();
+	ps->rc[1] = runtime_park(20 * MS); /* no permit left: times out */
+	ps->elapsed = runtime_now() - t0;
+	return NULL;
+}
+
+static void park_main(void *p)
+{
+	struct runtime_fiber *f;
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, unparked_early, p), 0);
+	ck_assert_int_eq(runtime_fiber_join(f, NULL), 0);
+}
+
+START_TEST(test_core_unpark_before_park_is_kept_once)
+{
+	struct park_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	ck_assert_int_eq(run_fiber(NULL, park_main, &ps), 0);
+	ck_assert_int_eq(ps.rc[0], 0);
+	ck_assert_int_eq(ps.rc[1], -ETIMEDOUT);
+	ck_assert_uint_ge(ps.elapsed, 20 * MS);
+	ck_assert_int_eq(runtime_park(0), -EPERM);
+}
+END_TEST
+
+static void *parks_forever(void *p)
+{
+	struct park_state *ps = p;
+	ps->rc[0] = runtime_park(-1);
+	ps->rc[1] = runtime_park(-1); /* cancel is sticky */
+	return NULL;
+}
+
+static void cancel_parked(void *p)
+{
+	struct runtime_fiber *f;
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, parks_forever, p), 0);
+	runtime_sleep(2 * MS);
+	ck_assert_int_eq(runtime_fiber_cancel(f), 0);
+	ck_assert_int_eq(runtime_fiber_join(f, NULL), 0);
+}
+
+START_TEST(test_core_cancel_wakes_parked_fiber)
+{
+	struct park_state ps;
+
+	memset(&ps, 0, sizeof(ps));
+	ck_assert_int_eq(run_fiber(NULL, cancel_parked, &ps), 0);
+	ck_assert_int_eq(ps.rc[0], -ECANCELED);
+	ck_assert_int_eq(ps.rc[1], -ECANCELED);
+}
+END_TEST
+
+/* A fiber parks with a short timeout again and again while another thread
+ * unparks it at random moments. Every park ends exactly once, by unpark or
+ * by timeout, and no unpark is lost: each one either woke a park or left a
+ * permit that the next park consumed. */
+#define RACE_ROUNDS 2000
+
+struct race {
+	_Atomic(struct runtime_fiber *) parker;
+	_Atomic long unparks;
+	_Atomic bool stop;
+	long woken, timed_out, other, drained;
+};
+
+static struct race race;
+
+static void *race_parker(void *p)
+{
+	(void)p;
+	atomic_store(&race.parker, runtime_fiber_self());
+	for (int i = 0; i < RACE_ROUNDS; i++) {
+		int rc = runtime_park(50 * 1000); /* 50 us */
+		if (rc == 0)
+			race.woken++;
+		else if (rc == -ETIMEDOUT)
+			race.timed_out++;
+		else
+			race.other++;
+	}
+	atomic_store(&race.stop, true);
+	/* A permit left by the last unparks. */
+	if (runtime_park(0) == 0)
+		race.drained++;
+	return NULL;
+}
+
+static void *race_unparker(void *p)
+{
+	(void)p;
+	struct runtime_fiber *f;
+	while (!(f = atomic_load(&race.parker)))
+		;
+	unsigned seed = 7;
+	while (!atomic_load(&race.stop)) {
+		ck_assert_int_eq(runtime_fiber_unpark(f), 0);
+		atomic_fetch_add(&race.unparks, 1);
+		seed = seed * 1103515245u + 12345u;
+		usleep((seed >> 16) % 100);
+	}
+	return NULL;
+}
+
+static void race_main(void *p)
+{
+	struct runtime_fiber *f;
+	pthread_t th;
+	(void)p;
+
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, race_parker, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, race_unparker, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_join(f, NULL), 0);
+	pthread_join(th, NULL);
+}
+
+START_TEST(test_core_timeout_races_unpark)
+{
+	memset(&race, 0, sizeof(race));
+	ck_assert_int_eq(run_fiber(NULL, race_main, NULL), 0);
+	ck_assert_int_eq(race.other, 0);
+	ck_assert_int_eq(race.woken + race.timed_out, RACE_ROUNDS);
+	/* Unparks that find a permit there merge into it, so parks that ended
+	 * by unpark can be fewer than unparks, never more. */
+	ck_assert_int_le(race.woken + race.drained, atomic_load(&race.unparks));
+	ck_assert_int_gt(race.woken, 0);
+	ck_assert_int_gt(race.timed_out, 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ ping-pong */
+
+#ifdef RUNTIME_TSAN
+#define PINGS 1000
+#else
+#define PINGS 20000
+#endif
+
+struct pingpong {
+	_Atomic(struct runtime_fiber *) fiber[2];
+	_Atomic long ball;     /* incremented by whoever holds it */
+	int turns[2];
+	int wrong_core;
+};
+
+static struct pingpong pp;
+
+static void player(void *p)
+{
+	int me = (int)(intptr_t)p, other = 1 - me;
+	struct runtime_fiber *peer;
+
+	if (runtime_core_index() != me)
+		pp.wrong_core++;
+	atomic_store(&pp.fiber[me], runtime_fiber_self());
+	while (!(peer = atomic_load(&pp.fiber[other])))
+		runtime_sleep(100 * 1000);
+	for (;;) {
+		long b = atomic_load(&pp.ball);
+		if (b >= 2 * PINGS)
+			break;
+		if (b % 2 == me) {
+			pp.turns[me]++;
+			atomic_store(&pp.ball, b + 1);
+			ck_assert_int_eq(runtime_fiber_unpark(peer), 0);
+		} else {
+			ck_assert_int_ge(runtime_park(-1), 0);
+		}
+	}
+	/* No unpark here: the peer may have ended, and the last turn's
+	 * unpark already woke it to see the end. */
+}
+
+START_TEST(test_core_pingpong_between_cores)
+{
+	struct runtime *rt = make_rt(2);
+
+	memset(&pp, 0, sizeof(pp));
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, player, (void *)0), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, player, (void *)1), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(atomic_load(&pp.ball), 2 * PINGS);
+	ck_assert_int_eq(pp.turns[0], PINGS);
+	ck_assert_int_eq(pp.turns[1], PINGS);
+	ck_assert_int_eq(pp.wrong_core, 0);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* -------------------------------------------------------------- shutdown */
+
+struct blocked {
+	_Atomic int started;
+	_Atomic int rc_sleep[2], rc_park[2], rc_recv[2], rc_join[2];
+	_Atomic int timer_why[2];
+	int fds[2][2];
+};
+
+static struct blocked blocked;
+
+static void timer_seen(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t;
+	atomic_store(&blocked.timer_why[(intptr_t)arg], (int)why);
+}
+
+static void *join_target(void *p)
+{
+	(void)p;
+	runtime_sleep(60ull * 1000 * MS);
+	return NULL;
+}
+
+static void block_sleep(void *p)
+{
+	atomic_fetch_add(&blocked.started, 1);
+	atomic_store(&blocked.rc_sleep[(intptr_t)p], runtime_sleep(60ull * 1000 * MS));
+}
+
+static void block_park(void *p)
+{
+	atomic_fetch_add(&blocked.started, 1);
+	atomic_store(&blocked.rc_park[(intptr_t)p], runtime_park(-1));
+}
+
+static void block_recv(void *p)
+{
+	char c;
+	int core = (int)(intptr_t)p;
+	atomic_fetch_add(&blocked.started, 1);
+	atomic_store(&blocked.rc_recv[core], (int)runtime_recv(blocked.fds[core][0], &c, 1, 0));
+	runtime_close(blocked.fds[core][0]);
+	runtime_close(blocked.fds[core][1]);
+}
+
+static void block_join(void *p)
+{
+	static struct runtime_timer timers[2];
+	struct runtime_fiber *f;
+	int core = (int)(intptr_t)p;
+
+	memset(&timers[core], 0, sizeof(timers[core]));
+	ck_assert_int_eq(runtime_timer_start(&timers[core], 60ull * 1000 * MS, timer_seen, p), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, join_target, NULL), 0);
+	atomic_fetch_add(&blocked.started, 1);
+	atomic_store(&blocked.rc_join[core], runtime_fiber_join(f, NULL));
+	if (atomic_load(&blocked.rc_join[core]) != 0)
+		runtime_fiber_detach(f);
+}
+
+static void *shut_down_later(void *p)
+{
+	while (atomic_load(&blocked.started) < 8)
+		usleep(1000);
+	usleep(5000);
+	runtime_shutdown(p);
+	return NULL;
+}
+
+START_TEST(test_core_shutdown_from_foreign_thread)
+{
+	struct runtime *rt = make_rt(2);
+	pthread_t th;
+
+	memset(&blocked, 0, sizeof(blocked));
+	for (intptr_t core = 0; core < 2; core++) {
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+		                            blocked.fds[core]), 0);
+		atomic_store(&blocked.timer_why[core], -1);
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, block_sleep, (void *)core), 0);
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, block_park, (void *)core), 0);
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, block_recv, (void *)core), 0);
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, block_join, (void *)core), 0);
+	}
+	ck_assert_int_eq(pthread_create(&th, NULL, shut_down_later, rt), 0);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(runtime_run(rt), 0);
+	pthread_join(th, NULL);
+	ck_assert_uint_lt(runtime_now() - t0, 10000 * MS);
+	for (int core = 0; core < 2; core++) {
+		ck_assert_int_eq(atomic_load(&blocked.rc_sleep[core]), -ECANCELED);
+		ck_assert_int_eq(atomic_load(&blocked.rc_park[core]), -ECANCELED);
+		ck_assert_int_eq(atomic_load(&blocked.rc_recv[core]), -ECANCELED);
+		/* The join target is cancelled too: the join may see it end. */
+		int rc_join = atomic_load(&blocked.rc_join[core]);
+		ck_assert_msg(rc_join == -ECANCELED || rc_join == 0, "join gave %d", rc_join);
+		ck_assert_int_eq(atomic_load(&blocked.timer_why[core]), RUNTIME_TIMER_SHUTDOWN);
+	}
+	ck_assert_int_eq(runtime_spawn(rt, block_sleep, NULL), -ESHUTDOWN);
+	runtime_destroy(rt);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+	Suite *s = suite_create("core");
+	TCase *tc;
+
+	tc = tcase_create("spawn");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_core_spawns_from_two_cores_and_a_thread_run_once);
+	tcase_add_test(tc, test_core_foreign_spawns_round_robin_and_children_stay);
+	tcase_add_test(tc, test_core_sleeping_core_is_woken);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("park");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_core_unpark_before_park_is_kept_once);
+	tcase_add_test(tc, test_core_cancel_wakes_parked_fiber);
+	tcase_add_test(tc, test_core_timeout_races_unpark);
+	tcase_add_test(tc, test_core_pingpong_between_cores);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("shutdown");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_core_shutdown_from_foreign_thread);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(core_suite)
