@@ -10,6 +10,12 @@
  *   timer_add_cancel_kernel_ns   the same with one kernel timeout per timer
  *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
  *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
+ *   xcore_pingpong_ns    round trip between fibers on two cores through
+ *                        park/unpark, each core asleep between messages
+ *   xcore_pingpong_spin50us_ns   the same with busy_poll_us = 50: cores spin
+ *                        before they sleep, so most messages find them awake
+ *   xcore_spawn_per_s    spawns from a fiber on core 0 onto core 1, counted
+ *                        until the last one has run
  *
  * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
  * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
@@ -18,6 +24,7 @@
  */
 #include "../runtime/internal.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +286,101 @@ static void bench_sleepers(void)
 	printf("sleep_1m_wall_s=%.2f\n", (double)(pb.last_wake - pb.t0) / 1e9);
 }
 
+/* ------------------------------------------------------------ cross-core */
+
+static struct runtime *two_cores(unsigned busy_poll_us)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	cfg.pin_cpus = 1;
+	cfg.busy_poll_us = busy_poll_us;
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
+	return rt;
+}
+
+static struct {
+	_Atomic(struct runtime_fiber *) fiber[2];
+	_Atomic long ball;
+	long rounds;
+	uint64_t t0, t1;
+} xpp;
+
+static void xplayer(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	struct runtime_fiber *peer;
+
+	atomic_store(&xpp.fiber[me], runtime_fiber_self());
+	while (!(peer = atomic_load(&xpp.fiber[1 - me])))
+		runtime_sleep(100000);
+	if (me == 0)
+		xpp.t0 = runtime_now();
+	for (;;) {
+		long b = atomic_load(&xpp.ball);
+		if (b >= 2 * xpp.rounds)
+			break;
+		if (b % 2 == me) {
+			atomic_store(&xpp.ball, b + 1);
+			runtime_fiber_unpark(peer);
+		} else {
+			runtime_park(-1);
+		}
+	}
+	if (me == 0)
+		xpp.t1 = runtime_now();
+}
+
+static void bench_xcore_pingpong(unsigned busy_poll_us, const char *name)
+{
+	struct runtime *rt = two_cores(busy_poll_us);
+
+	atomic_store(&xpp.fiber[0], NULL);
+	atomic_store(&xpp.fiber[1], NULL);
+	atomic_store(&xpp.ball, 0);
+	xpp.rounds = scaled(busy_poll_us ? 1000000 : 100000);
+	runtime_spawn_on(rt, 0, xplayer, (void *)0);
+	runtime_spawn_on(rt, 1, xplayer, (void *)1);
+	runtime_run(rt);
+	runtime_destroy(rt);
+	printf("%s=%.0f\n", name, (double)(xpp.t1 - xpp.t0) / (double)xpp.rounds);
+}
+
+static struct {
+	struct runtime *rt;
+	long n;
+	_Atomic long ran;
+	uint64_t t0, last;
+} xsp;
+
+static void xspawned(void *arg)
+{
+	(void)arg;
+	if (atomic_fetch_add(&xsp.ran, 1) + 1 == xsp.n)
+		xsp.last = runtime_now();
+}
+
+static void xspawner(void *arg)
+{
+	(void)arg;
+	xsp.t0 = runtime_now();
+	for (long i = 0; i < xsp.n; i++)
+		runtime_spawn_on(xsp.rt, 1, xspawned, NULL);
+}
+
+static void bench_xcore_spawn(void)
+{
+	xsp.rt = two_cores(0);
+	xsp.n = scaled(2000000);
+	runtime_spawn_on(xsp.rt, 0, xspawner, NULL);
+	runtime_run(xsp.rt);
+	runtime_destroy(xsp.rt);
+	printf("xcore_spawn_per_s=%.0f\n", (double)xsp.n / ((double)(xsp.last - xsp.t0) / 1e9));
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -300,5 +402,10 @@ int main(int argc, char **argv)
 		bench_parked();
 	if (WANT("sleep"))
 		bench_sleepers();
+	if (WANT("xcore")) {
+		bench_xcore_pingpong(0, "xcore_pingpong_ns");
+		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");
+		bench_xcore_spawn();
+	}
 	return 0;
 }

@@ -72,8 +72,9 @@ struct runtime_config {
 	int register_ring_fd;   /* nonzero: io_uring_register_ring_fd; default 1 */
 	int fixed_files;        /* nonzero: sockets from runtime_accept are
 	                           registered as fixed files; default 0 */
-	unsigned busy_poll_us;  /* spin this long for completions before the
-	                           core blocks in the kernel; default 0 */
+	unsigned busy_poll_us;  /* spin this long for completions and inbox
+	                           work before the core blocks in the kernel;
+	                           default 0 */
 };
 
 /* Fill *cfg with the defaults above. Any thread. */

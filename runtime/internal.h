@@ -208,6 +208,7 @@ int runtime__ring_init(struct core *c);
 void runtime__ring_exit(struct core *c);
 int runtime__ring_flush(struct core *c);
 int runtime__ring_enter(struct core *c, bool wait);
+bool runtime__busy_poll(struct core *c);
 int runtime__ring_probe(const struct runtime_config *cfg);
 bool runtime__fixed(struct core *c, int fd);
 void runtime__fixed_forget(struct core *c, int fd);

@@ -733,8 +733,12 @@ static int core_loop(struct core *c)
 		if (idle) {
 			if (deadlocked(c))
 				return -EDEADLK; /* every fiber waits on another */
-			runtime__timers_arm(c);
-			idle = runtime__core_may_sleep(c);
+			if (c->rt->cfg.busy_poll_us && runtime__busy_poll(c))
+				idle = false;
+			else {
+				runtime__timers_arm(c);
+				idle = runtime__core_may_sleep(c);
+			}
 		}
 		int rc = runtime__ring_enter(c, idle);
 		if (idle)
