@@ -258,8 +258,35 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
  * cancel was taken (the callback will run, or has run, with
  * RUNTIME_TIMER_CANCELLED, unless the kernel timeout fired first: the
  * callback's why is authoritative), or -EALREADY if the callback has run.
+ * With heap timers the callback runs inside this call, in the caller's
+ * context; with kernel timers, from the loop once the removal has landed.
  */
 RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
+
+/*
+ * Named timers (seed 004): started and cancelled from any thread, by name.
+ * The name is copied. The callback runs exactly once, on the timer's core
+ * (the starter's own core if it is one of rt's, else round-robin), outside
+ * any fiber, after the timer is fully disarmed, with the reason that won the
+ * race: RUNTIME_TIMER_FIRED, _CANCELLED or _SHUTDOWN. The runtime keeps
+ * running until every started timer's callback has run.
+ */
+typedef void runtime_named_timer_fn(void *arg, enum runtime_timer_why why);
+
+/* Returns 0, -EINVAL (no name, empty name or no callback), -ENOMEM or
+ * -ESHUTDOWN. */
+RUNTIME_API int runtime_timer_start_named(struct runtime *rt, const char *name,
+                                          uint64_t delay_ns, runtime_named_timer_fn *fn,
+                                          void *arg);
+
+/*
+ * Cancel up to max timers named name, oldest first - also ones started on
+ * another thread and still on their way to their core. Each one cancelled
+ * here gets its callback with RUNTIME_TIMER_CANCELLED (possibly after this
+ * returns, once its core has disarmed it). Timers that already fired or
+ * shut down are not counted. Returns how many were cancelled.
+ */
+RUNTIME_API size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t max);
 
 /* ------------------------------------------------------------------- I/O */
 

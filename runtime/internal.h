@@ -71,6 +71,8 @@ enum inbox_kind {
 	INBOX_SPAWN,    /* struct spawn_req: start a fiber here */
 	INBOX_WAKE,     /* struct fiber's own node: wake it with xwake_res */
 	INBOX_SHUTDOWN, /* the core's own node: shut this core down */
+	INBOX_NAMED_START,  /* a named timer reached its core (named.c) */
+	INBOX_NAMED_CANCEL, /* a canceller won the race for a named timer */
 };
 
 struct inbox_node {
@@ -293,6 +295,7 @@ struct runtime {
 	_Atomic bool stop;          /* every core leaves its loop */
 	_Atomic long work;          /* busy cores + inbox items in transit */
 	_Atomic unsigned next_core; /* round-robin placement */
+	struct named_registry *named;
 };
 
 /* The core the calling thread runs, or NULL. initial-exec: a plain %fs
@@ -322,6 +325,14 @@ void runtime__core_wake(struct core *c);
 bool runtime__core_may_sleep(struct core *c);
 void runtime__core_awake(struct core *c);
 void runtime__wakeup_cqe(struct core *c);
+struct core *runtime__place(struct runtime *rt);
+void runtime__work_begin(struct runtime *rt);
+void runtime__work_done(struct runtime *rt);
+int runtime__named_init(struct runtime *rt);
+void runtime__named_free(struct runtime *rt);
+void runtime__named_discard(struct runtime *rt, struct inbox_node *n);
+void runtime__named_start_here(struct core *c, struct inbox_node *n);
+void runtime__named_cancel_here(struct core *c, struct inbox_node *n);
 void runtime__load_add(struct core *c);
 void runtime__load_sub(struct core *c);
 

@@ -370,6 +370,18 @@ static void work_sub(struct runtime *rt)
 		stop_all(rt);
 }
 
+/* One unit of work outside any core's load (a named timer, from start to
+ * callback): the runtime runs until it is done. */
+void runtime__work_begin(struct runtime *rt)
+{
+	work_add(rt);
+}
+
+void runtime__work_done(struct runtime *rt)
+{
+	work_sub(rt);
+}
+
 void runtime__load_add(struct core *c)
 {
 	if (c->load++ == 0)
@@ -475,15 +487,21 @@ static int spawn_on(struct core *c, void (*fn)(void *), void *arg)
 	return spawn_remote(c, fn, arg);
 }
 
+/* Placement: the caller's own core if it is one of rt's, else round-robin. */
+struct core *runtime__place(struct runtime *rt)
+{
+	struct core *self = this_core();
+	if (self && self->rt == rt)
+		return self;
+	unsigned i = atomic_fetch_add_explicit(&rt->next_core, 1, memory_order_relaxed);
+	return &rt->cores[i % rt->ncores];
+}
+
 int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg)
 {
 	if (!rt || !fn)
 		return -EINVAL;
-	struct core *self = this_core();
-	if (self && self->rt == rt)
-		return spawn_on(self, fn, arg);
-	unsigned i = atomic_fetch_add_explicit(&rt->next_core, 1, memory_order_relaxed);
-	return spawn_on(&rt->cores[i % rt->ncores], fn, arg);
+	return spawn_on(runtime__place(rt), fn, arg);
 }
 
 int runtime_spawn_on(struct runtime *rt, unsigned core, void (*fn)(void *), void *arg)
@@ -697,6 +715,12 @@ int runtime__inbox_handle(struct core *c, struct inbox_node *n)
 	case INBOX_SHUTDOWN:
 		core_shutdown(c);
 		return 0;
+	case INBOX_NAMED_START:
+		runtime__named_start_here(c, n);
+		return 0;
+	case INBOX_NAMED_CANCEL:
+		runtime__named_cancel_here(c, n);
+		return 0;
 	}
 	return 0;
 }
@@ -904,6 +928,8 @@ static void core_free(struct core *c)
 		struct inbox_node *next = n->next;
 		if (n->kind == INBOX_SPAWN)
 			free(container_of(n, struct spawn_req, node));
+		else if (n->kind == INBOX_NAMED_START || n->kind == INBOX_NAMED_CANCEL)
+			runtime__named_discard(c->rt, n);
 		n = next;
 	}
 	while (c->all) {
@@ -954,6 +980,8 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 			rc = core_init(rt, &rt->cores[i], i);
 	}
 	if (rc >= 0)
+		rc = runtime__named_init(rt);
+	if (rc >= 0)
 		rc = runtime__overflow_handler_install();
 	if (rc < 0) {
 		runtime_destroy(rt);
@@ -967,8 +995,9 @@ void runtime_destroy(struct runtime *rt)
 {
 	if (!rt)
 		return;
-	for (unsigned i = 0; i < rt->ncores; i++)
+	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_free(&rt->cores[i]);
+	runtime__named_free(rt);
 	free(rt->cores);
 	free(rt);
 }

@@ -502,6 +502,204 @@ START_TEST(test_core_shutdown_from_foreign_thread)
 }
 END_TEST
 
+/* ---------------------------------------------------------- named timers */
+
+struct named_log {
+	_Atomic int calls;
+	_Atomic int why[3];
+	_Atomic int wrong_thread;
+};
+
+static struct named_log nlog;
+
+static void named_cb(void *arg, enum runtime_timer_why why)
+{
+	(void)arg;
+	if (runtime_core_index() < 0 || runtime_fiber_self())
+		atomic_fetch_add(&nlog.wrong_thread, 1);
+	atomic_fetch_add(&nlog.calls, 1);
+	atomic_fetch_add(&nlog.why[why], 1);
+}
+
+struct named_case {
+	size_t cancelled;
+	uint64_t elapsed;
+};
+
+static void named_fire_and_cancel(void *p)
+{
+	struct named_case *nc = p;
+	struct runtime *rt = runtime_current();
+	uint64_t t0 = runtime_now();
+
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(runtime_timer_start_named(rt, "x", 20 * MS, named_cb, NULL), 0);
+	ck_assert_int_eq(runtime_timer_start_named(rt, "other", 20 * MS, named_cb, NULL), 0);
+	nc->cancelled = runtime_timer_cancel_named(rt, "x", 3);
+	ck_assert_uint_eq(runtime_timer_cancel_named(rt, "nobody", 10), 0);
+	runtime_sleep(40 * MS);
+	/* Fired ones are not cancelled again. */
+	ck_assert_uint_eq(runtime_timer_cancel_named(rt, "x", 10), 0);
+	nc->elapsed = runtime_now() - t0;
+}
+
+START_TEST(test_core_named_timers_cancel_up_to_n)
+{
+	struct named_case nc = { 0, 0 };
+	struct runtime_config cfg;
+
+	memset(&nlog, 0, sizeof(nlog));
+	runtime_config_init(&cfg);
+	cfg.timer_mode = _i ? RUNTIME_TIMERS_KERNEL : RUNTIME_TIMERS_HEAP;
+	ck_assert_int_eq(run_fiber(&cfg, named_fire_and_cancel, &nc), 0);
+	ck_assert_uint_eq(nc.cancelled, 3);
+	ck_assert_int_eq(atomic_load(&nlog.calls), 6);
+	ck_assert_int_eq(atomic_load(&nlog.why[RUNTIME_TIMER_CANCELLED]), 3);
+	ck_assert_int_eq(atomic_load(&nlog.why[RUNTIME_TIMER_FIRED]), 3);
+	ck_assert_int_eq(atomic_load(&nlog.wrong_thread), 0);
+}
+END_TEST
+
+/* Timers started from a thread that is not a core sit in an inbox until
+ * the runtime runs; a cancel catches them there. */
+START_TEST(test_core_named_cancel_before_they_reach_a_core)
+{
+	struct runtime *rt = make_rt(2);
+	uint64_t t0 = runtime_now();
+
+	memset(&nlog, 0, sizeof(nlog));
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(runtime_timer_start_named(rt, "early", 10000 * MS, named_cb, NULL), 0);
+	ck_assert_int_eq(runtime_timer_start_named(rt, "", MS, named_cb, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_timer_start_named(rt, "early", MS, NULL, NULL), -EINVAL);
+	ck_assert_uint_eq(runtime_timer_cancel_named(rt, "early", 100), 4);
+	ck_assert_int_eq(atomic_load(&nlog.calls), 0); /* callbacks run on cores */
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(atomic_load(&nlog.calls), 4);
+	ck_assert_int_eq(atomic_load(&nlog.why[RUNTIME_TIMER_CANCELLED]), 4);
+	ck_assert_uint_lt(runtime_now() - t0, 5000 * MS); /* never waited for them */
+	/* Started and dropped unrun: destroy frees them. */
+	ck_assert_int_eq(runtime_timer_start_named(rt, "never", MS, named_cb, NULL), 0);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* Threads start and cancel named timers while they fire, then shutdown
+ * arrives from yet another thread: every callback runs exactly once, and
+ * the reasons add up. */
+#ifdef RUNTIME_TSAN
+#define STRESS_TIMERS 4000
+#else
+#define STRESS_TIMERS 40000
+#endif
+
+struct stress {
+	struct runtime *rt;
+	_Atomic unsigned char *calls;       /* per timer */
+	_Atomic int why[3];
+	_Atomic long started, refused, cancel_returns;
+	_Atomic int starters_done;
+};
+
+static struct stress st;
+
+static void keeper_named(void *p)
+{
+	(void)p;
+	while (atomic_load(&st.starters_done) < 2 && runtime_sleep(1 * MS) == 0)
+		;
+}
+
+static void stress_cb(void *arg, enum runtime_timer_why why)
+{
+	atomic_fetch_add(&st.calls[(uintptr_t)arg], 1);
+	atomic_fetch_add(&st.why[why], 1);
+}
+
+static const char *const stress_names[] = { "a", "b", "c", "d", "e", "f", "g", "h" };
+
+static void *stress_starter(void *p)
+{
+	uintptr_t first = (uintptr_t)p;
+	unsigned seed = (unsigned)first + 1;
+	for (uintptr_t i = first; i < first + STRESS_TIMERS / 2; i++) {
+		seed = seed * 1103515245u + 12345u;
+		int rc = runtime_timer_start_named(st.rt, stress_names[(seed >> 8) % 8],
+		                                   (seed >> 12) % (2 * MS), stress_cb, (void *)i);
+		if (rc == 0)
+			atomic_fetch_add(&st.started, 1);
+		else if (rc == -ESHUTDOWN)
+			atomic_fetch_add(&st.refused, 1);
+		else
+			ck_abort_msg("start gave %d", rc);
+	}
+	atomic_fetch_add(&st.starters_done, 1);
+	return NULL;
+}
+
+static void *stress_canceller(void *p)
+{
+	unsigned seed = (unsigned)(uintptr_t)p;
+	while (atomic_load(&st.starters_done) < 2) {
+		seed = seed * 1103515245u + 12345u;
+		size_t n = runtime_timer_cancel_named(st.rt, stress_names[(seed >> 8) % 8],
+		                                      (seed >> 16) % 5);
+		atomic_fetch_add(&st.cancel_returns, (long)n);
+	}
+	return NULL;
+}
+
+static void *stress_shutdown(void *p)
+{
+	(void)p;
+	while (atomic_load(&st.started) < STRESS_TIMERS / 2)
+		usleep(100);
+	runtime_shutdown(st.rt);
+	return NULL;
+}
+
+START_TEST(test_core_named_timers_stress_exactly_once)
+{
+	struct runtime_config cfg;
+	pthread_t th[5];
+
+	memset(&st, 0, sizeof(st));
+	st.calls = calloc(STRESS_TIMERS, 1);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	cfg.timer_mode = _i ? RUNTIME_TIMERS_KERNEL : RUNTIME_TIMERS_HEAP;
+	ck_assert_int_eq(runtime_create(&st.rt, &cfg), 0);
+	/* A fiber keeps the runtime up until the starters are done. */
+	ck_assert_int_eq(runtime_spawn(st.rt, keeper_named, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th[0], NULL, stress_starter, (void *)0), 0);
+	ck_assert_int_eq(pthread_create(&th[1], NULL, stress_starter,
+	                                (void *)(uintptr_t)(STRESS_TIMERS / 2)), 0);
+	ck_assert_int_eq(pthread_create(&th[2], NULL, stress_canceller, (void *)1), 0);
+	ck_assert_int_eq(pthread_create(&th[3], NULL, stress_canceller, (void *)2), 0);
+	ck_assert_int_eq(pthread_create(&th[4], NULL, stress_shutdown, NULL), 0);
+	ck_assert_int_eq(runtime_run(st.rt), 0);
+	for (int i = 0; i < 5; i++)
+		pthread_join(th[i], NULL);
+	/* Starts accepted after the run ended wait for a next run. */
+	ck_assert_int_eq(runtime_run(st.rt), 0);
+
+	long started = atomic_load(&st.started);
+	ck_assert_int_eq(started + atomic_load(&st.refused), STRESS_TIMERS);
+	long calls = 0;
+	for (int i = 0; i < STRESS_TIMERS; i++) {
+		ck_assert_msg(st.calls[i] <= 1, "timer %d called %d times", i, st.calls[i]);
+		calls += st.calls[i];
+	}
+	ck_assert_int_eq(calls, started);
+	ck_assert_int_eq(atomic_load(&st.why[0]) + atomic_load(&st.why[1]) + atomic_load(&st.why[2]),
+	                 started);
+	ck_assert_int_eq(atomic_load(&st.why[RUNTIME_TIMER_CANCELLED]), atomic_load(&st.cancel_returns));
+	ck_assert_int_gt(atomic_load(&st.why[RUNTIME_TIMER_SHUTDOWN]) + atomic_load(&st.refused), 0);
+	runtime_destroy(st.rt);
+	free((void *)st.calls);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -520,6 +718,13 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_core_cancel_wakes_parked_fiber);
 	tcase_add_test(tc, test_core_timeout_races_unpark);
 	tcase_add_test(tc, test_core_pingpong_between_cores);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("named");
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_core_named_timers_cancel_up_to_n, 0, 2);
+	tcase_add_test(tc, test_core_named_cancel_before_they_reach_a_core);
+	tcase_add_loop_test(tc, test_core_named_timers_stress_exactly_once, 0, 2);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("shutdown");

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * named.c - named, cancellable timers (seed 004, Workflow's named timers).
+ *
+ * Any thread may start a timer with a name, and any thread may cancel up to
+ * N timers of a name - including ones still on their way to the core that
+ * will arm them. The callback runs exactly once, on the timer's core, and is
+ * told which of fired, cancelled or shut down won. How:
+ *
+ *  - outcome is decided once, by a CAS from UNDECIDED: the core's timer
+ *    (FIRED), a canceller (CANCELLED) or the core's shutdown (SHUTDOWN);
+ *  - the callback runs when the core has disarmed its timer (in kernel mode,
+ *    when the TIMEOUT_REMOVE has landed), never earlier;
+ *  - a canceller that wins tells the core through its inbox (the core alone
+ *    touches its ring), and a registry lock keeps the timer alive until the
+ *    canceller holds a reference.
+ *
+ * The registry is a hash of names to FIFO lists under one mutex: starts and
+ * cancels take it once each; firing timers take it once to leave it.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define BUCKETS 256
+
+enum { UNDECIDED = -1 };
+enum stage { IN_TRANSIT, ARMED, DONE };
+
+struct named_timer {
+	struct timer t;
+	struct inbox_node start_node;
+	struct inbox_node cancel_node;
+	struct named_timer *prev, *next;    /* registry bucket, under lock */
+	bool registered;                    /* under lock */
+	struct core *core;
+	_Atomic int outcome;                /* UNDECIDED or enum runtime_timer_why */
+	_Atomic int refs;
+	enum stage stage;                   /* the core's own view */
+	uint64_t delay;
+	runtime_named_timer_fn *fn;
+	void *arg;
+	size_t hash;
+	char name[];
+};
+
+struct named_registry {
+	pthread_mutex_t lock;
+	struct named_timer *head[BUCKETS], *tail[BUCKETS];
+};
+
+static size_t name_hash(const char *s)
+{
+	size_t h = 1469598103934665603ull; /* FNV-1a */
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+	return h;
+}
+
+int runtime__named_init(struct runtime *rt)
+{
+	rt->named = calloc(1, sizeof(*rt->named));
+	if (!rt->named)
+		return -ENOMEM;
+	pthread_mutex_init(&rt->named->lock, NULL);
+	return 0;
+}
+
+/* Under the lock. */
+static void unregister(struct named_registry *reg, struct named_timer *nt)
+{
+	size_t b = nt->hash % BUCKETS;
+
+	if (!nt->registered)
+		return;
+	if (nt->prev)
+		nt->prev->next = nt->next;
+	else
+		reg->head[b] = nt->next;
+	if (nt->next)
+		nt->next->prev = nt->prev;
+	else
+		reg->tail[b] = nt->prev;
+	nt->registered = false;
+}
+
+static void put(struct named_timer *nt)
+{
+	if (atomic_fetch_sub_explicit(&nt->refs, 1, memory_order_acq_rel) == 1)
+		free(nt);
+}
+
+static bool decide(struct named_timer *nt, enum runtime_timer_why why)
+{
+	int undecided = UNDECIDED;
+	return atomic_compare_exchange_strong(&nt->outcome, &undecided, (int)why);
+}
+
+/* On the core, once its timer is disarmed (or was never armed). */
+static void finish(struct named_timer *nt)
+{
+	struct runtime *rt = nt->core->rt;
+
+	nt->stage = DONE;
+	pthread_mutex_lock(&rt->named->lock);
+	unregister(rt->named, nt);
+	pthread_mutex_unlock(&rt->named->lock);
+	nt->fn(nt->arg, (enum runtime_timer_why)atomic_load(&nt->outcome));
+	runtime__work_done(rt);
+	put(nt);
+}
+
+/* The core-local timer ended: it fired, or was disarmed because an outcome
+ * was decided elsewhere (cancel) or here (shutdown). */
+static void named_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct named_timer *nt = container_of(t, struct named_timer, t);
+
+	decide(nt, why); /* loses if a cancel came first: that one stands */
+	finish(nt);
+}
+
+/* Inbox: the timer reached its core. */
+void runtime__named_start_here(struct core *c, struct inbox_node *n)
+{
+	struct named_timer *nt = container_of(n, struct named_timer, start_node);
+
+	if (atomic_load_explicit(&c->rt->shutting_down, memory_order_relaxed))
+		decide(nt, RUNTIME_TIMER_SHUTDOWN);
+	if (atomic_load(&nt->outcome) != UNDECIDED) {
+		finish(nt);
+		return;
+	}
+	nt->stage = ARMED;
+	nt->t.fire = named_fire;
+	runtime__timer_start(c, &nt->t, runtime_now() + nt->delay);
+}
+
+/* Inbox: a canceller won; disarm if armed (the callback follows). */
+void runtime__named_cancel_here(struct core *c, struct inbox_node *n)
+{
+	struct named_timer *nt = container_of(n, struct named_timer, cancel_node);
+
+	(void)c;
+	if (nt->stage == ARMED)
+		runtime__timer_cancel(&nt->t);
+	put(nt);
+}
+
+int runtime_timer_start_named(struct runtime *rt, const char *name, uint64_t delay_ns,
+                              runtime_named_timer_fn *fn, void *arg)
+{
+	if (!rt || !name || !*name || !fn)
+		return -EINVAL;
+	if (atomic_load_explicit(&rt->shutting_down, memory_order_relaxed))
+		return -ESHUTDOWN;
+	size_t len = strlen(name);
+	struct named_timer *nt = calloc(1, sizeof(*nt) + len + 1);
+	if (!nt)
+		return -ENOMEM;
+	memcpy(nt->name, name, len + 1);
+	nt->hash = name_hash(name);
+	nt->delay = delay_ns;
+	nt->fn = fn;
+	nt->arg = arg;
+	nt->start_node.kind = INBOX_NAMED_START;
+	nt->cancel_node.kind = INBOX_NAMED_CANCEL;
+	atomic_init(&nt->outcome, UNDECIDED);
+	atomic_init(&nt->refs, 1); /* the core's, dropped by finish() */
+	nt->core = runtime__place(rt);
+
+	struct named_registry *reg = rt->named;
+	size_t b = nt->hash % BUCKETS;
+	pthread_mutex_lock(&reg->lock);
+	nt->prev = reg->tail[b];
+	if (reg->tail[b])
+		reg->tail[b]->next = nt;
+	else
+		reg->head[b] = nt;
+	reg->tail[b] = nt;
+	nt->registered = true;
+	pthread_mutex_unlock(&reg->lock);
+
+	runtime__work_begin(rt); /* the runtime runs until the callback has */
+	if (this_core() == nt->core)
+		runtime__named_start_here(nt->core, &nt->start_node);
+	else
+		runtime__inbox_push(nt->core, &nt->start_node);
+	return 0;
+}
+
+size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t max)
+{
+	struct named_timer *won[64];
+	size_t cancelled = 0;
+
+	if (!rt || !name || !rt->named)
+		return 0;
+	size_t h = name_hash(name);
+	struct named_registry *reg = rt->named;
+	while (cancelled < max) {
+		size_t n = 0;
+		pthread_mutex_lock(&reg->lock);
+		struct named_timer *nt = reg->head[h % BUCKETS];
+		while (nt && n < 64 && cancelled + n < max) {
+			struct named_timer *next = nt->next;
+			if (nt->hash == h && !strcmp(nt->name, name) &&
+			    decide(nt, RUNTIME_TIMER_CANCELLED)) {
+				unregister(reg, nt);
+				atomic_fetch_add(&nt->refs, 1); /* for the cancel node */
+				won[n++] = nt;
+			}
+			nt = next;
+		}
+		pthread_mutex_unlock(&reg->lock);
+		if (!n)
+			break;
+		/* Through the inbox even for our own core, so that the callback
+		 * runs from the core's loop, never inside the caller. */
+		for (size_t i = 0; i < n; i++)
+			runtime__inbox_push(won[i]->core, &won[i]->cancel_node);
+		cancelled += n;
+	}
+	return cancelled;
+}
+
+/* Destroy: every timer that never reached a run sits in some inbox (its
+ * start node, maybe a cancel node too); core_free hands each node here. */
+void runtime__named_discard(struct runtime *rt, struct inbox_node *n)
+{
+	struct named_timer *nt;
+
+	if (n->kind == INBOX_NAMED_START) {
+		nt = container_of(n, struct named_timer, start_node);
+		pthread_mutex_lock(&rt->named->lock);
+		unregister(rt->named, nt);
+		pthread_mutex_unlock(&rt->named->lock);
+	} else {
+		nt = container_of(n, struct named_timer, cancel_node);
+	}
+	put(nt);
+}
+
+void runtime__named_free(struct runtime *rt)
+{
+	if (!rt->named)
+		return;
+	pthread_mutex_destroy(&rt->named->lock);
+	free(rt->named);
+	rt->named = NULL;
+}
+
