@@ -112,6 +112,15 @@ RUNTIME_API int runtime_run(struct runtime *rt);
  */
 RUNTIME_API void runtime_shutdown(struct runtime *rt);
 
+/*
+ * Turn SIGINT and SIGTERM into runtime_shutdown(): the two signals are
+ * blocked in the calling thread (and so in the core threads runtime_run()
+ * starts) and read from a signalfd on core 0's ring; no signal handler is
+ * installed. From the creating thread, before runtime_run(). Returns 0,
+ * -EPERM (another thread, or running) or -errno from signalfd(2).
+ */
+RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
+
 /* Free the runtime. Only after runtime_run() has returned (or never ran);
  * fibers that never ran are discarded unrun. */
 RUNTIME_API void runtime_destroy(struct runtime *rt);

@@ -15,6 +15,7 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/signalfd.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -185,6 +186,7 @@ enum cqe_tag {
 	TAG_KTIMEOUT,     /* heap mode's armed timeout; generation << 3 */
 	TAG_IGNORE,       /* no one waits for this CQE */
 	TAG_WAKEUP,       /* struct core: its eventfd read */
+	TAG_SIGNAL,       /* struct core: the shutdown signalfd read (core 0) */
 };
 #define TAG_MASK 7ull
 
@@ -254,6 +256,7 @@ struct core {
 	bool wake_armed;
 	struct inbox_node *deferred;/* inbox work taken, not yet handled */
 	struct inbox_node *deferred_tail;
+	bool signal_armed;
 	struct inbox_node shutdown_node;
 	_Atomic bool shutdown_sent;
 	pthread_t thread;
@@ -296,6 +299,8 @@ struct runtime {
 	_Atomic long work;          /* busy cores + inbox items in transit */
 	_Atomic unsigned next_core; /* round-robin placement */
 	struct named_registry *named;
+	int signal_fd;              /* runtime_shutdown_on_signals, or -1 */
+	struct signalfd_siginfo signal_buf;
 };
 
 /* The core the calling thread runs, or NULL. initial-exec: a plain %fs

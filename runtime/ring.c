@@ -159,6 +159,11 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 	case TAG_WAKEUP:
 		runtime__wakeup_cqe(c);
 		break;
+	case TAG_SIGNAL:
+		c->signal_armed = false;
+		if (e->res > 0)
+			runtime_shutdown(c->rt);
+		break;
 	case TAG_IGNORE:
 	default:
 		break;

@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -735,11 +736,28 @@ static void run_ready(struct core *c)
 	switch_to(c, &c->loop, runq_pop(c));
 }
 
-/* Only a lone core can know that nothing will ever wake its fibers. */
+/* Only a lone core can know that nothing will ever wake its fibers (its
+ * eventfd and signalfd reads are always in flight and wake no fiber). */
 static bool deadlocked(const struct core *c)
 {
 	return c->rt->ncores == 1 && c->load && !c->timers.len && !c->xparked &&
-	       c->in_flight == (unsigned)c->wake_armed && !c->deferred;
+	       c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
+	       !c->deferred;
+}
+
+/* Core 0 keeps a read armed on the shutdown signalfd: not a fiber, so it
+ * never keeps the runtime running by itself. */
+static void arm_signal_read(struct core *c)
+{
+	struct runtime *rt = c->rt;
+
+	if (c->index != 0 || rt->signal_fd < 0 || c->signal_armed ||
+	    atomic_load_explicit(&rt->shutting_down, memory_order_relaxed))
+		return;
+	struct io_uring_sqe *sqe = runtime__sqe(c);
+	io_uring_prep_read(sqe, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf), 0);
+	io_uring_sqe_set_data64(sqe, tagged(c, TAG_SIGNAL));
+	c->signal_armed = true;
 }
 
 static bool stopping(const struct runtime *rt)
@@ -754,6 +772,7 @@ static int core_loop(struct core *c)
 		runtime__inbox_drain(c);
 		runtime__timers_fire_due(c);
 		bool idle = !c->ready.head && !c->deferred;
+		arm_signal_read(c);
 		if (idle) {
 			if (deadlocked(c))
 				return -EDEADLK; /* every fiber waits on another */
@@ -805,6 +824,7 @@ static void core_stop(struct core *c)
 	runtime__ring_exit(c);
 	c->in_flight = 0;
 	c->wake_armed = false;
+	c->signal_armed = false;
 	c->kt_deadline = 0;
 }
 
@@ -973,6 +993,7 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 	}
 	for (unsigned i = 0; i < rt->ncores; i++)
 		rt->cores[i].wake_fd = -1;
+	rt->signal_fd = -1;
 	rc = runtime__ring_probe(&rt->cfg);
 	if (rc >= 0) {
 		rt->feat.setup_flags = (unsigned)rc;
@@ -998,6 +1019,8 @@ void runtime_destroy(struct runtime *rt)
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_free(&rt->cores[i]);
 	runtime__named_free(rt);
+	if (rt->signal_fd >= 0)
+		close(rt->signal_fd);
 	free(rt->cores);
 	free(rt);
 }
@@ -1019,6 +1042,34 @@ void runtime_shutdown(struct runtime *rt)
 		else if (!atomic_exchange(&c->shutdown_sent, true))
 			runtime__inbox_push(c, &c->shutdown_node);
 	}
+}
+
+/*
+ * SIGINT and SIGTERM become runtime_shutdown(): they are blocked in the
+ * calling thread (core threads inherit the mask when runtime_run starts
+ * them) and read from a signalfd by core 0's ring - no signal handler runs.
+ */
+int runtime_shutdown_on_signals(struct runtime *rt)
+{
+	sigset_t set;
+
+	if (!rt)
+		return -EINVAL;
+	if (!on_owner_thread(rt) || is_running(rt))
+		return -EPERM;
+	if (rt->signal_fd >= 0)
+		return 0;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	int err = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (err)
+		return -err;
+	int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	rt->signal_fd = fd;
+	return 0;
 }
 
 struct runtime *runtime_current(void)

@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -700,6 +701,39 @@ START_TEST(test_core_named_timers_stress_exactly_once)
 }
 END_TEST
 
+/* SIGTERM becomes a shutdown: read from a signalfd by core 0's ring. */
+static _Atomic int sig_sleep_rc[2];
+
+static void sig_sleeper(void *p)
+{
+	atomic_store(&sig_sleep_rc[(intptr_t)p], runtime_sleep(60ull * 1000 * MS));
+}
+
+static void sig_sender(void *p)
+{
+	(void)p;
+	runtime_sleep(10 * MS);
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+}
+
+START_TEST(test_core_sigterm_shuts_down)
+{
+	struct runtime *rt = make_rt(2);
+	uint64_t t0 = runtime_now();
+
+	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0);
+	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0); /* once is enough */
+	for (intptr_t core = 0; core < 2; core++)
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, sig_sleeper, (void *)core), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, sig_sender, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_uint_lt(runtime_now() - t0, 5000 * MS);
+	ck_assert_int_eq(atomic_load(&sig_sleep_rc[0]), -ECANCELED);
+	ck_assert_int_eq(atomic_load(&sig_sleep_rc[1]), -ECANCELED);
+	runtime_destroy(rt);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -730,6 +764,7 @@ static Suite *core_suite(void)
 	tc = tcase_create("shutdown");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_core_shutdown_from_foreign_thread);
+	tcase_add_test(tc, test_core_sigterm_shuts_down);
 	suite_add_tcase(s, tc);
 	return s;
 }

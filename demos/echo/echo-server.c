@@ -2,12 +2,14 @@
 /*
  * echo-server - the runtime's demo: a TCP echo server written as plain
  * sequential code, one fiber per connection. Every accept, recv and send is
- * an io_uring SQE underneath. SIGINT/SIGTERM arrive through a signalfd read
- * by a fiber, which shuts the runtime down: every connection fiber sees
- * -ECANCELED, closes its socket and ends, and the process exits cleanly.
+ * an io_uring SQE underneath. Each core runs an acceptor on the shared
+ * listening socket, so connections spread over the cores. SIGINT/SIGTERM
+ * shut the runtime down (runtime_shutdown_on_signals): every connection
+ * fiber sees -ECANCELED, closes its socket and ends, and the process exits
+ * cleanly.
  *
- *   echo-server [--host ADDR] [--port P] [--fixed-files] [--sqpoll]
- *               [--busy-poll US] [--no-register-ring] [--quiet]
+ *   echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files]
+ *               [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]
  */
 #include <runtime.h>
 
@@ -15,10 +17,10 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #define BUF_SIZE (64 * 1024)
@@ -26,7 +28,7 @@
 struct server {
 	int listen_fd;
 	int quiet;
-	unsigned long connections;
+	_Atomic unsigned long connections;
 };
 
 static void connection(void *arg)
@@ -61,32 +63,21 @@ static void acceptor(void *arg)
 				break;
 			continue;
 		}
-		s->connections++;
+		atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
 		int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
 		if (rc < 0) {
 			fprintf(stderr, "echo-server: spawn: %s\n", strerror(-rc));
 			runtime_close(fd);
 		}
 	}
-	runtime_close(s->listen_fd);
-}
-
-/* Turns SIGINT/SIGTERM into a clean shutdown of the runtime. */
-static void signal_watcher(void *arg)
-{
-	int sfd = (int)(intptr_t)arg;
-	struct signalfd_siginfo si;
-
-	if (runtime_read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		runtime_shutdown(runtime_current());
-	runtime_close(sfd);
 }
 
 static void usage(const char *argv0)
 {
 	fprintf(stderr,
-	        "usage: %s [--host ADDR] [--port P] [--fixed-files] [--sqpoll] "
-	        "[--busy-poll US] [--no-register-ring] [--quiet]\n", argv0);
+	        "usage: %s [--host ADDR] [--port P] [--cores N (0: all CPUs; default 1)] "
+	        "[--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]\n",
+	        argv0);
 }
 
 int main(int argc, char **argv)
@@ -94,6 +85,7 @@ int main(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, 'h' },
 		{ "port", required_argument, NULL, 'p' },
+		{ "cores", required_argument, NULL, 'c' },
 		{ "fixed-files", no_argument, NULL, 'f' },
 		{ "sqpoll", no_argument, NULL, 's' },
 		{ "busy-poll", required_argument, NULL, 'b' },
@@ -108,7 +100,7 @@ int main(int argc, char **argv)
 	int c;
 
 	runtime_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h:p:fsb:rq", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rq", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'h': host = optarg; break;
@@ -116,6 +108,13 @@ int main(int argc, char **argv)
 			port = strtol(optarg, &end, 10);
 			if (*end || port < 0 || port > 65535) {
 				fprintf(stderr, "echo-server: bad port '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		case 'c':
+			cfg.cores = (unsigned)strtoul(optarg, &end, 10);
+			if (*end) {
+				fprintf(stderr, "echo-server: bad core count '%s'\n", optarg);
 				return 2;
 			}
 			break;
@@ -128,14 +127,7 @@ int main(int argc, char **argv)
 		}
 	}
 
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
-
 	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
 	if (srv.listen_fd < 0) {
 		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port,
@@ -148,15 +140,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "echo-server: runtime: %s\n", strerror(-rc));
 		return 1;
 	}
-	runtime_spawn(rt, acceptor, &srv);
-	if (sfd >= 0)
-		runtime_spawn(rt, signal_watcher, (void *)(intptr_t)sfd);
+	rc = runtime_shutdown_on_signals(rt);
+	for (unsigned i = 0; rc == 0 && i < runtime_cores(rt); i++)
+		rc = runtime_spawn_on(rt, i, acceptor, &srv);
+	if (rc < 0) {
+		fprintf(stderr, "echo-server: start: %s\n", strerror(-rc));
+		return 1;
+	}
 	if (!srv.quiet)
-		fprintf(stderr, "echo-server: listening on %s:%ld\n", host, port);
+		fprintf(stderr, "echo-server: listening on %s:%ld, %u cores\n", host, port,
+		        runtime_cores(rt));
 	rc = runtime_run(rt);
 	runtime_destroy(rt);
+	close(srv.listen_fd);
 	if (!srv.quiet)
-		fprintf(stderr, "echo-server: stopped after %lu connections\n", srv.connections);
+		fprintf(stderr, "echo-server: stopped after %lu connections\n",
+		        atomic_load(&srv.connections));
 	if (rc < 0) {
 		fprintf(stderr, "echo-server: %s\n", strerror(-rc));
 		return 1;
