@@ -301,7 +301,7 @@ int runtime_park(int64_t timeout_ns)
 	}
 	struct core *c = f->core;
 	c->xparked++;
-	rc = park_timed(c, park_interrupt, NULL, deadline ? deadline : 0, -ETIMEDOUT,
+	rc = park_timed(c, park_interrupt, NULL, deadline, -ETIMEDOUT,
 	                &f->park_state);
 	c->xparked--;
 	return rc;
