@@ -173,7 +173,6 @@ void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
 void runtime__timer_cqe(struct core *c, void *ptr, int res);
 void runtime__ktimeout_cqe(struct core *c, uint64_t user_data, int res);
-uint64_t runtime__timers_next(struct core *c);
 
 /* ------------------------------------------------------------------- ring */
 
@@ -210,7 +209,6 @@ struct io_uring_sqe *runtime__sqe(struct core *c);
 void runtime__sqe_reserve(struct core *c, unsigned n);
 int runtime__ring_init(struct core *c);
 void runtime__ring_exit(struct core *c);
-int runtime__ring_flush(struct core *c);
 int runtime__ring_enter(struct core *c, bool wait);
 bool runtime__busy_poll(struct core *c);
 int runtime__ring_probe(const struct runtime_config *cfg);
@@ -345,5 +343,6 @@ int runtime__park(struct core *c, void (*interrupt)(struct fiber *), void *wait_
 int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res);
 void runtime__wake(struct fiber *f, int res);
 int runtime__cancel_pending(struct fiber *f);
+int runtime__blocking_begin(struct fiber **out);
 
 #endif /* RUNTIME_INTERNAL_H */

@@ -30,14 +30,10 @@ static unsigned rw_len(size_t len)
  */
 static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 {
-	struct fiber *f = this_fiber();
+	struct fiber *f;
 
+	op->res = runtime__blocking_begin(&f);
 	op->fiber = f;
-	if (unlikely(!f)) {
-		op->res = -EPERM;
-		return NULL;
-	}
-	op->res = runtime__cancel_pending(f);
 	if (unlikely(op->res))
 		return NULL;
 	if (f->deadline && (!deadline || f->deadline < deadline))

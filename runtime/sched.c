@@ -279,11 +279,9 @@ static void park_interrupt(struct fiber *f)
 
 int runtime_park(int64_t timeout_ns)
 {
-	struct fiber *f = this_fiber();
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f);
 
-	if (!f)
-		return -EPERM;
-	int rc = runtime__cancel_pending(f);
 	if (rc)
 		return rc;
 	/* EMPTY -> PARKED, or consume the permit an unpark left. A plain store
@@ -344,6 +342,16 @@ int runtime__cancel_pending(struct fiber *f)
 	if (f->deadline && runtime_now() >= f->deadline)
 		return -ETIMEDOUT;
 	return 0;
+}
+
+/* Every blocking call's entry: the calling fiber in *out, or -EPERM
+ * outside fiber context, -ECANCELED or -ETIMEDOUT if it may not block. */
+int runtime__blocking_begin(struct fiber **out)
+{
+	struct fiber *f = this_fiber();
+
+	*out = f;
+	return unlikely(!f) ? -EPERM : runtime__cancel_pending(f);
 }
 
 /* ------------------------------------------------------------ accounting */
@@ -652,11 +660,9 @@ int runtime_yield(void)
 
 int runtime_sleep(uint64_t ns)
 {
-	struct fiber *f = this_fiber();
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f);
 
-	if (!f)
-		return -EPERM;
-	int rc = runtime__cancel_pending(f);
 	if (rc)
 		return rc;
 	uint64_t now = runtime_now();
@@ -934,17 +940,10 @@ static int core_init(struct runtime *rt, struct core *c, unsigned index)
 	return c->stack_cache ? 0 : -ENOMEM;
 }
 
-/* Frees what never ran: fibers (runtime_run never ran, or ended with an
- * error) and spawns still in the inbox. The ring is gone already (each run
- * tears its rings down), so nothing in the kernel points at a stack. */
-static void core_free(struct core *c)
+/* Inbox work that never reached a run: spawns and named timers. */
+static void discard_inbox_nodes(struct core *c, struct inbox_node *n)
 {
-	struct inbox_node *n = c->deferred;
-	if (!n)
-		n = atomic_exchange(&c->inbox, NULL);
-	else
-		c->deferred = NULL;
-	while (n || (n = atomic_exchange(&c->inbox, NULL))) {
+	while (n) {
 		struct inbox_node *next = n->next;
 		if (n->kind == INBOX_SPAWN)
 			free(container_of(n, struct spawn_req, node));
@@ -952,6 +951,16 @@ static void core_free(struct core *c)
 			runtime__named_discard(c->rt, n);
 		n = next;
 	}
+}
+
+/* Frees what never ran: fibers (runtime_run never ran, or ended with an
+ * error) and inbox work. The ring is gone already (each run tears its rings
+ * down), so nothing in the kernel points at a stack. */
+static void core_free(struct core *c)
+{
+	discard_inbox_nodes(c, c->deferred);
+	c->deferred = NULL;
+	discard_inbox_nodes(c, atomic_exchange(&c->inbox, NULL));
 	while (c->all) {
 		struct fiber *f = c->all;
 		c->all = f->all_next;

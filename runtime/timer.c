@@ -187,11 +187,6 @@ void runtime__timers_fire_due(struct core *c)
 	}
 }
 
-uint64_t runtime__timers_next(struct core *c)
-{
-	return c->timers.len ? c->timers.slot[0].deadline : 0;
-}
-
 /* Heap mode, before the core blocks: make sure the kernel wakes it by the
  * nearest deadline. An armed timeout later than needed is replaced; one
  * earlier than needed (its timer was cancelled) is left to fire spuriously,
