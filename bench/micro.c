@@ -6,8 +6,11 @@
  *   yield_ns             runtime_yield between two fibers (per yield)
  *   spawn_join_ns        runtime_fiber_spawn + join, in batches of 1024
  *                        (the shape of Go's go + WaitGroup figure)
- *   timer_add_cancel_ns  runtime_timer_start + cancel, heap timers
- *   timer_add_cancel_kernel_ns   the same with one kernel timeout per timer
+ *   timer_add_cancel_ns  runtime_timer_start + cancel, until the callback
+ *   timer_add_cancel_kernel_ns   the design the runtime did not take, for
+ *                        comparison: one IORING_OP_TIMEOUT per timer and
+ *                        a TIMEOUT_REMOVE to cancel it, both CQEs reaped
+ *                        (a bare ring, no runtime)
  *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
  *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
  *   xcore_pingpong_ns    round trip between fibers on two cores through
@@ -38,14 +41,11 @@ static long scaled(long n)
 	return quick ? n / 100 : n;
 }
 
-static struct runtime *new_runtime(enum runtime_timer_mode mode)
+static struct runtime *new_runtime(void)
 {
-	struct runtime_config cfg;
 	struct runtime *rt;
 
-	runtime_config_init(&cfg);
-	cfg.timer_mode = mode;
-	int rc = runtime_create(&rt, &cfg);
+	int rc = runtime_create(&rt, NULL);
 	if (rc < 0) {
 		fprintf(stderr, "micro: runtime_create: %s\n", strerror(-rc));
 		exit(1);
@@ -53,9 +53,9 @@ static struct runtime *new_runtime(enum runtime_timer_mode mode)
 	return rt;
 }
 
-static void run_one(enum runtime_timer_mode mode, void (*fn)(void *), void *arg)
+static void run_one(void (*fn)(void *), void *arg)
 {
-	struct runtime *rt = new_runtime(mode);
+	struct runtime *rt = new_runtime();
 	runtime_spawn(rt, fn, arg);
 	int rc = runtime_run(rt);
 	if (rc < 0) {
@@ -117,7 +117,7 @@ static void bench_yield(void)
 {
 	uint64_t elapsed;
 	yield_n = scaled(10000000);
-	run_one(RUNTIME_TIMERS_HEAP, yield_main, &elapsed);
+	run_one(yield_main, &elapsed);
 	printf("yield_ns=%.2f\n", (double)elapsed / (2.0 * (double)yield_n));
 }
 
@@ -147,7 +147,7 @@ static void spawn_join_main(void *arg)
 static void bench_spawn_join(void)
 {
 	double ns;
-	run_one(RUNTIME_TIMERS_HEAP, spawn_join_main, &ns);
+	run_one(spawn_join_main, &ns);
 	printf("spawn_join_ns=%.1f\n", ns);
 }
 
@@ -169,7 +169,7 @@ static void timer_done(struct runtime_timer *t, void *arg, enum runtime_timer_wh
 }
 
 /* Start and cancel in batches, and count the time until every callback
- * has run, so kernel mode pays for its CQEs too. */
+ * has run (cancelled callbacks run from the loop). */
 static void timer_main(void *arg)
 {
 	struct timer_bench *tb = arg;
@@ -187,12 +187,58 @@ static void timer_main(void *arg)
 	tb->ns = (double)(runtime_now() - t0) / (double)n;
 }
 
-static void bench_timers(enum runtime_timer_mode mode, const char *name)
+static void bench_timers(void)
 {
 	struct timer_bench *tb = calloc(1, sizeof(*tb));
-	run_one(mode, timer_main, tb);
-	printf("%s=%.1f\n", name, tb->ns);
+	run_one(timer_main, tb);
+	printf("timer_add_cancel_ns=%.1f\n", tb->ns);
 	free(tb);
+}
+
+/* The same work with one kernel timeout per timer: TIMER_BATCH TIMEOUTs,
+ * then a TIMEOUT_REMOVE for each, and every CQE reaped. */
+static void kernel_timer_batch(struct io_uring *ring, struct __kernel_timespec *ts)
+{
+	for (int i = 0; i < TIMER_BATCH; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+		io_uring_prep_timeout(sqe, ts, 0, 0);
+		io_uring_sqe_set_data64(sqe, (uint64_t)i + 1);
+	}
+	io_uring_submit(ring);
+	for (int i = 0; i < TIMER_BATCH; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+		io_uring_prep_timeout_remove(sqe, (uint64_t)i + 1, 0);
+		io_uring_sqe_set_data64(sqe, 0);
+	}
+	io_uring_submit_and_wait(ring, 2 * TIMER_BATCH);
+	unsigned head, seen = 0;
+	struct io_uring_cqe *cqe;
+	while (seen < 2 * TIMER_BATCH) {
+		unsigned n = 0;
+		io_uring_for_each_cqe(ring, head, cqe)
+			n++;
+		io_uring_cq_advance(ring, n);
+		seen += n;
+		if (seen < 2 * TIMER_BATCH)
+			io_uring_wait_cqe(ring, &cqe);
+	}
+}
+
+static void bench_kernel_timers(void)
+{
+	struct __kernel_timespec ts = { .tv_sec = 1 };
+	struct io_uring ring;
+	const long n = scaled(1000000);
+
+	if (io_uring_queue_init(2 * TIMER_BATCH, &ring, 0) < 0) {
+		fprintf(stderr, "micro: io_uring_queue_init failed\n");
+		exit(1);
+	}
+	uint64_t t0 = runtime_now();
+	for (long done = 0; done < n; done += TIMER_BATCH)
+		kernel_timer_batch(&ring, &ts);
+	printf("timer_add_cancel_kernel_ns=%.1f\n", (double)(runtime_now() - t0) / (double)n);
+	io_uring_queue_exit(&ring);
 }
 
 /* ------------------------------------------------ parked fibers, sleep */
@@ -395,8 +441,8 @@ int main(int argc, char **argv)
 	if (WANT("spawn"))
 		bench_spawn_join();
 	if (WANT("timer")) {
-		bench_timers(RUNTIME_TIMERS_HEAP, "timer_add_cancel_ns");
-		bench_timers(RUNTIME_TIMERS_KERNEL, "timer_add_cancel_kernel_ns");
+		bench_timers();
+		bench_kernel_timers();
 	}
 	if (WANT("park"))
 		bench_parked();

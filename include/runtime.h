@@ -12,16 +12,42 @@
  *  - "Fiber context" means the caller is a fiber of this runtime. Blocking
  *    calls made outside fiber context return -EPERM.
  *  - A fiber lives on one core (one thread, one ring) for its whole life:
- *    it never migrates. A struct runtime_fiber handle may only be used on
- *    that fiber's core.
+ *    it never migrates.
+ *  - A struct runtime_fiber * is a checked handle, not a pointer: once its
+ *    fiber has ended (and, if joinable, been joined or detached), every call
+ *    given it returns -ESRCH (runtime_fiber_id: 0), never acting on another
+ *    fiber. Handles are valid until runtime_destroy.
  *  - Cancellation is sticky: once a fiber is cancelled, its pending blocking
  *    call and every later one returns -ECANCELED, except runtime_close(),
  *    which always closes so that cleanup cannot leak.
  *  - A per-fiber deadline (runtime_deadline_set) bounds every blocking call;
  *    a call it cuts short returns -ETIMEDOUT.
+ *  - A cancel or a deadline always ends the blocking call it hits, whatever
+ *    the kernel answers to the first attempt: the runtime keeps cancelling
+ *    until the operation has completed.
  *  - An operation whose completion raced a cancel or deadline and succeeded
  *    anyway returns its real result (an accepted fd, bytes read): nothing is
  *    lost or leaked; the next blocking call reports the cancel.
+ *  - Delays and timeouts saturate: one so long that now + delay would
+ *    overflow means "never", not "at once".
+ *
+ * What the runtime changes in the process (and gives back):
+ *  - SIGSEGV: from the first runtime_create to the last runtime_destroy, a
+ *    handler reports a fiber stack overflow ("fiber stack overflow: fiber
+ *    N, stack size S bytes") and aborts; every other fault is passed to the
+ *    handler installed before (called directly), or to the default action.
+ *    The last runtime_destroy restores that handler. A program that sets
+ *    its own SIGSEGV handler after runtime_create loses the report.
+ *  - Core threads, while runtime_run runs: SIGPIPE blocked (writes to a
+ *    gone reader return -EPIPE instead of killing the process; the
+ *    SIGPIPEs they raised are taken before the thread's mask is given
+ *    back), an alternate signal stack, and with pin_cpus the CPU affinity
+ *    (restored on the calling thread).
+ *  - runtime_shutdown_on_signals: SIGINT and SIGTERM blocked in the calling
+ *    thread (inherited by threads it creates later) and read from a
+ *    signalfd; runtime_destroy on that thread unblocks them.
+ *  - File descriptors: an io_uring and an eventfd per core (close-on-exec),
+ *    held only while the runtime exists (the rings only during a run).
  */
 #ifndef RUNTIME_H
 #define RUNTIME_H
@@ -44,34 +70,39 @@ struct runtime_fiber;  /* opaque: a join handle */
 
 /* ---------------------------------------------------------------- config */
 
-enum runtime_timer_mode {
-	/* Timers in a core-local heap; only the nearest deadline is armed in
-	 * the kernel, as one IORING_OP_TIMEOUT moved by TIMEOUT_REMOVE. */
-	RUNTIME_TIMERS_HEAP = 0,
-	/* One IORING_OP_TIMEOUT per timer, cancelled by TIMEOUT_REMOVE. */
-	RUNTIME_TIMERS_KERNEL = 1,
-};
+#define RUNTIME_DEFAULT_STACK_SIZE (128u * 1024)
+#define RUNTIME_MIN_STACK_SIZE (16u * 1024)
+#define RUNTIME_DEFAULT_STACK_CACHE 1024u
+#define RUNTIME_DEFAULT_RING_ENTRIES 256u
+#define RUNTIME_DEFAULT_RUN_BUDGET 64u
+#define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
+#define RUNTIME_MAX_CORES 1024u
 
 struct runtime_config {
 	unsigned cores;         /* core threads, each with its own ring; 0: one
-	                           per online CPU; default 1 */
+	                           per online CPU; default 1; at most
+	                           RUNTIME_MAX_CORES */
 	int pin_cpus;           /* nonzero: core i runs on CPU i (mod CPUs);
 	                           default 0 */
-	size_t stack_size;      /* usable bytes per fiber stack; default 128 KiB,
-	                           rounded up to the page size, minimum 16 KiB */
-	unsigned stack_cache;   /* stacks kept per core for reuse; default 1024 */
-	unsigned ring_entries;  /* SQ entries (power of two); default 256; the
-	                           CQ gets 4x as many */
+	size_t stack_size;      /* usable bytes per fiber stack; default
+	                           RUNTIME_DEFAULT_STACK_SIZE, rounded up to the
+	                           page size, at least RUNTIME_MIN_STACK_SIZE */
+	unsigned stack_cache;   /* stacks kept per core for reuse; default
+	                           RUNTIME_DEFAULT_STACK_CACHE */
+	unsigned ring_entries;  /* SQ entries (a power of two, 8..32768);
+	                           default RUNTIME_DEFAULT_RING_ENTRIES; the CQ
+	                           gets 4x as many */
 	unsigned run_budget;    /* fibers run per loop turn before completions
-	                           are reaped; default 64 */
-	enum runtime_timer_mode timer_mode; /* default RUNTIME_TIMERS_HEAP */
+	                           are reaped; default RUNTIME_DEFAULT_RUN_BUDGET */
 	/* Kernel-bypass options (see README for the measurements). */
 	int sqpoll;             /* nonzero: a kernel thread polls the SQ;
 	                           default 0 */
-	unsigned sqpoll_idle_ms;/* SQPOLL thread idle time; default 50 */
+	unsigned sqpoll_idle_ms;/* SQPOLL thread idle time; default
+	                           RUNTIME_DEFAULT_SQPOLL_IDLE_MS */
 	int register_ring_fd;   /* nonzero: io_uring_register_ring_fd; default 1 */
 	int fixed_files;        /* nonzero: sockets from runtime_accept are
-	                           registered as fixed files; default 0 */
+	                           registered as fixed files (runtime_fd_register);
+	                           default 0 */
 	unsigned busy_poll_us;  /* spin this long for completions and inbox
 	                           work before the core blocks in the kernel;
 	                           default 0 */
@@ -95,34 +126,51 @@ RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config 
 /*
  * Run every core until all fibers on all cores have ended and no timer is
  * armed (or the runtime is shut down and everything has unwound). Call from
- * the thread that created the runtime, not from a fiber. Returns 0, -EBUSY
- * if already running, -EPERM from another thread, -EDEADLK (one core only:
- * every fiber waits on another and nothing can wake them), or -errno if a
- * ring or thread failed. May be called again after it returns, to run fibers
- * spawned since; spawns from other threads that arrive after it returned
- * wait for the next call.
+ * the thread that created the runtime, not from a fiber. May be called
+ * again after it returns, to run fibers spawned since; spawns from other
+ * threads that arrive after it returned wait for the next call.
+ * Returns 0, -EBUSY if already running, -EPERM from another thread, or:
+ *  - -EDEADLK, on a one-core runtime only, when fibers remain but none can
+ *    ever be resumed: no timer, sleep or timed wait is armed, no I/O is in
+ *    flight, and no fiber is in runtime_park or otherwise waiting for
+ *    another thread (a fiber in runtime_park(-1) keeps the run going: any
+ *    thread may unpark it). Typically fibers joining each other. The fibers
+ *    stay; runtime_shutdown() then a new run unwinds them.
+ *  - -errno if a ring or a thread could not be created or a ring broke.
+ *    The run stops on every core, nothing is left in flight in the kernel,
+ *    pending timers complete with RUNTIME_TIMER_SHUTDOWN, and the runtime
+ *    is failed for good: later runs return the same error, spawns return
+ *    -ESHUTDOWN, and runtime_destroy frees the fibers that were alive
+ *    without running them again.
  */
 RUNTIME_API int runtime_run(struct runtime *rt);
 
 /*
  * Ask the runtime to stop: later spawns return -ESHUTDOWN, pending timers
- * complete at once with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled
- * (its blocking calls return -ECANCELED) so runtime_run() returns once they
- * have ended. Any thread; each core carries it out on its own thread.
+ * complete with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled (its
+ * blocking calls return -ECANCELED) so runtime_run() returns once they have
+ * ended. Any thread, any number of times. Each core carries it out from its
+ * loop - also the caller's own core, so it happens just after this returns
+ * and timer callbacks never run inside the calling fiber; while nothing
+ * runs, the creating thread carries it out at once.
  */
 RUNTIME_API void runtime_shutdown(struct runtime *rt);
 
 /*
  * Turn SIGINT and SIGTERM into runtime_shutdown(): the two signals are
  * blocked in the calling thread (and so in the core threads runtime_run()
- * starts) and read from a signalfd on core 0's ring; no signal handler is
- * installed. From the creating thread, before runtime_run(). Returns 0,
- * -EPERM (another thread, or running) or -errno from signalfd(2).
+ * starts; create other threads after this call so that they inherit it)
+ * and read from a signalfd on core 0's ring; no signal handler is
+ * installed. runtime_destroy() unblocks them again. From the creating
+ * thread, before runtime_run(). Returns 0, -EPERM (another thread, or
+ * running) or -errno from signalfd(2).
  */
 RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
 
-/* Free the runtime. Only after runtime_run() has returned (or never ran);
- * fibers that never ran are discarded unrun. */
+/* Free the runtime. Only after runtime_run() has returned (or never ran),
+ * with no other thread still using it. Fibers that never ran are discarded
+ * unrun; timers that never completed complete here, with
+ * RUNTIME_TIMER_SHUTDOWN, on the calling thread. */
 RUNTIME_API void runtime_destroy(struct runtime *rt);
 
 /* The runtime of the calling fiber or timer callback, or NULL. */
@@ -152,10 +200,10 @@ RUNTIME_API int runtime_core_index(void);
 /*
  * Like runtime_spawn, but the fiber is joinable: *fiber receives a handle
  * that must be passed to runtime_fiber_join() or runtime_fiber_detach()
- * exactly once (an unjoined handle keeps the fiber's stack). fn's return
- * value is what join reports. The fiber goes on the caller's core: from a
- * fiber of rt, or from the creating thread while runtime_run() is not
- * running (core 0); else -EPERM.
+ * once (an unjoined handle keeps the fiber's stack; a second join or detach
+ * returns -ESRCH). fn's return value is what join reports. The fiber goes
+ * on the caller's core: from a fiber of rt, or from the creating thread
+ * while runtime_run() is not running (core 0); else -EPERM.
  */
 RUNTIME_API int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **fiber,
                                     void *(*fn)(void *), void *arg);
@@ -163,30 +211,37 @@ RUNTIME_API int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **f
 /*
  * Wait for a joinable fiber to end, store its result in *result (if not
  * NULL) and release the handle. Fiber context, same core. Returns 0,
- * -EDEADLK (joining itself), -EINVAL (not joinable, or already being joined),
- * -ECANCELED or -ETIMEDOUT (the caller was cancelled or hit its deadline;
- * the handle stays valid and may be joined again).
+ * -EDEADLK (joining itself), -EINVAL (NULL, not joinable, or already being
+ * joined), -ESRCH (no such fiber: already joined or detached), -EPERM (a
+ * fiber of another core), -ECANCELED or -ETIMEDOUT (the caller was
+ * cancelled or hit its deadline; the handle stays valid and may be joined
+ * again).
  */
 RUNTIME_API int runtime_fiber_join(struct runtime_fiber *fiber, void **result);
 
-/* Give up the handle; the fiber's resources go when it ends. Same core.
- * Returns 0 or -EINVAL (not joinable, or being joined). */
+/* Give up the handle; the fiber's resources go when it ends. On the
+ * fiber's core (or from the creating thread while nothing runs). Returns 0,
+ * -EINVAL (NULL, not joinable, or being joined), -ESRCH (already joined or
+ * detached) or -EPERM (another thread). */
 RUNTIME_API int runtime_fiber_detach(struct runtime_fiber *fiber);
 
 /*
  * Cancel a fiber: its pending or next blocking call returns -ECANCELED, and
  * so does every later one (runtime_close excepted). The fiber keeps running
- * so that it can clean up. From a fiber or timer callback on the same core,
- * or from the creating thread while runtime_run() is not running.
- * Returns 0, or -ESRCH if the fiber has already ended.
+ * so that it can clean up. From a fiber or timer callback on the fiber's
+ * core, or from the creating thread while runtime_run() is not running.
+ * Returns 0, -EINVAL (NULL), -ESRCH (the fiber has ended) or -EPERM
+ * (another thread).
  */
 RUNTIME_API int runtime_fiber_cancel(struct runtime_fiber *fiber);
 
-/* The calling fiber's handle (valid for cancel and id only unless it is
- * the caller's own joinable handle), or NULL outside fiber context. */
+/* The calling fiber's handle, or NULL outside fiber context. For a
+ * detached fiber it serves cancel, unpark and id while the fiber lives,
+ * and -ESRCH after. */
 RUNTIME_API struct runtime_fiber *runtime_fiber_self(void);
 
-/* A fiber's id: unique within its runtime, never 0. */
+/* A fiber's id: unique within its runtime, never 0. Any thread; 0 if the
+ * handle names no fiber (any more). */
 RUNTIME_API uint64_t runtime_fiber_id(const struct runtime_fiber *fiber);
 
 /* The calling fiber's local storage slot (NULL when a fiber starts). Fiber
@@ -205,9 +260,8 @@ RUNTIME_API int runtime_park(int64_t timeout_ns);
 
 /*
  * Wake fiber if it is parked in runtime_park, else give it the permit.
- * Any thread; the handle must stay valid for the call (the fiber has not
- * ended, or is still joinable). Wakes a sleeping core through its eventfd.
- * Returns 0 or -EINVAL.
+ * Any thread. Wakes a sleeping core through its eventfd. Returns 0,
+ * -EINVAL (NULL) or -ESRCH (the fiber has ended).
  */
 RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 
@@ -220,25 +274,29 @@ RUNTIME_API int runtime_yield(void);
 RUNTIME_API uint64_t runtime_now(void);
 
 /*
- * Sleep for ns nanoseconds (an io_uring timeout). Fiber context.
- * Returns 0 once the time has passed, -ECANCELED, or -ETIMEDOUT if the
- * fiber's deadline comes first.
+ * Sleep for ns nanoseconds (a timer of the core; UINT64_MAX: until
+ * cancelled). Fiber context. Returns 0 once the time has passed,
+ * -ECANCELED, or -ETIMEDOUT if the fiber's deadline comes first.
  */
 RUNTIME_API int runtime_sleep(uint64_t ns);
 
 /*
  * Set the calling fiber's deadline: an absolute runtime_now() time after
  * which every blocking call returns -ETIMEDOUT (a call already past it
- * fails at once without touching the fd). 0 clears it. Fiber context.
+ * fails at once without touching the fd). 0 (or UINT64_MAX) clears it.
+ * Fiber context.
  */
 RUNTIME_API void runtime_deadline_set(uint64_t deadline_ns);
 RUNTIME_API uint64_t runtime_deadline_get(void);
 
 /*
  * Cancellable timers. The storage belongs to the caller and must stay valid
- * until the callback has run. The callback runs exactly once on the core that
- * started the timer, outside any fiber (it must not block; it may spawn,
- * start or cancel timers), and is told why it ran.
+ * until the callback has run. The callback runs exactly once, from the loop
+ * of the core that started the timer - never inside a fiber, and never
+ * inside the call that ended the timer - and is told why it ran: its
+ * deadline came, it was cancelled, or the runtime shut down. It must not
+ * block; it may spawn, and start or cancel timers. (Timers still pending
+ * when a failed runtime is destroyed complete on the destroying thread.)
  */
 enum runtime_timer_why {
 	RUNTIME_TIMER_FIRED = 0,
@@ -246,17 +304,21 @@ enum runtime_timer_why {
 	RUNTIME_TIMER_SHUTDOWN = 2,
 };
 
-/* Storage for a timer: zero it before its first start. */
+/* Storage for a timer: RUNTIME_TIMER_INIT (or zeroed) before its first
+ * start; it may be started again once its callback has run. */
 struct runtime_timer {
 	uint64_t opaque_[10]; /* private */
 };
+
+#define RUNTIME_TIMER_INIT { { 0 } }
 
 typedef void runtime_timer_fn(struct runtime_timer *timer, void *arg,
                               enum runtime_timer_why why);
 
 /*
- * Arm a timer to fire after delay_ns. From a fiber or timer callback.
- * Returns 0, -EPERM (no core here), -EBUSY (the timer is already armed),
+ * Arm a timer to fire after delay_ns (UINT64_MAX: only a cancel or shutdown
+ * ends it). From a fiber or timer callback. Returns 0, -EPERM (no core
+ * here), -EINVAL, -EBUSY (armed, or its callback has not run yet),
  * -ESHUTDOWN.
  */
 RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
@@ -264,21 +326,21 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
 
 /*
  * Cancel an armed timer. Same core as runtime_timer_start. Returns 0 when the
- * cancel was taken (the callback will run, or has run, with
- * RUNTIME_TIMER_CANCELLED, unless the kernel timeout fired first: the
- * callback's why is authoritative), or -EALREADY if the callback has run.
- * With heap timers the callback runs inside this call, in the caller's
- * context; with kernel timers, from the loop once the removal has landed.
+ * cancel was taken: the callback runs with RUNTIME_TIMER_CANCELLED from the
+ * core's loop after this returns (the storage must stay valid until then).
+ * -EALREADY if it fired or was cancelled already, -EPERM from another core.
  */
 RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
 
 /*
  * Named timers (seed 004): started and cancelled from any thread, by name.
- * The name is copied. The callback runs exactly once, on the timer's core
- * (the starter's own core if it is one of rt's, else round-robin), outside
- * any fiber, after the timer is fully disarmed, with the reason that won the
- * race: RUNTIME_TIMER_FIRED, _CANCELLED or _SHUTDOWN. The runtime keeps
- * running until every started timer's callback has run.
+ * The name is copied; the deadline is taken at the start call. The callback
+ * runs exactly once, from the loop of the timer's core (the starter's own
+ * core if it is one of rt's, else round-robin) - never inside a fiber or
+ * inside the start or cancel call - with the reason that won the race:
+ * RUNTIME_TIMER_FIRED, _CANCELLED or _SHUTDOWN. The runtime keeps running
+ * until every started timer's callback has run (a timer that never reached
+ * a run completes in runtime_destroy, on the destroying thread).
  */
 typedef void runtime_named_timer_fn(void *arg, enum runtime_timer_why why);
 
@@ -301,8 +363,9 @@ RUNTIME_API size_t runtime_timer_cancel_named(struct runtime *rt, const char *na
 
 /* Each of these is one io_uring SQE with the shape and result of the
  * syscall it names: a byte count, an fd or 0, else -errno (-ECANCELED,
- * -ETIMEDOUT as above, -EPERM outside fiber context). Buffers must stay
- * valid until the call returns (they may live on the fiber's stack). */
+ * -ETIMEDOUT as above, -EPERM outside fiber context, -EPIPE for a write to
+ * a gone reader: never SIGPIPE). Buffers must stay valid until the call
+ * returns (they may live on the fiber's stack). */
 RUNTIME_API ssize_t runtime_read(int fd, void *buf, size_t len);
 RUNTIME_API ssize_t runtime_write(int fd, const void *buf, size_t len);
 RUNTIME_API ssize_t runtime_readv(int fd, const struct iovec *iov, int iovcnt);
@@ -316,7 +379,14 @@ RUNTIME_API ssize_t runtime_sendmsg(int fd, const struct msghdr *msg, int flags)
 /* flags: SOCK_NONBLOCK / SOCK_CLOEXEC, as accept4(2). */
 RUNTIME_API int runtime_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 RUNTIME_API int runtime_connect(int fd, const struct sockaddr *addr, socklen_t addrlen);
-/* Never cancelled and never cut short by a deadline: the fd is always closed. */
+/*
+ * Close fd: never cancelled and never cut short by a deadline, so the fd is
+ * always closed. Any thread (outside a fiber it is close(2)). With fixed
+ * files, the registration is released first on whichever core holds it
+ * (a fiber of another core waits for that; any other thread hands the
+ * close itself to that core and returns 0 at once). Returns 0, -EBADF, or
+ * -ENOMEM (the handover of a registered fd failed: it is still open).
+ */
 RUNTIME_API int runtime_close(int fd);
 RUNTIME_API int runtime_openat(int dirfd, const char *path, int flags, mode_t mode);
 /* datasync nonzero: fdatasync(2) semantics. */
@@ -326,8 +396,9 @@ RUNTIME_API int runtime_sock_shutdown(int fd, int how);
 
 /*
  * Wait until fd is ready for events (POLLIN, POLLOUT, ...), for at most
- * timeout_ns (negative: no limit other than the fiber's deadline). Returns
- * the ready events (> 0), -ETIMEDOUT, -ECANCELED or -errno.
+ * timeout_ns (negative, or too long to add to now: no limit other than the
+ * fiber's deadline). Returns the ready events (> 0), -ETIMEDOUT,
+ * -ECANCELED or -errno.
  * timeout_ns == 0 is a readiness check, not a wait: it never blocks, so it
  * works from any thread and ignores cancellation and deadlines.
  */
@@ -365,8 +436,12 @@ RUNTIME_API ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *do
 
 /*
  * Register fd as a fixed file of the calling core's ring, so that I/O on it
- * skips the kernel's fd lookup; runtime_close() unregisters it. Fiber
- * context. Returns 0, -ENOSPC (table full), -EOPNOTSUPP (kernel lacks it).
+ * from this core skips the kernel's fd lookup (other cores use it as a
+ * plain fd). Close it only with runtime_close(), from any thread: close(2)
+ * would leave the registration holding the file under a number the kernel
+ * reuses. Fiber context. Returns 0 (also if already registered here),
+ * -EBADF, -EBUSY (registered on another core), -ENOSPC (fd past the table),
+ * -EOPNOTSUPP (fixed_files off, or the kernel lacks it), -EPERM.
  */
 RUNTIME_API int runtime_fd_register(int fd);
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * inbox.c - how other threads reach a core: a lock-free multi-producer,
- * single-consumer inbox per core, and an eventfd that wakes the core only
- * when it is asleep.
+ * single-consumer inbox per core, an eventfd that wakes the core only when
+ * it is asleep, and the dispatch of what arrives (spawns, wake-ups,
+ * shutdown, named timers, fixed-file releases).
  *
  * Producers push with a CAS on the inbox head (a Treiber stack); the core
  * takes the whole list with one exchange and reverses it, so items are
@@ -28,7 +29,7 @@ void runtime__inbox_push(struct core *c, struct inbox_node *n)
 	struct inbox_node *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
 
 	do
-		n->next = head;
+		n->link.next = head ? &head->link : NULL;
 	while (!atomic_compare_exchange_weak_explicit(&c->inbox, &head, n, memory_order_seq_cst,
 	                                              memory_order_relaxed));
 	runtime__core_wake(c);
@@ -76,48 +77,100 @@ void runtime__wakeup_cqe(struct core *c)
 	c->wake_armed = false;
 }
 
-/* The whole inbox, oldest first (never NULL: called when non-empty). */
-static struct inbox_node *take_all(struct core *c)
+static struct inbox_node *node_of(struct qnode *q)
+{
+	return container_of(q, struct inbox_node, link);
+}
+
+/* Move everything pushed so far to the backlog, oldest first. */
+static void take_all(struct core *c)
 {
 	struct inbox_node *n = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
-	struct inbox_node *fifo = NULL;
+	struct qnode *fifo = NULL;
 
 	while (n) {
-		struct inbox_node *next = n->next;
-		n->next = fifo;
-		fifo = n;
-		n = next;
+		struct qnode *next = n->link.next;
+		n->link.next = fifo;
+		fifo = &n->link;
+		n = next ? node_of(next) : NULL;
 	}
-	return fifo;
+	queue_push_chain(&c->backlog, fifo);
+}
+
+/* Handle one item on its core. Returns -ENOMEM for a spawn that cannot get
+ * a stack now: it stays first in the backlog, not dropped. */
+static int handle(struct core *c, struct inbox_node *n)
+{
+	switch ((enum inbox_kind)n->kind) {
+	case INBOX_SPAWN: {
+		struct spawn_req *req = container_of(n, struct spawn_req, node);
+		int rc = runtime__fiber_spawn_here(c, req->fn, req->arg);
+		if (rc < 0)
+			return rc;
+		free(req);
+		runtime__work_done(c->rt);
+		return 0;
+	}
+	case INBOX_WAKE: {
+		struct fiber *f = container_of(n, struct fiber, wake_node);
+		runtime__resume(f, f->xwake_res);
+		return 0;
+	}
+	case INBOX_SHUTDOWN:
+		runtime__core_shutdown(c);
+		return 0;
+	case INBOX_NAMED_START:
+		runtime__named_start_here(c, n);
+		return 0;
+	case INBOX_NAMED_CANCEL:
+		runtime__named_cancel_here(c, n);
+		return 0;
+	case INBOX_FD_RELEASE:
+		runtime__fixed_release_here(c, n);
+		return 0;
+	}
+	return 0;
 }
 
 /* The loop's inbox phase. At most run_budget items per turn, as many as
  * the run phase runs, so that a flood of spawns runs as it arrives instead
- * of piling up as stacks; the rest wait, in order, on c->deferred. A spawn
- * that cannot get a stack now (ENOMEM) waits there too, not dropped. */
+ * of piling up as stacks; the rest wait, in order, in the backlog. */
 void runtime__inbox_drain(struct core *c)
 {
 	const unsigned budget = c->rt->cfg.run_budget;
 
-	if (atomic_load_explicit(&c->inbox, memory_order_relaxed)) {
-		struct inbox_node *n = take_all(c);
-		if (c->deferred)
-			c->deferred_tail->next = n;
-		else
-			c->deferred = n;
-		while (n->next)
-			n = n->next;
-		c->deferred_tail = n;
-	}
-	for (unsigned done = 0; c->deferred && done < budget; done++) {
-		struct inbox_node *n = c->deferred;
-		c->deferred = n->next;
-		if (runtime__inbox_handle(c, n) < 0) {
-			if (!c->deferred)
-				c->deferred_tail = n;
-			n->next = c->deferred;
-			c->deferred = n;
+	if (atomic_load_explicit(&c->inbox, memory_order_relaxed))
+		take_all(c);
+	for (unsigned done = 0; done < budget && !queue_empty(&c->backlog); done++) {
+		struct qnode *q = queue_pop(&c->backlog);
+		if (handle(c, node_of(q)) < 0) {
+			queue_push_front(&c->backlog, q);
 			return;
+		}
+	}
+}
+
+/* runtime_destroy: inbox work that never reached a run. A wake-up or a
+ * shutdown node belongs to a fiber or core; the rest is freed. */
+void runtime__inbox_discard(struct core *c)
+{
+	take_all(c);
+	for (struct qnode *q; (q = queue_pop(&c->backlog));) {
+		struct inbox_node *n = node_of(q);
+		switch ((enum inbox_kind)n->kind) {
+		case INBOX_SPAWN:
+			free(container_of(n, struct spawn_req, node));
+			break;
+		case INBOX_NAMED_START:
+		case INBOX_NAMED_CANCEL:
+			runtime__named_discard(c->rt, n);
+			break;
+		case INBOX_FD_RELEASE:
+			runtime__fixed_discard(n);
+			break;
+		case INBOX_WAKE:
+		case INBOX_SHUTDOWN:
+			break;
 		}
 	}
 }

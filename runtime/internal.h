@@ -14,70 +14,178 @@
 #include <errno.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
-#include <sys/signalfd.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/signalfd.h>
 
+#include "list.h"
 #include "runtime.h"
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-#define container_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
-
 struct core;
+
+/* ------------------------------------------------------------------- time */
+
+/* Internally a deadline is an absolute CLOCK_MONOTONIC time in ns, and
+ * NEVER is the one that does not come (publicly, 0 means "none"). */
+#define NEVER UINT64_MAX
+
+/* The one place a deadline is computed: now + delay, saturating, so that a
+ * huge delay means never, not at once. */
+static inline uint64_t deadline_add(uint64_t now, uint64_t delay)
+{
+	return delay > NEVER - now ? NEVER : now + delay;
+}
+
+static inline uint64_t deadline_min(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+/* A public timeout: negative means no limit. */
+static inline uint64_t deadline_from_timeout(uint64_t now, int64_t timeout_ns)
+{
+	return timeout_ns < 0 ? NEVER : deadline_add(now, (uint64_t)timeout_ns);
+}
+
+static inline void ts_from_ns(struct __kernel_timespec *ts, uint64_t ns)
+{
+	ts->tv_sec = (long long)(ns / 1000000000ull);
+	ts->tv_nsec = (long long)(ns % 1000000000ull);
+}
 
 /* ----------------------------------------------------------------- stacks */
 
-struct stack {
-	void *base;     /* lowest address of the mapping (the guard page) */
-	size_t size;    /* whole mapping, guard included */
+#define SLAB_STACKS 64  /* stacks per mmap, and per batch given back */
+
+/* SLAB_STACKS stacks of `each` bytes (guard page first), and for each the
+ * generation that handles carry: bumped when the stack is released, so a
+ * handle kept past its fiber's end names no fiber (stack.c). */
+struct slab {
+	char *base;
+	size_t each;
+	struct core *core;                    /* whose stacks these are */
+	uint32_t id;                          /* in the process-wide directory */
+	_Atomic uint32_t gen[SLAB_STACKS];
 };
 
-/* Usable top of a stack (16-byte aligned, exclusive). */
+struct stack {
+	struct slab *slab;
+	unsigned idx;
+};
+
+static inline char *stack_base(const struct stack *s)
+{
+	return s->slab->base + (size_t)s->idx * s->slab->each;
+}
+
+/* Usable top of a stack (page aligned, exclusive). */
 static inline char *stack_top(const struct stack *s)
 {
-	return (char *)s->base + s->size;
+	return stack_base(s) + s->slab->each;
 }
 
 int runtime__stack_alloc(struct core *c, struct stack *s);
-void runtime__stack_free(struct core *c, struct stack *s);
-void runtime__stack_cache_drain(struct core *c);
-size_t runtime__stack_guard_size(void);
-int runtime__overflow_handler_install(void);
-int runtime__altstack_enter(struct core *c);
-void runtime__altstack_leave(struct core *c);
+void runtime__stack_free(struct core *c, const struct stack *s);
+void runtime__stacks_free(struct core *c);
+size_t runtime__page_size(void);
 
-/* ----------------------------------------------------------------- fibers */
+/*
+ * Handles: (generation << 32 | slab id << 6 | stack index). Every slab has
+ * an id in a process-wide directory of SLAB_DIR_CHUNKS chunks of
+ * SLAB_DIR_CHUNK entries (64M slabs over the life of the process), found
+ * here without a call: join, cancel and unpark resolve a handle each time.
+ */
+#define HANDLE_IDX_BITS 6
+#define SLAB_DIR_CHUNK 4096u
+#define SLAB_DIR_CHUNKS 16384u
+_Static_assert(SLAB_STACKS == 1u << HANDLE_IDX_BITS, "a handle holds a stack index");
+_Static_assert((uint64_t)SLAB_DIR_CHUNKS * SLAB_DIR_CHUNK << HANDLE_IDX_BITS <= 1ull << 32,
+               "a handle holds a slab id in 32 bits beside its generation");
 
-enum fiber_state {
-	FIBER_READY,    /* on the run queue, or about to be */
-	FIBER_RUNNING,
-	FIBER_PARKED,   /* waiting for runtime__wake() */
-	FIBER_DONE,
+typedef struct slab *_Atomic *_Atomic slab_dir_chunk;
+extern slab_dir_chunk runtime__slab_dir[SLAB_DIR_CHUNKS];
+
+static inline struct slab *slab_lookup(uint32_t id)
+{
+	if (id == 0 || id / SLAB_DIR_CHUNK >= SLAB_DIR_CHUNKS)
+		return NULL;
+	struct slab *_Atomic *chunk =
+		atomic_load_explicit(&runtime__slab_dir[id / SLAB_DIR_CHUNK], memory_order_acquire);
+	return chunk ? atomic_load_explicit(&chunk[id % SLAB_DIR_CHUNK], memory_order_acquire)
+	             : NULL;
+}
+
+static inline struct runtime_fiber *handle_make(const struct stack *s, uint32_t *gen)
+{
+	*gen = atomic_load_explicit(&s->slab->gen[s->idx], memory_order_relaxed);
+	uint64_t h = (uint64_t)*gen << 32 | (uint64_t)s->slab->id << HANDLE_IDX_BITS | s->idx;
+	return (struct runtime_fiber *)(uintptr_t)h;
+}
+
+/* What a handle names: the fiber at its stack slot, that stack's core, and
+ * the generation the handle was made under. */
+struct handle_ref {
+	struct fiber *fiber;
+	struct core *core;
+	uint32_t gen;
+	const _Atomic uint32_t *live; /* the slot's generation now */
 };
 
-enum fiber_flags {
-	FIBER_CANCELLED = 1u << 0,
-	FIBER_JOINABLE  = 1u << 1, /* a handle is out: keep the struct after exit */
-	FIBER_VOID_FN   = 1u << 2, /* started by runtime_spawn: fn returns void */
-	FIBER_LOOP      = 1u << 3, /* the core thread's own context, not a fiber */
-};
+/* Does ref still name the fiber it named? */
+static inline bool handle_current(const struct handle_ref *ref)
+{
+	return atomic_load_explicit(ref->live, memory_order_acquire) == ref->gen;
+}
+
+struct fiber;
+static inline struct fiber *fiber_of_stack(const struct stack *s);
+
+/* False if h names no fiber: never did, or its stack was released since.
+ * Any thread. Slabs stay mapped until runtime_destroy, so what ref points
+ * at may be read even once it has gone stale. */
+static inline bool handle_resolve(const struct runtime_fiber *handle, struct handle_ref *ref)
+{
+	uint64_t h = (uint64_t)(uintptr_t)handle;
+	struct slab *sl = slab_lookup((uint32_t)h >> HANDLE_IDX_BITS);
+	unsigned idx = (unsigned)(h & (SLAB_STACKS - 1));
+
+	if (!sl)
+		return false;
+	ref->fiber = fiber_of_stack(&(struct stack){ sl, idx });
+	ref->core = sl->core;
+	ref->gen = (uint32_t)(h >> 32);
+	ref->live = &sl->gen[idx];
+	return handle_current(ref);
+}
+
+/* ---------------------------------------------------------------- signals */
+
+int runtime__signals_acquire(void);
+void runtime__signals_release(void);
+int runtime__core_signals_enter(struct core *c);
+void runtime__core_signals_leave(struct core *c);
+void runtime__shutdown_signals_release(struct runtime *rt);
+
+/* ------------------------------------------------------------------ inbox */
 
 /* Work handed to a core by another thread (inbox.c). */
 enum inbox_kind {
-	INBOX_SPAWN,    /* struct spawn_req: start a fiber here */
-	INBOX_WAKE,     /* struct fiber's own node: wake it with xwake_res */
-	INBOX_SHUTDOWN, /* the core's own node: shut this core down */
+	INBOX_SPAWN,        /* struct spawn_req: start a fiber here */
+	INBOX_WAKE,         /* a fiber's own node: resume it with xwake_res */
+	INBOX_SHUTDOWN,     /* the core's own node: shut this core down */
 	INBOX_NAMED_START,  /* a named timer reached its core (named.c) */
 	INBOX_NAMED_CANCEL, /* a canceller won the race for a named timer */
+	INBOX_FD_RELEASE,   /* unregister a fixed file here (fixed.c) */
 };
 
 struct inbox_node {
-	struct inbox_node *next;
+	struct qnode link;
 	uint8_t kind;
 };
 
@@ -87,23 +195,52 @@ struct spawn_req {
 	void *arg;
 };
 
+void runtime__inbox_push(struct core *c, struct inbox_node *n);
+void runtime__inbox_drain(struct core *c);
+void runtime__inbox_discard(struct core *c);
+void runtime__core_wake(struct core *c);
+bool runtime__core_may_sleep(struct core *c);
+void runtime__core_awake(struct core *c);
+void runtime__wakeup_cqe(struct core *c);
+
+/* ----------------------------------------------------------------- fibers */
+
+enum fiber_state {
+	FIBER_READY,     /* on the run queue, or about to be */
+	FIBER_RUNNING,
+	FIBER_SUSPENDED, /* waiting for runtime__resume() */
+	FIBER_DONE,
+};
+
+enum fiber_flags {
+	FIBER_CANCELLED = 1u << 0,
+	FIBER_JOINABLE  = 1u << 1, /* a handle is out: keep the stack after exit */
+	FIBER_VOID_FN   = 1u << 2, /* started by runtime_spawn: fn returns void */
+	FIBER_LOOP      = 1u << 3, /* the core thread's own context, not a fiber */
+};
+
 /*
  * A fiber. It lives at the top of its own stack, so a spawn is one stack
- * from the cache and nothing else, and a parked fiber touches one page.
+ * from the cache and nothing else, and a suspended fiber touches one page.
  */
 struct fiber {
+	/* runtime_park: gen << 32 | PARK_* state. First, so that creation can
+	 * clear the rest while a stale unpark may still read this word. */
+	_Atomic uint64_t park_state;
 	void *sp;                   /* saved stack pointer while switched out */
-	struct fiber *next;         /* run queue link */
+	struct qnode runq;          /* run queue link */
 	struct core *core;
 	uint8_t state;
 	uint8_t flags;
-	int wake_res;               /* what the waker handed over */
-	/* Called by cancel while parked; must eventually wake the fiber. NULL:
-	 * cancel wakes the fiber at once with -ECANCELED. */
+	int resume_res;             /* what the resumer handed over */
+	/* Called by cancel while suspended; must eventually resume the fiber.
+	 * NULL: cancel resumes the fiber at once with -ECANCELED. */
 	void (*interrupt)(struct fiber *f);
-	void *wait_obj;             /* what it is parked on, for interrupt */
+	void *wait_obj;             /* what it is suspended on, for interrupt */
 	uint64_t id;
-	uint64_t deadline;          /* absolute ns, 0 = none */
+	uint64_t deadline;          /* absolute ns, NEVER = none */
+	struct runtime_fiber *handle;
+	uint32_t gen;               /* the handle's generation */
 	union {
 		void (*void_fn)(void *);
 		void *(*fn)(void *);
@@ -112,9 +249,8 @@ struct fiber {
 	void *result;
 	void *local;
 	struct fiber *joiner;
-	struct fiber *all_prev, *all_next; /* every live fiber of the core */
-	_Atomic int park_state;     /* runtime_park: empty, permit, parked */
-	struct inbox_node inbox;    /* for wake-ups from other threads */
+	struct dnode all;           /* every live fiber of the core */
+	struct inbox_node wake_node;/* for resumes from other threads */
 	int xwake_res;              /* their result, published by the push */
 	struct stack stack;
 #ifdef RUNTIME_ASAN
@@ -127,9 +263,13 @@ struct fiber {
 #endif
 };
 
-struct fiber_queue {
-	struct fiber *head, *tail;
-};
+/* The fiber struct sits at the top of its stack, in a 64-byte slot. */
+#define FIBER_SLOT ((sizeof(struct fiber) + 63) & ~(size_t)63)
+
+static inline struct fiber *fiber_of_stack(const struct stack *s)
+{
+	return (struct fiber *)(stack_top(s) - FIBER_SLOT);
+}
 
 void runtime__switch(void **save_sp, void *next_sp);
 void runtime__fiber_trampoline(void);
@@ -137,21 +277,46 @@ void runtime__fiber_trampoline(void);
  * the returned sp calls entry(arg); entry must never return. */
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
+/* Suspend the running fiber until runtime__resume(); cancel calls
+ * interrupt(f) meanwhile (NULL: cancel resumes with -ECANCELED). Returns
+ * what the resumer handed over. */
+int runtime__suspend(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj);
+/* Suspend until resumed or until deadline (NEVER: no limit), when the
+ * result is timeout_res. */
+int runtime__suspend_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
+                           uint64_t deadline, int timeout_res);
+/* Make a suspended fiber of this core ready with res (no-op otherwise). */
+void runtime__resume(struct fiber *f, int res);
+/* The same from any thread, for a fiber that nothing else will resume. */
+void runtime__resume_from_anywhere(struct fiber *f, int res);
+void runtime__ignore_interrupt(struct fiber *f);
+int runtime__blocking_begin(struct fiber **out);
+int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg);
+void runtime__fiber_cancel(struct fiber *f);
+void runtime__fiber_release(struct core *c, struct fiber *f);
+void runtime__run_ready(struct core *c);
+
 /* ----------------------------------------------------------------- timers */
 
-enum timer_state { TIMER_IDLE, TIMER_ARMED, TIMER_CANCELLING };
+enum timer_state {
+	TIMER_IDLE,
+	TIMER_ARMED,    /* in the heap */
+	TIMER_ENDING,   /* public timers: out of the heap, callback queued */
+};
 
-/* Internal timer: the public struct runtime_timer's storage, and what
- * sleeps and timed parks use. fire() runs exactly once per start. */
+/* A timer in its core's heap: the public struct runtime_timer's storage,
+ * and what sleeps, timed suspends and cancel retries use. */
 struct timer {
-	uint64_t deadline;          /* absolute CLOCK_MONOTONIC ns */
+	uint64_t deadline;          /* absolute ns; NEVER is kept, never fires */
+	uint64_t seq;               /* start order: equal deadlines fire FIFO */
 	void (*fire)(struct timer *t, enum runtime_timer_why why);
 	struct core *core;
 	uint32_t heap_index;
 	uint8_t state;
-	uint8_t cancel_why;         /* kernel mode: why, once the removal lands */
-	struct __kernel_timespec ts; /* kernel mode: read by the kernel at submit */
-	runtime_timer_fn *user_fn;   /* public timers only */
+	uint8_t why;                /* TIMER_ENDING: the queued callback's */
+	bool on_shutdown;           /* completed by a shutdown (public, named) */
+	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
+	runtime_timer_fn *user_fn;  /* public timers only */
 	void *user_arg;
 };
 
@@ -165,45 +330,36 @@ struct timer_heap {
 	uint32_t len, cap;
 };
 
+/* Arm t to call t->fire(t, RUNTIME_TIMER_FIRED) from the loop at deadline. */
 void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
-void runtime__timer_cancel(struct timer *t);
-void runtime__timers_fire_due(struct core *c);
+/* Disarm without a callback. Returns false if t was not armed. */
+bool runtime__timer_stop(struct timer *t);
+void runtime__timers_run(struct core *c);
 void runtime__timers_arm(struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
-void runtime__timer_cqe(struct core *c, void *ptr, int res);
-void runtime__ktimeout_cqe(struct core *c, uint64_t user_data, int res);
+void runtime__ktimeout_cqe(struct core *c, uint64_t user_data);
 
 /* ------------------------------------------------------------------- ring */
 
-/* user_data tags in the low 3 bits of an 8-aligned pointer. */
+/* user_data: an 8-aligned pointer with a tag in its low TAG_BITS bits. */
+#define TAG_BITS 3
+#define TAG_MASK ((1ull << TAG_BITS) - 1)
+
 enum cqe_tag {
 	TAG_OP = 0,       /* struct op: the operation itself */
 	TAG_LINK_TIMEOUT, /* struct op: its linked timeout */
 	TAG_CANCEL,       /* struct op: an ASYNC_CANCEL aimed at it */
-	TAG_TIMER,        /* struct timer, kernel mode */
-	TAG_KTIMEOUT,     /* heap mode's armed timeout; generation << 3 */
+	TAG_KTIMEOUT,     /* the core's armed timeout; generation << TAG_BITS */
 	TAG_IGNORE,       /* no one waits for this CQE */
 	TAG_WAKEUP,       /* struct core: its eventfd read */
 	TAG_SIGNAL,       /* struct core: the shutdown signalfd read (core 0) */
 };
-#define TAG_MASK 7ull
-
-static inline void ts_from_ns(struct __kernel_timespec *ts, uint64_t ns)
-{
-	ts->tv_sec = (long long)(ns / 1000000000ull);
-	ts->tv_nsec = (long long)(ns % 1000000000ull);
-}
 
 static inline uint64_t tagged(const void *p, enum cqe_tag tag)
 {
 	return (uint64_t)(uintptr_t)p | tag;
 }
-
-/* Features found by the start-up probe (read-only once cores run). */
-struct ring_features {
-	unsigned setup_flags;       /* flags every ring is created with */
-};
 
 struct io_uring_sqe *runtime__sqe(struct core *c);
 void runtime__sqe_reserve(struct core *c, unsigned n);
@@ -212,23 +368,35 @@ void runtime__ring_exit(struct core *c);
 int runtime__ring_enter(struct core *c, bool wait);
 bool runtime__busy_poll(struct core *c);
 int runtime__ring_probe(const struct runtime_config *cfg);
-bool runtime__fixed(struct core *c, int fd);
-void runtime__fixed_forget(struct core *c, int fd);
 
 /* An in-flight operation, on the waiting fiber's stack. The fiber resumes
- * only when pending reaches 0: every CQE that names this struct has come. */
+ * only when pending reaches 0: every CQE that names this struct has come
+ * (io.c explains the cancel protocol). */
 struct op {
 	struct fiber *fiber;
 	int res;
-	uint8_t pending;
-	bool timed_out;             /* the linked timeout fired */
-	bool cancel_sent;           /* an ASYNC_CANCEL is (or was) in flight */
+	uint8_t pending;            /* CQEs still due */
+	uint8_t retries;            /* cancels sent so far */
+	bool done;                  /* the operation's own CQE has come */
+	bool timed_out;             /* the deadline passed before it completed */
+	bool cancelling;            /* asked to stop: cancel until done */
+	bool cancel_in_flight;
 	bool cancellable;           /* false for close: cleanup must not fail */
-	uint64_t deadline;          /* absolute ns for the linked timeout, 0 = none */
+	uint64_t deadline;          /* absolute ns for the linked timeout */
 	struct __kernel_timespec ts;
+	struct timer retry;         /* sends the next cancel */
 };
 
 void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);
+
+/* ------------------------------------------------------------ fixed files */
+
+int runtime__fixed_ring_init(struct core *c);
+void runtime__fixed_ring_exit(struct core *c);
+bool runtime__fixed(const struct core *c, int fd);
+int runtime__fixed_release(int fd);
+void runtime__fixed_release_here(struct core *c, struct inbox_node *n);
+void runtime__fixed_discard(struct inbox_node *n);
 
 /* ------------------------------------------------------------------- core */
 
@@ -238,13 +406,15 @@ struct core {
 	struct fiber *current;      /* running fiber, or &loop */
 	struct fiber *prev;         /* the context that switched to current */
 	struct fiber loop;          /* the core thread's own context */
-	struct fiber_queue ready;
+	struct queue ready;
 	unsigned budget;            /* fibers left to run this turn */
 	struct fiber *zombie;       /* ended fiber whose stack is to be freed */
-	struct fiber *all;          /* every live fiber */
+	struct dlist fibers;        /* every live fiber */
 	unsigned load;              /* live fibers + armed public timers */
-	unsigned xparked;           /* fibers in runtime_park: others may wake them */
+	unsigned xparked;           /* fibers another thread will resume (runtime_park,
+	                               a fixed-file release): no deadlock */
 	uint64_t next_id;
+	uint64_t now;               /* the clock, read once per loop turn */
 
 	/* Shared with other threads (inbox.c). */
 	_Atomic(struct inbox_node *) inbox;
@@ -252,42 +422,43 @@ struct core {
 	int wake_fd;                /* eventfd other threads write to wake us */
 	uint64_t wake_buf;          /* the armed read's buffer */
 	bool wake_armed;
-	struct inbox_node *deferred;/* inbox work taken, not yet handled */
-	struct inbox_node *deferred_tail;
+	struct queue backlog;       /* inbox work taken, not yet handled */
 	bool signal_armed;
 	struct inbox_node shutdown_node;
 	_Atomic bool shutdown_sent;
-	pthread_t thread;
+	pthread_t thread;           /* cores 1..: their thread, for the join */
+	sigset_t saved_mask;        /* the thread's signal mask before the run */
 
 	struct io_uring ring;
 	bool ring_ready;
+	bool fixed_ready;           /* the ring has a sparse fixed-file table */
 	unsigned in_flight;         /* submitted SQEs whose CQE is still due */
 
 	struct timer_heap timers;
-	uint64_t kt_deadline;       /* heap mode: armed kernel timeout, 0 = none */
+	struct queue timer_done;    /* public timers whose callback is due */
+	uint64_t timer_seq;
+	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
 	uint64_t kt_gen;
 	struct __kernel_timespec kt_ts;
-
-	uint8_t *fixed;             /* fixed_files: fd registered at slot fd? */
 
 	struct stack *stack_cache;  /* hot stacks, pages resident */
 	unsigned stack_cached;
 	struct {                    /* stacks whose pages were given back */
-		void **v;
+		struct stack *v;
 		size_t len, cap;
 	} clean;
 	struct {                    /* freed stacks awaiting MADV_DONTNEED */
-		void *v[64];
+		struct stack v[SLAB_STACKS];
 		unsigned len;
 	} pending;
-	void **slabs;               /* every slab, unmapped at destroy */
+	struct slab **slabs;        /* every slab, unmapped at destroy */
 	unsigned nslabs, slab_cap;
 	void *altstack;
 };
 
 struct runtime {
 	struct runtime_config cfg;
-	struct ring_features feat;
+	unsigned setup_flags;       /* ring setup flags found by the probe */
 	struct core *cores;
 	unsigned ncores;
 	pthread_t owner_thread;     /* the creating thread: runs core 0 */
@@ -296,8 +467,10 @@ struct runtime {
 	_Atomic bool stop;          /* every core leaves its loop */
 	_Atomic long work;          /* busy cores + inbox items in transit */
 	_Atomic unsigned next_core; /* round-robin placement */
+	int failed;                 /* a run failed with this -errno: no more runs */
 	struct named_registry *named;
 	int signal_fd;              /* runtime_shutdown_on_signals, or -1 */
+	sigset_t signals_blocked;   /* what that call blocked, to unblock */
 	struct signalfd_siginfo signal_buf;
 };
 
@@ -321,28 +494,59 @@ static inline struct fiber *this_fiber(void)
 	return c->current;
 }
 
-void runtime__inbox_push(struct core *c, struct inbox_node *n);
-void runtime__inbox_drain(struct core *c);
-int runtime__inbox_handle(struct core *c, struct inbox_node *n);
-void runtime__core_wake(struct core *c);
-bool runtime__core_may_sleep(struct core *c);
-void runtime__core_awake(struct core *c);
-void runtime__wakeup_cqe(struct core *c);
+static inline bool runtime__on_owner_thread(const struct runtime *rt)
+{
+	return pthread_equal(pthread_self(), rt->owner_thread);
+}
+
+static inline bool runtime__is_running(const struct runtime *rt)
+{
+	return atomic_load_explicit(&rt->running, memory_order_acquire);
+}
+
+static inline bool runtime__is_shutting_down(const struct runtime *rt)
+{
+	return atomic_load_explicit(&rt->shutting_down, memory_order_relaxed);
+}
+
+/* May this thread act on core c directly (create fibers there, touch its
+ * fibers and timers)? Its own core, or any core of a runtime that is not
+ * running, from the owner thread outside any core. */
+static inline bool runtime__may_create_on(const struct core *c)
+{
+	struct core *self = this_core();
+
+	if (self)
+		return self == c;
+	return !runtime__is_running(c->rt) && runtime__on_owner_thread(c->rt);
+}
+
+/* loop.c */
 struct core *runtime__place(struct runtime *rt);
 void runtime__work_begin(struct runtime *rt);
 void runtime__work_done(struct runtime *rt);
+
+/* A core's load (live fibers, armed public timers) is its own; it counts
+ * as one unit of the runtime's work while it is not zero. */
+static inline void runtime__load_add(struct core *c)
+{
+	if (c->load++ == 0)
+		runtime__work_begin(c->rt);
+}
+
+static inline void runtime__load_sub(struct core *c)
+{
+	if (--c->load == 0)
+		runtime__work_done(c->rt);
+}
+void runtime__stop_all(struct runtime *rt);
+void runtime__core_shutdown(struct core *c);
+
+/* named.c */
 int runtime__named_init(struct runtime *rt);
 void runtime__named_free(struct runtime *rt);
 void runtime__named_discard(struct runtime *rt, struct inbox_node *n);
 void runtime__named_start_here(struct core *c, struct inbox_node *n);
 void runtime__named_cancel_here(struct core *c, struct inbox_node *n);
-void runtime__load_add(struct core *c);
-void runtime__load_sub(struct core *c);
-
-int runtime__park(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj);
-int runtime__park_until(struct core *c, uint64_t deadline, int timeout_res);
-void runtime__wake(struct fiber *f, int res);
-int runtime__cancel_pending(struct fiber *f);
-int runtime__blocking_begin(struct fiber **out);
 
 #endif /* RUNTIME_INTERNAL_H */

@@ -1,21 +1,42 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * io.c - blocking-style I/O for fibers: each call is one SQE (plus an
- * IORING_OP_LINK_TIMEOUT when a deadline applies) and the fiber parks until
- * every CQE that names its struct op has arrived - the operation, its linked
- * timeout and any ASYNC_CANCEL - because the SQEs point at the fiber's stack.
+ * IORING_OP_LINK_TIMEOUT when a deadline applies) and the fiber stays
+ * suspended until every CQE that names its struct op has arrived - the
+ * operation, its linked timeout and every ASYNC_CANCEL - because the SQEs
+ * point at the fiber's stack.
  *
- * Cancelling a parked fiber sends an ASYNC_CANCEL for its operation; the
- * operation may still complete (an accept may return an fd), and then its
- * real result is returned so that nothing is lost or leaked.
+ * Stopping an operation (the fiber is cancelled, or its deadline passed
+ * but the linked timeout missed it) is a loop, not a single request: the
+ * kernel answers an ASYNC_CANCEL (and a linked timeout) with -ENOENT or
+ * -EALREADY when the operation is between a poll wake-up and its re-arm,
+ * or running in io-wq, and then the operation goes on. So until the
+ * operation's own CQE has come, every cancel that comes back is followed by
+ * another: at once for the first two, then after a backoff (20 us doubling
+ * to 10 ms), so that an operation that takes long to die costs no spin.
+ * An operation that completed anyway returns its real result (an accepted
+ * fd, bytes read), so nothing is lost or leaked.
  */
 #include "internal.h"
 
 #include <limits.h>
 #include <poll.h>
+#include <unistd.h>
 
 /* Linux's own cap on one read or write (MAX_RW_COUNT). */
 #define RW_MAX 0x7ffff000u
+
+/* ThreadSanitizer cannot see a close done by the kernel for the ring: it
+ * would take the next fd with the same number, on another core, for a
+ * race. Its builds close with close(2), which it intercepts. */
+#ifdef RUNTIME_TSAN
+#define RUNTIME_TSAN_CLOSE 1
+#else
+#define RUNTIME_TSAN_CLOSE 0
+#endif
+
+#define RETRY_FIRST_NS (20 * 1000ull)
+#define RETRY_MAX_NS (10 * 1000 * 1000ull)
 
 static unsigned rw_len(size_t len)
 {
@@ -23,10 +44,10 @@ static unsigned rw_len(size_t len)
 }
 
 /*
- * Start an operation of the calling fiber, with an optional extra deadline
- * (absolute ns; the fiber's own deadline applies too). Returns a reserved
- * SQE, with room for the linked timeout behind it, or NULL with op->res set
- * when the call must fail at once.
+ * Start an operation of the calling fiber, with an optional deadline of its
+ * own (absolute ns, NEVER for none; the fiber's deadline applies too).
+ * Returns a reserved SQE, with room for the linked timeout behind it, or
+ * NULL with op->res set when the call must fail at once.
  */
 static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 {
@@ -36,15 +57,17 @@ static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 	op->fiber = f;
 	if (unlikely(op->res))
 		return NULL;
-	if (f->deadline && (!deadline || f->deadline < deadline))
-		deadline = f->deadline;
-	op->deadline = deadline;
+	op->deadline = deadline_min(deadline, f->deadline);
 	op->pending = 0;
+	op->retries = 0;
+	op->done = false;
 	op->timed_out = false;
-	op->cancel_sent = false;
+	op->cancelling = false;
+	op->cancel_in_flight = false;
 	op->cancellable = true;
-	if (deadline) {
-		if (runtime_now() >= deadline) {
+	op->retry.state = TIMER_IDLE;
+	if (op->deadline != NEVER) {
+		if (runtime_now() >= op->deadline) {
 			op->res = -ETIMEDOUT;
 			return NULL;
 		}
@@ -53,49 +76,110 @@ static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 	return runtime__sqe(f->core);
 }
 
-/* Cancel hook while parked: ask the kernel to cancel; the op's CQE wakes. */
-static void op_interrupt(struct fiber *f)
+/* Send one ASYNC_CANCEL at the operation, unless one is on its way, a
+ * retry is scheduled, or the operation has completed. */
+static void cancel_send(struct core *c, struct op *op)
 {
-	struct op *op = f->wait_obj;
-
-	if (op->cancel_sent || !op->cancellable)
+	if (op->done || op->cancel_in_flight || op->retry.state == TIMER_ARMED)
 		return;
-	/* Taking an SQE may reap, and the reap may complete op and wake f:
-	 * then op is gone (its frame returned) and the SQE becomes a no-op. */
-	struct io_uring_sqe *sqe = runtime__sqe(f->core);
-	if (f->state != FIBER_PARKED || f->wait_obj != op) {
+	struct io_uring_sqe *sqe = runtime__sqe(c);
+	/* Taking an SQE may reap, and the reap may complete op. */
+	if (op->done) {
 		io_uring_prep_nop(sqe);
 		io_uring_sqe_set_data64(sqe, TAG_IGNORE);
 		return;
 	}
-	op->cancel_sent = true;
 	io_uring_prep_cancel64(sqe, tagged(op, TAG_OP), 0);
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_CANCEL));
+	op->cancel_in_flight = true;
+	if (op->retries < UINT8_MAX)
+		op->retries++;
 	op->pending++;
+}
+
+static void retry_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct op *op = container_of(t, struct op, retry);
+
+	(void)why;
+	cancel_send(op->fiber->core, op);
+}
+
+/* A cancel came back and the operation is still in flight: send the next
+ * one from the loop's timer phase, after the backoff. */
+static void cancel_again(struct core *c, struct op *op)
+{
+	uint64_t delay = 0;
+
+	if (op->retries >= 2) {
+		unsigned shift = op->retries - 2 < 9 ? op->retries - 2 : 9;
+		delay = RETRY_FIRST_NS << shift;
+		if (delay > RETRY_MAX_NS)
+			delay = RETRY_MAX_NS;
+	}
+	op->retry.fire = retry_fire;
+	op->retry.on_shutdown = false;
+	runtime__timer_start(c, &op->retry, deadline_add(runtime_now(), delay));
+}
+
+/* Stop the operation: cancel it until its own CQE has come. */
+static void op_stop(struct core *c, struct op *op)
+{
+	if (op->cancelling || op->done)
+		return;
+	op->cancelling = true;
+	cancel_send(c, op);
+}
+
+/* Cancel hook while suspended on an operation. */
+static void op_interrupt(struct fiber *f)
+{
+	struct op *op = f->wait_obj;
+
+	if (op->cancellable)
+		op_stop(f->core, op);
 }
 
 void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 {
-	(void)c;
-	if (tag == TAG_OP)
+	switch (tag) {
+	case TAG_OP:
 		op->res = res;
-	else if (tag == TAG_LINK_TIMEOUT)
-		op->timed_out = res == -ETIME;
+		op->done = true;
+		runtime__timer_stop(&op->retry);
+		break;
+	case TAG_LINK_TIMEOUT:
+		/* -ETIME: it fired and cancelled the op. -ECANCELED: the op
+		 * finished first. Anything else: it fired but missed the op,
+		 * which goes on past its deadline unless we stop it. */
+		if (res != -ECANCELED && (res == -ETIME || !op->done))
+			op->timed_out = true;
+		if (res != -ETIME && res != -ECANCELED && !op->done)
+			op_stop(c, op);
+		break;
+	case TAG_CANCEL:
+		op->cancel_in_flight = false;
+		if (!op->done)
+			cancel_again(c, op);
+		break;
+	default:
+		break;
+	}
 	if (--op->pending == 0)
-		runtime__wake(op->fiber, 0);
+		runtime__resume(op->fiber, 0);
 }
 
-/* Finish the SQE from op_begin (fd: for fixed files, -1 if none), park until
- * every CQE has come, and translate the result. */
+/* Finish the SQE from op_begin (fd: for fixed files, -1 if none), suspend
+ * until every CQE has come, and translate the result. */
 static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 {
 	struct core *c = op->fiber->core;
 
-	if (c->fixed && runtime__fixed(c, fd))
+	if (runtime__fixed(c, fd))
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
-	if (op->deadline) {
+	if (op->deadline != NEVER) {
 		sqe->flags |= IOSQE_IO_LINK;
 		ts_from_ns(&op->ts, op->deadline);
 		struct io_uring_sqe *lt = runtime__sqe(c);
@@ -103,13 +187,15 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 		io_uring_sqe_set_data64(lt, tagged(op, TAG_LINK_TIMEOUT));
 		op->pending = 2;
 	}
-	runtime__park(c, op_interrupt, op);
+	runtime__suspend(c, op_interrupt, op);
 
 	int res = op->res;
-	if (op->timed_out && (res == -ECANCELED || res == -EINTR))
-		return -ETIMEDOUT;
-	if (op->cancel_sent && res == -EINTR)
-		return -ECANCELED;
+	if (res == -ECANCELED || res == -EINTR) {
+		if (op->timed_out)
+			return -ETIMEDOUT;
+		if (op->cancelling)
+			return -ECANCELED;
+	}
 	return res;
 }
 
@@ -121,14 +207,14 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 
 ssize_t runtime_read(int fd, void *buf, size_t len)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_read(sqe, fd, buf, rw_len(len), (uint64_t)-1);
 	return op_wait(&op, sqe, fd);
 }
 
 ssize_t runtime_write(int fd, const void *buf, size_t len)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_write(sqe, fd, buf, rw_len(len), (uint64_t)-1);
 	return op_wait(&op, sqe, fd);
 }
@@ -137,7 +223,7 @@ ssize_t runtime_pread(int fd, void *buf, size_t len, off_t offset)
 {
 	if (offset < 0)
 		return -EINVAL;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_read(sqe, fd, buf, rw_len(len), (uint64_t)offset);
 	return op_wait(&op, sqe, fd);
 }
@@ -146,7 +232,7 @@ ssize_t runtime_pwrite(int fd, const void *buf, size_t len, off_t offset)
 {
 	if (offset < 0)
 		return -EINVAL;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_write(sqe, fd, buf, rw_len(len), (uint64_t)offset);
 	return op_wait(&op, sqe, fd);
 }
@@ -155,7 +241,7 @@ ssize_t runtime_readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_readv(sqe, fd, iov, (unsigned)iovcnt, (uint64_t)-1);
 	return op_wait(&op, sqe, fd);
 }
@@ -164,35 +250,35 @@ ssize_t runtime_writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_writev(sqe, fd, iov, (unsigned)iovcnt, (uint64_t)-1);
 	return op_wait(&op, sqe, fd);
 }
 
 ssize_t runtime_recv(int fd, void *buf, size_t len, int flags)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_recv(sqe, fd, buf, rw_len(len), flags);
 	return op_wait(&op, sqe, fd);
 }
 
 ssize_t runtime_send(int fd, const void *buf, size_t len, int flags)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_send(sqe, fd, buf, rw_len(len), flags);
 	return op_wait(&op, sqe, fd);
 }
 
 ssize_t runtime_recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_recvmsg(sqe, fd, msg, (unsigned)flags);
 	return op_wait(&op, sqe, fd);
 }
 
 ssize_t runtime_sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_sendmsg(sqe, fd, msg, (unsigned)flags);
 	return op_wait(&op, sqe, fd);
 }
@@ -201,18 +287,21 @@ int runtime_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
 {
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_accept(sqe, fd, addr, addrlen, flags);
 	int res = op_wait(&op, sqe, fd);
-	struct core *c = op.fiber->core;
-	if (res >= 0 && c->fixed)
+	if (res >= 0 && op.fiber->core->fixed_ready) {
+		/* A fresh number: a registration of it anywhere is stale (its
+		 * file was closed without runtime_close). */
+		runtime__fixed_release(res);
 		runtime_fd_register(res); /* best effort: plain fd works too */
+	}
 	return res;
 }
 
 int runtime_connect(int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_connect(sqe, fd, addr, addrlen);
 	return op_wait(&op, sqe, fd);
 }
@@ -221,21 +310,21 @@ int runtime_openat(int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (!path)
 		return -EFAULT;
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_openat(sqe, dirfd, path, flags, mode);
 	return op_wait(&op, sqe, -1);
 }
 
 int runtime_fsync(int fd, int datasync)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_fsync(sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
 	return op_wait(&op, sqe, fd);
 }
 
 int runtime_sock_shutdown(int fd, int how)
 {
-	OP_START(op, sqe, 0);
+	OP_START(op, sqe, NEVER);
 	io_uring_prep_shutdown(sqe, fd, how);
 	return op_wait(&op, sqe, fd);
 }
@@ -250,21 +339,29 @@ int runtime_poll(int fd, short events, int64_t timeout_ns)
 			return -errno;
 		return n ? p.revents : -ETIMEDOUT;
 	}
-	uint64_t deadline = timeout_ns > 0 ? runtime_now() + (uint64_t)timeout_ns : 0;
-	OP_START(op, sqe, deadline);
+	OP_START(op, sqe, deadline_from_timeout(runtime_now(), timeout_ns));
 	io_uring_prep_poll_add(sqe, fd, (unsigned)(unsigned short)events);
 	return op_wait(&op, sqe, fd);
 }
 
-/* Close is not cancellable and ignores deadlines: cleanup must not leak. */
+/*
+ * Close is never cancelled and ignores deadlines: cleanup must not leak.
+ * A fixed-file registration goes first (on whichever core holds it), so
+ * that no ring keeps the file open under a number the kernel may reuse.
+ * Outside a fiber it is close(2).
+ */
 int runtime_close(int fd)
 {
 	struct fiber *f = this_fiber();
-	struct op op = { .fiber = f };
 
-	if (!f)
-		return -EPERM;
-	runtime__fixed_forget(f->core, fd);
+	if (fd < 0)
+		return -EBADF;
+	int rc = runtime__fixed_release(fd);
+	if (rc > 0)
+		return 0; /* its core closes it */
+	if (!f || RUNTIME_TSAN_CLOSE)
+		return close(fd) == 0 ? 0 : -errno;
+	struct op op = { .fiber = f, .deadline = NEVER };
 	struct io_uring_sqe *sqe = runtime__sqe(f->core);
 	io_uring_prep_close(sqe, fd);
 	return op_wait(&op, sqe, -1);

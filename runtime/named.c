@@ -9,11 +9,14 @@
  *
  *  - outcome is decided once, by a CAS from UNDECIDED: the core's timer
  *    (FIRED), a canceller (CANCELLED) or the core's shutdown (SHUTDOWN);
- *  - the callback runs when the core has disarmed its timer (in kernel mode,
- *    when the TIMEOUT_REMOVE has landed), never earlier;
+ *  - the callback runs from the core's loop once its timer is disarmed,
+ *    never inside a fiber or inside the start or cancel call: a start
+ *    reaches its core through the inbox even from that core itself;
  *  - a canceller that wins tells the core through its inbox (the core alone
- *    touches its ring), and a registry lock keeps the timer alive until the
- *    canceller holds a reference.
+ *    touches its timers), and a registry lock keeps the timer alive until
+ *    the canceller holds a reference;
+ *  - the deadline is taken when the timer is started (saturating: a delay
+ *    past the end of time is never), not when it reaches its core.
  *
  * The registry is a hash of names to FIFO lists under one mutex: starts and
  * cancels take it once each; firing timers take it once to leave it.
@@ -24,6 +27,7 @@
 #include <string.h>
 
 #define BUCKETS 256
+#define CANCEL_BATCH 64 /* timers taken per trip through the lock */
 
 enum { UNDECIDED = -1 };
 enum stage { IN_TRANSIT, ARMED, DONE };
@@ -32,13 +36,13 @@ struct named_timer {
 	struct timer t;
 	struct inbox_node start_node;
 	struct inbox_node cancel_node;
-	struct named_timer *prev, *next;    /* registry bucket, under lock */
+	struct dnode bucket;                /* registry bucket, under lock */
 	bool registered;                    /* under lock */
 	struct core *core;
 	_Atomic int outcome;                /* UNDECIDED or enum runtime_timer_why */
 	_Atomic int refs;
 	enum stage stage;                   /* the core's own view */
-	uint64_t delay;
+	uint64_t deadline;
 	runtime_named_timer_fn *fn;
 	void *arg;
 	size_t hash;
@@ -47,7 +51,7 @@ struct named_timer {
 
 struct named_registry {
 	pthread_mutex_t lock;
-	struct named_timer *head[BUCKETS], *tail[BUCKETS];
+	struct dlist bucket[BUCKETS]; /* oldest first */
 };
 
 static size_t name_hash(const char *s)
@@ -64,24 +68,17 @@ int runtime__named_init(struct runtime *rt)
 	if (!rt->named)
 		return -ENOMEM;
 	pthread_mutex_init(&rt->named->lock, NULL);
+	for (unsigned i = 0; i < BUCKETS; i++)
+		dlist_init(&rt->named->bucket[i]);
 	return 0;
 }
 
 /* Under the lock. */
-static void unregister(struct named_registry *reg, struct named_timer *nt)
+static void unregister(struct named_timer *nt)
 {
-	size_t b = nt->hash % BUCKETS;
-
 	if (!nt->registered)
 		return;
-	if (nt->prev)
-		nt->prev->next = nt->next;
-	else
-		reg->head[b] = nt->next;
-	if (nt->next)
-		nt->next->prev = nt->prev;
-	else
-		reg->tail[b] = nt->prev;
+	dlist_remove(&nt->bucket);
 	nt->registered = false;
 }
 
@@ -104,7 +101,7 @@ static void finish(struct named_timer *nt)
 
 	nt->stage = DONE;
 	pthread_mutex_lock(&rt->named->lock);
-	unregister(rt->named, nt);
+	unregister(nt);
 	pthread_mutex_unlock(&rt->named->lock);
 	nt->fn(nt->arg, (enum runtime_timer_why)atomic_load(&nt->outcome));
 	runtime__work_done(rt);
@@ -126,7 +123,7 @@ void runtime__named_start_here(struct core *c, struct inbox_node *n)
 {
 	struct named_timer *nt = container_of(n, struct named_timer, start_node);
 
-	if (atomic_load_explicit(&c->rt->shutting_down, memory_order_relaxed))
+	if (runtime__is_shutting_down(c->rt))
 		decide(nt, RUNTIME_TIMER_SHUTDOWN);
 	if (atomic_load(&nt->outcome) != UNDECIDED) {
 		finish(nt);
@@ -134,17 +131,19 @@ void runtime__named_start_here(struct core *c, struct inbox_node *n)
 	}
 	nt->stage = ARMED;
 	nt->t.fire = named_fire;
-	runtime__timer_start(c, &nt->t, runtime_now() + nt->delay);
+	nt->t.on_shutdown = true;
+	runtime__timer_start(c, &nt->t, nt->deadline);
 }
 
-/* Inbox: a canceller won; disarm if armed (the callback follows). */
+/* Inbox: a canceller won. A timer still armed is disarmed and its callback
+ * runs now; one that fired meanwhile has run it already, with CANCELLED. */
 void runtime__named_cancel_here(struct core *c, struct inbox_node *n)
 {
 	struct named_timer *nt = container_of(n, struct named_timer, cancel_node);
 
 	(void)c;
-	if (nt->stage == ARMED)
-		runtime__timer_cancel(&nt->t);
+	if (nt->stage == ARMED && runtime__timer_stop(&nt->t))
+		finish(nt); /* the outcome is the canceller's */
 	put(nt);
 }
 
@@ -161,7 +160,7 @@ int runtime_timer_start_named(struct runtime *rt, const char *name, uint64_t del
 		return -ENOMEM;
 	memcpy(nt->name, name, len + 1);
 	nt->hash = name_hash(name);
-	nt->delay = delay_ns;
+	nt->deadline = deadline_add(runtime_now(), delay_ns);
 	nt->fn = fn;
 	nt->arg = arg;
 	nt->start_node.kind = INBOX_NAMED_START;
@@ -171,49 +170,49 @@ int runtime_timer_start_named(struct runtime *rt, const char *name, uint64_t del
 	nt->core = runtime__place(rt);
 
 	struct named_registry *reg = rt->named;
-	size_t b = nt->hash % BUCKETS;
 	pthread_mutex_lock(&reg->lock);
-	nt->prev = reg->tail[b];
-	if (reg->tail[b])
-		reg->tail[b]->next = nt;
-	else
-		reg->head[b] = nt;
-	reg->tail[b] = nt;
+	dlist_push_back(&reg->bucket[nt->hash % BUCKETS], &nt->bucket);
 	nt->registered = true;
 	pthread_mutex_unlock(&reg->lock);
 
 	runtime__work_begin(rt); /* the runtime runs until the callback has */
-	if (this_core() == nt->core)
-		runtime__named_start_here(nt->core, &nt->start_node);
-	else
-		runtime__inbox_push(nt->core, &nt->start_node);
+	runtime__inbox_push(nt->core, &nt->start_node);
 	return 0;
+}
+
+/* Under the lock: win up to max timers named name (hash h), oldest first. */
+static size_t win_batch(struct named_registry *reg, const char *name, size_t h, size_t max,
+                        struct named_timer **won)
+{
+	struct dlist *bucket = &reg->bucket[h % BUCKETS];
+	size_t n = 0;
+
+	for (struct dnode *d = dlist_first(bucket); d && n < max;) {
+		struct named_timer *nt = container_of(d, struct named_timer, bucket);
+		d = dlist_next(bucket, d);
+		if (nt->hash == h && !strcmp(nt->name, name) &&
+		    decide(nt, RUNTIME_TIMER_CANCELLED)) {
+			unregister(nt);
+			atomic_fetch_add(&nt->refs, 1); /* for the cancel node */
+			won[n++] = nt;
+		}
+	}
+	return n;
 }
 
 size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t max)
 {
-	struct named_timer *won[64];
+	struct named_timer *won[CANCEL_BATCH];
 	size_t cancelled = 0;
 
 	if (!rt || !name || !rt->named)
 		return 0;
 	size_t h = name_hash(name);
-	struct named_registry *reg = rt->named;
 	while (cancelled < max) {
-		size_t n = 0;
-		pthread_mutex_lock(&reg->lock);
-		struct named_timer *nt = reg->head[h % BUCKETS];
-		while (nt && n < 64 && cancelled + n < max) {
-			struct named_timer *next = nt->next;
-			if (nt->hash == h && !strcmp(nt->name, name) &&
-			    decide(nt, RUNTIME_TIMER_CANCELLED)) {
-				unregister(reg, nt);
-				atomic_fetch_add(&nt->refs, 1); /* for the cancel node */
-				won[n++] = nt;
-			}
-			nt = next;
-		}
-		pthread_mutex_unlock(&reg->lock);
+		size_t want = max - cancelled < CANCEL_BATCH ? max - cancelled : CANCEL_BATCH;
+		pthread_mutex_lock(&rt->named->lock);
+		size_t n = win_batch(rt->named, name, h, want, won);
+		pthread_mutex_unlock(&rt->named->lock);
 		if (!n)
 			break;
 		/* Through the inbox even for our own core, so that the callback
@@ -225,21 +224,18 @@ size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t m
 	return cancelled;
 }
 
-/* Destroy: every timer that never reached a run sits in some inbox (its
- * start node, maybe a cancel node too); core_free hands each node here. */
+/* Destroy: a timer that never reached a run sits in some inbox (its start
+ * node, maybe a cancel node too). Its callback still runs, exactly once,
+ * with whatever outcome won (a shutdown if nothing else did). */
 void runtime__named_discard(struct runtime *rt, struct inbox_node *n)
 {
-	struct named_timer *nt;
-
-	if (n->kind == INBOX_NAMED_START) {
-		nt = container_of(n, struct named_timer, start_node);
-		pthread_mutex_lock(&rt->named->lock);
-		unregister(rt->named, nt);
-		pthread_mutex_unlock(&rt->named->lock);
-	} else {
-		nt = container_of(n, struct named_timer, cancel_node);
+	if (n->kind == INBOX_NAMED_CANCEL) {
+		put(container_of(n, struct named_timer, cancel_node));
+		return;
 	}
-	put(nt);
+	struct named_timer *nt = container_of(n, struct named_timer, start_node);
+	decide(nt, RUNTIME_TIMER_SHUTDOWN);
+	finish(nt);
 }
 
 void runtime__named_free(struct runtime *rt)

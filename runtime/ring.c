@@ -31,9 +31,6 @@ static const uint8_t required_ops[] = {
 	IORING_OP_TIMEOUT_REMOVE, IORING_OP_LINK_TIMEOUT, IORING_OP_ASYNC_CANCEL,
 };
 
-/* Fixed-file table: slot N holds fd N (identity), so no lookup is needed. */
-#define FIXED_FILES_MAX 16384u
-
 static int ring_setup(struct io_uring *ring, const struct runtime_config *cfg, unsigned flags)
 {
 	struct io_uring_params p;
@@ -106,31 +103,55 @@ int runtime__ring_probe(const struct runtime_config *cfg)
 int runtime__ring_init(struct core *c)
 {
 	struct runtime *rt = c->rt;
-	int rc = ring_setup(&c->ring, &rt->cfg, rt->feat.setup_flags);
+	int rc = ring_setup(&c->ring, &rt->cfg, rt->setup_flags);
 
 	if (rc < 0)
 		return rc;
-	/* Both are optimisations: a kernel without them runs unregistered. */
+	/* An optimisation: a kernel without it runs unregistered. */
 	if (rt->cfg.register_ring_fd)
 		io_uring_register_ring_fd(&c->ring);
-	if (rt->cfg.fixed_files &&
-	    io_uring_register_files_sparse(&c->ring, FIXED_FILES_MAX) == 0) {
-		c->fixed = calloc(FIXED_FILES_MAX, sizeof(*c->fixed));
-		if (!c->fixed) {
-			io_uring_queue_exit(&c->ring);
-			return -ENOMEM;
-		}
+	if ((rc = runtime__fixed_ring_init(c)) < 0) {
+		io_uring_queue_exit(&c->ring);
+		return rc;
 	}
 	c->ring_ready = true;
 	return 0;
 }
 
+#define DRAIN_BOUND_NS (1000 * 1000 * 1000ull)
+#define DRAIN_WAIT_NS (10 * 1000 * 1000ll)
+
+/* Leave nothing in flight: cancel every request (IORING_ASYNC_CANCEL_ANY)
+ * and reap, without dispatching - no fiber runs on this ring again - until
+ * every CQE has come, or DRAIN_BOUND_NS has passed (then the ring's own
+ * teardown finishes the job). After a normal run only the core's own reads
+ * and timeout are left; after a failed one, fibers' operations too. */
+static void drain(struct core *c)
+{
+	uint64_t until = runtime_now() + DRAIN_BOUND_NS;
+
+	while (c->in_flight && runtime_now() < until) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+		if (sqe) {
+			io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
+			io_uring_sqe_set_data64(sqe, TAG_IGNORE);
+			c->in_flight++;
+		}
+		struct __kernel_timespec ts = { 0, DRAIN_WAIT_NS };
+		struct io_uring_cqe *cqe;
+		io_uring_submit_and_wait_timeout(&c->ring, &cqe, 1, &ts, NULL);
+		unsigned n = io_uring_cq_ready(&c->ring);
+		io_uring_cq_advance(&c->ring, n);
+		c->in_flight -= n;
+	}
+}
+
 void runtime__ring_exit(struct core *c)
 {
+	drain(c);
+	runtime__fixed_ring_exit(c);
 	io_uring_queue_exit(&c->ring);
 	c->ring_ready = false;
-	free(c->fixed);
-	c->fixed = NULL;
 }
 
 /* ---------------------------------------------------------------- reap */
@@ -150,11 +171,8 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 	case TAG_CANCEL:
 		runtime__op_cqe(c, ptr, (enum cqe_tag)(e->user_data & TAG_MASK), e->res);
 		break;
-	case TAG_TIMER:
-		runtime__timer_cqe(c, ptr, e->res);
-		break;
 	case TAG_KTIMEOUT:
-		runtime__ktimeout_cqe(c, e->user_data, e->res);
+		runtime__ktimeout_cqe(c, e->user_data);
 		break;
 	case TAG_WAKEUP:
 		runtime__wakeup_cqe(c);
@@ -210,7 +228,7 @@ static void sq_make_room(struct core *c)
 		reap(c);
 	else if (rc < 0)
 		abort(); /* the ring itself is broken: nothing can be relied on */
-	if (c->rt->feat.setup_flags & IORING_SETUP_SQPOLL)
+	if (c->rt->setup_flags & IORING_SETUP_SQPOLL)
 		io_uring_sqring_wait(&c->ring);
 }
 
@@ -270,42 +288,4 @@ int runtime__ring_enter(struct core *c, bool wait)
 	}
 	reap(c);
 	return 0;
-}
-
-/* ---------------------------------------------------------- fixed files */
-
-int runtime_fd_register(int fd)
-{
-	struct core *c = this_core();
-
-	if (!c || !this_fiber())
-		return -EPERM;
-	if (fd < 0)
-		return -EBADF;
-	if (!c->fixed)
-		return -EOPNOTSUPP;
-	if ((unsigned)fd >= FIXED_FILES_MAX)
-		return -ENOSPC;
-	if (c->fixed[fd])
-		return 0;
-	int rc = io_uring_register_files_update(&c->ring, (unsigned)fd, &fd, 1);
-	if (rc < 0)
-		return rc;
-	c->fixed[fd] = 1;
-	return 0;
-}
-
-bool runtime__fixed(struct core *c, int fd)
-{
-	return c->fixed && fd >= 0 && (unsigned)fd < FIXED_FILES_MAX && c->fixed[fd];
-}
-
-void runtime__fixed_forget(struct core *c, int fd)
-{
-	int none = -1;
-
-	if (!runtime__fixed(c, fd))
-		return;
-	io_uring_register_files_update(&c->ring, (unsigned)fd, &none, 1);
-	c->fixed[fd] = 0;
 }

@@ -4,8 +4,8 @@
  * each), with a guard page at the low end of each stack; kept per core in a
  * cache of hot stacks (pages still resident, reused at once) and a list of
  * clean ones (pages given back with MADV_DONTNEED, address range kept); and
- * a SIGSEGV handler, on an alternate signal stack, that names the fiber
- * whose stack overflowed into its guard.
+ * the generations behind fiber handles. (The SIGSEGV handler that names
+ * a fiber whose stack overflowed into its guard is in signal.c.)
  *
  * Guards are installed with MADV_GUARD_INSTALL where the kernel has it
  * (6.13+): it adds no VMA, so a million stacks stay far below
@@ -14,10 +14,16 @@
  * Where process_madvise() accepts our own process (6.13+), a whole slab's
  * guards, and a batch of stacks' release, take one syscall instead of one
  * per stack: spawning a million fibers costs a few thousand syscalls.
+ *
+ * Handles. A fiber lives at the top of its stack, so a stack slot names a
+ * fiber - until the stack is reused. Each slab has an id in a process-wide
+ * directory, and each of its stacks a generation, bumped whenever the stack
+ * is released: a handle is (generation, slab id, stack index), and one kept
+ * after its fiber ended names no fiber at all, from any thread. Slabs stay
+ * mapped until runtime_destroy, so reading a stale slot is always safe.
  */
 #include "internal.h"
 
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +39,6 @@
 #define MADV_GUARD_INSTALL 102
 #endif
 
-#define SLAB_STACKS 64
-
 enum guard_mode { GUARD_UNKNOWN, GUARD_MADVISE, GUARD_MPROTECT };
 static _Atomic int guard_mode = GUARD_UNKNOWN;
 
@@ -45,7 +49,7 @@ enum self_mode { SELF_SENTINEL, SELF_PIDFD, SELF_UNUSABLE };
 static _Atomic int self_mode = SELF_SENTINEL;
 #define PIDFD_SELF_PROCESS (-20000) /* PIDFD_SELF_THREAD_GROUP */
 
-size_t runtime__stack_guard_size(void)
+size_t runtime__page_size(void)
 {
 	static size_t page;
 	if (!page)
@@ -113,7 +117,7 @@ static bool advise_batch(const struct iovec *iov, size_t n, int advice)
 
 static int guards_install(char *slab, size_t each, unsigned n)
 {
-	size_t guard = runtime__stack_guard_size();
+	size_t guard = runtime__page_size();
 	struct iovec iov[SLAB_STACKS];
 
 	for (unsigned i = 0; i < n; i++) {
@@ -136,7 +140,7 @@ static int guards_install(char *slab, size_t each, unsigned n)
  * the faults simply happen on first use. */
 static void populate_tops(char *slab, size_t each)
 {
-	size_t page = runtime__stack_guard_size();
+	size_t page = runtime__page_size();
 	struct iovec iov[SLAB_STACKS];
 
 	for (unsigned i = 0; i < SLAB_STACKS; i++) {
@@ -146,14 +150,61 @@ static void populate_tops(char *slab, size_t each)
 	advise_batch(iov, SLAB_STACKS, MADV_POPULATE_WRITE);
 }
 
-static int slab_refill(struct core *c)
-{
-	size_t each = c->rt->cfg.stack_size + runtime__stack_guard_size();
-	size_t total = each * SLAB_STACKS;
+/* ------------------------------------------------------- slab directory */
 
+/* Slab ids are never reused in a process, so a handle from a destroyed
+ * runtime names nothing (internal.h has the lookup). */
+slab_dir_chunk runtime__slab_dir[SLAB_DIR_CHUNKS];
+static uint32_t next_slab_id = 1; /* 0 is no slab; under directory_lock */
+static pthread_mutex_t directory_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int slab_register(struct slab *sl)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&directory_lock);
+	uint32_t id = next_slab_id;
+	struct slab *_Atomic *chunk = NULL;
+	if (id / SLAB_DIR_CHUNK >= SLAB_DIR_CHUNKS) {
+		rc = -ENOMEM;
+	} else if (!(chunk = atomic_load(&runtime__slab_dir[id / SLAB_DIR_CHUNK]))) {
+		chunk = calloc(SLAB_DIR_CHUNK, sizeof(*chunk));
+		if (chunk)
+			atomic_store_explicit(&runtime__slab_dir[id / SLAB_DIR_CHUNK], chunk,
+			                      memory_order_release);
+		else
+			rc = -ENOMEM;
+	}
+	if (rc == 0) {
+		next_slab_id++;
+		sl->id = id;
+		atomic_store_explicit(&chunk[id % SLAB_DIR_CHUNK], sl, memory_order_release);
+	}
+	pthread_mutex_unlock(&directory_lock);
+	return rc;
+}
+
+static void slab_unregister(const struct slab *sl)
+{
+	struct slab *_Atomic *chunk = atomic_load(&runtime__slab_dir[sl->id / SLAB_DIR_CHUNK]);
+	atomic_store_explicit(&chunk[sl->id % SLAB_DIR_CHUNK], NULL, memory_order_release);
+}
+
+/* ------------------------------------------------------------- handles */
+
+/* The stack is released: handles to its fiber name nothing from now on. */
+static void handle_retire(const struct stack *s)
+{
+	atomic_fetch_add_explicit(&s->slab->gen[s->idx], 1, memory_order_release);
+}
+
+/* --------------------------------------------------------------- stacks */
+
+static int grow_bookkeeping(struct core *c)
+{
 	if (c->nslabs == c->slab_cap) {
 		unsigned cap = c->slab_cap ? c->slab_cap * 2 : 16;
-		void **slabs = realloc(c->slabs, cap * sizeof(*slabs));
+		struct slab **slabs = realloc(c->slabs, cap * sizeof(*slabs));
 		if (!slabs)
 			return -ENOMEM;
 		c->slabs = slabs;
@@ -163,33 +214,61 @@ static int slab_refill(struct core *c)
 	size_t need = (size_t)(c->nslabs + 1) * SLAB_STACKS;
 	if (need > c->clean.cap) {
 		size_t cap = c->clean.cap * 2 > need ? c->clean.cap * 2 : need;
-		void **v = realloc(c->clean.v, cap * sizeof(*v));
+		struct stack *v = realloc(c->clean.v, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		c->clean.v = v;
 		c->clean.cap = cap;
 	}
-	char *slab = mmap(NULL, total, PROT_READ | PROT_WRITE,
-	                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
-	if (slab == MAP_FAILED)
+	return 0;
+}
+
+static int slab_map(struct slab *sl, size_t stack_size)
+{
+	sl->each = stack_size + runtime__page_size();
+	sl->base = mmap(NULL, sl->each * SLAB_STACKS, PROT_READ | PROT_WRITE,
+	                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+	if (sl->base == MAP_FAILED)
 		return -ENOMEM;
-	if (guards_install(slab, each, SLAB_STACKS) < 0) {
-		munmap(slab, total);
+	if (guards_install(sl->base, sl->each, SLAB_STACKS) < 0) {
+		munmap(sl->base, sl->each * SLAB_STACKS);
 		return -ENOMEM;
 	}
-	populate_tops(slab, each);
-	c->slabs[c->nslabs++] = slab;
+	populate_tops(sl->base, sl->each);
+	return 0;
+}
+
+static int slab_refill(struct core *c)
+{
+	int rc = grow_bookkeeping(c);
+	if (rc < 0)
+		return rc;
+	struct slab *sl = calloc(1, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	if ((rc = slab_map(sl, c->rt->cfg.stack_size)) < 0) {
+		free(sl);
+		return rc;
+	}
+	if ((rc = slab_register(sl)) < 0) {
+		munmap(sl->base, sl->each * SLAB_STACKS);
+		free(sl);
+		return rc;
+	}
+	sl->core = c;
+	for (unsigned i = 0; i < SLAB_STACKS; i++)
+		atomic_init(&sl->gen[i], 1);
+	c->slabs[c->nslabs++] = sl;
 	/* Lowest address last, so stacks are handed out in address order. */
 	for (unsigned i = SLAB_STACKS; i-- > 0;)
-		c->clean.v[c->clean.len++] = slab + i * each;
+		c->clean.v[c->clean.len++] = (struct stack){ sl, i };
 	return 0;
 }
 
 int runtime__stack_alloc(struct core *c, struct stack *s)
 {
-	s->size = c->rt->cfg.stack_size + runtime__stack_guard_size();
 	if (c->stack_cached) {
-		s->base = c->stack_cache[--c->stack_cached].base;
+		*s = c->stack_cache[--c->stack_cached];
 		return 0;
 	}
 	if (!c->clean.len) {
@@ -197,7 +276,7 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
 		if (rc < 0)
 			return rc;
 	}
-	s->base = c->clean.v[--c->clean.len];
+	*s = c->clean.v[--c->clean.len];
 	return 0;
 }
 
@@ -205,13 +284,13 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
  * addresses (and guards) on the clean list for reuse. */
 static void release_pending(struct core *c)
 {
-	size_t guard = runtime__stack_guard_size();
+	size_t guard = runtime__page_size();
 	size_t usable = c->rt->cfg.stack_size;
 	struct iovec iov[SLAB_STACKS];
 	unsigned n = c->pending.len;
 
 	for (unsigned i = 0; i < n; i++) {
-		iov[i].iov_base = (char *)c->pending.v[i] + guard;
+		iov[i].iov_base = stack_base(&c->pending.v[i]) + guard;
 		iov[i].iov_len = usable;
 	}
 	if (!advise_batch(iov, n, MADV_DONTNEED))
@@ -222,24 +301,30 @@ static void release_pending(struct core *c)
 	c->pending.len = 0;
 }
 
-void runtime__stack_free(struct core *c, struct stack *s)
+/* Release a stack: its handle's generation moves on, then the stack goes
+ * to the hot cache or, past it, back to the kernel in batches. */
+void runtime__stack_free(struct core *c, const struct stack *s)
 {
+	handle_retire(s);
 	if (c->stack_cached < c->rt->cfg.stack_cache) {
 		c->stack_cache[c->stack_cached++] = *s;
 		return;
 	}
 	/* The clean list has room: it is sized for every stack there is. */
-	c->pending.v[c->pending.len++] = s->base;
+	c->pending.v[c->pending.len++] = *s;
 	if (c->pending.len == SLAB_STACKS)
 		release_pending(c);
 }
 
-void runtime__stack_cache_drain(struct core *c)
+/* Unmap every slab of the core (runtime_destroy). */
+void runtime__stacks_free(struct core *c)
 {
-	size_t each = c->rt->cfg.stack_size + runtime__stack_guard_size();
-
-	for (unsigned i = 0; i < c->nslabs; i++)
-		munmap(c->slabs[i], each * SLAB_STACKS);
+	for (unsigned i = 0; i < c->nslabs; i++) {
+		struct slab *sl = c->slabs[i];
+		slab_unregister(sl);
+		munmap(sl->base, sl->each * SLAB_STACKS);
+		free(sl);
+	}
 	free(c->slabs);
 	free(c->clean.v);
 	c->slabs = NULL;
@@ -248,110 +333,4 @@ void runtime__stack_cache_drain(struct core *c)
 	c->clean.len = c->clean.cap = 0;
 	c->stack_cached = 0;
 	c->pending.len = 0;
-}
-
-/* ------------------------------------------------------ overflow handler */
-
-static struct sigaction previous_segv;
-static _Atomic bool handler_installed;
-
-/* Async-signal-safe decimal formatting. */
-static size_t fmt_u64(char *out, uint64_t v)
-{
-	char tmp[20];
-	size_t n = 0, i;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
-}
-
-static void append(char *buf, size_t *len, const char *s)
-{
-	size_t n = strlen(s);
-	memcpy(buf + *len, s, n);
-	*len += n;
-}
-
-static void on_segv(int sig, siginfo_t *info, void *uctx)
-{
-	struct core *c = runtime__tls_core;
-	struct fiber *f = c ? c->current : NULL;
-	char *addr = info->si_addr;
-
-	if (f && !(f->flags & FIBER_LOOP) && addr >= (char *)f->stack.base &&
-	    addr < (char *)f->stack.base + runtime__stack_guard_size()) {
-		char msg[160];
-		size_t len = 0;
-
-		append(msg, &len, "fiber stack overflow: fiber ");
-		len += fmt_u64(msg + len, f->id);
-		append(msg, &len, ", stack size ");
-		len += fmt_u64(msg + len, c->rt->cfg.stack_size);
-		append(msg, &len, " bytes\n");
-		if (write(STDERR_FILENO, msg, len) < 0) {
-			/* nothing more can be done from here */
-		}
-		abort();
-	}
-	/* Not ours: give the fault back to whoever handled it before (or the
-	 * default action); returning re-executes the faulting instruction. */
-	sigaction(SIGSEGV, &previous_segv, NULL);
-	(void)sig;
-	(void)uctx;
-}
-
-int runtime__overflow_handler_install(void)
-{
-	if (atomic_exchange(&handler_installed, true))
-		return 0;
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_segv;
-	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGSEGV, &sa, &previous_segv) < 0) {
-		atomic_store(&handler_installed, false);
-		return -errno;
-	}
-	return 0;
-}
-
-#define ALTSTACK_SIZE (64 * 1024)
-
-/* The handler needs a stack of its own: the faulting one is exhausted. */
-int runtime__altstack_enter(struct core *c)
-{
-	stack_t old, ss;
-
-	if (sigaltstack(NULL, &old) == 0 && !(old.ss_flags & SS_DISABLE))
-		return 0; /* the thread has one already (ASan installs its own) */
-	void *p = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	ss.ss_sp = p;
-	ss.ss_size = ALTSTACK_SIZE;
-	ss.ss_flags = 0;
-	if (sigaltstack(&ss, NULL) < 0) {
-		munmap(p, ALTSTACK_SIZE);
-		return -errno;
-	}
-	c->altstack = p;
-	return 0;
-}
-
-void runtime__altstack_leave(struct core *c)
-{
-	stack_t ss = { .ss_flags = SS_DISABLE };
-
-	if (!c->altstack)
-		return;
-	sigaltstack(&ss, NULL);
-	munmap(c->altstack, ALTSTACK_SIZE);
-	c->altstack = NULL;
 }

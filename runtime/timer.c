@@ -1,42 +1,51 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * timer.c - sleeps, timed parks and the public cancellable timers.
+ * timer.c - the clock, sleeps and timers: a core-local 4-ary min-heap of
+ * deadlines behind every sleep, timed wait, cancel retry and public timer.
  *
- * Two strategies, chosen per runtime (runtime_config.timer_mode):
- *  - heap (default): a core-local 4-ary min-heap of deadlines. Due timers
- *    are fired by the loop from the clock; only when the core is about to
- *    block is the nearest deadline armed in the kernel, as one absolute
- *    IORING_OP_TIMEOUT, replaced (TIMEOUT_REMOVE + TIMEOUT) only when an
- *    earlier deadline arrives. Start and cancel touch no SQE.
- *  - kernel: one IORING_OP_TIMEOUT per timer, cancelled with
- *    IORING_OP_TIMEOUT_REMOVE; the heap then only records which timers are
- *    armed, for shutdown. Cancel completes when the kernel's CQE arrives.
- * bench/micro's timer_add_cancel_ns measures both; the README has the figures.
+ * Due timers are fired by the loop from the clock, read once per turn.
+ * Only when the core is about to block is the nearest deadline armed in
+ * the kernel, as one absolute IORING_OP_TIMEOUT, replaced (TIMEOUT_REMOVE
+ * + TIMEOUT) only when an earlier deadline arrives: starting and stopping
+ * a timer touches no SQE. (bench/micro's timer_add_cancel_ns compares this
+ * with one kernel timeout per timer: README.)
  *
- * Whatever wins - deadline, cancel or shutdown - fire() runs exactly once.
+ * Public timers have one contract: whatever ends one - its deadline, a
+ * cancel or a shutdown - its callback runs exactly once, from the core's
+ * loop, never inside a fiber or inside the call that ended it.
  */
 #include "internal.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 _Static_assert(sizeof(struct timer) <= sizeof(struct runtime_timer),
                "struct runtime_timer must hold struct timer");
 
-static bool kernel_mode(const struct core *c)
+uint64_t runtime_now(void)
 {
-	return c->rt->cfg.timer_mode == RUNTIME_TIMERS_KERNEL;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------ heap */
 
 /*
- * A 4-ary min-heap whose slots carry the deadline next to the pointer:
- * sifting compares keys in the array and never chases a timer (each lives
- * on some fiber's stack page), and 4 children per node halve the depth.
+ * A 4-ary min-heap ordered by (deadline, start order), whose slots carry
+ * the deadline next to the pointer: sifting compares keys in the array and
+ * chases a timer (each lives on some fiber's stack page) only to break a
+ * tie, and 4 children per node halve the depth.
  */
 #define ARITY 4
+
+static bool before(const struct heap_slot *a, const struct heap_slot *b)
+{
+	if (likely(a->deadline != b->deadline))
+		return a->deadline < b->deadline;
+	return a->t->seq < b->t->seq;
+}
 
 static void heap_place(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 {
@@ -48,7 +57,7 @@ static void sift_up(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 {
 	while (i) {
 		uint32_t parent = (i - 1) / ARITY;
-		if (h->slot[parent].deadline <= slot.deadline)
+		if (!before(&slot, &h->slot[parent]))
 			break;
 		heap_place(h, i, h->slot[parent]);
 		i = parent;
@@ -64,9 +73,9 @@ static void sift_down(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 			break;
 		uint32_t end = first + ARITY < h->len ? first + ARITY : h->len;
 		for (uint32_t c = first + 1; c < end; c++)
-			if (h->slot[c].deadline < h->slot[best].deadline)
+			if (before(&h->slot[c], &h->slot[best]))
 				best = c;
-		if (slot.deadline <= h->slot[best].deadline)
+		if (!before(&h->slot[best], &slot))
 			break;
 		heap_place(h, i, h->slot[best]);
 		i = best;
@@ -96,133 +105,105 @@ static void heap_remove(struct timer_heap *h, struct timer *t)
 
 	if (last.t == t)
 		return;
-	if (i && h->slot[(i - 1) / ARITY].deadline > last.deadline)
+	if (i && before(&last, &h->slot[(i - 1) / ARITY]))
 		sift_up(h, i, last);
 	else
 		sift_down(h, i, last);
 }
 
-/* ------------------------------------------------------------- timers */
-
-static void kernel_timeout_submit(struct core *c, struct timer *t)
-{
-	struct io_uring_sqe *sqe = runtime__sqe(c);
-
-	ts_from_ns(&t->ts, t->deadline);
-	io_uring_prep_timeout(sqe, &t->ts, 0, IORING_TIMEOUT_ABS);
-	io_uring_sqe_set_data64(sqe, tagged(t, TAG_TIMER));
-}
-
-static void kernel_timeout_remove(struct core *c, uint64_t user_data)
-{
-	struct io_uring_sqe *sqe = runtime__sqe(c);
-
-	io_uring_prep_timeout_remove(sqe, user_data, 0);
-	io_uring_sqe_set_data64(sqe, TAG_IGNORE);
-}
+/* ---------------------------------------------------------------- timers */
 
 void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline)
 {
 	t->core = c;
 	t->deadline = deadline;
+	t->seq = c->timer_seq++;
 	t->state = TIMER_ARMED;
 	heap_push(&c->timers, t);
-	if (kernel_mode(c))
-		kernel_timeout_submit(c, t);
 }
 
-static void timer_end(struct timer *t, enum runtime_timer_why why)
+bool runtime__timer_stop(struct timer *t)
 {
-	t->state = TIMER_IDLE;
-	t->fire(t, why);
-}
-
-static void timer_stop(struct timer *t, enum runtime_timer_why why)
-{
-	struct core *c = t->core;
-
 	if (t->state != TIMER_ARMED)
-		return;
-	heap_remove(&c->timers, t);
-	if (kernel_mode(c)) {
-		/* The callback waits for the kernel: its CQE still names t. */
-		t->state = TIMER_CANCELLING;
-		t->cancel_why = (uint8_t)why;
-		kernel_timeout_remove(c, tagged(t, TAG_TIMER));
-		return;
+		return false;
+	heap_remove(&t->core->timers, t);
+	t->state = TIMER_IDLE;
+	return true;
+}
+
+/* The loop's timer phase: callbacks queued by cancels, then every timer
+ * that is due by the clock, read once for the turn. */
+void runtime__timers_run(struct core *c)
+{
+	for (struct qnode *n; (n = queue_pop(&c->timer_done));) {
+		struct timer *t = container_of(n, struct timer, done);
+		t->state = TIMER_IDLE;
+		t->fire(t, (enum runtime_timer_why)t->why);
 	}
-	timer_end(t, why);
-}
-
-void runtime__timer_cancel(struct timer *t)
-{
-	timer_stop(t, RUNTIME_TIMER_CANCELLED);
-}
-
-/* Kernel mode: the timeout's own CQE. */
-void runtime__timer_cqe(struct core *c, void *ptr, int res)
-{
-	struct timer *t = ptr;
-
-	if (t->state == TIMER_ARMED) {
-		/* Fired (-ETIME), or failed: either way it is over. */
-		heap_remove(&c->timers, t);
-		timer_end(t, RUNTIME_TIMER_FIRED);
-	} else if (t->state == TIMER_CANCELLING) {
-		/* Removed, or it fired before the removal landed. */
-		timer_end(t, res == -ETIME ? RUNTIME_TIMER_FIRED
-		                                : (enum runtime_timer_why)t->cancel_why);
-	}
-}
-
-void runtime__timers_fire_due(struct core *c)
-{
-	if (!c->timers.len || kernel_mode(c))
+	if (!c->timers.len)
 		return;
-	uint64_t now = runtime_now();
-	while (c->timers.len && c->timers.slot[0].deadline <= now) {
+	c->now = runtime_now();
+	while (c->timers.len && c->timers.slot[0].deadline <= c->now) {
 		struct timer *t = c->timers.slot[0].t;
 		heap_remove(&c->timers, t);
-		timer_end(t, RUNTIME_TIMER_FIRED);
+		t->state = TIMER_IDLE;
+		t->fire(t, RUNTIME_TIMER_FIRED);
 	}
 }
 
-/* Heap mode, before the core blocks: make sure the kernel wakes it by the
- * nearest deadline. An armed timeout later than needed is replaced; one
- * earlier than needed (its timer was cancelled) is left to fire spuriously,
- * which costs one loop turn and no SQEs now. */
+/* Before the core blocks: make sure the kernel wakes it by the nearest
+ * deadline. An armed timeout later than needed is replaced; one earlier
+ * than needed (its timer was stopped) is left to fire spuriously, which
+ * costs one loop turn and no SQEs now. A deadline of NEVER is not armed. */
 void runtime__timers_arm(struct core *c)
 {
-	if (kernel_mode(c) || !c->timers.len)
+	if (!c->timers.len)
 		return;
 	uint64_t next = c->timers.slot[0].deadline;
-	if (c->kt_deadline && c->kt_deadline <= next)
+	if (next == NEVER || c->kt_deadline <= next)
 		return;
 	runtime__sqe_reserve(c, 2);
-	if (c->kt_deadline)
-		kernel_timeout_remove(c, TAG_KTIMEOUT | (c->kt_gen << 3));
+	if (c->kt_deadline != NEVER) {
+		struct io_uring_sqe *rm = runtime__sqe(c);
+		io_uring_prep_timeout_remove(rm, TAG_KTIMEOUT | c->kt_gen << TAG_BITS, 0);
+		io_uring_sqe_set_data64(rm, TAG_IGNORE);
+	}
 	c->kt_gen++;
 	c->kt_deadline = next;
 	ts_from_ns(&c->kt_ts, next);
 	struct io_uring_sqe *sqe = runtime__sqe(c);
 	io_uring_prep_timeout(sqe, &c->kt_ts, 0, IORING_TIMEOUT_ABS);
-	io_uring_sqe_set_data64(sqe, TAG_KTIMEOUT | (c->kt_gen << 3));
+	io_uring_sqe_set_data64(sqe, TAG_KTIMEOUT | c->kt_gen << TAG_BITS);
 }
 
-/* Heap mode: the armed timeout completed (fired or removed). */
-void runtime__ktimeout_cqe(struct core *c, uint64_t user_data, int res)
+/* The armed timeout completed (fired or removed). */
+void runtime__ktimeout_cqe(struct core *c, uint64_t user_data)
 {
-	(void)res;
-	if ((user_data >> 3) == c->kt_gen)
-		c->kt_deadline = 0;
+	if (user_data >> TAG_BITS == c->kt_gen)
+		c->kt_deadline = NEVER;
 }
 
-/* Shutdown: every armed timer completes now (kernel mode: as soon as its
- * removal lands), told RUNTIME_TIMER_SHUTDOWN. */
+/* Shutdown: every public and named timer completes now, told
+ * RUNTIME_TIMER_SHUTDOWN, and so do callbacks already queued. Internal
+ * timers stay: their fibers are cancelled and stop them. */
 void runtime__timers_shutdown(struct core *c)
 {
-	while (c->timers.len)
-		timer_stop(c->timers.slot[c->timers.len - 1].t, RUNTIME_TIMER_SHUTDOWN);
+	struct queue ending;
+
+	queue_init(&ending);
+	for (uint32_t i = 0; i < c->timers.len; i++)
+		if (c->timers.slot[i].t->on_shutdown)
+			queue_push(&ending, &c->timers.slot[i].t->done);
+	for (struct qnode *n; (n = queue_pop(&ending));) {
+		struct timer *t = container_of(n, struct timer, done);
+		runtime__timer_stop(t);
+		t->fire(t, RUNTIME_TIMER_SHUTDOWN);
+	}
+	for (struct qnode *n; (n = queue_pop(&c->timer_done));) {
+		struct timer *t = container_of(n, struct timer, done);
+		t->state = TIMER_IDLE;
+		t->fire(t, (enum runtime_timer_why)t->why);
+	}
 }
 
 void runtime__timers_free(struct core *c)
@@ -231,7 +212,22 @@ void runtime__timers_free(struct core *c)
 	memset(&c->timers, 0, sizeof(c->timers));
 }
 
-/* ------------------------------------------------------- public timers */
+/* ---------------------------------------------------------------- sleep */
+
+int runtime_sleep(uint64_t ns)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f);
+
+	if (rc)
+		return rc;
+	uint64_t end = deadline_add(runtime_now(), ns);
+	if (f->deadline < end)
+		return runtime__suspend_until(f->core, NULL, NULL, f->deadline, -ETIMEDOUT);
+	return runtime__suspend_until(f->core, NULL, NULL, end, 0);
+}
+
+/* -------------------------------------------------------- public timers */
 
 static void user_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
@@ -252,14 +248,14 @@ int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
 		return -EINVAL;
 	if (t->state != TIMER_IDLE)
 		return -EBUSY;
-	if (atomic_load_explicit(&c->rt->shutting_down, memory_order_relaxed))
+	if (runtime__is_shutting_down(c->rt))
 		return -ESHUTDOWN;
-	uint64_t now = runtime_now();
 	t->fire = user_timer_fire;
+	t->on_shutdown = true;
 	t->user_fn = fn;
 	t->user_arg = arg;
 	runtime__load_add(c);
-	runtime__timer_start(c, t, delay_ns > UINT64_MAX - now ? UINT64_MAX : now + delay_ns);
+	runtime__timer_start(c, t, deadline_add(runtime_now(), delay_ns));
 	return 0;
 }
 
@@ -269,10 +265,13 @@ int runtime_timer_cancel(struct runtime_timer *timer)
 
 	if (!t)
 		return -EINVAL;
-	if (t->state == TIMER_IDLE)
+	if (t->state != TIMER_ARMED)
 		return -EALREADY;
 	if (this_core() != t->core)
 		return -EPERM;
-	runtime__timer_cancel(t);
+	runtime__timer_stop(t);
+	t->state = TIMER_ENDING;
+	t->why = RUNTIME_TIMER_CANCELLED;
+	queue_push(&t->core->timer_done, &t->done);
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -551,7 +552,6 @@ START_TEST(test_core_named_timers_cancel_up_to_n)
 
 	memset(&nlog, 0, sizeof(nlog));
 	runtime_config_init(&cfg);
-	cfg.timer_mode = _i ? RUNTIME_TIMERS_KERNEL : RUNTIME_TIMERS_HEAP;
 	ck_assert_int_eq(run_fiber(&cfg, named_fire_and_cancel, &nc), 0);
 	ck_assert_uint_eq(nc.cancelled, 3);
 	ck_assert_int_eq(atomic_load(&nlog.calls), 6);
@@ -668,7 +668,6 @@ START_TEST(test_core_named_timers_stress_exactly_once)
 	st.calls = calloc(STRESS_TIMERS, 1);
 	runtime_config_init(&cfg);
 	cfg.cores = 2;
-	cfg.timer_mode = _i ? RUNTIME_TIMERS_KERNEL : RUNTIME_TIMERS_HEAP;
 	ck_assert_int_eq(runtime_create(&st.rt, &cfg), 0);
 	/* A fiber keeps the runtime up until the starters are done. */
 	ck_assert_int_eq(runtime_spawn(st.rt, keeper_named, NULL), 0);
@@ -734,6 +733,217 @@ START_TEST(test_core_sigterm_shuts_down)
 }
 END_TEST
 
+/* ------------------------------------------------ callbacks stay outside */
+
+/* Timer callbacks run from a core's loop, never inside a fiber: also when
+ * a fiber shuts the runtime down, and when a named timer is cancelled by
+ * another thread between its registration and its arming. */
+/* An atomic counter's value, for assertions that read well. */
+static int value(_Atomic int *counter)
+{
+	return atomic_load(counter);
+}
+
+struct outside {
+	struct runtime_timer timer;
+	_Atomic bool in_call;        /* the fiber is inside a runtime call */
+	_Atomic int calls, in_fiber, in_caller;
+	_Atomic int why[3];
+};
+
+static struct outside out;
+
+static void outside_note(enum runtime_timer_why why)
+{
+	atomic_fetch_add(&out.calls, 1);
+	atomic_fetch_add(&out.why[why], 1);
+	if (runtime_fiber_self())
+		atomic_fetch_add(&out.in_fiber, 1);
+	if (atomic_load(&out.in_call))
+		atomic_fetch_add(&out.in_caller, 1);
+}
+
+static void outside_timer_cb(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t;
+	(void)arg;
+	outside_note(why);
+}
+
+static void outside_named_cb(void *arg, enum runtime_timer_why why)
+{
+	(void)arg;
+	outside_note(why);
+}
+
+static void shutdown_with_timers(void *p)
+{
+	struct runtime *rt = runtime_current();
+	(void)p;
+
+	ck_assert_int_eq(runtime_timer_start(&out.timer, 60000 * MS, outside_timer_cb, NULL), 0);
+	ck_assert_int_eq(runtime_timer_start_named(rt, "t", 60000 * MS, outside_named_cb, NULL),
+	                 0);
+	runtime_yield(); /* the named timer reaches its core */
+	atomic_store(&out.in_call, true);
+	runtime_shutdown(rt);
+	atomic_store(&out.in_call, false);
+	ck_assert_int_eq(runtime_sleep(MS), -ECANCELED);
+}
+
+START_TEST(test_core_shutdown_from_fiber_calls_back_outside_it)
+{
+	memset(&out, 0, sizeof(out));
+	ck_assert_int_eq(run_fiber(NULL, shutdown_with_timers, NULL), 0);
+	ck_assert_int_eq(value(&out.calls), 2);
+	ck_assert_int_eq(value(&out.why[RUNTIME_TIMER_SHUTDOWN]), 2);
+	ck_assert_int_eq(value(&out.in_fiber), 0);
+	ck_assert_int_eq(value(&out.in_caller), 0);
+}
+END_TEST
+
+#ifdef RUNTIME_TSAN
+#define NAMED_RACE 5000
+#else
+#define NAMED_RACE 50000
+#endif
+
+static _Atomic bool named_race_done;
+
+static void *named_canceller(void *p)
+{
+	struct runtime *rt = p;
+	while (!atomic_load(&named_race_done))
+		runtime_timer_cancel_named(rt, "race", SIZE_MAX);
+	return NULL;
+}
+
+static void named_starter(void *p)
+{
+	struct runtime *rt = runtime_current();
+	pthread_t th;
+	(void)p;
+
+	ck_assert_int_eq(pthread_create(&th, NULL, named_canceller, rt), 0);
+	for (int i = 0; i < NAMED_RACE; i++) {
+		atomic_store(&out.in_call, true);
+		ck_assert_int_eq(runtime_timer_start_named(rt, "race", 0, outside_named_cb, NULL), 0);
+		atomic_store(&out.in_call, false);
+		if (i % 64 == 0)
+			runtime_yield();
+	}
+	atomic_store(&named_race_done, true);
+	pthread_join(th, NULL);
+}
+
+START_TEST(test_core_named_cancel_race_never_calls_back_in_starter)
+{
+	memset(&out, 0, sizeof(out));
+	atomic_store(&named_race_done, false);
+	ck_assert_int_eq(run_fiber(NULL, named_starter, NULL), 0);
+	ck_assert_int_eq(value(&out.calls), NAMED_RACE);
+	ck_assert_int_gt(value(&out.why[RUNTIME_TIMER_CANCELLED]), 0);
+	ck_assert_int_eq(value(&out.in_fiber), 0);
+	ck_assert_int_eq(value(&out.in_caller), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ failed run */
+
+/* A core that cannot create its ring fails the run. Afterwards shutdown
+ * touches no torn-down ring, a second run reports the failure instead of
+ * hanging, every timer's callback runs exactly once, and destroy frees
+ * everything (ASan's leak check). */
+struct failed {
+	int pair[2];
+	_Atomic int timer_calls, timer_why;
+	_Atomic int blocked;
+	struct runtime_timer timer;
+};
+
+static struct failed fr;
+
+static void failed_timer_cb(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t;
+	(void)arg;
+	atomic_fetch_add(&fr.timer_calls, 1);
+	atomic_store(&fr.timer_why, (int)why);
+}
+
+static void failed_blocker(void *p)
+{
+	char buf[4];
+	(void)p;
+	atomic_fetch_add(&fr.blocked, 1);
+	runtime_timer_start(&fr.timer, 60000 * MS, failed_timer_cb, NULL);
+	runtime_read(fr.pair[0], buf, sizeof(buf));
+}
+
+START_TEST(test_core_failed_run_leaves_a_safe_runtime)
+{
+	struct runtime *rt = make_rt(2);
+	struct rlimit lim;
+
+	memset(&fr, 0, sizeof(fr));
+	atomic_store(&fr.timer_why, -1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fr.pair), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, failed_blocker, NULL), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, failed_blocker, NULL), 0);
+	/* Room for one more fd: one ring is created, the other is not. */
+	int probe = dup(0);
+	ck_assert_int_ge(probe, 0);
+	close(probe);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+	lim.rlim_cur = (rlim_t)probe + 1;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+	int rc = runtime_run(rt);
+	ck_assert_msg(rc == -EMFILE || rc == -ENFILE, "run gave %d", rc);
+	lim.rlim_cur = lim.rlim_max;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+
+	runtime_shutdown(rt); /* no crash */
+	ck_assert_int_eq(runtime_run(rt), rc); /* no hang: the same error */
+	ck_assert_int_eq(runtime_spawn(rt, failed_blocker, NULL), -ESHUTDOWN);
+	runtime_destroy(rt);
+	/* The fiber that ran started its timer; its callback ran once. */
+	ck_assert_int_le(value(&fr.blocked), 1);
+	ck_assert_int_eq(value(&fr.timer_calls), value(&fr.blocked));
+	if (value(&fr.blocked))
+		ck_assert_int_eq(value(&fr.timer_why), RUNTIME_TIMER_SHUTDOWN);
+	close(fr.pair[0]);
+	close(fr.pair[1]);
+}
+END_TEST
+
+/* ------------------------------------------------------------ signals */
+
+/* What the runtime changes in the process it gives back: the signal mask
+ * of the thread that ran it, and the SIGINT/SIGTERM blocking of
+ * runtime_shutdown_on_signals() once the runtime is destroyed. */
+static void nothing(void *p)
+{
+	(void)p;
+}
+
+START_TEST(test_core_signal_mask_restored)
+{
+	sigset_t before, after;
+	struct runtime *rt = make_rt(2);
+
+	ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, NULL, &before), 0);
+	ck_assert(!sigismember(&before, SIGINT) && !sigismember(&before, SIGPIPE));
+	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0);
+	ck_assert_int_eq(runtime_spawn(rt, nothing, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, NULL, &after), 0);
+	ck_assert(!sigismember(&after, SIGINT));
+	ck_assert(!sigismember(&after, SIGTERM));
+	ck_assert(!sigismember(&after, SIGPIPE));
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -756,15 +966,19 @@ static Suite *core_suite(void)
 
 	tc = tcase_create("named");
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_core_named_timers_cancel_up_to_n, 0, 2);
+	tcase_add_test(tc, test_core_named_timers_cancel_up_to_n);
 	tcase_add_test(tc, test_core_named_cancel_before_they_reach_a_core);
-	tcase_add_loop_test(tc, test_core_named_timers_stress_exactly_once, 0, 2);
+	tcase_add_test(tc, test_core_named_timers_stress_exactly_once);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("shutdown");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_core_shutdown_from_foreign_thread);
 	tcase_add_test(tc, test_core_sigterm_shuts_down);
+	tcase_add_test(tc, test_core_shutdown_from_fiber_calls_back_outside_it);
+	tcase_add_test(tc, test_core_named_cancel_race_never_calls_back_in_starter);
+	tcase_add_test(tc, test_core_failed_run_leaves_a_safe_runtime);
+	tcase_add_test(tc, test_core_signal_mask_restored);
 	suite_add_tcase(s, tc);
 	return s;
 }

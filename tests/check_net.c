@@ -18,9 +18,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -927,6 +929,178 @@ START_TEST(test_net_fd_register_needs_fixed_files)
 }
 END_TEST
 
+/* --------------------------------------------------------------- SIGPIPE */
+
+/* Writing to a socket or pipe whose reader has gone returns -EPIPE, on
+ * every core, with SIGPIPE left at its default action: the runtime never
+ * dies of it, and leaves no SIGPIPE pending for later either. */
+struct epipe {
+	ssize_t write_rc, write_all_rc, send_rc, writev_rc, sendmsg_rc, pipe_rc;
+	size_t done;
+	int core;
+};
+
+static void epipe_fiber(void *p)
+{
+	struct epipe *e = p;
+	int sv[2], pf[2];
+	struct iovec iov = { .iov_base = "x", .iov_len = 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	e->core = runtime_core_index();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	runtime_close(sv[1]);
+	e->write_rc = runtime_write(sv[0], "x", 1);
+	e->write_all_rc = runtime_write_all(sv[0], "xyz", 3, &e->done);
+	e->send_rc = runtime_send(sv[0], "x", 1, 0);
+	e->writev_rc = runtime_writev(sv[0], &iov, 1);
+	e->sendmsg_rc = runtime_sendmsg(sv[0], &msg, 0);
+	runtime_close(sv[0]);
+	ck_assert_int_eq(pipe2(pf, O_CLOEXEC), 0);
+	runtime_close(pf[0]);
+	e->pipe_rc = runtime_write(pf[1], "x", 1);
+	runtime_close(pf[1]);
+}
+
+START_TEST(test_net_write_to_gone_reader_is_epipe_not_sigpipe)
+{
+	struct epipe e[2];
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	ck_assert_ptr_eq(signal(SIGPIPE, SIG_DFL), SIG_DFL);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	for (unsigned i = 0; i < 2; i++)
+		ck_assert_int_eq(runtime_spawn_on(rt, i, epipe_fiber, &e[i]), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(e[i].core, i);
+		ck_assert_int_eq(e[i].write_rc, -EPIPE);
+		ck_assert_int_eq(e[i].write_all_rc, -EPIPE);
+		ck_assert_uint_eq(e[i].done, 0);
+		ck_assert_int_eq(e[i].send_rc, -EPIPE);
+		ck_assert_int_eq(e[i].writev_rc, -EPIPE);
+		ck_assert_int_eq(e[i].sendmsg_rc, -EPIPE);
+		ck_assert_int_eq(e[i].pipe_rc, -EPIPE);
+	}
+	/* Still alive, and nothing pending will kill us later. */
+	sigset_t pending;
+	ck_assert_int_eq(sigpending(&pending), 0);
+	ck_assert(!sigismember(&pending, SIGPIPE));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ close */
+
+/* runtime_close works outside a fiber too: it always closes. */
+START_TEST(test_net_close_outside_fiber_closes)
+{
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(runtime_close(sv[0]), 0);
+	ck_assert_int_eq(fd_state(sv[0]), EBADF);
+	ck_assert_int_eq(runtime_close(sv[0]), -EBADF);
+	ck_assert_int_eq(runtime_close(-1), -EBADF);
+	close(sv[1]);
+}
+END_TEST
+
+/* ------------------------------------------------- fixed files, two cores */
+
+/* A socket accepted (and registered) on core 0 and closed on core 1 is
+ * really closed: its peer sees EOF, and the next connection that gets the
+ * same fd number never reads the old connection's bytes. */
+struct xclose {
+	int listen_fd;
+	uint16_t port;
+	_Atomic int accepted;         /* fd handed from core 0 to core 1 */
+	_Atomic bool closed;
+	int client1, client2;
+	int close_rc;
+	ssize_t eof_rc;
+	int accepted2;
+	char got2[8];
+	ssize_t got2_rc;
+};
+
+static struct xclose xc;
+
+static void xc_acceptor(void *p)
+{
+	(void)p;
+	runtime_deadline_set(runtime_now() + 10000 * MS);
+	int fd = runtime_accept(xc.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	atomic_store(&xc.accepted, fd);
+	while (!atomic_load(&xc.closed))
+		ck_assert_int_eq(runtime_sleep(MS), 0);
+	/* The first client must see EOF now: nothing keeps its socket open. */
+	xc.eof_rc = runtime_read(xc.client1, xc.got2, sizeof(xc.got2));
+	/* A new connection, most likely on the same fd number. */
+	xc.client2 = runtime_tcp_connect("127.0.0.1", xc.port);
+	ck_assert_int_ge(xc.client2, 0);
+	xc.accepted2 = runtime_accept(xc.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(xc.accepted2, 0);
+	ck_assert_int_eq(runtime_write(xc.client2, "new", 3), 3);
+	xc.got2_rc = runtime_read(xc.accepted2, xc.got2, sizeof(xc.got2));
+	runtime_close(xc.accepted2);
+	runtime_close(xc.client2);
+	runtime_close(xc.client1);
+	runtime_close(xc.listen_fd);
+}
+
+static void xc_closer(void *p)
+{
+	int fd;
+	(void)p;
+	while ((fd = atomic_load(&xc.accepted)) < 0)
+		ck_assert_int_eq(runtime_sleep(MS), 0);
+	xc.close_rc = runtime_close(fd);
+	atomic_store(&xc.closed, true);
+}
+
+static void xc_client(void *p)
+{
+	(void)p;
+	xc.client1 = runtime_tcp_connect("127.0.0.1", xc.port);
+	ck_assert_int_ge(xc.client1, 0);
+	/* Bytes the old connection never read: they must not reach the new. */
+	ck_assert_int_eq(runtime_write(xc.client1, "old", 3), 3);
+}
+
+START_TEST(test_net_fixed_file_closed_on_another_core)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	memset(&xc, 0, sizeof(xc));
+	atomic_store(&xc.accepted, -1);
+	xc.close_rc = xc.accepted2 = -999;
+	xc.eof_rc = xc.got2_rc = -999;
+	xc.listen_fd = runtime_tcp_listen("127.0.0.1", 0, 0, 0);
+	ck_assert_int_ge(xc.listen_fd, 0);
+	xc.port = bound_port(xc.listen_fd);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	cfg.fixed_files = 1;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, xc_acceptor, NULL), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, xc_client, NULL), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, xc_closer, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(xc.close_rc, 0);
+	/* Closed (with "old" unread: a reset), not still open (-ETIMEDOUT). */
+	ck_assert_msg(xc.eof_rc == 0 || xc.eof_rc == -ECONNRESET, "client read %zd", xc.eof_rc);
+	ck_assert_int_eq(xc.got2_rc, 3);
+	ck_assert_int_eq(memcmp(xc.got2, "new", 3), 0);
+}
+END_TEST
+
 /* -------------------------------------------------------------- suite */
 
 static Suite *net_suite(void)
@@ -971,6 +1145,13 @@ static Suite *net_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_net_fixed_files_register_use_release);
 	tcase_add_test(tc, test_net_fd_register_needs_fixed_files);
+	tcase_add_test(tc, test_net_fixed_file_closed_on_another_core);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_net_write_to_gone_reader_is_epipe_not_sigpipe);
+	tcase_add_test(tc, test_net_close_outside_fiber_closes);
 	suite_add_tcase(s, tc);
 
 	return s;

@@ -8,7 +8,9 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------- spawning */
 
@@ -387,25 +389,6 @@ START_TEST(test_sched_cancel_sleeping_fiber)
 }
 END_TEST
 
-static void cancel_sleeper_kernel_timers(void *p)
-{
-	cancel_sleeper(p);
-}
-
-START_TEST(test_sched_cancel_sleeping_fiber_kernel_timers)
-{
-	struct runtime_config cfg;
-	struct cancel_state cs;
-
-	runtime_config_init(&cfg);
-	cfg.timer_mode = RUNTIME_TIMERS_KERNEL;
-	memset(&cs, 0, sizeof(cs));
-	ck_assert_int_eq(run_fiber(&cfg, cancel_sleeper_kernel_timers, &cs), 0);
-	ck_assert_int_eq(cs.first, -ECANCELED);
-	ck_assert_int_eq(cs.second, -ECANCELED);
-}
-END_TEST
-
 static void *blocks_in_join(void *p)
 {
 	struct cancel_state *cs = p;
@@ -644,17 +627,167 @@ START_TEST(test_sched_ten_thousand_fibers_sleep_and_yield)
 }
 END_TEST
 
-START_TEST(test_sched_ten_thousand_fibers_kernel_timers)
-{
-	struct runtime_config cfg;
-	struct many m = { 0, 0 };
+/* -------------------------------------------------------------- handles */
 
-	runtime_config_init(&cfg);
-	cfg.timer_mode = RUNTIME_TIMERS_KERNEL;
-	cfg.ring_entries = 64; /* far fewer SQ entries than timeouts in flight */
-	ck_assert_int_eq(run_fiber(&cfg, spawn_many, &m), 0);
-	ck_assert_int_eq(m.slept, MANY);
-	ck_assert_int_eq(m.yielded, 3 * MANY);
+/* A handle outlives its fiber: it must then name no fiber at all, never
+ * the fiber that reuses the same stack. */
+struct stale {
+	struct runtime_fiber *self;   /* the detached fiber's own handle */
+	void *frame_old, *frame_new;  /* where each fiber's frame was */
+	int victim_rc;
+	int cancel_rc, unpark_rc, join_rc, detach_rc;
+	uint64_t id;
+};
+
+static void remember_self(void *p)
+{
+	struct stale *s = p;
+	s->self = runtime_fiber_self();
+	s->frame_old = __builtin_frame_address(0);
+}
+
+static void victim(void *p)
+{
+	struct stale *s = p;
+	s->frame_new = __builtin_frame_address(0);
+	s->victim_rc = runtime_sleep(20 * MS);
+}
+
+static void stale_main(void *p)
+{
+	struct stale *s = p;
+	struct runtime *rt = runtime_current();
+
+	ck_assert_int_eq(runtime_spawn(rt, remember_self, s), 0);
+	runtime_yield(); /* it runs and ends */
+	runtime_yield(); /* its stack goes back to the cache */
+	ck_assert_int_eq(runtime_spawn(rt, victim, s), 0);
+	runtime_yield(); /* the victim sleeps, on the same stack */
+	s->cancel_rc = runtime_fiber_cancel(s->self);
+	s->unpark_rc = runtime_fiber_unpark(s->self);
+	s->join_rc = runtime_fiber_join(s->self, NULL);
+	s->detach_rc = runtime_fiber_detach(s->self);
+	s->id = runtime_fiber_id(s->self);
+}
+
+START_TEST(test_sched_stale_handle_reaches_no_other_fiber)
+{
+	struct stale s = { .victim_rc = -999, .cancel_rc = -999, .unpark_rc = -999,
+	                   .join_rc = -999, .detach_rc = -999, .id = 999 };
+
+	ck_assert_int_eq(run_fiber(NULL, stale_main, &s), 0);
+	ck_assert_ptr_nonnull(s.self);
+	/* The test means something only if the stack was reused. */
+	ck_assert_ptr_eq(s.frame_old, s.frame_new);
+	ck_assert_int_eq(s.cancel_rc, -ESRCH);
+	ck_assert_int_eq(s.unpark_rc, -ESRCH);
+	ck_assert_int_eq(s.join_rc, -ESRCH);
+	ck_assert_int_eq(s.detach_rc, -ESRCH);
+	ck_assert_uint_eq(s.id, 0);
+	ck_assert_int_eq(s.victim_rc, 0); /* slept its time, not cancelled */
+}
+END_TEST
+
+struct twice {
+	int join1, join2, detach_after, cancel_after;
+	void *result;
+	void *frame[2];
+	int slept[2];
+};
+
+static void *give_seven(void *p)
+{
+	(void)p;
+	return (void *)7;
+}
+
+struct twin_arg {
+	struct twice *t;
+	int i;
+};
+
+static void *twin(void *p)
+{
+	struct twin_arg *a = p;
+	volatile int mine = 1000 + a->i;
+
+	a->t->frame[a->i] = __builtin_frame_address(0);
+	runtime_sleep(5 * MS);
+	a->t->slept[a->i] = mine; /* still ours if no one shared the stack */
+	return NULL;
+}
+
+static void twice_main(void *p)
+{
+	struct twice *t = p;
+	struct runtime *rt = runtime_current();
+	struct runtime_fiber *f, *a, *b;
+
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &f, give_seven, NULL), 0);
+	t->join1 = runtime_fiber_join(f, &t->result);
+	t->join2 = runtime_fiber_join(f, NULL);
+	t->detach_after = runtime_fiber_detach(f);
+	t->cancel_after = runtime_fiber_cancel(f);
+	/* Had the stack been released twice, these two would share it. */
+	struct twin_arg aa = { t, 0 }, ab = { t, 1 };
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &a, twin, &aa), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &b, twin, &ab), 0);
+	ck_assert_int_eq(runtime_fiber_join(a, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_join(b, NULL), 0);
+}
+
+START_TEST(test_sched_join_twice_is_an_error)
+{
+	struct twice t = { -999, -999, -999, -999, NULL, { NULL, NULL }, { 0, 0 } };
+
+	ck_assert_int_eq(run_fiber(NULL, twice_main, &t), 0);
+	ck_assert_int_eq(t.join1, 0);
+	ck_assert_ptr_eq(t.result, (void *)7);
+	ck_assert_int_eq(t.join2, -ESRCH);
+	ck_assert_int_eq(t.detach_after, -ESRCH);
+	ck_assert_int_eq(t.cancel_after, -ESRCH);
+	ck_assert_ptr_ne(t.frame[0], t.frame[1]);
+	ck_assert_int_eq(t.slept[0], 1000);
+	ck_assert_int_eq(t.slept[1], 1001);
+}
+END_TEST
+
+/* runtime_park(-1) may be ended by an unpark from any thread, so a lone
+ * parked fiber is not a deadlock: the run waits for that unpark. */
+static _Atomic(struct runtime_fiber *) lone;
+
+static void lone_parker(void *p)
+{
+	int *rc = p;
+	atomic_store(&lone, runtime_fiber_self());
+	*rc = runtime_park(-1);
+}
+
+static void *late_unparker(void *p)
+{
+	struct runtime_fiber *f;
+	(void)p;
+	while (!(f = atomic_load(&lone)))
+		usleep(1000);
+	usleep(50 * 1000);
+	ck_assert_int_eq(runtime_fiber_unpark(f), 0);
+	return NULL;
+}
+
+START_TEST(test_sched_parked_fiber_is_no_deadlock)
+{
+	struct runtime *rt;
+	pthread_t th;
+	int rc = -999;
+
+	atomic_store(&lone, NULL);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, lone_parker, &rc), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, late_unparker, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	pthread_join(th, NULL); /* its unpark call has returned: now destroy */
+	runtime_destroy(rt);
+	ck_assert_int_eq(rc, 0);
 }
 END_TEST
 
@@ -685,12 +818,13 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, test_sched_join_after_end_and_self_join);
 	tcase_add_test(tc, test_sched_join_self_is_deadlock);
 	tcase_add_test(tc, test_sched_detach_running_and_ended);
+	tcase_add_test(tc, test_sched_stale_handle_reaches_no_other_fiber);
+	tcase_add_test(tc, test_sched_join_twice_is_an_error);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("cancel");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_sched_cancel_sleeping_fiber);
-	tcase_add_test(tc, test_sched_cancel_sleeping_fiber_kernel_timers);
 	tcase_add_test(tc, test_sched_cancel_joining_fiber);
 	tcase_add_test(tc, test_sched_cancel_before_start_and_after_end);
 	suite_add_tcase(s, tc);
@@ -699,13 +833,13 @@ static Suite *sched_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_sched_fiber_local_and_ids);
 	tcase_add_test(tc, test_sched_deadlock_is_reported);
+	tcase_add_test(tc, test_sched_parked_fiber_is_no_deadlock);
 	tcase_add_test(tc, test_sched_shutdown_cancels_fibers_and_timers);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("many");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_sched_ten_thousand_fibers_sleep_and_yield);
-	tcase_add_test(tc, test_sched_ten_thousand_fibers_kernel_timers);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,6 +8,7 @@
  */
 #include "testutil.h"
 
+#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,13 +51,11 @@ static void overflow_child(size_t stack_size)
 	_exit(3); /* unreachable if the guard works */
 }
 
-START_TEST(test_stack_overflow_is_reported)
+/* Run child() in a forked process; its stderr in out (NUL-terminated) and
+ * its wait status as the result. */
+static int run_child(void (*child)(size_t), size_t arg, char *out, size_t len)
 {
-	const size_t size = 64 * 1024;
-	int pipefd[2];
-	char out[512];
-	char expect[128];
-	int status;
+	int pipefd[2], status;
 
 	ck_assert_int_eq(pipe(pipefd), 0);
 	pid_t pid = fork();
@@ -64,15 +63,26 @@ START_TEST(test_stack_overflow_is_reported)
 	if (pid == 0) {
 		close(pipefd[0]);
 		dup2(pipefd[1], STDERR_FILENO);
-		overflow_child(size);
+		child(arg);
+		_exit(99);
 	}
 	close(pipefd[1]);
 	ssize_t n = 0, r;
-	while ((r = read(pipefd[0], out + n, sizeof(out) - 1 - (size_t)n)) > 0)
+	while ((r = read(pipefd[0], out + n, len - 1 - (size_t)n)) > 0)
 		n += r;
 	out[n > 0 ? n : 0] = '\0';
 	close(pipefd[0]);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+START_TEST(test_stack_overflow_is_reported)
+{
+	const size_t size = 64 * 1024;
+	char out[512];
+	char expect[128];
+
+	int status = run_child(overflow_child, size, out, sizeof(out));
 	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
 	              "child did not abort (status %#x), stderr: %s", status, out);
 	snprintf(expect, sizeof(expect), "fiber stack overflow: fiber 1, stack size %zu bytes", size);
@@ -189,6 +199,80 @@ START_TEST(test_stack_guards_add_no_vma_per_stack)
 }
 END_TEST
 
+/* ------------------------------------------------------ SIGSEGV handler */
+
+/* The program's own SIGSEGV handler, installed before the runtime, still
+ * gets every fault that is not a fiber overflow (each time, not just the
+ * first), the overflow report still works after such faults, and the
+ * handler is the program's again once the runtime is destroyed. */
+static sigjmp_buf fault_env;
+static volatile sig_atomic_t user_faults;
+
+static void user_segv(int sig)
+{
+	(void)sig;
+	user_faults++;
+	siglongjmp(fault_env, 1);
+}
+
+static void fault_once(volatile char *page)
+{
+	if (sigsetjmp(fault_env, 1) == 0)
+		page[0] = 1;
+}
+
+static void chained_child(size_t stack_size)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+	volatile char *page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (page == MAP_FAILED || signal(SIGSEGV, user_segv) == SIG_ERR)
+		_exit(10);
+	runtime_config_init(&cfg);
+	cfg.stack_size = stack_size;
+	if (runtime_create(&rt, &cfg) < 0)
+		_exit(11);
+	fault_once(page);
+	fault_once(page);
+	if (user_faults != 2)
+		_exit(12);
+	runtime_spawn(rt, overflow, NULL);
+	runtime_run(rt);
+	_exit(13); /* unreachable: the overflow aborts */
+}
+
+START_TEST(test_stack_segv_handler_chains_to_the_programs)
+{
+	char out[512];
+
+	int status = run_child(chained_child, 64 * 1024, out, sizeof(out));
+	ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+	              "child did not abort (status %#x), stderr: %s", status, out);
+	ck_assert_msg(strstr(out, "fiber stack overflow: fiber 1, stack size 65536 bytes"),
+	              "stderr was: %s", out);
+}
+END_TEST
+
+START_TEST(test_stack_segv_handler_restored_by_destroy)
+{
+	struct runtime *rt, *rt2;
+	struct sigaction now;
+
+	ck_assert_ptr_ne(signal(SIGSEGV, user_segv), SIG_ERR);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_create(&rt2, NULL), 0);
+	ck_assert_int_eq(sigaction(SIGSEGV, NULL, &now), 0);
+	ck_assert_ptr_ne(now.sa_handler, user_segv); /* the runtime's, chained */
+	runtime_destroy(rt);
+	ck_assert_int_eq(sigaction(SIGSEGV, NULL, &now), 0);
+	ck_assert_ptr_ne(now.sa_handler, user_segv); /* rt2 still needs it */
+	runtime_destroy(rt2);
+	ck_assert_int_eq(sigaction(SIGSEGV, NULL, &now), 0);
+	ck_assert_ptr_eq(now.sa_handler, user_segv);
+}
+END_TEST
+
 static Suite *stack_suite(void)
 {
 	Suite *s = suite_create("stack");
@@ -199,6 +283,8 @@ static Suite *stack_suite(void)
 	tcase_add_test(tc, test_stack_fiber_uses_configured_size);
 	tcase_add_test(tc, test_stack_cache_reuses_stacks);
 	tcase_add_test(tc, test_stack_guards_add_no_vma_per_stack);
+	tcase_add_test(tc, test_stack_segv_handler_chains_to_the_programs);
+	tcase_add_test(tc, test_stack_segv_handler_restored_by_destroy);
 	suite_add_tcase(s, tc);
 	return s;
 }

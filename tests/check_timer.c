@@ -1,22 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_timer.c - sleeps and cancellable timers, each test run in both timer
- * modes (core-local heap with one armed kernel timeout; one kernel timeout
- * per timer): sleep lengths, deadlines cutting sleeps short, fire order,
- * exactly-once callbacks whether fired, cancelled or shut down, misuse
- * errors, and 10,000 timers with half of them cancelled.
+ * check_timer.c - sleeps and cancellable timers: sleep lengths, deadlines
+ * cutting sleeps short, fire order (and start order among equal deadlines),
+ * exactly-once callbacks whether fired, cancelled or shut down, always from
+ * the loop, delays so long that they mean never on every timed call,
+ * misuse errors, and 10,000 timers with half of them cancelled.
  */
 #include "testutil.h"
 
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
-
-static struct runtime_config mode_cfg(int mode)
-{
-	struct runtime_config cfg;
-	runtime_config_init(&cfg);
-	cfg.timer_mode = mode ? RUNTIME_TIMERS_KERNEL : RUNTIME_TIMERS_HEAP;
-	return cfg;
-}
+#include <sys/socket.h>
 
 /* ----------------------------------------------------------------- sleep */
 
@@ -35,10 +31,9 @@ static void sleep_20ms(void *p)
 
 START_TEST(test_timer_sleep_lasts_as_asked)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct sleep_state s = { -1, 0 };
 
-	ck_assert_int_eq(run_fiber(&cfg, sleep_20ms, &s), 0);
+	ck_assert_int_eq(run_fiber(NULL, sleep_20ms, &s), 0);
 	ck_assert_int_eq(s.rc, 0);
 	ck_assert_uint_ge(s.elapsed, 20 * MS);
 	ck_assert_uint_lt(s.elapsed, 500 * MS);
@@ -58,10 +53,9 @@ static void sleep_past_deadline(void *p)
 
 START_TEST(test_timer_deadline_cuts_sleep_short)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct sleep_state s = { 0, 0 };
 
-	ck_assert_int_eq(run_fiber(&cfg, sleep_past_deadline, &s), 0);
+	ck_assert_int_eq(run_fiber(NULL, sleep_past_deadline, &s), 0);
 	ck_assert_int_eq(s.rc, -ETIMEDOUT);
 	ck_assert_uint_ge(s.elapsed, 10 * MS);
 	ck_assert_uint_lt(s.elapsed, 1000 * MS);
@@ -78,10 +72,9 @@ static void sleep_zero(void *p)
 
 START_TEST(test_timer_sleep_zero_and_past_deadline)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct sleep_state s = { -1, 0 };
 
-	ck_assert_int_eq(run_fiber(&cfg, sleep_zero, &s), 0);
+	ck_assert_int_eq(run_fiber(NULL, sleep_zero, &s), 0);
 	ck_assert_int_eq(s.rc, 0);
 	ck_assert_uint_eq(s.elapsed, ETIMEDOUT);
 }
@@ -132,11 +125,10 @@ static void start_three(void *p)
 
 START_TEST(test_timer_fire_in_deadline_order)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct fire_log log;
 
 	memset(&log, 0, sizeof(log));
-	ck_assert_int_eq(run_fiber(&cfg, start_three, &log), 0);
+	ck_assert_int_eq(run_fiber(NULL, start_three, &log), 0);
 	ck_assert_int_eq(log.n, 3);
 	ck_assert_int_eq(log.order[0], 1);
 	ck_assert_int_eq(log.order[1], 2);
@@ -172,11 +164,10 @@ static void cancel_one(void *p)
 
 START_TEST(test_timer_cancel_runs_callback_once)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct fire_log log;
 
 	memset(&log, 0, sizeof(log));
-	ck_assert_int_eq(run_fiber(&cfg, cancel_one, &log), 0);
+	ck_assert_int_eq(run_fiber(NULL, cancel_one, &log), 0);
 	ck_assert_int_eq(log.n, 3);
 	ck_assert_int_eq(log.order[0], 1);
 	ck_assert_int_eq(log.why[0], RUNTIME_TIMER_CANCELLED);
@@ -220,11 +211,10 @@ static void start_chain(void *p)
 
 START_TEST(test_timer_callback_restarts_and_spawns)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 	struct chain ch;
 
 	memset(&ch, 0, sizeof(ch));
-	ck_assert_int_eq(run_fiber(&cfg, start_chain, &ch), 0);
+	ck_assert_int_eq(run_fiber(NULL, start_chain, &ch), 0);
 	ck_assert_int_eq(ch.hops, 5);
 	ck_assert_int_eq(ch.spawned_ran, 1);
 }
@@ -282,14 +272,13 @@ static void start_many(void *p)
 
 START_TEST(test_timer_ten_thousand_half_cancelled)
 {
-	struct runtime_config cfg = mode_cfg(_i);
 
 	mt = calloc(1, sizeof(*mt));
 	ck_assert_ptr_nonnull(mt);
-	ck_assert_int_eq(run_fiber(&cfg, start_many, NULL), 0);
+	ck_assert_int_eq(run_fiber(NULL, start_many, NULL), 0);
 	for (int i = 0; i < NTIMERS; i++) {
 		ck_assert_int_eq(mt->calls[i], 1);
-		if (i % 2 == 0 && _i == 0)
+		if (i % 2 == 0)
 			ck_assert_int_eq(mt->why[i], RUNTIME_TIMER_CANCELLED);
 		else if (i % 2)
 			ck_assert_int_eq(mt->why[i], RUNTIME_TIMER_FIRED);
@@ -299,30 +288,256 @@ START_TEST(test_timer_ten_thousand_half_cancelled)
 }
 END_TEST
 
+/* --------------------------------------------------- one timer contract */
+
+/* Whatever ends a timer, its callback runs from the core's loop: never
+ * inside runtime_timer_cancel, never inside a fiber. */
+struct contract {
+	bool in_cancel;
+	int calls, why;
+	bool called_in_cancel, called_in_fiber;
+	int cancel_rc;
+};
+
+static void contract_cb(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	struct contract *c = arg;
+	(void)t;
+	c->calls++;
+	c->why = (int)why;
+	c->called_in_cancel |= c->in_cancel;
+	c->called_in_fiber |= runtime_fiber_self() != NULL;
+}
+
+static void contract_fiber(void *p)
+{
+	struct contract *c = p;
+	static struct runtime_timer t ;
+
+	ck_assert_int_eq(runtime_timer_start(&t, 1000 * MS, contract_cb, c), 0);
+	c->in_cancel = true;
+	c->cancel_rc = runtime_timer_cancel(&t);
+	c->in_cancel = false;
+	ck_assert_int_eq(c->calls, 0); /* not yet: the loop runs it */
+	runtime_yield();
+}
+
+START_TEST(test_timer_cancel_calls_back_from_the_loop)
+{
+	struct contract c = { .cancel_rc = -999, .why = -1 };
+
+	ck_assert_int_eq(run_fiber(NULL, contract_fiber, &c), 0);
+	ck_assert_int_eq(c.cancel_rc, 0);
+	ck_assert_int_eq(c.calls, 1);
+	ck_assert_int_eq(c.why, RUNTIME_TIMER_CANCELLED);
+	ck_assert(!c.called_in_cancel);
+	ck_assert(!c.called_in_fiber);
+}
+END_TEST
+
+/* Timers due at the same time fire in the order they were started: here,
+ * fibers that share one absolute deadline and sleep past it wake in the
+ * order they went to sleep. */
+#define SAME_TIME 200
+
+struct fifo {
+	uint64_t deadline;
+	int order[SAME_TIME];
+	int n;
+	int rc[SAME_TIME];
+};
+
+struct fifo_arg {
+	struct fifo *f;
+	int i;
+};
+
+static void fifo_sleeper(void *p)
+{
+	struct fifo_arg *a = p;
+	runtime_deadline_set(a->f->deadline);
+	a->f->rc[a->i] = runtime_sleep(1000 * MS);
+	a->f->order[a->f->n++] = a->i;
+}
+
+static void fifo_fiber(void *p)
+{
+	struct fifo *f = p;
+	static struct fifo_arg args[SAME_TIME];
+
+	f->deadline = runtime_now() + 20 * MS;
+	for (int i = 0; i < SAME_TIME; i++) {
+		args[i] = (struct fifo_arg){ f, i };
+		ck_assert_int_eq(runtime_spawn(runtime_current(), fifo_sleeper, &args[i]), 0);
+	}
+}
+
+START_TEST(test_timer_equal_deadlines_fire_in_start_order)
+{
+	struct fifo *f = calloc(1, sizeof(*f));
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(run_fiber(NULL, fifo_fiber, f), 0);
+	ck_assert_int_eq(f->n, SAME_TIME);
+	for (int i = 0; i < SAME_TIME; i++) {
+		ck_assert_int_eq(f->rc[i], -ETIMEDOUT);
+		ck_assert_int_eq(f->order[i], i);
+	}
+	free(f);
+}
+END_TEST
+
+/* ------------------------------------------------------ extreme delays */
+
+/* A delay that overflows now + delay means "never", on every timed call:
+ * nothing fires or returns until something else ends the wait. */
+struct extreme {
+	struct runtime_timer timer;
+	int timer_calls, timer_why;
+	int named_calls, named_why;
+	int sleep_rc, park_rc, park_min_rc, poll_rc, read_rc;
+	bool sleep_done, park_done, park_min_done, poll_done, read_done;
+	struct runtime_fiber *sleeper, *parker, *parker_min;
+	int fd[2];
+	size_t named_cancelled;
+};
+
+static struct extreme *ex;
+
+static void ex_timer_cb(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t;
+	(void)arg;
+	ex->timer_calls++;
+	ex->timer_why = (int)why;
+}
+
+static void ex_named_cb(void *arg, enum runtime_timer_why why)
+{
+	(void)arg;
+	ex->named_calls++;
+	ex->named_why = (int)why;
+}
+
+static void ex_sleeper(void *p)
+{
+	(void)p;
+	ex->sleeper = runtime_fiber_self();
+	ex->sleep_rc = runtime_sleep(UINT64_MAX);
+	ex->sleep_done = true;
+}
+
+static void ex_parker(void *p)
+{
+	(void)p;
+	ex->parker = runtime_fiber_self();
+	ex->park_rc = runtime_park(INT64_MAX);
+	ex->park_done = true;
+}
+
+static void ex_parker_min(void *p)
+{
+	(void)p;
+	ex->parker_min = runtime_fiber_self();
+	ex->park_min_rc = runtime_park(INT64_MIN); /* negative: no limit */
+	ex->park_min_done = true;
+}
+
+static void ex_poller(void *p)
+{
+	(void)p;
+	ex->poll_rc = runtime_poll(ex->fd[0], POLLIN, INT64_MAX);
+	ex->poll_done = true;
+}
+
+static void ex_reader(void *p)
+{
+	char buf[4];
+	(void)p;
+	runtime_deadline_set(UINT64_MAX);
+	ex->read_rc = (int)runtime_read(ex->fd[0], buf, 1);
+	ex->read_done = true;
+}
+
+static void extreme_main(void *p)
+{
+	struct runtime *rt = runtime_current();
+	(void)p;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ex->fd), 0);
+	ck_assert_int_eq(runtime_timer_start(&ex->timer, UINT64_MAX, ex_timer_cb, NULL), 0);
+	ck_assert_int_eq(runtime_timer_start_named(rt, "never", UINT64_MAX, ex_named_cb, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, ex_sleeper, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, ex_parker, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, ex_parker_min, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, ex_poller, NULL), 0);
+	ck_assert_int_eq(runtime_sleep(50 * MS), 0);
+	/* Nothing has ended by itself. */
+	ck_assert_int_eq(ex->timer_calls, 0);
+	ck_assert_int_eq(ex->named_calls, 0);
+	ck_assert(!ex->sleep_done && !ex->park_done && !ex->park_min_done && !ex->poll_done);
+	/* A deadline of UINT64_MAX is no deadline either. */
+	ck_assert_int_eq(runtime_spawn(rt, ex_reader, NULL), 0);
+	ck_assert_int_eq(runtime_sleep(20 * MS), 0);
+	ck_assert(!ex->read_done);
+
+	ck_assert_int_eq(runtime_timer_cancel(&ex->timer), 0);
+	ex->named_cancelled = runtime_timer_cancel_named(rt, "never", 10);
+	ck_assert_int_eq(runtime_fiber_cancel(ex->sleeper), 0);
+	ck_assert_int_eq(runtime_fiber_unpark(ex->parker), 0);
+	ck_assert_int_eq(runtime_fiber_unpark(ex->parker_min), 0);
+	ck_assert_int_eq(runtime_write(ex->fd[1], "xy", 2), 2);
+	ck_assert_int_eq(runtime_sleep(20 * MS), 0);
+	runtime_close(ex->fd[0]);
+	runtime_close(ex->fd[1]);
+}
+
+START_TEST(test_timer_extreme_delays_mean_never)
+{
+	ex = calloc(1, sizeof(*ex));
+	ck_assert_ptr_nonnull(ex);
+	ex->sleep_rc = ex->park_rc = ex->park_min_rc = ex->poll_rc = ex->read_rc = -999;
+	ck_assert_int_eq(run_fiber(NULL, extreme_main, NULL), 0);
+	ck_assert_int_eq(ex->timer_calls, 1);
+	ck_assert_int_eq(ex->timer_why, RUNTIME_TIMER_CANCELLED);
+	ck_assert_uint_eq(ex->named_cancelled, 1);
+	ck_assert_int_eq(ex->named_calls, 1);
+	ck_assert_int_eq(ex->named_why, RUNTIME_TIMER_CANCELLED);
+	ck_assert_int_eq(ex->sleep_rc, -ECANCELED);
+	ck_assert_int_eq(ex->park_rc, 0);
+	ck_assert_int_eq(ex->park_min_rc, 0);
+	ck_assert_int_eq(ex->poll_rc, POLLIN);
+	ck_assert_int_eq(ex->read_rc, 1);
+	free(ex);
+}
+END_TEST
+
 static Suite *timer_suite(void)
 {
 	Suite *s = suite_create("timer");
 	TCase *tc;
 
-	/* Loop tests run with _i = 0 (heap) and 1 (kernel timeouts). */
 	tc = tcase_create("sleep");
 	tcase_set_timeout(tc, 10);
-	tcase_add_loop_test(tc, test_timer_sleep_lasts_as_asked, 0, 2);
-	tcase_add_loop_test(tc, test_timer_deadline_cuts_sleep_short, 0, 2);
-	tcase_add_loop_test(tc, test_timer_sleep_zero_and_past_deadline, 0, 2);
+	tcase_add_test(tc, test_timer_sleep_lasts_as_asked);
+	tcase_add_test(tc, test_timer_deadline_cuts_sleep_short);
+	tcase_add_test(tc, test_timer_sleep_zero_and_past_deadline);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("timers");
 	tcase_set_timeout(tc, 10);
-	tcase_add_loop_test(tc, test_timer_fire_in_deadline_order, 0, 2);
-	tcase_add_loop_test(tc, test_timer_cancel_runs_callback_once, 0, 2);
-	tcase_add_loop_test(tc, test_timer_callback_restarts_and_spawns, 0, 2);
+	tcase_add_test(tc, test_timer_fire_in_deadline_order);
+	tcase_add_test(tc, test_timer_cancel_runs_callback_once);
+	tcase_add_test(tc, test_timer_callback_restarts_and_spawns);
 	tcase_add_test(tc, test_timer_misuse);
+	tcase_add_test(tc, test_timer_cancel_calls_back_from_the_loop);
+	tcase_add_test(tc, test_timer_equal_deadlines_fire_in_start_order);
+	tcase_add_test(tc, test_timer_extreme_delays_mean_never);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("many");
 	tcase_set_timeout(tc, 30);
-	tcase_add_loop_test(tc, test_timer_ten_thousand_half_cancelled, 0, 2);
+	tcase_add_test(tc, test_timer_ten_thousand_half_cancelled);
 	suite_add_tcase(s, tc);
 	return s;
 }

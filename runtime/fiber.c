@@ -1,0 +1,603 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fiber.c - fibers: creation and exit, the switch from one to the next,
+ * suspend/resume (what every blocking call is built on), spawn, join,
+ * detach, cancel, handles, locals, deadlines, and the public park/unpark.
+ *
+ * A fiber gives up the CPU by suspending (runtime__suspend) or yielding,
+ * and hands it straight to the next ready fiber, with no trip through the
+ * core loop, until the turn's budget is spent. Whatever is on its core
+ * resumes it (runtime__resume); other threads go through its core's inbox.
+ * Cancelling a suspended fiber calls the interrupt hook it suspended with,
+ * so that a fiber whose SQE points at its stack is never resumed while the
+ * kernel may still write there.
+ *
+ * Handles are checked (stack.c): one kept after its fiber has ended gives
+ * -ESRCH, never another fiber's fate.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef RUNTIME_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+#ifdef RUNTIME_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+/* runtime_park's state, in the low bits of park_state (the handle's
+ * generation is in the high 32): an unpark, a timeout and a cancel race
+ * for the one PARKED -> EMPTY transition; the winner resumes the fiber. */
+enum { PARK_EMPTY, PARK_PERMIT, PARK_PARKED, PARK_ENDED };
+
+static uint64_t park_word(uint32_t gen, unsigned state)
+{
+	return (uint64_t)gen << 32 | state;
+}
+
+/* ------------------------------------------------------------- switching */
+
+void runtime__fiber_release(struct core *c, struct fiber *f)
+{
+	struct stack s = f->stack; /* f lives on s: copy before freeing */
+#ifdef RUNTIME_TSAN
+	__tsan_destroy_fiber(f->tsan_fiber);
+#endif
+	runtime__stack_free(c, &s);
+}
+
+/* Runs first thing in whichever context a switch lands in. */
+static void finish_switch(struct core *c)
+{
+#ifdef RUNTIME_ASAN
+	/* ASan reports the stack we came from: this is how the core loop's
+	 * (the thread's own) stack bounds become known. */
+	__sanitizer_finish_switch_fiber(c->current->asan_fake_stack,
+	                                &c->prev->asan_bottom, &c->prev->asan_size);
+#endif
+	if (unlikely(c->zombie != NULL)) {
+		struct fiber *z = c->zombie;
+		c->zombie = NULL;
+		runtime__fiber_release(c, z);
+	}
+}
+
+static void switch_to(struct core *c, struct fiber *from, struct fiber *to)
+{
+	c->current = to;
+	c->prev = from;
+	to->state = FIBER_RUNNING;
+#ifdef RUNTIME_ASAN
+	/* A fiber that has ended passes NULL so ASan drops its fake stack. */
+	__sanitizer_start_switch_fiber(from->state == FIBER_DONE ? NULL : &from->asan_fake_stack,
+	                               to->asan_bottom, to->asan_size);
+#endif
+#ifdef RUNTIME_TSAN
+	__tsan_switch_to_fiber(to->tsan_fiber, 0);
+#endif
+	runtime__switch(&from->sp, to->sp);
+	finish_switch(c);
+}
+
+static void make_ready(struct core *c, struct fiber *f)
+{
+	f->state = FIBER_READY;
+	queue_push(&c->ready, &f->runq);
+}
+
+static struct fiber *next_ready(struct core *c)
+{
+	struct qnode *n = queue_pop(&c->ready);
+	return n ? container_of(n, struct fiber, runq) : NULL;
+}
+
+/* The next context to run after the current fiber gives up the CPU: the
+ * next ready fiber while the turn's budget lasts, else the core loop. */
+static struct fiber *pick_next(struct core *c)
+{
+	if (c->budget && !queue_empty(&c->ready)) {
+		c->budget--;
+		return next_ready(c);
+	}
+	return &c->loop;
+}
+
+/* Inlined into suspend and yield: a call here costs yield_ns a third. */
+static inline __attribute__((always_inline)) void schedule(struct core *c)
+{
+	struct fiber *self = c->current;
+	struct fiber *next = pick_next(c);
+
+	if (next != self)
+		switch_to(c, self, next);
+	else
+		self->state = FIBER_RUNNING;
+}
+
+/* The loop's run phase: run ready fibers, up to run_budget of them. */
+void runtime__run_ready(struct core *c)
+{
+	if (queue_empty(&c->ready))
+		return;
+	c->budget = c->rt->cfg.run_budget - 1;
+	switch_to(c, &c->loop, next_ready(c));
+}
+
+__attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f)
+{
+	f->state = FIBER_DONE;
+	dlist_remove(&f->all);
+	atomic_store_explicit(&f->park_state, park_word(f->gen, PARK_ENDED), memory_order_release);
+	if (f->joiner)
+		runtime__resume(f->joiner, 0);
+	if (!(f->flags & FIBER_JOINABLE))
+		c->zombie = f; /* freed by the next context, off this stack */
+	runtime__load_sub(c);
+	switch_to(c, f, pick_next(c));
+	__builtin_unreachable();
+}
+
+/* Entered from runtime__fiber_trampoline on the fiber's fresh stack. */
+__attribute__((noreturn)) static void fiber_main(void *arg)
+{
+	struct fiber *f = arg;
+	struct core *c = f->core;
+
+	finish_switch(c);
+	if (f->flags & FIBER_VOID_FN)
+		f->void_fn(f->arg);
+	else
+		f->result = f->fn(f->arg);
+	fiber_exit(c, f);
+}
+
+/* -------------------------------------------------------- suspend/resume */
+
+int runtime__suspend(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj)
+{
+	struct fiber *f = c->current;
+
+	f->state = FIBER_SUSPENDED;
+	f->interrupt = interrupt;
+	f->wait_obj = wait_obj;
+	schedule(c);
+	f->interrupt = NULL;
+	f->wait_obj = NULL;
+	return f->resume_res;
+}
+
+void runtime__resume(struct fiber *f, int res)
+{
+	if (f->state != FIBER_SUSPENDED)
+		return;
+	f->resume_res = res;
+	make_ready(f->core, f);
+}
+
+/* For a suspended fiber that nothing else will resume (its waker has won
+ * whatever race there was): directly on its core, else through the inbox,
+ * with the fiber's own node (free: only one waker can win). */
+void runtime__resume_from_anywhere(struct fiber *f, int res)
+{
+	if (this_core() == f->core) {
+		runtime__resume(f, res);
+		return;
+	}
+	f->xwake_res = res;
+	runtime__inbox_push(f->core, &f->wake_node);
+}
+
+/* For waits that a cancel must not end early (their own cleanup). */
+void runtime__ignore_interrupt(struct fiber *f)
+{
+	(void)f;
+}
+
+static bool park_claim(struct fiber *f)
+{
+	uint64_t parked = park_word(f->gen, PARK_PARKED);
+	return atomic_compare_exchange_strong_explicit(&f->park_state, &parked,
+	                                               park_word(f->gen, PARK_EMPTY),
+	                                               memory_order_acq_rel, memory_order_acquire);
+}
+
+/* A timed suspend's timer: the deadline came first. A parked fiber's
+ * timer must win the park claim first (an unpark may be on its way). */
+struct wait_timer {
+	struct timer t;
+	struct fiber *f;
+	int res;
+	bool claim;
+};
+
+static void wait_timer_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct wait_timer *w = container_of(t, struct wait_timer, t);
+
+	(void)why;
+	if (!w->claim || park_claim(w->f))
+		runtime__resume(w->f, w->res);
+}
+
+/* The timer lives in this frame and never outlives it: stopping it is
+ * synchronous, and a no-op once it has fired. */
+static int wait_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
+                      uint64_t deadline, int timeout_res, bool claim)
+{
+	struct wait_timer w = { .t.fire = wait_timer_fire, .f = c->current, .res = timeout_res,
+	                        .claim = claim };
+
+	runtime__timer_start(c, &w.t, deadline);
+	int res = runtime__suspend(c, interrupt, wait_obj);
+	runtime__timer_stop(&w.t);
+	return res;
+}
+
+/* A deadline of NEVER still arms a timer that never fires: the wait counts
+ * as pending work (no -EDEADLK), as a sleep does. */
+int runtime__suspend_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
+                           uint64_t deadline, int timeout_res)
+{
+	return wait_until(c, interrupt, wait_obj, deadline, timeout_res, false);
+}
+
+/* -ECANCELED or -ETIMEDOUT if the calling fiber may not block now, else 0. */
+static int cancel_pending(const struct fiber *f)
+{
+	if (f->flags & FIBER_CANCELLED)
+		return -ECANCELED;
+	if (f->deadline != NEVER && runtime_now() >= f->deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/* Every blocking call's entry: the calling fiber in *out, or -EPERM
+ * outside fiber context, -ECANCELED or -ETIMEDOUT if it may not block. */
+int runtime__blocking_begin(struct fiber **out)
+{
+	struct fiber *f = this_fiber();
+
+	*out = f;
+	return unlikely(!f) ? -EPERM : cancel_pending(f);
+}
+
+/* ----------------------------------------------------------- park/unpark */
+
+static void park_interrupt(struct fiber *f)
+{
+	if (park_claim(f))
+		runtime__resume(f, -ECANCELED);
+}
+
+int runtime_park(int64_t timeout_ns)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f);
+
+	if (rc)
+		return rc;
+	/* EMPTY -> PARKED, or consume the permit an unpark left. A plain store
+	 * of PARKED could overwrite a permit set just now: a lost wake-up. */
+	uint64_t expect = park_word(f->gen, PARK_EMPTY);
+	if (!atomic_compare_exchange_strong(&f->park_state, &expect,
+	                                    park_word(f->gen, PARK_PARKED))) {
+		atomic_store(&f->park_state, park_word(f->gen, PARK_EMPTY)); /* was PERMIT */
+		return 0;
+	}
+	uint64_t deadline = deadline_min(f->deadline, deadline_from_timeout(runtime_now(), timeout_ns));
+	struct core *c = f->core;
+	c->xparked++;
+	if (deadline == NEVER)
+		rc = runtime__suspend(c, park_interrupt, NULL);
+	else
+		rc = wait_until(c, park_interrupt, NULL, deadline, -ETIMEDOUT, true);
+	c->xparked--;
+	return rc;
+}
+
+int runtime_fiber_unpark(struct runtime_fiber *handle)
+{
+	struct handle_ref ref;
+
+	if (!handle)
+		return -EINVAL;
+	if (!handle_resolve(handle, &ref))
+		return -ESRCH;
+	struct fiber *f = ref.fiber;
+	for (;;) {
+		uint64_t s = atomic_load_explicit(&f->park_state, memory_order_acquire);
+		unsigned state = (unsigned)(s & 3);
+		if (s >> 32 != ref.gen || state == PARK_ENDED)
+			return -ESRCH; /* ended, or its stack is another fiber's now */
+		if (state == PARK_PERMIT)
+			return 0;
+		unsigned next = state == PARK_PARKED ? PARK_EMPTY : PARK_PERMIT;
+		if (!atomic_compare_exchange_weak(&f->park_state, &s, park_word(ref.gen, next)))
+			continue;
+		/* Won PARKED -> EMPTY: the fiber is parked (or about to switch
+		 * out, on its own thread) and nothing else will resume it. */
+		if (state == PARK_PARKED)
+			runtime__resume_from_anywhere(f, 0);
+		return 0;
+	}
+}
+
+/* ----------------------------------------------------------------- spawn */
+
+static void fiber_init(struct fiber *f, struct core *c, const struct stack *s, unsigned flags)
+{
+	/* park_state is left alone: a stale unpark may be reading it. */
+	memset((char *)f + sizeof(f->park_state), 0, sizeof(*f) - sizeof(f->park_state));
+	f->stack = *s;
+	f->core = c;
+	f->flags = (uint8_t)flags;
+	f->deadline = NEVER;
+	f->handle = handle_make(s, &f->gen);
+	atomic_store_explicit(&f->park_state, park_word(f->gen, PARK_EMPTY), memory_order_relaxed);
+	/* Released after the handle's generation moved on: runtime_fiber_id
+	 * from another thread relies on it. */
+	__atomic_store_n(&f->id, ++c->next_id * c->rt->ncores + c->index, __ATOMIC_RELEASE);
+	f->wake_node.kind = INBOX_WAKE;
+}
+
+/* Create a fiber on c, the calling thread's own core (or any core while
+ * the runtime is not running and the caller is its owner). */
+static int fiber_create(struct core *c, void *fn, void *arg, unsigned flags, struct fiber **out)
+{
+	struct stack s;
+	int rc = runtime__stack_alloc(c, &s);
+
+	if (rc < 0)
+		return rc;
+	struct fiber *f = fiber_of_stack(&s);
+	fiber_init(f, c, &s, flags);
+	if (flags & FIBER_VOID_FN)
+		f->void_fn = (void (*)(void *))fn;
+	else
+		f->fn = (void *(*)(void *))fn;
+	f->arg = arg;
+	f->sp = runtime__context_init(f, fiber_main, f);
+#ifdef RUNTIME_ASAN
+	f->asan_bottom = stack_base(&s) + runtime__page_size();
+	f->asan_size = (size_t)((char *)f - (char *)f->asan_bottom);
+#endif
+#ifdef RUNTIME_TSAN
+	f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+	dlist_push_back(&c->fibers, &f->all);
+	runtime__load_add(c);
+	make_ready(c, f);
+	if (out)
+		*out = f;
+	return 0;
+}
+
+/* A spawn that reached its core through the inbox. It was accepted before
+ * any shutdown, so it runs (cancelled at once if a shutdown came since):
+ * nothing accepted is lost. */
+int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg)
+{
+	struct fiber *f;
+	int rc = fiber_create(c, (void *)fn, arg, FIBER_VOID_FN, &f);
+
+	if (rc == 0 && runtime__is_shutting_down(c->rt))
+		runtime__fiber_cancel(f);
+	return rc;
+}
+
+/* Hand a spawn to core c through its inbox. It counts as work from now, so
+ * the runtime cannot stop while it is in transit. */
+static int spawn_remote(struct core *c, void (*fn)(void *), void *arg)
+{
+	struct spawn_req *req = malloc(sizeof(*req));
+
+	if (!req)
+		return -ENOMEM;
+	req->node.kind = INBOX_SPAWN;
+	req->fn = fn;
+	req->arg = arg;
+	runtime__work_begin(c->rt);
+	runtime__inbox_push(c, &req->node);
+	return 0;
+}
+
+static int spawn_on(struct core *c, void (*fn)(void *), void *arg)
+{
+	if (runtime__is_shutting_down(c->rt))
+		return -ESHUTDOWN;
+	if (runtime__may_create_on(c))
+		return fiber_create(c, (void *)fn, arg, FIBER_VOID_FN, NULL);
+	return spawn_remote(c, fn, arg);
+}
+
+int runtime_spawn(struct runtime *rt, void (*fn)(void *), void *arg)
+{
+	if (!rt || !fn)
+		return -EINVAL;
+	return spawn_on(runtime__place(rt), fn, arg);
+}
+
+int runtime_spawn_on(struct runtime *rt, unsigned core, void (*fn)(void *), void *arg)
+{
+	if (!rt || !fn || core >= rt->ncores)
+		return -EINVAL;
+	return spawn_on(&rt->cores[core], fn, arg);
+}
+
+int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **handle,
+                        void *(*fn)(void *), void *arg)
+{
+	struct fiber *f;
+
+	if (!rt || !handle || !fn)
+		return -EINVAL;
+	struct core *self = this_core();
+	struct core *c = self && self->rt == rt ? self : &rt->cores[0];
+	if (!runtime__may_create_on(c))
+		return -EPERM; /* a join handle needs the fiber now: same core only */
+	if (runtime__is_shutting_down(rt))
+		return -ESHUTDOWN;
+	int rc = fiber_create(c, (void *)fn, arg, FIBER_JOINABLE, &f);
+	if (rc == 0)
+		*handle = f->handle;
+	return rc;
+}
+
+/* --------------------------------------------------------------- handles */
+
+/* The fiber a handle names, for a call that must be made on its core (or
+ * by the owner thread while nothing runs): -EINVAL for NULL, -ESRCH if it
+ * names no fiber (ended and released), -EPERM from another thread. */
+static int resolve_here(const struct runtime_fiber *handle, struct fiber **out)
+{
+	struct handle_ref ref;
+
+	if (!handle)
+		return -EINVAL;
+	if (!handle_resolve(handle, &ref))
+		return -ESRCH;
+	if (!runtime__may_create_on(ref.core))
+		return -EPERM;
+	*out = ref.fiber;
+	return 0;
+}
+
+/* Wait for t to end; 0 once it has, else the caller's -ECANCELED or
+ * -ETIMEDOUT. */
+static int join_wait(struct fiber *self, struct fiber *t)
+{
+	int rc = cancel_pending(self);
+
+	if (rc)
+		return rc;
+	t->joiner = self;
+	if (self->deadline == NEVER)
+		rc = runtime__suspend(self->core, NULL, NULL);
+	else
+		rc = runtime__suspend_until(self->core, NULL, NULL, self->deadline, -ETIMEDOUT);
+	t->joiner = NULL;
+	return t->state == FIBER_DONE ? 0 : rc;
+}
+
+int runtime_fiber_join(struct runtime_fiber *handle, void **result)
+{
+	struct fiber *self = this_fiber();
+	struct fiber *t;
+
+	if (!self)
+		return -EPERM;
+	int rc = resolve_here(handle, &t);
+	if (rc)
+		return rc;
+	if (t == self)
+		return -EDEADLK;
+	if (!(t->flags & FIBER_JOINABLE) || t->joiner)
+		return -EINVAL;
+	if (t->state != FIBER_DONE && (rc = join_wait(self, t)))
+		return rc;
+	if (result)
+		*result = t->result;
+	runtime__fiber_release(self->core, t);
+	return 0;
+}
+
+int runtime_fiber_detach(struct runtime_fiber *handle)
+{
+	struct fiber *t;
+	int rc = resolve_here(handle, &t);
+
+	if (rc)
+		return rc;
+	if (!(t->flags & FIBER_JOINABLE) || t->joiner)
+		return -EINVAL;
+	if (t->state == FIBER_DONE)
+		runtime__fiber_release(t->core, t);
+	else
+		t->flags &= (uint8_t)~FIBER_JOINABLE;
+	return 0;
+}
+
+void runtime__fiber_cancel(struct fiber *f)
+{
+	f->flags |= FIBER_CANCELLED;
+	if (f->state != FIBER_SUSPENDED)
+		return;
+	if (f->interrupt)
+		f->interrupt(f);
+	else
+		runtime__resume(f, -ECANCELED);
+}
+
+int runtime_fiber_cancel(struct runtime_fiber *handle)
+{
+	struct fiber *f;
+	int rc = resolve_here(handle, &f);
+
+	if (rc)
+		return rc;
+	if (f->state == FIBER_DONE)
+		return -ESRCH;
+	runtime__fiber_cancel(f);
+	return 0;
+}
+
+struct runtime_fiber *runtime_fiber_self(void)
+{
+	struct fiber *f = this_fiber();
+	return f ? f->handle : NULL;
+}
+
+/* Any thread: the id is read, then the handle checked again, so an id
+ * read from a fiber that took the stack meanwhile is never returned. */
+uint64_t runtime_fiber_id(const struct runtime_fiber *handle)
+{
+	struct handle_ref ref;
+
+	if (!handle || !handle_resolve(handle, &ref))
+		return 0;
+	uint64_t id = __atomic_load_n(&ref.fiber->id, __ATOMIC_ACQUIRE);
+	return handle_current(&ref) ? id : 0;
+}
+
+/* ------------------------------------------------- the running fiber */
+
+void *runtime_fiber_local_get(void)
+{
+	struct fiber *f = this_fiber();
+	return f ? f->local : NULL;
+}
+
+void runtime_fiber_local_set(void *value)
+{
+	struct fiber *f = this_fiber();
+	if (f)
+		f->local = value;
+}
+
+int runtime_yield(void)
+{
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return -EPERM;
+	if (f->flags & FIBER_CANCELLED)
+		return -ECANCELED;
+	make_ready(f->core, f);
+	schedule(f->core);
+	return 0;
+}
+
+void runtime_deadline_set(uint64_t deadline_ns)
+{
+	struct fiber *f = this_fiber();
+	if (f)
+		f->deadline = deadline_ns ? deadline_ns : NEVER;
+}
+
+uint64_t runtime_deadline_get(void)
+{
+	struct fiber *f = this_fiber();
+	return f && f->deadline != NEVER ? f->deadline : 0;
+}

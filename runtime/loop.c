@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * loop.c - the core loop and runtime_run: one thread per core, each in a
+ * loop of fixed phases - run ready fibers (within a budget, so I/O is never
+ * starved) -> handle inbox work from other threads -> run due timers ->
+ * submit SQEs and reap CQEs in one io_uring_enter, blocking only when
+ * nothing is ready - until every fiber of every core has ended.
+ *
+ * rt->work counts busy cores (load > 0) plus inbox items in transit; the
+ * runtime stops when it reaches 0. Cores touch it only when their own load
+ * crosses zero, so spawning and ending fibers costs no atomic operation.
+ *
+ * A run that fails (a ring or a thread could not be created, a ring broke)
+ * stops every core at once: each leaves nothing in flight in the kernel,
+ * the pending timers complete with RUNTIME_TIMER_SHUTDOWN, and the runtime
+ * is left failed: later runs return the same error, and runtime_destroy
+ * frees the fibers that were alive without running them again.
+ */
+#include "internal.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#ifdef RUNTIME_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
+__thread struct core *runtime__tls_core __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------------- accounting */
+
+void runtime__stop_all(struct runtime *rt)
+{
+	atomic_store_explicit(&rt->stop, true, memory_order_seq_cst);
+	for (unsigned i = 0; i < rt->ncores; i++)
+		runtime__core_wake(&rt->cores[i]);
+}
+
+/* One unit of work outside any core's load (a spawn or a named timer in
+ * transit): the runtime runs until it is done. */
+void runtime__work_begin(struct runtime *rt)
+{
+	atomic_fetch_add_explicit(&rt->work, 1, memory_order_relaxed);
+}
+
+void runtime__work_done(struct runtime *rt)
+{
+	if (atomic_fetch_sub_explicit(&rt->work, 1, memory_order_acq_rel) == 1)
+		runtime__stop_all(rt);
+}
+
+
+/* ------------------------------------------------------------ placement */
+
+/* Placement: the caller's own core if it is one of rt's, else round-robin. */
+struct core *runtime__place(struct runtime *rt)
+{
+	struct core *self = this_core();
+	if (self && self->rt == rt)
+		return self;
+	unsigned i = atomic_fetch_add_explicit(&rt->next_core, 1, memory_order_relaxed);
+	return &rt->cores[i % rt->ncores];
+}
+
+/* The core's share of a shutdown: cancel every fiber, complete every public
+ * timer. Idempotent; from the core's loop (never inside a fiber), or from
+ * the owner thread while the runtime is not running. */
+void runtime__core_shutdown(struct core *c)
+{
+	dlist_for_each(n, &c->fibers)
+		runtime__fiber_cancel(container_of(n, struct fiber, all));
+	runtime__timers_shutdown(c);
+}
+
+/* ------------------------------------------------------------- the loop */
+
+/* Only a lone core can know that nothing will ever wake its fibers: no
+ * timer, no I/O, no fiber in runtime_park (another thread may unpark it),
+ * no inbox work. Its eventfd and signalfd reads wake no fiber. */
+static bool deadlocked(const struct core *c)
+{
+	return c->rt->ncores == 1 && c->load && !c->timers.len && !c->xparked &&
+	       c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
+	       queue_empty(&c->backlog);
+}
+
+/* Core 0 keeps a read armed on the shutdown signalfd: not a fiber, so it
+ * never keeps the runtime running by itself. */
+static void arm_signal_read(struct core *c)
+{
+	struct runtime *rt = c->rt;
+
+	if (c->index != 0 || rt->signal_fd < 0 || c->signal_armed ||
+	    runtime__is_shutting_down(rt))
+		return;
+	struct io_uring_sqe *sqe = runtime__sqe(c);
+	io_uring_prep_read(sqe, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf), 0);
+	io_uring_sqe_set_data64(sqe, tagged(c, TAG_SIGNAL));
+	c->signal_armed = true;
+}
+
+static bool stopping(const struct runtime *rt)
+{
+	return atomic_load_explicit(&rt->stop, memory_order_acquire);
+}
+
+/* Nothing is ready: may the core block in the kernel? Not if it is
+ * deadlocked (-EDEADLK), nor if busy polling found work, nor if work
+ * arrived while it announced its sleep. */
+static int may_block(struct core *c, bool *block)
+{
+	*block = false;
+	if (deadlocked(c))
+		return -EDEADLK; /* every fiber waits on another */
+	if (c->rt->cfg.busy_poll_us && runtime__busy_poll(c))
+		return 0;
+	runtime__timers_arm(c);
+	*block = runtime__core_may_sleep(c);
+	return 0;
+}
+
+static int core_loop(struct core *c)
+{
+	while (!stopping(c->rt)) {
+		runtime__run_ready(c);
+		runtime__inbox_drain(c);
+		runtime__timers_run(c);
+		arm_signal_read(c);
+		bool block = false;
+		if (queue_empty(&c->ready) && queue_empty(&c->backlog)) {
+			int rc = may_block(c, &block);
+			if (rc < 0)
+				return rc;
+		}
+		int rc = runtime__ring_enter(c, block);
+		if (block)
+			runtime__core_awake(c);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------ a core's thread */
+
+/* Each run creates the rings on the threads that will use them
+ * (SINGLE_ISSUER binds a ring to its creator) and tears them down after. */
+static int core_start(struct core *c)
+{
+	int rc = runtime__ring_init(c);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = runtime__core_signals_enter(c)) < 0) {
+		runtime__ring_exit(c);
+		return rc;
+	}
+	c->loop.flags = FIBER_LOOP;
+	c->loop.state = FIBER_RUNNING;
+	c->loop.core = c;
+	c->current = &c->loop;
+#ifdef RUNTIME_TSAN
+	c->loop.tsan_fiber = __tsan_get_current_fiber();
+#endif
+	runtime__tls_core = c;
+	return 0;
+}
+
+static void core_stop(struct core *c)
+{
+	runtime__ring_exit(c); /* nothing of ours in flight after this */
+	runtime__tls_core = NULL;
+	runtime__core_signals_leave(c);
+	c->in_flight = 0;
+	c->wake_armed = false;
+	c->signal_armed = false;
+	c->kt_deadline = NEVER;
+}
+
+static void pin(struct core *c)
+{
+	cpu_set_t set;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&set);
+	CPU_SET(c->index % (unsigned)(cpus > 0 ? cpus : 1), &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static int core_main(struct core *c)
+{
+	if (c->rt->cfg.pin_cpus)
+		pin(c);
+	int rc = core_start(c);
+	if (rc == 0) {
+		rc = core_loop(c);
+		core_stop(c);
+	}
+	if (rc < 0)
+		runtime__stop_all(c->rt); /* one core failing ends the run for all */
+	return rc;
+}
+
+static void *core_thread(void *arg)
+{
+	return (void *)(intptr_t)core_main(arg);
+}
+
+/* --------------------------------------------------------- runtime_run */
+
+/* A run failed: no ring is left, so no fiber can run again. The public
+ * timers complete now (on this thread, outside any fiber), and the
+ * runtime refuses further runs and spawns. */
+static void run_failed(struct runtime *rt, int rc)
+{
+	rt->failed = rc;
+	atomic_store(&rt->shutting_down, true);
+	for (unsigned i = 0; i < rt->ncores; i++)
+		runtime__timers_shutdown(&rt->cores[i]);
+}
+
+/* Start cores 1.. on their own threads, run core 0 here, join them. */
+static int run_cores(struct runtime *rt)
+{
+	unsigned started = 1;
+	int rc = 0;
+
+	for (; started < rt->ncores; started++) {
+		struct core *c = &rt->cores[started];
+		int err = pthread_create(&c->thread, NULL, core_thread, c);
+		if (err) {
+			rc = -err;
+			runtime__stop_all(rt);
+			break;
+		}
+	}
+	int rc0 = rc < 0 ? 0 : core_main(&rt->cores[0]);
+	for (unsigned i = 1; i < started; i++) {
+		void *res;
+		pthread_join(rt->cores[i].thread, &res);
+		if (!rc && (intptr_t)res < 0)
+			rc = (int)(intptr_t)res;
+	}
+	return rc0 < 0 ? rc0 : rc;
+}
+
+int runtime_run(struct runtime *rt)
+{
+	if (!rt)
+		return -EINVAL;
+	if (runtime__is_running(rt) || this_core())
+		return -EBUSY;
+	if (!runtime__on_owner_thread(rt))
+		return -EPERM;
+	if (rt->failed)
+		return rt->failed;
+	if (atomic_load(&rt->work) == 0)
+		return 0; /* nothing to run */
+
+	cpu_set_t saved;
+	bool pinned = rt->cfg.pin_cpus &&
+	              pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
+	atomic_store(&rt->stop, false);
+	atomic_store_explicit(&rt->running, true, memory_order_release);
+	int rc = run_cores(rt);
+	if (rc < 0 && rc != -EDEADLK)
+		run_failed(rt, rc);
+	atomic_store_explicit(&rt->running, false, memory_order_release);
+	if (pinned)
+		pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
+	return rc;
+}

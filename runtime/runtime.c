@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime.c - the runtime's lifecycle: configuration, create (the kernel
+ * probe and each core's eventfd and stack cache), shutdown from any thread,
+ * and destroy, which frees whatever never ran and gives back every
+ * process-wide setting the runtime changed (signal.c).
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+void runtime_config_init(struct runtime_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->cores = 1;
+	cfg->stack_size = RUNTIME_DEFAULT_STACK_SIZE;
+	cfg->stack_cache = RUNTIME_DEFAULT_STACK_CACHE;
+	cfg->ring_entries = RUNTIME_DEFAULT_RING_ENTRIES;
+	cfg->run_budget = RUNTIME_DEFAULT_RUN_BUDGET;
+	cfg->sqpoll_idle_ms = RUNTIME_DEFAULT_SQPOLL_IDLE_MS;
+	cfg->register_ring_fd = 1;
+}
+
+static unsigned online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (unsigned)n : 1;
+}
+
+static int config_check(const struct runtime_config *cfg)
+{
+	if (cfg->stack_size < RUNTIME_MIN_STACK_SIZE || cfg->stack_size > (1ull << 32))
+		return -EINVAL;
+	if (cfg->ring_entries < 8 || cfg->ring_entries > 32768 ||
+	    (cfg->ring_entries & (cfg->ring_entries - 1)))
+		return -EINVAL;
+	if (cfg->run_budget < 1 || cfg->stack_cache > (1u << 20))
+		return -EINVAL;
+	if (cfg->cores > RUNTIME_MAX_CORES)
+		return -EINVAL;
+	return 0;
+}
+
+/* What core_free relies on, for every core, before anything can fail. */
+static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
+{
+	c->rt = rt;
+	c->index = index;
+	queue_init(&c->ready);
+	queue_init(&c->backlog);
+	queue_init(&c->timer_done);
+	dlist_init(&c->fibers);
+	c->kt_deadline = NEVER;
+	c->shutdown_node.kind = INBOX_SHUTDOWN;
+	c->wake_fd = -1;
+}
+
+static int core_init(struct runtime *rt, struct core *c)
+{
+	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->wake_fd < 0)
+		return -errno;
+	c->stack_cache = calloc(rt->cfg.stack_cache ? rt->cfg.stack_cache : 1,
+	                        sizeof(*c->stack_cache));
+	return c->stack_cache ? 0 : -ENOMEM;
+}
+
+/* What never ran: inbox work (first, on every core: a node may live on a
+ * fiber stack of another core); timers still pending complete here. */
+static void core_discard(struct core *c)
+{
+	runtime__inbox_discard(c);
+	runtime__timers_shutdown(c);
+}
+
+/* Frees fibers that never ran or were frozen by a failed run or a deadlock.
+ * Each run tears its rings down, so nothing in the kernel points at a
+ * stack any more. */
+static void core_free(struct core *c)
+{
+	while (!dlist_empty(&c->fibers)) {
+		struct fiber *f = container_of(dlist_first(&c->fibers), struct fiber, all);
+		dlist_remove(&f->all);
+		runtime__fiber_release(c, f);
+	}
+	runtime__timers_free(c);
+	runtime__stacks_free(c);
+	free(c->stack_cache);
+	if (c->wake_fd >= 0)
+		close(c->wake_fd);
+}
+
+static int cores_init(struct runtime *rt)
+{
+	rt->cores = calloc(rt->ncores, sizeof(*rt->cores));
+	if (!rt->cores)
+		return -ENOMEM;
+	for (unsigned i = 0; i < rt->ncores; i++)
+		core_prepare(rt, &rt->cores[i], i);
+	int rc = 0;
+	for (unsigned i = 0; i < rt->ncores && rc == 0; i++)
+		rc = core_init(rt, &rt->cores[i]);
+	return rc;
+}
+
+int runtime_create(struct runtime **out, const struct runtime_config *cfg)
+{
+	struct runtime_config defaults;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg) {
+		runtime_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if ((rc = config_check(cfg)) < 0)
+		return rc;
+	struct runtime *rt = calloc(1, sizeof(*rt));
+	if (!rt)
+		return -ENOMEM;
+	rt->cfg = *cfg;
+	size_t page = runtime__page_size();
+	rt->cfg.stack_size = (rt->cfg.stack_size + page - 1) & ~(page - 1);
+	rt->owner_thread = pthread_self();
+	rt->ncores = cfg->cores ? cfg->cores : online_cpus();
+	rt->signal_fd = -1;
+	rc = runtime__signals_acquire();
+	if (rc < 0) {
+		free(rt);
+		return rc;
+	}
+	rc = runtime__ring_probe(&rt->cfg);
+	if (rc >= 0) {
+		rt->setup_flags = (unsigned)rc;
+		rc = cores_init(rt);
+	}
+	if (rc >= 0)
+		rc = runtime__named_init(rt);
+	if (rc < 0) {
+		runtime_destroy(rt);
+		return rc;
+	}
+	*out = rt;
+	return 0;
+}
+
+void runtime_destroy(struct runtime *rt)
+{
+	if (!rt)
+		return;
+	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
+		core_discard(&rt->cores[i]);
+	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
+		core_free(&rt->cores[i]);
+	runtime__named_free(rt);
+	runtime__shutdown_signals_release(rt);
+	runtime__signals_release();
+	free(rt->cores);
+	free(rt);
+}
+
+/*
+ * Any thread. Each core shuts down on its own thread, from its loop (never
+ * inside a fiber, so timer callbacks run outside fibers): through one
+ * INBOX_SHUTDOWN node per core, sent at most once - also to the caller's
+ * own core. While nothing runs, the owner thread does it directly.
+ */
+void runtime_shutdown(struct runtime *rt)
+{
+	if (!rt)
+		return;
+	atomic_store(&rt->shutting_down, true);
+	if (rt->failed)
+		return; /* its timers are done and no fiber will run again */
+	for (unsigned i = 0; i < rt->ncores; i++) {
+		struct core *c = &rt->cores[i];
+		if (!this_core() && runtime__may_create_on(c))
+			runtime__core_shutdown(c);
+		else if (!atomic_exchange(&c->shutdown_sent, true))
+			runtime__inbox_push(c, &c->shutdown_node);
+	}
+}
+
+struct runtime *runtime_current(void)
+{
+	struct core *c = this_core();
+	return c ? c->rt : NULL;
+}
+
+unsigned runtime_cores(const struct runtime *rt)
+{
+	return rt ? rt->ncores : 0;
+}
+
+int runtime_core_index(void)
+{
+	struct core *c = this_core();
+	return c ? (int)c->index : -1;
+}
