@@ -12,7 +12,27 @@
  * active (connections that completed a message in the measured window),
  * size, secs and total_msgs (every completed round trip, warmup included:
  * what a server-side CPU counter taken around the whole run divides by).
- * Exit status: 0, 1 if errors were seen, 2 on bad usage or connect failure.
+ *
+ * With -n N the run is not a fixed window but a goal: it ends as soon as
+ * every connection has completed N verified round trips, and -d is only a
+ * bound (a hung or starving server fails instead of hanging).  There is no
+ * warmup (-w is not used; every round trip counts).  Connections that reached
+ * N keep going until all have, so the last ones are served under the full
+ * load.  The line then also has rounds, min_msgs and max_msgs (fewest and
+ * most round trips by one connection), elapsed_s (until the last connection
+ * reached N; msgs_per_s divides by it, and secs is the bound) and
+ * max_overtaken: for each message, how many round trips of other
+ * connections completed between its send and the end of its echo, the
+ * maximum over all messages (a message still out at the end counts with
+ * what overtook it so far).  A message of a fair server is overtaken only a
+ * small multiple of conns times however slow both are, while a starving
+ * server (one that serves some connections while others wait, to be read or
+ * to be accepted) lets the figure grow with the run.  Connections that fail
+ * stop counting towards N, and the run ends once every other one reached N.
+ *
+ * Exit status: 0, 1 if errors were seen or (with -n) some connection had
+ * not completed N round trips within -d seconds (then a message on stderr
+ * says how many), 2 on bad usage or connect failure.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,6 +42,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +75,7 @@ struct opts {
 	const char *port;
 	int conns, threads, secs, warm;
 	size_t size;
+	long rounds;              /* -n; 0: timed mode */
 };
 
 struct conn {
@@ -65,6 +87,8 @@ struct conn {
 	const unsigned char *msg; /* current message, a window of the pattern */
 	uint64_t t_start;
 	uint64_t done_measured;
+	uint64_t done;            /* round trips completed, window or not */
+	uint64_t mark;            /* -n: `completions` when this one was sent */
 };
 
 struct worker {
@@ -76,6 +100,7 @@ struct worker {
 	int connect_err;          /* errno of the first failed connect */
 	int failed_conn;          /* which connection failed */
 	uint64_t measured, total, errors, mismatches;
+	uint64_t max_overtaken;   /* -n: see note_overtaken() */
 	uint64_t hist[NBUCKETS];
 };
 
@@ -88,6 +113,11 @@ static unsigned char *pattern;   /* opt.size + PATTERN_SLACK random bytes */
 static pthread_barrier_t connected, go;
 static bool aborted;             /* set before `go` if any connect failed */
 static uint64_t t_measure, t_end; /* set by main before `go` */
+
+/* -n mode only, shared by the workers; relaxed: each is a plain counter. */
+static _Atomic uint64_t completions; /* every round trip of every connection */
+static _Atomic int settled;      /* connections that reached -n or failed */
+static uint64_t t_settled;       /* when the last one settled; 0: never */
 
 static uint64_t now_ns(void)
 {
@@ -156,6 +186,24 @@ static void set_out(struct worker *w, struct conn *c, bool on)
 	epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+/* -n mode: a connection is settled once it reached -n round trips or
+ * failed; the thread settling the last one records when, and main reads it
+ * after joining. */
+static void settle(uint64_t t)
+{
+	if (atomic_fetch_add_explicit(&settled, 1, memory_order_relaxed) + 1 ==
+	    opt.conns)
+		t_settled = t;
+}
+
+static bool all_settled(void)
+{
+	if (!opt.rounds)
+		return false;
+	return atomic_load_explicit(&settled, memory_order_relaxed) ==
+	       opt.conns;
+}
+
 /* Errors end the connection: once its byte stream is off, every later
  * comparison would fail too and inflate the count. */
 static void fail(struct worker *w, struct conn *c)
@@ -163,6 +211,8 @@ static void fail(struct worker *w, struct conn *c)
 	w->errors++;
 	c->dead = true;
 	epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+	if (opt.rounds && c->done < (uint64_t)opt.rounds)
+		settle(now_ns());
 }
 
 static void push(struct worker *w, struct conn *c)
@@ -191,7 +241,32 @@ static void start_message(struct worker *w, struct conn *c, int id,
 	c->msg = message_for(id, c->seq);
 	c->sent = c->got = 0;
 	c->t_start = t;
+	if (opt.rounds)
+		c->mark = atomic_load_explicit(&completions,
+					       memory_order_relaxed);
 	push(w, c);
+}
+
+/* -n mode: a message was overtaken n times, by round trips of other
+ * connections completed while it was out. */
+static void note_overtaken(struct worker *w, uint64_t n)
+{
+	if (n > w->max_overtaken)
+		w->max_overtaken = n;
+}
+
+/* -n mode, once per completed round trip: the completions of all
+ * connections since this message was sent are other connections' (a
+ * connection has one message out at a time).  Never negative: a thread's
+ * RMW reads a value no older than its own earlier load of the same atomic. */
+static void count_round(struct worker *w, struct conn *c, uint64_t t)
+{
+	uint64_t before = atomic_fetch_add_explicit(&completions, 1,
+						    memory_order_relaxed);
+
+	note_overtaken(w, before - c->mark);
+	if (c->done == (uint64_t)opt.rounds)
+		settle(t);
 }
 
 static void complete(struct worker *w, struct conn *c, int id)
@@ -199,6 +274,9 @@ static void complete(struct worker *w, struct conn *c, int id)
 	uint64_t t = now_ns();
 
 	w->total++;
+	c->done++;
+	if (opt.rounds)
+		count_round(w, c, t);
 	if (t >= t_measure && t < t_end) {
 		w->measured++;
 		c->done_measured++;
@@ -289,6 +367,21 @@ static void connect_all(struct worker *w)
 	}
 }
 
+/* -n mode, when the run ends: a message still out counts with what
+ * overtook it so far, so one the server never echoes shows too. */
+static void count_pending(struct worker *w)
+{
+	uint64_t now = atomic_load_explicit(&completions, memory_order_relaxed);
+
+	for (int i = 0; i < w->n; i++) {
+		const struct conn *c = &w->conns[i];
+
+		if (!c->dead)
+			note_overtaken(w, now - c->mark);
+	}
+}
+
+/* Until t_end, or in -n mode until every connection settled. */
 static void run_loop(struct worker *w)
 {
 	struct epoll_event evs[MAX_EVENTS];
@@ -296,7 +389,7 @@ static void run_loop(struct worker *w)
 
 	for (int i = 0; i < w->n; i++)
 		start_message(w, &w->conns[i], w->first + i, t);
-	while ((t = now_ns()) < t_end) {
+	while ((t = now_ns()) < t_end && !all_settled()) {
 		uint64_t left_ms = (t_end - t) / 1000000 + 1;
 		int n = epoll_wait(w->ep, evs, MAX_EVENTS,
 				   left_ms < 100 ? (int)left_ms : 100);
@@ -304,6 +397,8 @@ static void run_loop(struct worker *w)
 		for (int i = 0; i < n; i++)
 			on_event(w, evs[i].data.ptr, evs[i].events);
 	}
+	if (opt.rounds)
+		count_pending(w);
 }
 
 static void *worker_main(void *arg)
@@ -335,8 +430,10 @@ static __attribute__((noreturn)) void usage(void)
 {
 	fprintf(stderr,
 		"usage: echo_load [-h host] [-p port] [-c conns] [-s bytes] "
-		"[-d secs] [-w warmup_secs] [-t threads]\n"
-		"defaults: -h 127.0.0.1 -p 9000 -c 64 -s 64 -d 5 -w 1 -t 1\n");
+		"[-d secs] [-w warmup_secs] [-t threads] [-n rounds]\n"
+		"defaults: -h 127.0.0.1 -p 9000 -c 64 -s 64 -d 5 -w 1 -t 1\n"
+		"-n: run until each connection made that many round trips, "
+		"-d bounding it (no warmup)\n");
 	exit(2);
 }
 
@@ -354,7 +451,7 @@ static void parse_args(int argc, char **argv)
 {
 	int o;
 
-	while ((o = getopt(argc, argv, "h:p:c:s:d:w:t:")) != -1) {
+	while ((o = getopt(argc, argv, "h:p:c:s:d:w:t:n:")) != -1) {
 		switch (o) {
 		case 'h': opt.host = optarg; break;
 		case 'p': num(optarg, 1, 65535); opt.port = optarg; break;
@@ -363,11 +460,14 @@ static void parse_args(int argc, char **argv)
 		case 'd': opt.secs = num(optarg, 1, 86400); break;
 		case 'w': opt.warm = num(optarg, 0, 86400); break;
 		case 't': opt.threads = num(optarg, 1, 1024); break;
+		case 'n': opt.rounds = num(optarg, 1, 1000000000); break;
 		default: usage();
 		}
 	}
 	if (optind != argc)
 		usage();
+	if (opt.rounds)
+		opt.warm = 0;
 	if (opt.threads > opt.conns)
 		opt.threads = opt.conns;
 }
@@ -450,34 +550,79 @@ static double percentile_us(const uint64_t *hist, uint64_t count, double p)
 	return 0;
 }
 
+struct totals {
+	uint64_t measured, total, errors, mismatches;
+	uint64_t max_overtaken;
+	uint64_t min_msgs, max_msgs;  /* round trips of one connection */
+	int active, short_of;         /* short_of: -n connections below -n */
+};
+
+/* Adds every worker's counters into *s and its histogram into hist. */
+static void sum_workers(const struct worker *ws, struct totals *s,
+			uint64_t *hist)
+{
+	s->min_msgs = UINT64_MAX;
+	for (int i = 0; i < opt.threads; i++) {
+		const struct worker *w = &ws[i];
+
+		s->measured += w->measured;
+		s->total += w->total;
+		s->errors += w->errors;
+		s->mismatches += w->mismatches;
+		if (w->max_overtaken > s->max_overtaken)
+			s->max_overtaken = w->max_overtaken;
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			hist[b] += w->hist[b];
+		for (int j = 0; j < w->n; j++) {
+			uint64_t done = w->conns[j].done;
+
+			s->active += w->conns[j].done_measured > 0;
+			s->short_of += done < (uint64_t)opt.rounds;
+			s->min_msgs = done < s->min_msgs ? done : s->min_msgs;
+			s->max_msgs = done > s->max_msgs ? done : s->max_msgs;
+		}
+	}
+}
+
+/* -n mode: the run's length, until the last connection settled or, if
+ * some never did, until the bound (the only other way the loops end). */
+static double elapsed_s(void)
+{
+	return (double)((t_settled ? t_settled : t_end) - t_measure) / 1e9;
+}
+
 static int report(struct worker *ws)
 {
 	static uint64_t hist[NBUCKETS];
-	uint64_t measured = 0, total = 0, errors = 0, mismatches = 0;
-	int active = 0;
+	struct totals s = { 0 };
+	double secs = opt.rounds ? elapsed_s() : opt.secs;
 
-	for (int i = 0; i < opt.threads; i++) {
-		struct worker *w = &ws[i];
-
-		measured += w->measured;
-		total += w->total;
-		errors += w->errors;
-		mismatches += w->mismatches;
-		for (unsigned b = 0; b < NBUCKETS; b++)
-			hist[b] += w->hist[b];
-		for (int j = 0; j < w->n; j++)
-			active += w->conns[j].done_measured > 0;
-	}
+	sum_workers(ws, &s, hist);
 	printf("msgs_per_s=%.0f p50_us=%.1f p99_us=%.1f p999_us=%.1f "
 	       "errors=%llu mismatches=%llu conns=%d active=%d size=%zu "
-	       "secs=%d total_msgs=%llu\n",
-	       (double)measured / opt.secs, percentile_us(hist, measured, 0.50),
-	       percentile_us(hist, measured, 0.99),
-	       percentile_us(hist, measured, 0.999),
-	       (unsigned long long)errors, (unsigned long long)mismatches,
-	       opt.conns, active, opt.size, opt.secs,
-	       (unsigned long long)total);
-	return errors ? 1 : 0;
+	       "secs=%d total_msgs=%llu",
+	       (double)s.measured / secs,
+	       percentile_us(hist, s.measured, 0.50),
+	       percentile_us(hist, s.measured, 0.99),
+	       percentile_us(hist, s.measured, 0.999),
+	       (unsigned long long)s.errors, (unsigned long long)s.mismatches,
+	       opt.conns, s.active, opt.size, opt.secs,
+	       (unsigned long long)s.total);
+	if (opt.rounds)
+		printf(" rounds=%ld min_msgs=%llu max_msgs=%llu elapsed_s=%.3f "
+		       "max_overtaken=%llu",
+		       opt.rounds, (unsigned long long)s.min_msgs,
+		       (unsigned long long)s.max_msgs, secs,
+		       (unsigned long long)s.max_overtaken);
+	printf("\n");
+	if (s.short_of)
+		fprintf(stderr,
+			"echo_load: %d of %d connections had not completed "
+			"%ld round trips after %.3f s (bound -d %d, "
+			"%llu errors)\n",
+			s.short_of, opt.conns, opt.rounds, secs, opt.secs,
+			(unsigned long long)s.errors);
+	return s.errors || s.short_of ? 1 : 0;
 }
 
 /* Leaves nothing for leak checkers to flag. */

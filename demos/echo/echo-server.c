@@ -11,12 +11,14 @@
  *   echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files]
  *               [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]
  */
+#define _GNU_SOURCE /* accept4 */
 #include <runtime.h>
 
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,22 @@ static void connection(void *arg)
 	runtime_close(fd);
 }
 
+static void start_connection(struct server *s, int fd)
+{
+	atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
+	int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
+	if (rc < 0) {
+		fprintf(stderr, "echo-server: spawn: %s\n", strerror(-rc));
+		runtime_close(fd);
+	}
+}
+
+/*
+ * Waits in runtime_accept, then takes the rest of the backlog at once with
+ * accept4(2) (the listener is non-blocking, so that never blocks the core):
+ * one accept per loop turn would leave new connections queued while the
+ * accepted ones are served, turn after turn.
+ */
 static void acceptor(void *arg)
 {
 	struct server *s = arg;
@@ -56,6 +74,11 @@ static void acceptor(void *arg)
 		int fd = runtime_accept(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd == -ECANCELED)
 			break;
+		if (fd == -EAGAIN) { /* kernels that honour O_NONBLOCK here */
+			if (runtime_poll(s->listen_fd, POLLIN, -1) == -ECANCELED)
+				break;
+			continue;
+		}
 		if (fd < 0) {
 			/* Out of fds or memory: back off, keep serving the rest. */
 			fprintf(stderr, "echo-server: accept: %s\n", strerror(-fd));
@@ -63,12 +86,9 @@ static void acceptor(void *arg)
 				break;
 			continue;
 		}
-		atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
-		int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
-		if (rc < 0) {
-			fprintf(stderr, "echo-server: spawn: %s\n", strerror(-rc));
-			runtime_close(fd);
-		}
+		start_connection(s, fd);
+		while ((fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+			start_connection(s, fd);
 	}
 }
 
@@ -127,13 +147,13 @@ int main(int argc, char **argv)
 		}
 	}
 
-	signal(SIGPIPE, SIG_IGN);
 	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
 	if (srv.listen_fd < 0) {
 		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port,
 		        strerror(-srv.listen_fd));
 		return 1;
 	}
+	fcntl(srv.listen_fd, F_SETFL, fcntl(srv.listen_fd, F_GETFL) | O_NONBLOCK);
 	struct runtime *rt;
 	int rc = runtime_create(&rt, &cfg);
 	if (rc < 0) {
