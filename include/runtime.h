@@ -103,9 +103,9 @@ struct runtime_config {
 	int fixed_files;        /* nonzero: sockets from runtime_accept are
 	                           registered as fixed files (runtime_fd_register);
 	                           default 0 */
-	unsigned busy_poll_us;  /* spin this long for completions and inbox
-	                           work before the core blocks in the kernel;
-	                           default 0 */
+	unsigned busy_poll_us;  /* spin this long for completions and for work
+	                           from other threads before the core blocks in
+	                           the kernel; default 0 */
 };
 
 /* Fill *cfg with the defaults above. Any thread. */
@@ -181,7 +181,7 @@ RUNTIME_API struct runtime *runtime_current(void);
 /*
  * Start fn(arg) in a new detached fiber. Any thread. Placement: a fiber of
  * rt spawns on its own core; any other thread spawns round-robin across the
- * cores (through the target core's inbox, waking it if it sleeps). The new
+ * cores (queued to the target core, waking it if it sleeps). The new
  * fiber runs later, never inside this call. Returns 0, -EINVAL, -ENOMEM or
  * -ESHUTDOWN.
  */
