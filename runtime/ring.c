@@ -124,8 +124,9 @@ int runtime__ring_init(struct core *c)
 /* Leave nothing in flight: cancel every request (IORING_ASYNC_CANCEL_ANY)
  * and reap, without dispatching - no fiber runs on this ring again - until
  * every CQE has come, or DRAIN_BOUND_NS has passed (then the ring's own
- * teardown finishes the job). After a normal run only the core's own reads
- * and timeout are left; after a failed one, fibers' operations too. */
+ * teardown finishes the job; so does a kernel before 5.19, which lacks
+ * CANCEL_ANY). After a normal run only the core's own reads and timeout
+ * are left; after a failed one, fibers' operations too. */
 static void drain(struct core *c)
 {
 	uint64_t until = runtime_now() + DRAIN_BOUND_NS;
