@@ -19,6 +19,17 @@
  *                        before they sleep, so most messages find them awake
  *   xcore_spawn_per_s    spawns from a fiber on core 0 onto core 1, counted
  *                        until the last one has run
+ *   mutex_uncontended_ns lock + unlock by one fiber
+ *   mutex_contended_ns   lock + unlock by 4 fibers of one core, each yielding
+ *                        while it holds the lock (so the others queue and
+ *                        every unlock is a hand-off), per lock + unlock
+ *   sem_get_post_ns      runtime_sem_get + post by one fiber
+ *   chan_pingpong_ns     round trip over two unbuffered channels between two
+ *                        fibers of one core (Go's go_chan_pingpong_ns shape)
+ *   chan_xcore_pingpong_ns   the same between fibers on two cores, each core
+ *                        asleep between messages
+ *   select2_ns           a select over two buffered channels, one of them
+ *                        ready, plus the try_send that makes it ready
  *
  * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
  * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
@@ -427,6 +438,136 @@ static void bench_xcore_spawn(void)
 	printf("xcore_spawn_per_s=%.0f\n", (double)xsp.n / ((double)(xsp.last - xsp.t0) / 1e9));
 }
 
+/* ------------------------------------------------------------------ sync */
+
+static struct runtime_mutex bmu = RUNTIME_MUTEX_INIT;
+static double sync_ns;
+
+static void mutex_uncontended_main(void *arg)
+{
+	const long n = scaled(20000000);
+	(void)arg;
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++) {
+		runtime_mutex_lock(&bmu, -1);
+		runtime_mutex_unlock(&bmu);
+	}
+	sync_ns = (double)(runtime_now() - t0) / (double)n;
+}
+
+#define CONTENDERS 4
+
+static void *contender(void *arg)
+{
+	long n = (long)(intptr_t)arg;
+	for (long i = 0; i < n; i++) {
+		runtime_mutex_lock(&bmu, -1);
+		runtime_yield();
+		runtime_mutex_unlock(&bmu);
+	}
+	return NULL;
+}
+
+static void mutex_contended_main(void *arg)
+{
+	const long n = scaled(1000000);
+	struct runtime_fiber *f[CONTENDERS];
+	(void)arg;
+	uint64_t t0 = runtime_now();
+	for (int i = 0; i < CONTENDERS; i++)
+		runtime_fiber_spawn(runtime_current(), &f[i], contender, (void *)(intptr_t)n);
+	for (int i = 0; i < CONTENDERS; i++)
+		runtime_fiber_join(f[i], NULL);
+	sync_ns = (double)(runtime_now() - t0) / (double)(n * CONTENDERS);
+}
+
+static void sem_main(void *arg)
+{
+	const long n = scaled(20000000);
+	struct runtime_sem *sem;
+	(void)arg;
+	runtime_sem_create(&sem, 1, 0);
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++) {
+		runtime_sem_get(sem, NULL, -1);
+		runtime_sem_post(sem, NULL);
+	}
+	sync_ns = (double)(runtime_now() - t0) / (double)n;
+	runtime_sem_destroy(sem);
+}
+
+static struct runtime_chan *ping, *pong;
+
+static void echoer(void *arg)
+{
+	long v;
+	(void)arg;
+	while (runtime_chan_recv(ping, &v, -1) == 0)
+		runtime_chan_send(pong, &v, -1);
+}
+
+static void pinger(void *arg)
+{
+	long n = (long)(intptr_t)arg, v;
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++) {
+		runtime_chan_send(ping, &i, -1);
+		runtime_chan_recv(pong, &v, -1);
+	}
+	sync_ns = (double)(runtime_now() - t0) / (double)n;
+	runtime_chan_close(ping);
+}
+
+static void chan_pingpong(unsigned cores, long n, const char *name)
+{
+	struct runtime *rt = cores > 1 ? two_cores(0) : new_runtime();
+
+	runtime_chan_create(&ping, sizeof(long), 0);
+	runtime_chan_create(&pong, sizeof(long), 0);
+	runtime_spawn_on(rt, cores - 1, echoer, NULL);
+	runtime_spawn_on(rt, 0, pinger, (void *)(intptr_t)n);
+	runtime_run(rt);
+	runtime_destroy(rt);
+	runtime_chan_destroy(ping);
+	runtime_chan_destroy(pong);
+	printf("%s=%.1f\n", name, sync_ns);
+}
+
+static void select2_main(void *arg)
+{
+	const long n = scaled(5000000);
+	struct runtime_chan *a, *b;
+	long v = 1, x;
+	(void)arg;
+	runtime_chan_create(&a, sizeof(long), 1);
+	runtime_chan_create(&b, sizeof(long), 1);
+	struct runtime_chan_op ops[2] = {
+		{ a, RUNTIME_CHAN_RECV, &x, 0 },
+		{ b, RUNTIME_CHAN_RECV, &x, 0 },
+	};
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++) {
+		runtime_chan_try_send(i & 1 ? a : b, &v);
+		runtime_chan_select(ops, 2, -1);
+	}
+	sync_ns = (double)(runtime_now() - t0) / (double)n;
+	runtime_chan_destroy(a);
+	runtime_chan_destroy(b);
+}
+
+static void bench_sync(void)
+{
+	run_one(mutex_uncontended_main, NULL);
+	printf("mutex_uncontended_ns=%.2f\n", sync_ns);
+	run_one(mutex_contended_main, NULL);
+	printf("mutex_contended_ns=%.1f\n", sync_ns);
+	run_one(sem_main, NULL);
+	printf("sem_get_post_ns=%.2f\n", sync_ns);
+	chan_pingpong(1, scaled(2000000), "chan_pingpong_ns");
+	run_one(select2_main, NULL);
+	printf("select2_ns=%.1f\n", sync_ns);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -448,10 +589,13 @@ int main(int argc, char **argv)
 		bench_parked();
 	if (WANT("sleep"))
 		bench_sleepers();
+	if (WANT("sync"))
+		bench_sync();
 	if (WANT("xcore")) {
 		bench_xcore_pingpong(0, "xcore_pingpong_ns");
 		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");
 		bench_xcore_spawn();
+		chan_pingpong(2, scaled(100000), "chan_xcore_pingpong_ns");
 	}
 	return 0;
 }

@@ -132,9 +132,9 @@ RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config 
  * Returns 0, -EBUSY if already running, -EPERM from another thread, or:
  *  - -EDEADLK, on a one-core runtime only, when fibers remain but none can
  *    ever be resumed: no timer, sleep or timed wait is armed, no I/O is in
- *    flight, and no fiber is in runtime_park or otherwise waiting for
- *    another thread (a fiber in runtime_park(-1) keeps the run going: any
- *    thread may unpark it). Typically fibers joining each other. The fibers
+ *    flight, and no fiber is in runtime_park or a sync wait (a fiber there
+ *    keeps the run going: any thread may unpark, post, signal or send).
+ *    Typically fibers joining each other. The fibers
  *    stay; runtime_shutdown() then a new run unwinds them.
  *  - -errno if a ring or a thread could not be created or a ring broke.
  *    The run stops on every core, nothing is left in flight in the kernel,
@@ -358,6 +358,223 @@ RUNTIME_API int runtime_timer_start_named(struct runtime *rt, const char *name,
  * shut down are not counted. Returns how many were cancelled.
  */
 RUNTIME_API size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t max);
+
+/* ------------------------------------------------------------------ sync */
+
+/*
+ * Fiber-aware synchronisation, shared by fibers on any core (and of any
+ * runtime). Rules common to all of it:
+ *  - Waiting (lock, condition wait, get, receive, send, select, wait-group
+ *    wait, limiter spawn) is fiber-only: elsewhere it returns -EPERM. What
+ *    never waits - unlock excepted, which is the owner's - works from any
+ *    thread: runtime_sem_post, runtime_sem_try_get, runtime_cond_signal
+ *    and _broadcast, runtime_waitgroup_add and _done, runtime_chan_try_send,
+ *    _try_recv and _close, and runtime_chan_select with timeout_ns 0.
+ *  - timeout_ns bounds one wait (negative: no limit, or too long to add to
+ *    now: none); the fiber's deadline applies too. A wait it ends returns
+ *    -ETIMEDOUT, a cancel -ECANCELED.
+ *  - A call that can complete without waiting does, even in a cancelled
+ *    fiber or past its deadline (so that cleanup code can take a lock or
+ *    drain a channel); only a call that would wait reports them.
+ *  - A waiter that times out or is cancelled leaves its queue and never
+ *    takes a wake-up meant for another: the next waiter gets it. A wake-up
+ *    that wins the race against the cancel is kept (the call succeeds; the
+ *    cancel shows at the next blocking call).
+ *  - Waking a fiber on the caller's core makes no syscall; one on another
+ *    core goes through that core's queue (one eventfd write if it sleeps).
+ *    Uncontended mutex, semaphore and wait-group calls take no lock.
+ *  - Objects with storage here must not be moved or freed while in use; a
+ *    destroy call returns -EBUSY while fibers wait. As with runtime_destroy,
+ *    a thread's call must have returned before the object is freed.
+ */
+
+/* A mutex: RUNTIME_MUTEX_INIT (or zeroed) storage. Owned by a fiber. */
+struct runtime_mutex {
+	uint64_t opaque_[6]; /* private */
+};
+#define RUNTIME_MUTEX_INIT { { 0 } }
+
+/*
+ * Lock, waiting at most timeout_ns. Waiters get the mutex in the order
+ * they came (an unlock hands it to the oldest; no barging). Fiber context.
+ * Returns 0, -ETIMEDOUT, -ECANCELED, -EDEADLK (the caller holds it),
+ * -EINVAL, -EPERM.
+ */
+RUNTIME_API int runtime_mutex_lock(struct runtime_mutex *mutex, int64_t timeout_ns);
+
+/* Lock if free. Fiber context. Returns 0, -EBUSY, -EINVAL, -EPERM. */
+RUNTIME_API int runtime_mutex_trylock(struct runtime_mutex *mutex);
+
+/* Unlock, handing the mutex to the oldest waiter if any. By the fiber that
+ * holds it. Returns 0, -EINVAL, -EPERM (the caller does not hold it). */
+RUNTIME_API int runtime_mutex_unlock(struct runtime_mutex *mutex);
+
+/* A condition (a notification): RUNTIME_COND_INIT (or zeroed) storage. */
+struct runtime_cond {
+	uint64_t opaque_[4]; /* private */
+};
+#define RUNTIME_COND_INIT { { 0 } }
+
+/*
+ * Release mutex (which the caller must hold), wait for a signal, and take
+ * the mutex again before returning, whatever ended the wait. Spurious
+ * wake-ups do not happen, but a signal may come before the caller looks
+ * at its condition: check it in a loop. Fiber context. Returns 0 (woken),
+ * -ETIMEDOUT, -ECANCELED (the mutex held again in every case), -EINVAL,
+ * -EPERM (not a fiber, or not holding mutex: it is left alone).
+ */
+RUNTIME_API int runtime_cond_wait(struct runtime_cond *cond, struct runtime_mutex *mutex,
+                                  int64_t timeout_ns);
+
+/* Wake the oldest waiter / every waiter. Any thread (a signal from a thread
+ * that does not hold the mutex may come before a waiter has queued and be
+ * lost, as with pthreads). Returns 0 or -EINVAL. */
+RUNTIME_API int runtime_cond_signal(struct runtime_cond *cond);
+RUNTIME_API int runtime_cond_broadcast(struct runtime_cond *cond);
+
+/* A wait group: RUNTIME_WAITGROUP_INIT (or zeroed) storage: a count. */
+struct runtime_waitgroup {
+	uint64_t opaque_[6]; /* private */
+};
+#define RUNTIME_WAITGROUP_INIT { { 0 } }
+
+/* Add delta to the count; reaching 0 wakes every waiter. Any thread.
+ * Returns 0, or -EINVAL (NULL, or the count would go below 0: unchanged). */
+RUNTIME_API int runtime_waitgroup_add(struct runtime_waitgroup *wg, int64_t delta);
+/* runtime_waitgroup_add(wg, -1). */
+RUNTIME_API int runtime_waitgroup_done(struct runtime_waitgroup *wg);
+/* Wait until the count is 0 (at once if it is). Fiber context. Returns 0,
+ * -ETIMEDOUT, -ECANCELED, -EINVAL, -EPERM. */
+RUNTIME_API int runtime_waitgroup_wait(struct runtime_waitgroup *wg, int64_t timeout_ns);
+
+/*
+ * A semaphore, or a resource pool (seed 003): n resources handed out by
+ * get and given back by post. Waiters are served in FIFO order, or LIFO
+ * with RUNTIME_SEM_LIFO (under overload the newest callers are served
+ * while the oldest time out), and a post hands its resource straight to
+ * exactly one waiter: a newcomer never barges past the queue.
+ */
+struct runtime_sem; /* opaque */
+
+#define RUNTIME_SEM_LIFO 0x1u
+#define RUNTIME_SEM_MAX (1u << 24)
+
+/* A semaphore of count anonymous resources (each NULL). Any thread.
+ * Returns 0, -EINVAL (flags, count > RUNTIME_SEM_MAX) or -ENOMEM. */
+RUNTIME_API int runtime_sem_create(struct runtime_sem **sem, unsigned count, unsigned flags);
+
+/* A pool of the n resources given (the array is copied). Any thread.
+ * Returns 0, -EINVAL or -ENOMEM. */
+RUNTIME_API int runtime_pool_create(struct runtime_sem **pool, void *const *resources,
+                                    unsigned n, unsigned flags);
+
+/* Free it: 0, or -EBUSY while fibers wait on it (it stays). */
+RUNTIME_API int runtime_sem_destroy(struct runtime_sem *sem);
+
+/* Take a resource (into *resource if not NULL), waiting at most timeout_ns.
+ * Fiber context. Returns 0, -ETIMEDOUT, -ECANCELED, -EINVAL, -EPERM. */
+RUNTIME_API int runtime_sem_get(struct runtime_sem *sem, void **resource, int64_t timeout_ns);
+
+/* Take a resource if one is free, else -EBUSY at once (counted as
+ * rejected): for rejecting work under overload. Any thread. */
+RUNTIME_API int runtime_sem_try_get(struct runtime_sem *sem, void **resource);
+
+/* Give a resource back (any one, not necessarily the one taken; NULL for a
+ * semaphore): to the next waiter if any. Any thread. Returns 0, -EINVAL,
+ * or -EOVERFLOW, refused: a pool given more than was taken, a semaphore
+ * counted past RUNTIME_SEM_MAX. (A semaphore may be posted more than it
+ * was taken: it counts up, as sem_post does.) */
+RUNTIME_API int runtime_sem_post(struct runtime_sem *sem, void *resource);
+
+struct runtime_sem_stats {
+	unsigned in_use;    /* taken and not posted back (0 once posts catch up) */
+	unsigned waiting;   /* fibers queued in get */
+	uint64_t rejected;  /* try_get refusals */
+};
+
+/* A snapshot (any thread; each figure exact, the three not taken at once). */
+RUNTIME_API void runtime_sem_stats(const struct runtime_sem *sem, struct runtime_sem_stats *st);
+
+/*
+ * A task limiter (seed 000): at most n fibers spawned through it are alive
+ * at once. Fibers go on the caller's core and give their slot back as they
+ * end.
+ */
+struct runtime_limiter; /* opaque */
+
+/* Any thread. Returns 0, -EINVAL (n == 0) or -ENOMEM. */
+RUNTIME_API int runtime_limiter_create(struct runtime_limiter **lim, unsigned n);
+/* 0, or -EBUSY while fibers of it live or spawners wait (it stays). */
+RUNTIME_API int runtime_limiter_destroy(struct runtime_limiter *lim);
+/* Spawn fn(arg), first waiting at most timeout_ns for a slot. Fiber
+ * context. Returns 0, -ETIMEDOUT, -ECANCELED, -ENOMEM, -ESHUTDOWN, -EINVAL,
+ * -EPERM. */
+RUNTIME_API int runtime_limiter_spawn(struct runtime_limiter *lim, void (*fn)(void *), void *arg,
+                                      int64_t timeout_ns);
+/* Spawn only if a slot is free, else -EBUSY. Fiber context. */
+RUNTIME_API int runtime_limiter_try_spawn(struct runtime_limiter *lim, void (*fn)(void *),
+                                          void *arg);
+/* Fibers of it alive now. Any thread. */
+RUNTIME_API unsigned runtime_limiter_in_flight(const struct runtime_limiter *lim);
+
+/*
+ * Channels: bounded, multi-producer multi-consumer, across cores, holding
+ * elements of a fixed size (copied in and out). Capacity 0 is a rendezvous:
+ * a send completes when a receiver takes the element. After close, sends
+ * fail with -EPIPE, receivers get what is buffered and then -EPIPE, and
+ * every blocked sender and receiver wakes with -EPIPE.
+ */
+struct runtime_chan; /* opaque */
+
+#define RUNTIME_CHAN_ELEM_MAX (64u * 1024)
+#define RUNTIME_CHAN_CAP_MAX (1u << 24)
+#define RUNTIME_SELECT_MAX 64
+
+/* Any thread. Returns 0, -EINVAL (size 0 or > RUNTIME_CHAN_ELEM_MAX,
+ * capacity > RUNTIME_CHAN_CAP_MAX) or -ENOMEM. */
+RUNTIME_API int runtime_chan_create(struct runtime_chan **chan, size_t elem_size,
+                                    size_t capacity);
+/* Free it: 0, or -EBUSY while fibers wait on it (it stays). Elements still
+ * buffered are dropped. */
+RUNTIME_API int runtime_chan_destroy(struct runtime_chan *chan);
+
+/* Send a copy of *elem, waiting at most timeout_ns for room (or, capacity
+ * 0, for a receiver). Fiber context (timeout 0: any thread). Returns 0,
+ * -EPIPE (closed), -EAGAIN (timeout 0, would wait), -ETIMEDOUT,
+ * -ECANCELED, -EINVAL, -EPERM. */
+RUNTIME_API int runtime_chan_send(struct runtime_chan *chan, const void *elem,
+                                  int64_t timeout_ns);
+/* Receive into *elem. Same rules; -EPIPE once closed and drained. */
+RUNTIME_API int runtime_chan_recv(struct runtime_chan *chan, void *elem, int64_t timeout_ns);
+/* runtime_chan_send / _recv with timeout 0: never wait. Any thread. */
+RUNTIME_API int runtime_chan_try_send(struct runtime_chan *chan, const void *elem);
+RUNTIME_API int runtime_chan_try_recv(struct runtime_chan *chan, void *elem);
+/* Close. Any thread. Returns 0, -EALREADY (closed before), -EINVAL. */
+RUNTIME_API int runtime_chan_close(struct runtime_chan *chan);
+
+enum runtime_chan_dir {
+	RUNTIME_CHAN_SEND = 0,
+	RUNTIME_CHAN_RECV = 1,
+};
+
+/* One operation of a select. */
+struct runtime_chan_op {
+	struct runtime_chan *chan;
+	enum runtime_chan_dir dir;
+	void *elem;     /* send: the element; receive: where it goes */
+	int result;     /* out: 0, or -EPIPE (the channel is closed) */
+};
+
+/*
+ * Wait until one of n operations (1 .. RUNTIME_SELECT_MAX; a channel may
+ * appear in several) can complete, complete exactly that one, and return
+ * its index; its result says 0 or -EPIPE (a send to, or a receive from, a
+ * closed and drained channel is ready with -EPIPE). When several are ready
+ * one is chosen at random, so none is starved. Fiber context (timeout 0:
+ * any thread). Returns the index, -EAGAIN (timeout 0, none ready),
+ * -ETIMEDOUT, -ECANCELED, -EINVAL, -EPERM.
+ */
+RUNTIME_API int runtime_chan_select(struct runtime_chan_op *ops, size_t n, int64_t timeout_ns);
 
 /* ------------------------------------------------------------------- I/O */
 

@@ -127,6 +127,8 @@ void runtime__run_ready(struct core *c)
 
 __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f)
 {
+	if (f->on_exit)
+		f->on_exit(f->exit_ctx);
 	f->state = FIBER_DONE;
 	dlist_remove(&f->all);
 	atomic_store_explicit(&f->park_state, park_word(f->gen, PARK_ENDED), memory_order_release);
@@ -362,6 +364,9 @@ static int fiber_create(struct core *c, void *fn, void *arg, unsigned flags, str
 #ifdef RUNTIME_ASAN
 	f->asan_bottom = stack_base(&s) + runtime__page_size();
 	f->asan_size = (size_t)((char *)f - (char *)f->asan_bottom);
+	/* A reused stack still carries the redzones of frames its last fiber
+	 * never returned from (it ended by switching away). */
+	__asan_unpoison_memory_region(f->asan_bottom, f->asan_size);
 #endif
 #ifdef RUNTIME_TSAN
 	f->tsan_fiber = __tsan_create_fiber(0);
@@ -384,6 +389,21 @@ int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg)
 
 	if (rc == 0 && runtime__is_shutting_down(c->rt))
 		runtime__fiber_cancel(f);
+	return rc;
+}
+
+/* A fiber of the calling core that calls on_exit(ctx) as it ends (before
+ * its joiner, if any, resumes). */
+int runtime__fiber_spawn_with_exit(struct core *c, void (*fn)(void *), void *arg,
+                                   void (*on_exit)(void *ctx), void *ctx)
+{
+	struct fiber *f;
+	int rc = fiber_create(c, (void *)fn, arg, FIBER_VOID_FN, &f);
+
+	if (rc == 0) {
+		f->on_exit = on_exit;
+		f->exit_ctx = ctx;
+	}
 	return rc;
 }
 

@@ -54,6 +54,7 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	queue_init(&c->timer_done);
 	dlist_init(&c->fibers);
 	c->kt_deadline = NEVER;
+	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
 	c->shutdown_node.kind = INBOX_SHUTDOWN;
 	c->wake_fd = -1;
 }
