@@ -30,6 +30,11 @@
  *                        asleep between messages
  *   select2_ns           a select over two buffered channels, one of them
  *                        ready, plus the try_send that makes it ready
+ *   offload_roundtrip_ns one fiber offloading a trivial function and waiting
+ *                        for it, pool of 2 threads (the shape of the peers'
+ *                        pthread_pool_roundtrip_ns)
+ *   offload_per_s        16 fibers doing that at once, pool of 2 threads
+ *                        (pthread_pool_per_s: 16 requester threads)
  *
  * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
  * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
@@ -568,6 +573,57 @@ static void bench_sync(void)
 	printf("select2_ns=%.1f\n", sync_ns);
 }
 
+/* --------------------------------------------------------------- offload */
+
+static void *trivial(void *arg)
+{
+	return arg;
+}
+
+static struct {
+	long per_fiber;
+	_Atomic long done;
+	uint64_t t0, t1;
+} ob;
+
+static void offloader(void *arg)
+{
+	(void)arg;
+	for (long i = 0; i < ob.per_fiber; i++)
+		runtime_offload(trivial, NULL, NULL, NULL);
+	if (atomic_fetch_add(&ob.done, 1) + 1 == 16 || ob.per_fiber > 1000000)
+		ob.t1 = runtime_now();
+}
+
+static void offload_run(unsigned fibers, long per_fiber)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.offload_min_threads = cfg.offload_max_threads = 2;
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
+	ob.per_fiber = per_fiber;
+	atomic_store(&ob.done, 0);
+	for (unsigned i = 0; i < fibers; i++)
+		runtime_spawn(rt, offloader, NULL);
+	ob.t0 = runtime_now();
+	runtime_run(rt);
+	ob.t1 = runtime_now();
+	runtime_destroy(rt);
+}
+
+static void bench_offload(void)
+{
+	long n = scaled(200000);
+
+	offload_run(1, n);
+	printf("offload_roundtrip_ns=%.0f\n", (double)(ob.t1 - ob.t0) / (double)n);
+	offload_run(16, n / 16 * 4);
+	printf("offload_per_s=%.0f\n", (double)(n / 16 * 4 * 16) / ((double)(ob.t1 - ob.t0) / 1e9));
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -591,6 +647,8 @@ int main(int argc, char **argv)
 		bench_sleepers();
 	if (WANT("sync"))
 		bench_sync();
+	if (WANT("offload"))
+		bench_offload();
 	if (WANT("xcore")) {
 		bench_xcore_pingpong(0, "xcore_pingpong_ns");
 		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");

@@ -77,6 +77,19 @@ struct runtime_fiber;  /* opaque: a join handle */
 #define RUNTIME_DEFAULT_RUN_BUDGET 64u
 #define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
 #define RUNTIME_MAX_CORES 1024u
+#define RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS 8u
+#define RUNTIME_DEFAULT_OFFLOAD_IDLE_MS 10000u
+#define RUNTIME_DEFAULT_OFFLOAD_QUEUE_MAX 1024u
+#define RUNTIME_MAX_OFFLOAD_THREADS 1024u
+
+/* What runtime_offload does when the offload queue is full. */
+enum runtime_offload_policy {
+	RUNTIME_OFFLOAD_BLOCK = 0,      /* the fiber waits for room (default) */
+	RUNTIME_OFFLOAD_REJECT = 1,     /* -EAGAIN at once */
+	RUNTIME_OFFLOAD_CALLER_RUNS = 2,/* the function runs on the core
+	                                   thread itself, blocking the core
+	                                   and every fiber on it meanwhile */
+};
 
 struct runtime_config {
 	unsigned cores;         /* core threads, each with its own ring; 0: one
@@ -106,6 +119,18 @@ struct runtime_config {
 	unsigned busy_poll_us;  /* spin this long for completions and for work
 	                           from other threads before the core blocks in
 	                           the kernel; default 0 */
+	/* The offload pool (runtime_offload), shared by all cores. */
+	unsigned offload_min_threads; /* started with each run; default 0 */
+	unsigned offload_max_threads; /* 1 .. RUNTIME_MAX_OFFLOAD_THREADS; a
+	                                 thread is added only when a job finds
+	                                 none idle; default 8 */
+	unsigned offload_idle_ms;     /* a thread above the minimum that idles
+	                                 this long exits; default 10000 (after
+	                                 each job a thread polls the queue for
+	                                 50 us before it sleeps) */
+	unsigned offload_queue_max;   /* jobs waiting for a thread; 0: no limit;
+	                                 default 1024 */
+	enum runtime_offload_policy offload_policy; /* when it is full */
 };
 
 /* Fill *cfg with the defaults above. Any thread. */
@@ -576,6 +601,61 @@ struct runtime_chan_op {
  */
 RUNTIME_API int runtime_chan_select(struct runtime_chan_op *ops, size_t n, int64_t timeout_ns);
 
+/* --------------------------------------------------------------- offload */
+
+/*
+ * Whenever runtime_offload returns -ECANCELED or -ETIMEDOUT, arg belongs to
+ * this callback, called exactly once: on a pool thread with ran 1 and the
+ * function's result if the function had started (it runs to the end, and
+ * nothing it returns leaks), else within runtime_offload with ran 0 and
+ * result NULL (the function never runs). It is never called for a call
+ * that returned 0 or another error: the caller keeps arg then.
+ */
+typedef void runtime_offload_cleanup_fn(void *arg, void *result, int ran);
+
+/*
+ * Run fn(arg) on the offload pool (a thread that may block) and suspend
+ * the calling fiber until it returns; *result (if not NULL) receives what
+ * it returned. The core thread never blocks, except under
+ * RUNTIME_OFFLOAD_CALLER_RUNS with the queue full. The fiber's deadline
+ * applies. Fiber context. Returns 0, -ECANCELED or -ETIMEDOUT (the caller
+ * gave up: cleanup, if not NULL, gets arg - see above), -EAGAIN (queue full
+ * under RUNTIME_OFFLOAD_REJECT; nothing ran), -ENOMEM or -errno (no thread
+ * could be started; nothing ran), -ESHUTDOWN, -EINVAL, -EPERM.
+ */
+RUNTIME_API int runtime_offload(void *(*fn)(void *), void *arg, void **result,
+                                runtime_offload_cleanup_fn *cleanup);
+
+struct runtime_offload_stats {
+	unsigned alive;      /* threads now */
+	unsigned idle;       /* of them, waiting for work */
+	unsigned largest;    /* most threads ever at once */
+	size_t queued;       /* jobs waiting for a thread */
+	uint64_t completed;  /* functions that returned */
+	uint64_t rejected;   /* -EAGAIN under RUNTIME_OFFLOAD_REJECT */
+};
+
+/* A snapshot. Any thread. */
+RUNTIME_API void runtime_offload_stats(const struct runtime *rt, struct runtime_offload_stats *st);
+
+/*
+ * getaddrinfo(3) on the offload pool, so a lookup never blocks a core.
+ * Fiber context. On 0, free *res with freeaddrinfo(3). Errors are -errno:
+ * -ENOENT (no such name: EAI_NONAME), -ENODATA (no address of that kind),
+ * -EAGAIN (temporary failure, or no resolver reachable), -EIO (permanent
+ * failure), -EAFNOSUPPORT, -ESOCKTNOSUPPORT, -EINVAL (bad hints or flags),
+ * -ENOMEM, -ECANCELED, -ETIMEDOUT, or the errno of EAI_SYSTEM.
+ */
+struct addrinfo;
+RUNTIME_API int runtime_getaddrinfo(const char *node, const char *service,
+                                    const struct addrinfo *hints, struct addrinfo **res);
+
+/* ftruncate(2) and fstat(2), which the ring does not offer, on the offload
+ * pool. Fiber context. Return 0 or -errno (-ECANCELED, -ETIMEDOUT). */
+struct stat;
+RUNTIME_API int runtime_ftruncate(int fd, off_t length);
+RUNTIME_API int runtime_fstat(int fd, struct stat *st);
+
 /* ------------------------------------------------------------------- I/O */
 
 /* Each of these is one io_uring SQE with the shape and result of the
@@ -634,8 +714,11 @@ RUNTIME_API int runtime_poll(int fd, short events, int64_t timeout_ns);
 RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
                                    unsigned flags);
 
-/* Connect a new TCP socket to a numeric address. Fiber context.
- * Returns the fd or -errno; no fd is left behind on error. */
+/* Connect a new TCP socket to host: a numeric address, or a name resolved
+ * on the offload pool (runtime_getaddrinfo), whose addresses are tried in
+ * turn within the fiber's deadline. Fiber context. Returns the fd or
+ * -errno: the last address's error, or runtime_getaddrinfo's; no fd is left
+ * behind on error. */
 RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
 
 /*

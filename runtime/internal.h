@@ -531,6 +531,7 @@ struct runtime {
 	_Atomic unsigned next_core; /* round-robin placement */
 	int failed;                 /* a run failed with this -errno: no more runs */
 	struct named_registry *named;
+	struct offload_pool *offload;
 	int signal_fd;              /* runtime_shutdown_on_signals, or -1 */
 	sigset_t signals_blocked;   /* what that call blocked, to unblock */
 	struct signalfd_siginfo signal_buf;
@@ -632,6 +633,12 @@ static inline void runtime__load_sub(struct core *c)
 }
 void runtime__stop_all(struct runtime *rt);
 void runtime__core_shutdown(struct core *c);
+
+/* offload.c */
+int runtime__offload_init(struct runtime *rt);
+void runtime__offload_free(struct runtime *rt);
+int runtime__offload_start(struct runtime *rt);
+void runtime__offload_stop(struct runtime *rt);
 
 /* named.c */
 int runtime__named_init(struct runtime *rt);

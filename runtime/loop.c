@@ -262,7 +262,11 @@ int runtime_run(struct runtime *rt)
 	              pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
 	atomic_store(&rt->stop, false);
 	atomic_store_explicit(&rt->running, true, memory_order_release);
-	int rc = run_cores(rt);
+	int rc = runtime__offload_start(rt);
+	if (rc == 0) {
+		rc = run_cores(rt);
+		runtime__offload_stop(rt); /* every pool thread has exited */
+	}
 	if (rc < 0 && rc != -EDEADLK)
 		run_failed(rt, rc);
 	atomic_store_explicit(&rt->running, false, memory_order_release);

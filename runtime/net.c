@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * net.c - conveniences over the fiber I/O calls: TCP listen and connect on
- * numeric addresses (never a name lookup, so nothing here can block a core),
- * and write-all / read-exact loops that report partial progress.
+ * net.c - conveniences over the fiber I/O calls: TCP listen on a numeric
+ * address, TCP connect to a numeric address or a name (resolved on the
+ * offload pool, so nothing here blocks a core), and write-all / read-exact
+ * loops that report partial progress.
  */
 #include "internal.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -70,27 +73,56 @@ int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned fl
 	return fd;
 }
 
-int runtime_tcp_connect(const char *host, uint16_t port)
+/* A new socket connected to one address; the fd or -errno. */
+static int connect_to(const struct sockaddr *sa, socklen_t len)
 {
-	struct sockaddr_storage ss;
-	socklen_t len;
-	int rc = parse_addr(host, port, &ss, &len);
-
-	if (rc < 0)
-		return rc;
-	if (!this_fiber())
-		return -EPERM;
-	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
-	rc = runtime_connect(fd, (struct sockaddr *)&ss, len);
-	if (rc == 0)
-		set_flag(fd, IPPROTO_TCP, TCP_NODELAY); /* request/response latency */
+	int rc = runtime_connect(fd, sa, len);
 	if (rc < 0) {
 		close(fd);
 		return rc;
 	}
+	set_flag(fd, IPPROTO_TCP, TCP_NODELAY); /* request/response latency */
 	return fd;
+}
+
+/* A name: resolved off the core, each address tried in turn (the fiber's
+ * deadline bounds them all); the first connection, or the last error. */
+static int connect_by_name(const char *host, uint16_t port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+	                          .ai_flags = AI_ADDRCONFIG };
+	struct addrinfo *res;
+	char service[8];
+
+	snprintf(service, sizeof(service), "%u", (unsigned)port);
+	int rc = runtime_getaddrinfo(host, service, &hints, &res);
+	if (rc < 0)
+		return rc;
+	rc = -EHOSTUNREACH;
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		rc = connect_to(ai->ai_addr, ai->ai_addrlen);
+		if (rc >= 0 || rc == -ECANCELED || rc == -ETIMEDOUT)
+			break;
+	}
+	freeaddrinfo(res);
+	return rc;
+}
+
+int runtime_tcp_connect(const char *host, uint16_t port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+
+	if (!this_fiber())
+		return -EPERM;
+	if (parse_addr(host, port, &ss, &len) == 0)
+		return connect_to((struct sockaddr *)&ss, len);
+	if (!host || strchr(host, ':'))
+		return -EINVAL; /* not a name: a malformed IPv6 address */
+	return connect_by_name(host, port);
 }
 
 ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)

@@ -22,6 +22,10 @@ void runtime_config_init(struct runtime_config *cfg)
 	cfg->run_budget = RUNTIME_DEFAULT_RUN_BUDGET;
 	cfg->sqpoll_idle_ms = RUNTIME_DEFAULT_SQPOLL_IDLE_MS;
 	cfg->register_ring_fd = 1;
+	cfg->offload_max_threads = RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS;
+	cfg->offload_idle_ms = RUNTIME_DEFAULT_OFFLOAD_IDLE_MS;
+	cfg->offload_queue_max = RUNTIME_DEFAULT_OFFLOAD_QUEUE_MAX;
+	cfg->offload_policy = RUNTIME_OFFLOAD_BLOCK;
 }
 
 static unsigned online_cpus(void)
@@ -40,6 +44,11 @@ static int config_check(const struct runtime_config *cfg)
 	if (cfg->run_budget < 1 || cfg->stack_cache > (1u << 20))
 		return -EINVAL;
 	if (cfg->cores > RUNTIME_MAX_CORES)
+		return -EINVAL;
+	if (cfg->offload_max_threads < 1 || cfg->offload_max_threads > RUNTIME_MAX_OFFLOAD_THREADS ||
+	    cfg->offload_min_threads > cfg->offload_max_threads ||
+	    cfg->offload_queue_max > RUNTIME_SEM_MAX ||
+	    (unsigned)cfg->offload_policy > RUNTIME_OFFLOAD_CALLER_RUNS)
 		return -EINVAL;
 	return 0;
 }
@@ -142,6 +151,8 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 	}
 	if (rc >= 0)
 		rc = runtime__named_init(rt);
+	if (rc >= 0)
+		rc = runtime__offload_init(rt);
 	if (rc < 0) {
 		runtime_destroy(rt);
 		return rc;
@@ -159,6 +170,7 @@ void runtime_destroy(struct runtime *rt)
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_free(&rt->cores[i]);
 	runtime__named_free(rt);
+	runtime__offload_free(rt);
 	runtime__shutdown_signals_release(rt);
 	runtime__signals_release();
 	free(rt->cores);

@@ -28,21 +28,6 @@ static struct runtime *make_rt(unsigned cores)
 	return rt;
 }
 
-/* Spawn fn(arg) joinable on the calling fiber's core. */
-static struct runtime_fiber *start(void *(*fn)(void *), void *arg)
-{
-	struct runtime_fiber *f;
-	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, fn, arg), 0);
-	return f;
-}
-
-static intptr_t join(struct runtime_fiber *f)
-{
-	void *res;
-	ck_assert_int_eq(runtime_fiber_join(f, &res), 0);
-	return (intptr_t)res;
-}
-
 /* Let every ready fiber of the core run (they queue up in spawn order). */
 static void settle(void)
 {

@@ -28,6 +28,22 @@ static inline int run_fiber(const struct runtime_config *cfg, void (*fn)(void *)
 	return rc;
 }
 
+/* Spawn fn(arg) joinable on the calling fiber's core. */
+static inline struct runtime_fiber *start(void *(*fn)(void *), void *arg)
+{
+	struct runtime_fiber *f;
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &f, fn, arg), 0);
+	return f;
+}
+
+/* Join f, which must end, and return what it returned. */
+static inline intptr_t join(struct runtime_fiber *f)
+{
+	void *res;
+	ck_assert_int_eq(runtime_fiber_join(f, &res), 0);
+	return (intptr_t)res;
+}
+
 /* Exit 77 (automake's "skipped") when this kernel cannot run the runtime. */
 static inline void skip_without_io_uring(void)
 {
