@@ -337,10 +337,16 @@ START_TEST(test_offload_cancel_while_queued_and_while_running)
 END_TEST
 
 /* A shutdown drops queued work through the cleanup, waits for running
- * work, and every pool thread is gone when runtime_run returns. */
+ * work, and every pool thread is gone when runtime_run returns. The two
+ * running jobs are held until the four queued ones have been dropped, so
+ * the outcome never depends on how fast this machine is. */
+static _Atomic int running;
+
 static void *slow(void *arg)
 {
-	usleep(100 * 1000);
+	atomic_fetch_add(&running, 1);
+	while (!atomic_load(&gate))
+		usleep(1000);
 	atomic_fetch_add(&ran_count, 1);
 	return arg;
 }
@@ -350,11 +356,21 @@ static void slow_caller(void *p)
 	runtime_offload(slow, p, NULL, note_cleanup);
 }
 
+/* Waits (bounded, 20 s) until *counter reaches n. */
+static bool wait_count(_Atomic int *counter, int n)
+{
+	for (int i = 0; i < 20000 && atomic_load(counter) < n; i++)
+		usleep(1000);
+	return atomic_load(counter) >= n;
+}
+
 static void *shutdown_soon(void *p)
 {
-	usleep(30 * 1000);
+	bool ok = wait_count(&running, 2);
 	runtime_shutdown(p);
-	return NULL;
+	ok = wait_count(&cleanups, 4) && ok;
+	atomic_store(&gate, true);
+	return (void *)(intptr_t)ok;
 }
 
 START_TEST(test_offload_shutdown_drops_queued_waits_for_running)
@@ -362,7 +378,10 @@ START_TEST(test_offload_shutdown_drops_queued_waits_for_running)
 	struct runtime_config cfg = pool_cfg(2, 2, 16, RUNTIME_OFFLOAD_BLOCK);
 	struct runtime *rt;
 	pthread_t th;
+	void *waited;
 
+	atomic_store(&gate, false);
+	atomic_store(&running, 0);
 	atomic_store(&ran_count, 0);
 	atomic_store(&cleanups, 0);
 	atomic_store(&cleanup_ran, 0);
@@ -371,7 +390,8 @@ START_TEST(test_offload_shutdown_drops_queued_waits_for_running)
 		ck_assert_int_eq(runtime_spawn(rt, slow_caller, NULL), 0);
 	ck_assert_int_eq(pthread_create(&th, NULL, shutdown_soon, rt), 0);
 	ck_assert_int_eq(runtime_run(rt), 0);
-	pthread_join(th, NULL);
+	pthread_join(th, &waited);
+	ck_assert_msg(waited, "two jobs never ran, or four were never dropped");
 	/* Two were running (waited for, their results to the cleanup), four
 	 * were queued (dropped: never ran, cleanup with ran 0). */
 	ck_assert_int_eq(atomic_load(&ran_count), 2);
