@@ -201,6 +201,28 @@ RUNTIME_API void runtime_destroy(struct runtime *rt);
 /* The runtime of the calling fiber or timer callback, or NULL. */
 RUNTIME_API struct runtime *runtime_current(void);
 
+/* One core's counters (totals since runtime_create unless marked "now"). */
+struct runtime_core_stats {
+	uint64_t fibers_live;       /* now */
+	uint64_t fibers_spawned;
+	uint64_t sqes_submitted;
+	uint64_t cqes_reaped;
+	uint64_t enters;            /* trips to the kernel (io_uring_enter) */
+	uint64_t timers_armed;      /* now: sleeps, timed waits, timers */
+	uint64_t inbox_items;       /* work handed over by other threads */
+	uint64_t wakeups_written;   /* eventfd writes that woke it from sleep */
+};
+
+/*
+ * The counters of the first min(max, cores) cores into cores[] (may be
+ * NULL), and the offload pool's into *pool (may be NULL). Any thread: each
+ * figure is read atomically, not all of them at one instant. Returns the
+ * number of cores (0 for NULL rt).
+ */
+struct runtime_offload_stats;
+RUNTIME_API unsigned runtime_stats(const struct runtime *rt, struct runtime_core_stats *cores,
+                                   unsigned max, struct runtime_offload_stats *pool);
+
 /* ---------------------------------------------------------------- fibers */
 
 /*
@@ -686,6 +708,18 @@ RUNTIME_API int runtime_connect(int fd, const struct sockaddr *addr, socklen_t a
  */
 RUNTIME_API int runtime_close(int fd);
 RUNTIME_API int runtime_openat(int dirfd, const char *path, int flags, mode_t mode);
+/* openat2(2): how->resolve confines the walk (RESOLVE_BENEATH keeps it
+ * under dirfd: no "..", absolute path or symlink out of it). */
+struct open_how;
+RUNTIME_API int runtime_openat2(int dirfd, const char *path, const struct open_how *how);
+/* statx(2) (struct statx from <sys/stat.h> with _GNU_SOURCE). */
+struct statx;
+RUNTIME_API int runtime_statx(int dirfd, const char *path, int flags, unsigned mask,
+                              struct statx *st);
+/* splice(2): one end must be a pipe; off -1 means "the file's offset".
+ * Moves file pages to a socket without a copy through user space. */
+RUNTIME_API ssize_t runtime_splice(int fd_in, int64_t off_in, int fd_out, int64_t off_out,
+                                   size_t len, unsigned flags);
 /* datasync nonzero: fdatasync(2) semantics. */
 RUNTIME_API int runtime_fsync(int fd, int datasync);
 /* shutdown(2) on a socket. */

@@ -131,6 +131,7 @@ __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f
 		f->on_exit(f->exit_ctx);
 	f->state = FIBER_DONE;
 	dlist_remove(&f->all);
+	stat_add(&c->stats.live, -1);
 	atomic_store_explicit(&f->park_state, park_word(f->gen, PARK_ENDED), memory_order_release);
 	if (f->joiner)
 		runtime__resume(f->joiner, 0);
@@ -373,6 +374,8 @@ static int fiber_create(struct core *c, void *fn, void *arg, unsigned flags, str
 #endif
 	dlist_push_back(&c->fibers, &f->all);
 	runtime__load_add(c);
+	stat_add(&c->stats.spawned, 1);
+	stat_add(&c->stats.live, 1);
 	make_ready(c, f);
 	if (out)
 		*out = f;

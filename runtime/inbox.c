@@ -40,6 +40,7 @@ void runtime__core_wake(struct core *c)
 {
 	if (atomic_exchange_explicit(&c->sleeping, 0, memory_order_seq_cst)) {
 		uint64_t one = 1;
+		atomic_fetch_add_explicit(&c->stats.wakeups, 1, memory_order_relaxed);
 		/* Only fails if the counter would overflow, when it is readable
 		 * (and the core awake) anyway. */
 		if (write(c->wake_fd, &one, sizeof(one)) < 0) {
@@ -143,6 +144,7 @@ void runtime__inbox_drain(struct core *c)
 		take_all(c);
 	for (unsigned done = 0; done < budget && !queue_empty(&c->backlog); done++) {
 		struct qnode *q = queue_pop(&c->backlog);
+		stat_add(&c->stats.inbox, 1);
 		if (handle(c, node_of(q)) < 0) {
 			queue_push_front(&c->backlog, q);
 			return;

@@ -461,6 +461,19 @@ void runtime__fixed_discard(struct inbox_node *n);
 
 /* ------------------------------------------------------------------- core */
 
+/* A core's counters (runtime_stats): written by the core alone with a plain
+ * relaxed store (no locked instruction), read from any thread; wakeups is
+ * added to by the threads that wake the core. */
+struct core_stats {
+	_Atomic uint64_t spawned, live, sqes, cqes, enters, timers, inbox, wakeups;
+};
+
+static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
+{
+	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) +
+	                      (uint64_t)n, memory_order_relaxed);
+}
+
 struct core {
 	struct runtime *rt;
 	unsigned index;
@@ -516,6 +529,7 @@ struct core {
 	struct slab **slabs;        /* every slab, unmapped at destroy */
 	unsigned nslabs, slab_cap;
 	void *altstack;
+	struct core_stats stats;
 };
 
 struct runtime {

@@ -20,7 +20,9 @@
 #include "internal.h"
 
 #include <limits.h>
+#include <linux/openat2.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Linux's own cap on one read or write (MAX_RW_COUNT). */
@@ -312,6 +314,32 @@ int runtime_openat(int dirfd, const char *path, int flags, mode_t mode)
 		return -EFAULT;
 	OP_START(op, sqe, NEVER);
 	io_uring_prep_openat(sqe, dirfd, path, flags, mode);
+	return op_wait(&op, sqe, -1);
+}
+
+int runtime_openat2(int dirfd, const char *path, const struct open_how *how)
+{
+	if (!path || !how)
+		return -EFAULT;
+	OP_START(op, sqe, NEVER);
+	io_uring_prep_openat2(sqe, dirfd, path, (struct open_how *)how);
+	return op_wait(&op, sqe, -1);
+}
+
+int runtime_statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *st)
+{
+	if (!path || !st)
+		return -EFAULT;
+	OP_START(op, sqe, NEVER);
+	io_uring_prep_statx(sqe, dirfd, path, flags, mask, st);
+	return op_wait(&op, sqe, -1);
+}
+
+ssize_t runtime_splice(int fd_in, int64_t off_in, int fd_out, int64_t off_out, size_t len,
+                       unsigned flags)
+{
+	OP_START(op, sqe, NEVER);
+	io_uring_prep_splice(sqe, fd_in, off_in, fd_out, off_out, rw_len(len), flags);
 	return op_wait(&op, sqe, -1);
 }
 

@@ -29,6 +29,7 @@ static const uint8_t required_ops[] = {
 	IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_CLOSE, IORING_OP_OPENAT,
 	IORING_OP_FSYNC, IORING_OP_POLL_ADD, IORING_OP_SHUTDOWN, IORING_OP_TIMEOUT,
 	IORING_OP_TIMEOUT_REMOVE, IORING_OP_LINK_TIMEOUT, IORING_OP_ASYNC_CANCEL,
+	IORING_OP_OPENAT2, IORING_OP_STATX, IORING_OP_SPLICE,
 };
 
 static int ring_setup(struct io_uring *ring, const struct runtime_config *cfg, unsigned flags)
@@ -211,6 +212,7 @@ static unsigned reap(struct core *c)
 			return total;
 		io_uring_cq_advance(&c->ring, n);
 		c->in_flight -= n;
+		stat_add(&c->stats.cqes, n);
 		for (unsigned i = 0; i < n; i++)
 			dispatch(c, &batch[i]);
 		total += n;
@@ -223,6 +225,7 @@ static unsigned reap(struct core *c)
  * holds back completions (or lacks memory) until some are reaped. */
 static void sq_make_room(struct core *c)
 {
+	stat_add(&c->stats.enters, 1);
 	int rc = io_uring_submit(&c->ring);
 
 	if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR)
@@ -240,6 +243,7 @@ struct io_uring_sqe *runtime__sqe(struct core *c)
 	while (!(sqe = io_uring_get_sqe(&c->ring)))
 		sq_make_room(c);
 	c->in_flight++;
+	stat_add(&c->stats.sqes, 1);
 	return sqe;
 }
 
@@ -261,6 +265,7 @@ bool runtime__busy_poll(struct core *c)
 	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
 
 	do {
+		stat_add(&c->stats.enters, 1);
 		io_uring_submit_and_get_events(&c->ring);
 		if (io_uring_cq_ready(&c->ring) ||
 		    atomic_load_explicit(&c->inbox, memory_order_relaxed))
@@ -278,6 +283,7 @@ bool runtime__busy_poll(struct core *c)
 int runtime__ring_enter(struct core *c, bool wait)
 {
 	for (;;) {
+		stat_add(&c->stats.enters, 1);
 		int rc = io_uring_submit_and_wait(&c->ring, wait ? 1 : 0);
 		if (rc >= 0 || rc == -EINTR || rc == -ETIME)
 			break;

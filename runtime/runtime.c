@@ -199,6 +199,30 @@ void runtime_shutdown(struct runtime *rt)
 	}
 }
 
+unsigned runtime_stats(const struct runtime *rt, struct runtime_core_stats *cores, unsigned max,
+                       struct runtime_offload_stats *pool)
+{
+	if (!rt)
+		return 0;
+	unsigned n = rt->ncores < max ? rt->ncores : max;
+	for (unsigned i = 0; i < n && cores; i++) {
+		const struct core_stats *s = &rt->cores[i].stats;
+		cores[i] = (struct runtime_core_stats){
+			.fibers_live = atomic_load_explicit(&s->live, memory_order_relaxed),
+			.fibers_spawned = atomic_load_explicit(&s->spawned, memory_order_relaxed),
+			.sqes_submitted = atomic_load_explicit(&s->sqes, memory_order_relaxed),
+			.cqes_reaped = atomic_load_explicit(&s->cqes, memory_order_relaxed),
+			.enters = atomic_load_explicit(&s->enters, memory_order_relaxed),
+			.timers_armed = atomic_load_explicit(&s->timers, memory_order_relaxed),
+			.inbox_items = atomic_load_explicit(&s->inbox, memory_order_relaxed),
+			.wakeups_written = atomic_load_explicit(&s->wakeups, memory_order_relaxed),
+		};
+	}
+	if (pool)
+		runtime_offload_stats(rt, pool);
+	return rt->ncores;
+}
+
 struct runtime *runtime_current(void)
 {
 	struct core *c = this_core();

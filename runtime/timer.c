@@ -101,6 +101,8 @@ static void heap_push(struct timer_heap *h, struct timer *t)
 static void heap_remove(struct timer_heap *h, struct timer *t)
 {
 	uint32_t i = t->heap_index;
+
+	stat_add(&t->core->stats.timers, -1);
 	struct heap_slot last = h->slot[--h->len];
 
 	if (last.t == t)
@@ -120,6 +122,7 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline)
 	t->seq = c->timer_seq++;
 	t->state = TIMER_ARMED;
 	heap_push(&c->timers, t);
+	stat_add(&c->stats.timers, 1);
 }
 
 bool runtime__timer_stop(struct timer *t)

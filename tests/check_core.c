@@ -944,6 +944,78 @@ START_TEST(test_core_signal_mask_restored)
 }
 END_TEST
 
+/* -------------------------------------------------------------- stats */
+
+/* runtime_stats counts what each core did, and what it holds now. */
+static struct runtime_waitgroup stats_wg;
+
+static void stats_napper(void *p)
+{
+	(void)p;
+	runtime_sleep(MS);
+	runtime_waitgroup_done(&stats_wg);
+}
+
+static void *stats_sleeper(void *p)
+{
+	runtime_sleep(3600ull * 1000 * MS); /* until cancelled */
+	return p;
+}
+
+static void stats_main(void *p)
+{
+	struct runtime_core_stats *cs = p;
+	struct runtime *rt = runtime_current();
+	struct runtime_fiber *sleeper;
+
+	runtime_waitgroup_add(&stats_wg, 10);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(runtime_spawn_on(rt, 1, stats_napper, NULL), 0);
+	ck_assert_int_eq(runtime_waitgroup_wait(&stats_wg, -1), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &sleeper, stats_sleeper, NULL), 0);
+	runtime_yield();
+	ck_assert_uint_eq(runtime_stats(rt, cs, 2, NULL), 2);
+	runtime_fiber_cancel(sleeper);
+	runtime_fiber_join(sleeper, NULL);
+}
+
+START_TEST(test_core_stats_count_each_core)
+{
+	struct runtime_config cfg;
+	struct runtime_core_stats cs[3];
+	struct runtime_offload_stats pool;
+	struct runtime *rt;
+
+	memset(cs, 0xff, sizeof(cs));
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, stats_main, cs), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	/* Core 0, read while stats_main and the sleeper were alive. */
+	ck_assert_uint_eq(cs[0].fibers_live, 2);
+	ck_assert_uint_eq(cs[0].fibers_spawned, 2);
+	ck_assert_uint_ge(cs[0].timers_armed, 1);
+	ck_assert_uint_ge(cs[0].sqes_submitted, 1);
+	/* Core 1: the ten nappers came by the inbox and have all ended. */
+	ck_assert_uint_eq(cs[1].fibers_live, 0);
+	ck_assert_uint_eq(cs[1].fibers_spawned, 10);
+	ck_assert_uint_eq(cs[1].timers_armed, 0);
+	ck_assert_uint_ge(cs[1].inbox_items, 1);
+	ck_assert_uint_ge(cs[1].cqes_reaped, 1);
+	ck_assert_uint_ge(cs[1].enters, 1);
+	ck_assert_uint_eq(cs[2].fibers_live, UINT64_MAX); /* beyond max: untouched */
+	/* After the run: totals stay, and max and NULL are honoured. */
+	ck_assert_uint_eq(runtime_stats(rt, cs, 1, &pool), 2);
+	ck_assert_uint_eq(cs[0].fibers_live, 0);
+	ck_assert_uint_eq(cs[0].fibers_spawned, 2);
+	ck_assert_uint_eq(cs[1].fibers_spawned, 10);
+	ck_assert_uint_eq(runtime_stats(rt, NULL, 0, NULL), 2);
+	ck_assert_uint_eq(runtime_stats(NULL, cs, 1, NULL), 0);
+	runtime_destroy(rt);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -954,6 +1026,11 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_core_spawns_from_two_cores_and_a_thread_run_once);
 	tcase_add_test(tc, test_core_foreign_spawns_round_robin_and_children_stay);
 	tcase_add_test(tc, test_core_sleeping_core_is_woken);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("stats");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_core_stats_count_each_core);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("park");

@@ -13,6 +13,7 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -386,6 +387,72 @@ START_TEST(test_io_file_openat_pwrite_fsync_pread_close)
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	ck_assert_int_eq(disk_len, 21);
 	ck_assert_int_eq(memcmp(disk, expect2, 21), 0);
+}
+END_TEST
+
+/* openat2 confines a walk, statx reports what is there, splice moves a
+ * file's bytes through a pipe. */
+struct walkst {
+	int dirfd;
+	int beneath, escape, absolute, link_out, missing;
+	int stx_rc, stx_bad;
+	struct statx stx;
+	ssize_t in, out;
+	char got[16];
+};
+
+static void walk_fiber(void *p)
+{
+	struct walkst *s = p;
+	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC, .resolve = RESOLVE_BENEATH };
+	int pipefd[2];
+
+	s->beneath = runtime_openat2(s->dirfd, "data", &how);
+	s->escape = runtime_openat2(s->dirfd, "../etc/passwd", &how);
+	s->absolute = runtime_openat2(s->dirfd, "/etc/passwd", &how);
+	s->link_out = runtime_openat2(s->dirfd, "out", &how);
+	s->missing = runtime_openat2(s->dirfd, "missing", &how);
+	s->stx_rc = runtime_statx(s->dirfd, "data", 0, STATX_SIZE | STATX_MTIME, &s->stx);
+	s->stx_bad = runtime_statx(s->dirfd, "missing", 0, STATX_SIZE, &s->stx);
+	if (s->beneath < 0 || pipe2(pipefd, O_CLOEXEC) < 0)
+		return;
+	s->in = runtime_splice(s->beneath, 2, pipefd[1], -1, 5, 0);
+	s->out = runtime_read(pipefd[0], s->got, sizeof(s->got));
+	close(pipefd[0]);
+	close(pipefd[1]);
+	runtime_close(s->beneath);
+}
+
+START_TEST(test_io_openat2_statx_splice)
+{
+	char dir[] = "/tmp/check_io.XXXXXX";
+	struct walkst s = { 0 };
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	s.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(s.dirfd, 0);
+	int fd = openat(s.dirfd, "data", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ck_assert_int_eq(write(fd, "0123456789", 10), 10);
+	close(fd);
+	ck_assert_int_eq(symlinkat("/etc/passwd", s.dirfd, "out"), 0);
+
+	ck_assert_int_eq(run_fiber(NULL, walk_fiber, &s), 0);
+	unlinkat(s.dirfd, "data", 0);
+	unlinkat(s.dirfd, "out", 0);
+	close(s.dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+
+	ck_assert_int_ge(s.beneath, 0);
+	ck_assert_int_eq(s.escape, -EXDEV);
+	ck_assert_int_eq(s.absolute, -EXDEV);
+	ck_assert_int_eq(s.link_out, -EXDEV);
+	ck_assert_int_eq(s.missing, -ENOENT);
+	ck_assert_int_eq(s.stx_rc, 0);
+	ck_assert_uint_eq(s.stx.stx_size, 10);
+	ck_assert_int_eq(s.stx_bad, -ENOENT);
+	ck_assert_int_eq(s.in, 5);
+	ck_assert_int_eq(s.out, 5);
+	ck_assert_int_eq(memcmp(s.got, "23456", 5), 0);
 }
 END_TEST
 
@@ -1042,6 +1109,7 @@ static Suite *io_suite(void)
 	tc = tcase_create("files");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_io_file_openat_pwrite_fsync_pread_close);
+	tcase_add_test(tc, test_io_openat2_statx_splice);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");
