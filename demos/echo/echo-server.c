@@ -10,6 +10,10 @@
  *
  *   echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files]
  *               [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]
+ *               [--help]
+ *
+ * The soft fd limit is raised to the hard one at start, for 10,000 and
+ * more connections.
  */
 #define _GNU_SOURCE /* accept4 */
 #include <runtime.h>
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define BUF_SIZE (64 * 1024)
@@ -92,12 +97,24 @@ static void acceptor(void *arg)
 	}
 }
 
-static void usage(const char *argv0)
+static void usage(FILE *to, const char *argv0)
 {
-	fprintf(stderr,
-	        "usage: %s [--host ADDR] [--port P] [--cores N (0: all CPUs; default 1)] "
-	        "[--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]\n",
+	fprintf(to,
+	        "usage: %s [--host ADDR] [--port P] [--cores N] [--fixed-files] [--sqpoll]\n"
+	        "       [--busy-poll US] [--no-register-ring] [--quiet] [--help]\n"
+	        "A TCP echo server, one fiber per connection. Defaults: host 0.0.0.0,\n"
+	        "port 7000, 1 core (0: one per CPU). SIGINT/SIGTERM stop it cleanly.\n",
 	        argv0);
+}
+
+/* Room for many connections: the soft fd limit up to the hard one. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 int main(int argc, char **argv)
@@ -111,6 +128,7 @@ int main(int argc, char **argv)
 		{ "busy-poll", required_argument, NULL, 'b' },
 		{ "no-register-ring", no_argument, NULL, 'r' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct runtime_config cfg;
@@ -120,7 +138,7 @@ int main(int argc, char **argv)
 	int c;
 
 	runtime_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rq", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rqH", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'h': host = optarg; break;
@@ -143,9 +161,11 @@ int main(int argc, char **argv)
 		case 'b': cfg.busy_poll_us = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'r': cfg.register_ring_fd = 0; break;
 		case 'q': srv.quiet = 1; break;
-		default: usage(argv[0]); return 2;
+		case 'H': usage(stdout, argv[0]); return 0;
+		default: usage(stderr, argv[0]); return 2;
 		}
 	}
+	raise_fd_limit();
 
 	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
 	if (srv.listen_fd < 0) {
