@@ -1,0 +1,364 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# bench-http.sh: HTTP plaintext throughput, p99 latency and server CPU cost
+# per request of the project's demo http-server against its floor built here
+# (raw_uring_http: io_uring, no fibers, no parsing) and three peers: nginx
+# (one worker), h2o (one thread) and Go net/http (GOMAXPROCS=1).  Every
+# server answers GET /plaintext ("Hello, World!", h2o: /plaintext/index.txt)
+# to `wrk --latency -t1 -c64 -dSECS` in two modes: plain (one request in
+# flight per connection) and pipeline (bench/pipeline.lua, DEPTH requests
+# written at once).  Rounds are interleaved (order rotated each round) so
+# machine drift hits every server alike; each run starts a fresh server pinned
+# to SERVER_CPU, does one WARMUP-second wrk run, then the measured one with
+# wrk pinned to LOAD_CPU, on 127.0.0.1.  Server CPU per request is the
+# server's utime+stime (all threads) from /proc/PID/stat across the measured
+# wrk run divided by the requests wrk completed (no perf: the PMU is not
+# exposed here).  p99 comes from wrk's latency distribution; in pipeline mode
+# wrk times a whole batch and its coordinated-omission correction often
+# zeroes the upper percentiles (wg/wrk#236), so such a p99 is reported n/a.
+# Prints one line per run, then medians per server and mode and the demo's
+# ratios; exits non-zero if a run failed or saw non-2xx or socket errors.
+#
+# Environment:
+#   HTTP_SERVER  demo server (default $BENCH_DIR/../demos/http/http-server),
+#                run as "$HTTP_SERVER --port P --host 127.0.0.1 [--cores N]"
+#   BENCH_DIR    where raw_uring_http is (default: this script's directory)
+#   PIPELINE_LUA wrk script for pipeline mode (default: next to this script)
+#   PEERS_DIR    nginx.conf and h2o.conf (default /work/shared/peers)
+#   PEERS_BIN    go_http (default /tmp/peers, built by $PEERS_DIR/build.sh)
+#   SERVERS      which servers to run, space-separated subset of
+#                "demo raw_uring_http nginx h2o go" (default: all); a peer
+#                whose binary is missing is skipped with a message
+#   MODES        "plain pipeline" (default both)
+#   ROUNDS (5)  SECS (5)  WARMUP (1, seconds; 0: none)  CONNS (64)
+#   THREADS (wrk threads, 1)  DEPTH (pipeline depth, 16)
+#   CORES (1): cores for the demo (--cores N); raw_uring_http is single-
+#                threaded and the peers keep their one worker/thread, so with
+#                CORES > 1 only the demo scales.  Servers are pinned to
+#                CORES CPUs starting at SERVER_CPU and skipping LOAD_CPU when
+#                the machine has enough, else sharing LOAD_CPU (a warning).
+#   SERVER_CPU (0)  LOAD_CPU (1)  PORT_BASE (random in 20000-29999; demo and
+#                raw get fresh free ports, the peers use their fixed ports
+#                9101-9103 from their configs)
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+BENCH_DIR=${BENCH_DIR:-$here}
+HTTP_SERVER=${HTTP_SERVER:-$BENCH_DIR/../demos/http/http-server}
+PIPELINE_LUA=${PIPELINE_LUA:-$here/pipeline.lua}
+PEERS_DIR=${PEERS_DIR:-/work/shared/peers}
+PEERS_BIN=${PEERS_BIN:-/tmp/peers}
+SERVERS=${SERVERS:-demo raw_uring_http nginx h2o go}
+MODES=${MODES:-plain pipeline}
+ROUNDS=${ROUNDS:-5} SECS=${SECS:-5} WARMUP=${WARMUP:-1} CONNS=${CONNS:-64}
+THREADS=${THREADS:-1} DEPTH=${DEPTH:-16} CORES=${CORES:-1}
+SERVER_CPU=${SERVER_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
+PORT_BASE=${PORT_BASE:-$((20000 + RANDOM % 10000))}
+H2O_ROOT=/tmp/peer-h2o-root
+STOP_WAIT=60 # tenths of a second between TERM and KILL (the demo has a grace period)
+
+# Per server: command (an array, as words), fixed port (0: a fresh one,
+# passed as --port), URL path, and whether it is a peer (skippable).
+declare -A server_cmd=(
+	[demo]="$HTTP_SERVER --host 127.0.0.1"
+	[raw_uring_http]="$BENCH_DIR/raw_uring_http --bind 127.0.0.1"
+	[nginx]="nginx -c $PEERS_DIR/nginx.conf"
+	[h2o]="h2o -c $PEERS_DIR/h2o.conf"
+	[go]="env GOMAXPROCS=1 $PEERS_BIN/go_http :9101"
+)
+declare -A server_port=([demo]=0 [raw_uring_http]=0 [nginx]=9102 [h2o]=9103 [go]=9101)
+declare -A server_path=([demo]=/plaintext [raw_uring_http]=/plaintext
+	[nginx]=/plaintext [h2o]=/plaintext/index.txt [go]=/plaintext)
+declare -A server_bin=([demo]=$HTTP_SERVER [raw_uring_http]=$BENCH_DIR/raw_uring_http
+	[nginx]=nginx [h2o]=h2o [go]=$PEERS_BIN/go_http)
+declare -A peer_conf=([nginx]=$PEERS_DIR/nginx.conf [h2o]=$PEERS_DIR/h2o.conf)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-http.XXXXXX")
+srv_pid='' stop_status='' failed=0 next_port=$PORT_BASE names=() modes=()
+
+cleanup() {
+	[ -n "$srv_pid" ] && kill -KILL "$srv_pid" 2>/dev/null
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+die() { echo "bench-http: $*" >&2; exit 2; }
+note() { echo "bench-http: $*" >&2; }
+
+# The CPU list servers are pinned to: CORES CPUs from SERVER_CPU on, LOAD_CPU
+# last and only if there is no other.
+server_cpus() {
+	local n i cpus=() all
+	all=$(nproc --all)
+	for ((i = 0; i < all && ${#cpus[@]} < CORES; i++)); do
+		n=$(((SERVER_CPU + i) % all))
+		[ "$n" -eq "$LOAD_CPU" ] || cpus+=("$n")
+	done
+	if [ "${#cpus[@]}" -lt "$CORES" ] && [ "$LOAD_CPU" -lt "$all" ]; then
+		note "warning: only $all CPUs: servers share CPU $LOAD_CPU with wrk"
+		cpus+=("$LOAD_CPU")
+	fi
+	[ "${#cpus[@]}" -ge "$CORES" ] || die "CORES=$CORES but only $all CPUs"
+	local IFS=,
+	echo "${cpus[*]}"
+}
+
+check_setup() {
+	local v n m
+	for v in ROUNDS SECS WARMUP CONNS THREADS DEPTH CORES SERVER_CPU LOAD_CPU PORT_BASE; do
+		[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
+	done
+	if [ "$CORES" -lt 1 ] || [ "$SECS" -lt 1 ] || [ "$CONNS" -lt 1 ]; then
+		die "CORES, SECS and CONNS must be at least 1"
+	fi
+	command -v wrk >/dev/null || die "wrk not found"
+	command -v curl >/dev/null || die "curl not found"
+	[ -r "$PIPELINE_LUA" ] || die "cannot read $PIPELINE_LUA (set PIPELINE_LUA)"
+	for m in $MODES; do
+		case $m in
+		plain | pipeline) modes+=("$m") ;;
+		*) die "unknown mode '$m' (plain, pipeline)" ;;
+		esac
+	done
+	for n in $SERVERS; do
+		[ -n "${server_bin[$n]:-}" ] || die "unknown server '$n'"
+		if is_ours "$n"; then
+			[ -x "${server_bin[$n]}" ] ||
+				die "not executable: ${server_bin[$n]} (build it first; set HTTP_SERVER or BENCH_DIR)"
+		else
+			if ! command -v "${server_bin[$n]}" >/dev/null; then
+				note "skipping $n: ${server_bin[$n]} not found"
+				continue
+			fi
+			if [ -n "${peer_conf[$n]:-}" ] && [ ! -r "${peer_conf[$n]}" ]; then
+				note "skipping $n: ${peer_conf[$n]} not found"
+				continue
+			fi
+		fi
+		names+=("$n")
+	done
+	[ "${#names[@]}" -gt 0 ] || die "no server to run"
+	[ "$CORES" -gt 1 ] && server_cmd[demo]+=" --cores $CORES"
+	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
+		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
+		srv_cpus=$(server_cpus) || exit 2
+		pin_srv=(taskset -c "$srv_cpus") pin_load=(taskset -c "$LOAD_CPU")
+	else
+		note "warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned"
+		srv_cpus=any pin_srv=() pin_load=()
+	fi
+	# h2o serves a file: the body the others return.
+	{ mkdir -p "$H2O_ROOT" && printf 'Hello, World!' >"$H2O_ROOT/index.txt"; } ||
+		die "cannot create $H2O_ROOT/index.txt"
+}
+
+listening() { # listening PORT: something listens on 127.0.0.1:PORT
+	if command -v ss >/dev/null; then
+		[ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# A port is free if no socket of any state uses it (ss), or, without ss,
+# if nothing accepts a connection on it.
+port_free() {
+	if command -v ss >/dev/null; then
+		[ -z "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+	else
+		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+take_port() {
+	local tries=0
+	while ! port_free "$next_port"; do
+		next_port=$((next_port + 1)); tries=$((tries + 1))
+		[ "$tries" -lt 1000 ] || die "no free port from $PORT_BASE on"
+	done
+	port=$next_port
+	next_port=$((next_port + 1))
+}
+
+# Bounded (10 s) wait until $2 listens, failing early if server $1 died.
+wait_listening() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || return 1
+		listening "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# utime + stime in clock ticks, all threads; comm may hold spaces or ')'.
+cpu_ticks() {
+	local s
+	s=$(<"/proc/$1/stat") || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086 # split into fields on purpose
+	set -- $s
+	echo $((${12} + ${13}))
+}
+
+# TERM first (every server exits cleanly on it), KILL after STOP_WAIT.
+# Sets stop_status: "killed" if it took the KILL, else the exit status.
+stop_server() {
+	local i killed=false
+	kill -TERM "$srv_pid" 2>/dev/null
+	for ((i = 0; i < STOP_WAIT; i++)); do
+		kill -0 "$srv_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$srv_pid" 2>/dev/null && killed=true
+	wait "$srv_pid" 2>/dev/null
+	stop_status=$?
+	$killed && stop_status=killed
+	srv_pid=
+}
+
+# wrk's time with its unit (us, ms, s, m, h) in microseconds; n/a for junk.
+to_us() {
+	awk -v t="$1" 'BEGIN {
+		if (!match(t, /^[0-9.]+/)) { print "n/a"; exit }
+		v = substr(t, 1, RLENGTH); u = substr(t, RLENGTH + 1)
+		m = u == "us" ? 1 : u == "ms" ? 1e3 : u == "s" ? 1e6 : u == "m" ? 6e7 : u == "h" ? 3.6e9 : -1
+		if (m < 0) print "n/a"; else printf "%.0f\n", v * m }'
+}
+
+wrk_run() { # wrk_run MODE SECONDS URL
+	local script=() args=()
+	[ "$1" = pipeline ] && script=(-s "$PIPELINE_LUA") args=(-- "$DEPTH")
+	"${pin_load[@]}" timeout $(($2 + 60)) wrk --latency -t"$THREADS" -c"$CONNS" \
+		-d"$2s" "${script[@]}" "$3" "${args[@]}" 2>&1
+}
+
+is_ours() { [ "$1" = demo ] || [ "$1" = raw_uring_http ]; }
+
+run_one() { # run_one ROUND MODE NAME
+	local round=$1 mode=$2 name=$3 port t0 t1 out rc body url cmd
+	local rps total p50 p99 non2xx errors cpu_ns ok=0
+	port=${server_port[$name]}
+	read -r -a cmd <<<"${server_cmd[$name]}"
+	if [ "$port" -eq 0 ]; then
+		take_port
+		cmd+=(--port "$port")
+	elif listening "$port"; then
+		echo "round=$round mode=$mode server=$name status=port_busy port=$port"
+		return 1
+	fi
+	"${pin_srv[@]}" "${cmd[@]}" >"$tmp/$name.log" 2>&1 &
+	srv_pid=$!
+	url=http://127.0.0.1:$port${server_path[$name]}
+	if ! wait_listening "$srv_pid" "$port"; then
+		echo "round=$round mode=$mode server=$name status=no_listener port=$port"
+		sed 's/^/  | /' "$tmp/$name.log" | tail -5
+		stop_server
+		return 1
+	fi
+	body=$(curl -sf --max-time 5 "$url")
+	if [ "$body" != "Hello, World!" ]; then
+		echo "round=$round mode=$mode server=$name status=bad_response url=$url body='$body'"
+		stop_server
+		return 1
+	fi
+	[ "$WARMUP" -gt 0 ] && wrk_run "$mode" "$WARMUP" "$url" >/dev/null
+	t0=$(cpu_ticks "$srv_pid")
+	out=$(wrk_run "$mode" "$SECS" "$url")
+	rc=$?
+	t1=$(cpu_ticks "$srv_pid")
+	stop_server
+	# The project's servers must exit 0 on TERM; peers (Go dies of it) may not.
+	if [ "$stop_status" = killed ] || { [ "$stop_status" != 0 ] && is_ours "$name"; }; then
+		echo "round=$round mode=$mode server=$name warning=unclean_stop status=$stop_status"
+		tail -3 "$tmp/$name.log" | sed 's/^/  | /'
+		ok=1
+	fi
+
+	rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out")
+	total=$(awk '/ requests in / { print $1 }' <<<"$out")
+	p50=$(to_us "$(awk '$1 == "50%" { print $2 }' <<<"$out")")
+	p99=$(to_us "$(awk '$1 == "99%" { print $2 }' <<<"$out")")
+	non2xx=$(awk '/^ *Non-2xx/ { print $NF }' <<<"$out")
+	errors=$(awk -F'[ ,]+' '/Socket errors:/ { print $5 + $7 + $9 + $11 }' <<<"$out")
+	if [ "$rc" -ne 0 ] || [ -z "$rps" ] || [ "${total:-0}" -eq 0 ] ||
+		[ -z "$t0" ] || [ -z "$t1" ]; then
+		echo "round=$round mode=$mode server=$name status=load_failed rc=$rc:"
+		tail -8 <<<"$out" | sed 's/^/  | /'
+		return 1
+	fi
+	# See the top: a zero or non-monotonic distribution is wrk's, not data.
+	if [ "$p99" = n/a ] || [ "$p50" = n/a ] || [ "$p99" -eq 0 ] || [ "$p99" -lt "$p50" ]; then
+		p99=n/a
+	fi
+	cpu_ns=$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$total" \
+		'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
+	echo "round=$round mode=$mode server=$name rps=$rps p50_us=$p50 p99_us=$p99" \
+		"non2xx=${non2xx:-0} socket_errors=${errors:-0} requests=$total cpu_ns_per_req=$cpu_ns"
+	echo "$name $mode $rps $p99 ${non2xx:-0} $cpu_ns" >>"$tmp/results"
+	[ "${non2xx:-0}" -eq 0 ] && [ "${errors:-0}" -eq 0 ] && return $ok
+	return 1
+}
+
+# Median of column $3 for server $1 in mode $2 from the results file, or n/a.
+median() {
+	awk -v s="$1" -v m="$2" -v c="$3" '$1 == s && $2 == m && $c != "n/a" { print $c }' \
+		"$tmp/results" |
+		sort -g | awk '{ v[NR] = $1 }
+			END { if (!NR) print "n/a"
+			      else if (NR % 2) print v[(NR + 1) / 2]
+			      else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # ratio A B: A/B to 3 places, or n/a
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "n/a" || b == "n/a" || b == 0) print "n/a"
+		else printf "%.3f", a / b }'
+}
+
+summary() {
+	local n m p
+	echo "--- medians over $ROUNDS rounds"
+	for m in "${modes[@]}"; do
+		for n in "${names[@]}"; do
+			echo "mode=$m server=$n rps=$(median "$n" "$m" 3) p99_us=$(median "$n" "$m" 4)" \
+				"non2xx=$(median "$n" "$m" 5) cpu_ns_per_req=$(median "$n" "$m" 6)"
+		done
+	done
+	for m in "${modes[@]}"; do
+		for p in nginx h2o raw_uring_http; do
+			echo "ratio=demo/$p mode=$m rps=$(ratio "$(median demo "$m" 3)" "$(median "$p" "$m" 3)")" \
+				"cpu_ns_per_req=$(ratio "$(median demo "$m" 6)" "$(median "$p" "$m" 6)")"
+		done
+		echo "p99 mode=$m demo_us=$(median demo "$m" 4) nginx_us=$(median nginx "$m" 4)" \
+			"demo/nginx=$(ratio "$(median demo "$m" 4)" "$(median nginx "$m" 4)")"
+	done
+}
+
+main() {
+	local r i k m
+	check_setup
+	hz=$(getconf CLK_TCK)
+	: >"$tmp/results"
+	echo "# bench-http rounds=$ROUNDS secs=$SECS warmup=$WARMUP conns=$CONNS" \
+		"wrk_threads=$THREADS depth=$DEPTH cores=$CORES server_cpus=$srv_cpus" \
+		"load_cpu=$LOAD_CPU servers=${names[*]} modes=${modes[*]} demo=$HTTP_SERVER"
+	[ "$CORES" -gt 1 ] &&
+		echo "# cores=$CORES: demo runs --cores $CORES; raw_uring_http is single-threaded;" \
+			"nginx, h2o and go keep one worker/thread"
+	for ((r = 1; r <= ROUNDS; r++)); do
+		for m in "${modes[@]}"; do
+			for ((i = 0; i < ${#names[@]}; i++)); do
+				k=$(((i + r - 1) % ${#names[@]}))
+				run_one "$r" "$m" "${names[$k]}" || failed=1
+			done
+		done
+	done
+	summary
+	return $failed
+}
+
+main

@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http-server - the runtime's HTTP/1.1 demo: one fiber per connection, one
+ * listener and one acceptor fiber per core (SO_REUSEPORT spreads the
+ * connections), a strict parser (http_parser.c), and a graceful stop: on
+ * SIGINT or SIGTERM it stops accepting, lets the requests in flight finish
+ * (up to a grace period), and exits 0. A second signal stops at once.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MS 1000000ull
+
+static struct server srv;
+static int signal_fd = -1;
+
+/* The Date header, formatted once a second per thread. */
+void http_date(char out[32])
+{
+	static __thread time_t cached;
+	static __thread char text[32];
+	time_t now = time(NULL);
+
+	if (now != cached) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		cached = now;
+	}
+	memcpy(out, text, sizeof(text));
+}
+
+/* --------------------------------------------------------------- accept */
+
+static void connection(void *arg)
+{
+	conn_serve(&srv, (int)(intptr_t)arg);
+}
+
+static void start_connection(int fd)
+{
+	if (atomic_load(&srv.open) >= srv.opt.max_conns) {
+		close(fd); /* over --max-conns: refused at once, and counted */
+		atomic_fetch_add(&srv.refused, 1);
+		return;
+	}
+	atomic_fetch_add(&srv.open, 1);
+	atomic_fetch_add(&srv.accepted, 1);
+	if (runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd) < 0) {
+		atomic_fetch_sub(&srv.open, 1);
+		close(fd);
+	}
+}
+
+/* The core's acceptor: waits in runtime_accept, then takes the rest of the
+ * backlog with accept4 (the listener is non-blocking). Ends when the
+ * listener is shut down (a drain) or the fiber is cancelled. */
+static void acceptor(void *arg)
+{
+	int lfd = srv.listeners[(intptr_t)arg];
+
+	for (;;) {
+		int fd = runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd == -ECANCELED || fd == -EINVAL || atomic_load(&srv.draining)) {
+			if (fd >= 0)
+				close(fd);
+			return;
+		}
+		if (fd == -EAGAIN) {
+			if (runtime_poll(lfd, POLLIN, -1) == -ECANCELED)
+				return;
+			continue;
+		}
+		if (fd < 0) { /* out of fds: back off, the others go on */
+			if (runtime_sleep(10 * MS) == -ECANCELED)
+				return;
+			continue;
+		}
+		start_connection(fd);
+		while ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+			start_connection(fd);
+	}
+}
+
+/* ------------------------------------------------------------------ stop */
+
+static void drain_core(void *arg)
+{
+	(void)arg;
+	conn_drain_core(&srv);
+}
+
+/* Stop accepting, close idle connections, let busy ones finish within the
+ * grace period (or until a second signal), then shut the runtime down. */
+static void drain(void)
+{
+	struct signalfd_siginfo si;
+	uint64_t until = runtime_now() + srv.opt.grace_ms * MS;
+
+	atomic_store(&srv.draining, true);
+	for (unsigned i = 0; i < runtime_cores(srv.rt); i++) {
+		shutdown(srv.listeners[i], SHUT_RDWR); /* wakes its acceptor */
+		runtime_spawn_on(srv.rt, i, drain_core, NULL);
+	}
+	while (atomic_load(&srv.open) && runtime_now() < until)
+		if (runtime_poll(signal_fd, POLLIN, (int64_t)(10 * MS)) > 0 &&
+		    runtime_read(signal_fd, &si, sizeof(si)) == sizeof(si))
+			break;
+	runtime_shutdown(srv.rt);
+}
+
+static void signal_watch(void *arg)
+{
+	struct signalfd_siginfo si;
+	(void)arg;
+
+	if (runtime_read(signal_fd, &si, sizeof(si)) == sizeof(si))
+		drain();
+}
+
+/* -------------------------------------------------------------- startup */
+
+static void usage(FILE *to)
+{
+	fprintf(to,
+	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--root DIR]\n"
+	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
+	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
+	        "                   [--access-log] [--help]\n"
+	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
+	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
+	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000.\n");
+}
+
+static bool number(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || v > max || *s == '-')
+		return false;
+	*out = v;
+	return true;
+}
+
+/* Options into srv.opt. Returns -1 to go on, else an exit status. */
+static int parse_options(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "port", 1, NULL, 'p' }, { "host", 1, NULL, 'h' }, { "cores", 1, NULL, 'c' },
+		{ "root", 1, NULL, 'r' }, { "limit", 1, NULL, 'l' }, { "max-conns", 1, NULL, 'm' },
+		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
+		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
+		{ "access-log", 0, NULL, 'a' }, { "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
+	};
+	struct options *o = &srv.opt;
+	uint64_t v = 0;
+	int c;
+
+	*o = (struct options){ .host = "0.0.0.0", .port = 8080, .cores = 1, .limit = 4,
+		.max_conns = 10000, .body_max = 1 << 20, .header_timeout_ms = 10000,
+		.idle_timeout_ms = 60000, .grace_ms = 5000 };
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		bool ok = true;
+		switch (c) {
+		case 'p': ok = number(optarg, 65535, &v); o->port = (unsigned)v; break;
+		case 'h': o->host = optarg; break;
+		case 'c': ok = number(optarg, RUNTIME_MAX_CORES, &v); o->cores = (unsigned)v; break;
+		case 'r': o->root = optarg; break;
+		case 'l': ok = number(optarg, 1u << 20, &v) && v; o->limit = (unsigned)v; break;
+		case 'm': ok = number(optarg, 1u << 24, &v) && v; o->max_conns = (unsigned)v; break;
+		case 'b': ok = number(optarg, 1ull << 32, &o->body_max); break;
+		case 't': ok = number(optarg, 1u << 30, &o->header_timeout_ms) &&
+		                 o->header_timeout_ms; break;
+		case 'i': ok = number(optarg, 1u << 30, &o->idle_timeout_ms); break;
+		case 'g': ok = number(optarg, 1u << 30, &o->grace_ms); break;
+		case 'a': o->access_log = true; break;
+		case 'H': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+		if (!ok) {
+			const struct option *bad = opts;
+			while (bad->val != c)
+				bad++;
+			fprintf(stderr, "http-server: bad value for --%s: '%s'\n", bad->name, optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+/* Room for --max-conns connections: the soft fd limit up to the hard one. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* One listener per core on the same port (port 0: the first one's). */
+static int open_listeners(void)
+{
+	srv.listeners = calloc(srv.opt.cores, sizeof(*srv.listeners));
+	if (!srv.listeners)
+		return -ENOMEM;
+	for (unsigned i = 0; i < srv.opt.cores; i++) {
+		int fd = runtime_tcp_listen(srv.opt.host, (uint16_t)srv.opt.port, 4096,
+		                            RUNTIME_LISTEN_REUSEPORT);
+		if (fd < 0)
+			return fd;
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		srv.listeners[i] = fd;
+		if (srv.opt.port == 0) {
+			struct sockaddr_storage ss;
+			socklen_t len = sizeof(ss);
+			getsockname(fd, (struct sockaddr *)&ss, &len);
+			srv.opt.port = ntohs(ss.ss_family == AF_INET6
+			                     ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			                     : ((struct sockaddr_in *)&ss)->sin_port);
+		}
+	}
+	return 0;
+}
+
+/* SIGINT and SIGTERM, blocked here (and so in the core threads) and read
+ * from a signalfd by a fiber: the drain needs fibers running. */
+static int watch_signals(void)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+		return -errno;
+	signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
+	return signal_fd < 0 ? -errno : 0;
+}
+
+static int start(void)
+{
+	struct runtime_config cfg;
+	int rc;
+
+	if ((rc = watch_signals()) < 0 || (rc = open_listeners()) < 0)
+		return rc;
+	if (srv.opt.root && (srv.root_fd = open(srv.opt.root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return -errno;
+	runtime_config_init(&cfg);
+	cfg.cores = srv.opt.cores;
+	if ((rc = runtime_create(&srv.rt, &cfg)) < 0 ||
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
+		return rc;
+	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
+		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
+	conn_lists_init(&srv);
+	for (unsigned i = 0; i < srv.opt.cores && rc == 0; i++)
+		rc = runtime_spawn_on(srv.rt, i, acceptor, (void *)(intptr_t)i);
+	return rc ? rc : runtime_spawn_on(srv.rt, 0, signal_watch, NULL);
+}
+
+int main(int argc, char **argv)
+{
+	int rc = parse_options(argc, argv);
+
+	if (rc >= 0)
+		return rc;
+	raise_fd_limit();
+	srv.root_fd = -1;
+	if ((rc = start()) < 0) {
+		fprintf(stderr, "http-server: cannot start on %s:%u: %s\n", srv.opt.host,
+		        srv.opt.port, strerror(-rc));
+		return 1;
+	}
+	printf("http-server: listening on %s:%u, %u core%s, root %s\n", srv.opt.host,
+	       srv.opt.port, srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
+	       srv.opt.root ? srv.opt.root : "(none)");
+	fflush(stdout);
+	rc = runtime_run(srv.rt);
+	runtime_destroy(srv.rt);
+	for (unsigned i = 0; i < srv.opt.cores; i++)
+		close(srv.listeners[i]);
+	fprintf(stderr, "http-server: stopped after %llu requests\n",
+	        (unsigned long long)atomic_load(&srv.requests));
+	if (rc < 0) {
+		fprintf(stderr, "http-server: %s\n", strerror(-rc));
+		return 1;
+	}
+	return 0;
+}

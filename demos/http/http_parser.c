@@ -1,0 +1,769 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http_parser.c - the strict HTTP/1.1 request parser of http_parser.h:
+ * the request head (request line, header fields, the framing and the
+ * connection semantics drawn from them) and an incremental decoder of
+ * chunked bodies. Nothing allocates and nothing recurses; all state is in
+ * the caller's structures.
+ *
+ * The head is read left to right, line by line, and every check fires at
+ * the first byte that decides it: so a prefix of any input parses either
+ * as incomplete (0) or exactly as the whole input does, and an error is
+ * reported as soon as the bytes that make it certain have arrived. Only
+ * the first head_max bytes are ever looked at; needing more than that is
+ * -431.
+ *
+ * Choices where the RFCs leave room (all in the strict direction):
+ *  - One CRLF before the request line is skipped (RFC 9112 2.2 says a
+ *    server SHOULD ignore at least one); a second one, or a bare CR or LF
+ *    there, is -400. The skipped CRLF counts in head_len and head_max.
+ *  - The request-target is visible ASCII without '#' (no form carries a
+ *    fragment). "*" only with OPTIONS, authority-form (host:port, the port
+ *    required) only and always with CONNECT (RFC 9112 3.2.3, 3.2.4),
+ *    absolute-form only for http:// and https:// with a non-empty host
+ *    and no userinfo (RFC 9110 4.2.1, 4.2.4).
+ *  - Host, and the authority of an absolute-form target: a reg-name
+ *    (RFC 3986 characters, valid %XX, but no ',' so that no recipient can
+ *    read a list), an IPv4 address, or "[" hex digits, ':' and '.' "]";
+ *    the port at most 65535 (it may be empty, as RFC 3986 allows).
+ *  - Transfer-Encoding, Connection: list elements must be tokens (-400).
+ *    Since chunked is the only coding, "chunked not last" can only be a
+ *    second chunked: any other coding is -501 wherever it is. A
+ *    Transfer-Encoding whose list is empty is -400 (no final chunked:
+ *    RFC 9112 6.3).
+ *  - Only HTTP/1.0 and HTTP/1.1 are accepted: "HTTP/1.2" is -505.
+ *  - Expect: 100-continue is ignored in HTTP/1.0 (RFC 9110 10.1.1); any
+ *    other expectation is -417 in both versions.
+ *  - The head's length is returned as an int: head_max is taken as at
+ *    most INT_MAX.
+ *
+ * The chunked decoder is a byte-at-a-time state machine except in chunk
+ * data, which is copied in runs. Its size and trailer lines are bounded
+ * by head_max each, and the whole trailer section by head_max too (-400).
+ * An error is sticky: later calls return it again.
+ */
+#include "http_parser.h"
+
+#include <limits.h>
+#include <string.h>
+
+/* ------------------------------------------------------------ characters */
+
+static bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static bool is_alpha(unsigned char c)
+{
+	return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
+}
+
+static bool is_hex(unsigned char c)
+{
+	return is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
+}
+
+static unsigned hex_value(unsigned char c)
+{
+	return is_digit(c) ? c - (unsigned)'0' : (c | 0x20u) - 'a' + 10u;
+}
+
+static bool in_set(unsigned char c, const char *set)
+{
+	return c != 0 && strchr(set, c) != NULL;
+}
+
+/* RFC 9110 5.6.2 tchar */
+static bool is_tchar(unsigned char c)
+{
+	return is_digit(c) || is_alpha(c) || in_set(c, "!#$%&'*+-.^_`|~");
+}
+
+static bool is_ows(unsigned char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static bool is_vchar(unsigned char c)
+{
+	return c >= 0x21 && c <= 0x7e;
+}
+
+/* A byte of a field value (RFC 9110 5.5): VCHAR, obs-text, SP, HTAB. */
+static bool is_field_byte(unsigned char c)
+{
+	return is_vchar(c) || c >= 0x80 || is_ows(c);
+}
+
+/* RFC 3986 unreserved and sub-delims, without ',' (see the top). */
+static bool is_regname(unsigned char c)
+{
+	return is_digit(c) || is_alpha(c) || in_set(c, "-._~!$&'()*+;=");
+}
+
+/* ---------------------------------------------------------------- slices */
+
+static bool slice_ieq(const char *p, size_t n, const char *lit)
+{
+	if (strlen(lit) != n)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char a = (unsigned char)p[i], b = (unsigned char)lit[i];
+		if ((is_alpha(a) ? a | 0x20 : a) != (is_alpha(b) ? b | 0x20 : b))
+			return false;
+	}
+	return true;
+}
+
+static bool slice_eq(struct http_slice s, const char *lit)
+{
+	return strlen(lit) == s.len && memcmp(s.p, lit, s.len) == 0;
+}
+
+static bool is_token(struct http_slice s)
+{
+	for (size_t i = 0; i < s.len; i++)
+		if (!is_tchar((unsigned char)s.p[i]))
+			return false;
+	return s.len > 0;
+}
+
+/*
+ * The next element of the comma-separated list at *cur..end, OWS around
+ * it removed (it may be empty, RFC 9110 5.6.1 says to ignore those).
+ * Returns false when the list is exhausted.
+ */
+static bool next_element(const char **cur, const char *end, struct http_slice *el)
+{
+	const char *p = *cur, *q;
+
+	if (!p)
+		return false;
+	q = p;
+	while (q < end && *q != ',')
+		q++;
+	*cur = q < end ? q + 1 : NULL;
+	while (p < q && is_ows((unsigned char)*p))
+		p++;
+	while (q > p && is_ows((unsigned char)q[-1]))
+		q--;
+	*el = (struct http_slice){ p, (size_t)(q - p) };
+	return true;
+}
+
+/* ------------------------------------------------------------- authority */
+
+/* Length of an IP-literal "[...]" at p[0..n), 0 if there is none. */
+static size_t ip_literal_len(const char *p, size_t n)
+{
+	size_t i = 1;
+	bool colon = false;
+
+	while (i < n && (is_hex((unsigned char)p[i]) || p[i] == ':' || p[i] == '.'))
+		colon |= p[i++] == ':';
+	if (i == n || p[i] != ']' || !colon)
+		return 0;
+	return i + 1;
+}
+
+/* Length of the uri-host at the start of p[0..n): 0 if it is empty or has
+ * a bad %-escape. */
+static size_t host_len(const char *p, size_t n)
+{
+	size_t i = 0;
+
+	if (n > 0 && p[0] == '[')
+		return ip_literal_len(p, n);
+	while (i < n) {
+		if (p[i] == '%') {
+			if (n - i < 3 || !is_hex((unsigned char)p[i + 1]) ||
+			    !is_hex((unsigned char)p[i + 2]))
+				return 0;
+			i += 3;
+		} else if (is_regname((unsigned char)p[i])) {
+			i++;
+		} else {
+			break;
+		}
+	}
+	return i;
+}
+
+static bool valid_port(const char *p, size_t n, bool required)
+{
+	unsigned v = 0;
+
+	if (n == 0)
+		return !required;
+	if (n > 5)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!is_digit((unsigned char)p[i]))
+			return false;
+		v = v * 10 + (unsigned)(p[i] - '0');
+	}
+	return v <= 65535;
+}
+
+/* uri-host [":" port], the host non-empty; the port is required if asked. */
+static bool valid_authority(const char *p, size_t n, bool port_required)
+{
+	size_t i = host_len(p, n);
+
+	if (i == 0)
+		return false;
+	if (i == n)
+		return !port_required;
+	if (p[i] != ':')
+		return false;
+	return valid_port(p + i + 1, n - i - 1, port_required);
+}
+
+/* absolute-form for http and https: scheme "://" authority, then a path
+ * or query (their bytes were checked already). */
+static bool absolute_form(const char *t, size_t n)
+{
+	size_t a, e;
+
+	if (n >= 7 && slice_ieq(t, 7, "http://"))
+		a = 7;
+	else if (n >= 8 && slice_ieq(t, 8, "https://"))
+		a = 8;
+	else
+		return false;
+	e = a;
+	while (e < n && t[e] != '/' && t[e] != '?')
+		e++;
+	return valid_authority(t + a, e - a, false);
+}
+
+/* ------------------------------------------------------------------ head */
+
+enum { MORE = 1, DONE = 2 }; /* line results besides 0 (a line read) and -status */
+
+struct head {
+	const char *b;
+	size_t view;               /* bytes looked at: min(len, head_max) */
+	const struct http_limits *lim;
+	struct http_request *req;
+	unsigned max_fields;
+	bool has_cl, has_te, chunked, has_host, close, keep, expect;
+};
+
+static size_t find_eol(const char *b, size_t i, size_t end)
+{
+	while (i < end && b[i] != '\r' && b[i] != '\n')
+		i++;
+	return i;
+}
+
+/* What ends the line whose content stops at q: 0 for CRLF, MORE if that
+ * is not known yet, -400 for a bare LF or a CR followed by anything else. */
+static int terminator(const struct head *h, size_t q)
+{
+	if (q >= h->view)
+		return MORE;
+	if (h->b[q] == '\n')
+		return -400;
+	if (q + 1 >= h->view)
+		return MORE;
+	return h->b[q + 1] == '\n' ? 0 : -400;
+}
+
+static int check_target(struct head *h, size_t s, size_t e)
+{
+	const char *t = h->b + s;
+	size_t n = e - s;
+	bool connect = slice_eq(h->req->method, "CONNECT");
+
+	h->req->target = (struct http_slice){ t, n };
+	if (t[0] == '/')
+		return connect ? -400 : 0;
+	if (t[0] == '*')
+		return n == 1 && slice_eq(h->req->method, "OPTIONS") ? 0 : -400;
+	if (connect)
+		return valid_authority(t, n, true) ? 0 : -400;
+	return absolute_form(t, n) ? 0 : -400;
+}
+
+/* HTTP-version at [s, e), matched as far as it has arrived. */
+static int check_version(struct head *h, size_t s, size_t e, bool whole)
+{
+	static const char pattern[] = "HTTP/#.#";
+	size_t n = e - s;
+	const char *v = h->b + s;
+
+	for (size_t k = 0; k < n; k++) {
+		if (k >= sizeof(pattern) - 1)
+			return -400;
+		if (pattern[k] == '#' ? !is_digit((unsigned char)v[k]) : v[k] != pattern[k])
+			return -400;
+	}
+	if (!whole)
+		return 0;
+	if (n != sizeof(pattern) - 1)
+		return -400;
+	if (v[5] != '1' || v[7] > '1')
+		return -505;
+	h->req->minor = v[7] - '0';
+	return 0;
+}
+
+/*
+ * The request line's content at [s, e) (no CR or LF in it): whole when
+ * its CRLF has arrived, else as far as it goes. 0 when valid so far.
+ */
+static int request_line_content(struct head *h, size_t s, size_t e, bool whole)
+{
+	const char *b = h->b;
+	size_t i = s, t;
+	int rc;
+
+	while (i < e && is_tchar((unsigned char)b[i]))
+		i++;
+	if (i == e)
+		return whole ? -400 : 0;
+	if (i == s || b[i] != ' ')
+		return -400;
+	h->req->method = (struct http_slice){ b + s, i - s };
+	t = ++i;
+	while (i < e && is_vchar((unsigned char)b[i]) && b[i] != '#')
+		i++;
+	if (i == e)
+		return whole ? -400 : 0;
+	if (i == t || b[i] != ' ')
+		return -400;
+	rc = check_target(h, t, i);
+	return rc < 0 ? rc : check_version(h, i + 1, e, whole);
+}
+
+/* The request line at *pos; on success *pos moves past its CRLF. */
+static int request_line(struct head *h, size_t *pos)
+{
+	size_t s = *pos, line_max = h->lim->line_max;
+	bool capped = h->view - s > line_max;
+	size_t stop = capped ? s + line_max + 1 : h->view;
+	size_t q = find_eol(h->b, s, stop);
+	int term, rc;
+
+	if (q == stop && capped) { /* line_max + 1 bytes and no CRLF */
+		rc = request_line_content(h, s, q - 1, false);
+		return rc < 0 ? rc : -414;
+	}
+	if (q == s && q < h->view) /* an empty line (a second one) or bare CR/LF */
+		return -400;
+	term = terminator(h, q);
+	rc = request_line_content(h, s, q, term == 0);
+	if (rc < 0)
+		return rc;
+	if (term != 0)
+		return term;
+	*pos = q + 2;
+	return 0;
+}
+
+static int content_length(struct head *h, struct http_slice v)
+{
+	uint64_t n = 0;
+
+	if (h->has_cl || h->has_te || v.len == 0 || v.len > 19)
+		return -400;
+	for (size_t i = 0; i < v.len; i++) {
+		if (!is_digit((unsigned char)v.p[i]))
+			return -400;
+		n = n * 10 + (uint64_t)(v.p[i] - '0'); /* 19 digits cannot overflow */
+	}
+	if (n > h->lim->body_max)
+		return -413;
+	h->has_cl = true;
+	h->req->content_length = n;
+	return 0;
+}
+
+static int transfer_encoding(struct head *h, struct http_slice v)
+{
+	const char *cur = v.p;
+	struct http_slice el;
+
+	if (h->req->minor == 0 || h->has_cl)
+		return -400;
+	h->has_te = true;
+	while (next_element(&cur, v.p + v.len, &el)) {
+		if (el.len == 0)
+			continue;
+		if (!is_token(el))
+			return -400;
+		if (!slice_ieq(el.p, el.len, "chunked"))
+			return -501;
+		if (h->chunked)
+			return -400;
+		h->chunked = true;
+	}
+	return 0;
+}
+
+static int host_field(struct head *h, struct http_slice v)
+{
+	if (h->has_host)
+		return -400;
+	h->has_host = true;
+	h->req->host = v;
+	return v.len == 0 || valid_authority(v.p, v.len, false) ? 0 : -400;
+}
+
+static int connection(struct head *h, struct http_slice v)
+{
+	const char *cur = v.p;
+	struct http_slice el;
+
+	while (next_element(&cur, v.p + v.len, &el)) {
+		if (el.len == 0)
+			continue;
+		if (!is_token(el))
+			return -400;
+		if (slice_ieq(el.p, el.len, "close"))
+			h->close = true;
+		else if (slice_ieq(el.p, el.len, "keep-alive"))
+			h->keep = true;
+	}
+	return 0;
+}
+
+static int expect(struct head *h, struct http_slice v)
+{
+	const char *cur = v.p;
+	struct http_slice el;
+
+	while (next_element(&cur, v.p + v.len, &el)) {
+		if (el.len == 0)
+			continue;
+		if (!slice_ieq(el.p, el.len, "100-continue"))
+			return -417;
+		h->expect = true;
+	}
+	return 0;
+}
+
+/* Record a complete field line and apply what it means. */
+static int add_field(struct head *h, struct http_slice name, struct http_slice value)
+{
+	struct http_request *req = h->req;
+
+	req->headers[req->nheaders++] = (struct http_header){ name, value };
+	if (slice_ieq(name.p, name.len, "content-length"))
+		return content_length(h, value);
+	if (slice_ieq(name.p, name.len, "transfer-encoding"))
+		return transfer_encoding(h, value);
+	if (slice_ieq(name.p, name.len, "host"))
+		return host_field(h, value);
+	if (slice_ieq(name.p, name.len, "connection"))
+		return connection(h, value);
+	if (slice_ieq(name.p, name.len, "expect"))
+		return expect(h, value);
+	return 0;
+}
+
+/* A field line's content at [s, e), s < e, as request_line_content. */
+static int field_content(struct head *h, size_t s, size_t e, bool whole)
+{
+	const char *b = h->b;
+	size_t i = s, v, ve;
+
+	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
+		return -400;
+	if (h->req->nheaders >= h->max_fields)
+		return -431;
+	while (i < e && is_tchar((unsigned char)b[i]))
+		i++;
+	if (i == e)
+		return whole ? -400 : 0;
+	if (i == s || b[i] != ':')
+		return -400;
+	for (v = i + 1; v < e && is_ows((unsigned char)b[v]); v++)
+		;
+	for (ve = v; ve < e; ve++)
+		if (!is_field_byte((unsigned char)b[ve]))
+			return -400;
+	if (!whole)
+		return 0;
+	while (ve > v && is_ows((unsigned char)b[ve - 1]))
+		ve--;
+	return add_field(h, (struct http_slice){ b + s, i - s },
+	                 (struct http_slice){ b + v, ve - v });
+}
+
+/* The field line (or the empty line ending the head) at *pos. */
+static int field_line(struct head *h, size_t *pos)
+{
+	size_t s = *pos, q = find_eol(h->b, s, h->view);
+	int term = terminator(h, q), rc;
+
+	if (q == s) {
+		if (term != 0)
+			return term;
+		*pos = s + 2;
+		return DONE;
+	}
+	rc = field_content(h, s, q, term == 0);
+	if (rc < 0)
+		return rc;
+	if (term != 0)
+		return term;
+	*pos = q + 2;
+	return 0;
+}
+
+/* The checks only the end of the head can make, and the results. */
+static int finish(struct head *h, size_t len)
+{
+	struct http_request *req = h->req;
+
+	if (req->minor == 1 && !h->has_host)
+		return -400;
+	if (h->has_te && !h->chunked)
+		return -400;
+	req->body = h->chunked ? HTTP_BODY_CHUNKED : h->has_cl ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
+	req->keep_alive = req->minor == 1 ? !h->close : h->keep && !h->close;
+	req->expect_continue = h->expect && req->minor == 1;
+	req->head_len = len;
+	return (int)len;
+}
+
+static void head_init(struct head *h, const char *buf, size_t len,
+                      const struct http_limits *lim, struct http_request *req)
+{
+	size_t head_max = lim->head_max < INT_MAX ? lim->head_max : INT_MAX;
+
+	*h = (struct head){ .b = buf, .lim = lim, .req = req };
+	h->view = len < head_max ? len : head_max;
+	h->max_fields = lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX;
+	req->method = req->target = req->host = (struct http_slice){ NULL, 0 };
+	req->minor = 1;
+	req->nheaders = 0;
+	req->body = HTTP_BODY_NONE;
+	req->content_length = 0;
+	req->keep_alive = req->expect_continue = false;
+	req->head_len = 0;
+}
+
+int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+                    struct http_request *req)
+{
+	struct head h;
+	size_t pos = 0;
+	int rc = 0;
+
+	head_init(&h, buf, len, lim, req);
+	if (h.view > 0 && buf[0] == '\r') { /* one leading CRLF is skipped */
+		rc = terminator(&h, 0);
+		pos = 2;
+	} else if (h.view > 0 && buf[0] == '\n') {
+		rc = -400;
+	}
+	if (rc == 0)
+		rc = request_line(&h, &pos);
+	while (rc == 0)
+		rc = field_line(&h, &pos);
+	if (rc == DONE)
+		return finish(&h, pos);
+	if (rc == MORE)
+		return len > h.view ? -431 : 0;
+	return rc;
+}
+
+const struct http_slice *http_header_get(const struct http_request *req, const char *name)
+{
+	for (unsigned i = 0; i < req->nheaders; i++) {
+		const struct http_slice *n = &req->headers[i].name;
+		if (slice_ieq(n->p, n->len, name))
+			return &req->headers[i].value;
+	}
+	return NULL;
+}
+
+/* --------------------------------------------------------------- chunked */
+
+enum {
+	C_SIZE0,        /* the first hex digit of a chunk size */
+	C_SIZE,         /* more hex digits */
+	C_SIZE_BWS,     /* whitespace after the size: a ';' must follow */
+	C_EXT_NAME0,    /* after ';': BWS, then an extension name */
+	C_EXT_NAME,
+	C_EXT_NAME_BWS, /* whitespace after a name: '=' or ';' must follow */
+	C_EXT_VAL0,     /* after '=': BWS, then a token or a quoted-string */
+	C_EXT_TOKEN,
+	C_EXT_QUOTED,
+	C_EXT_QPAIR,    /* after a backslash in a quoted-string */
+	C_EXT_VAL_END,  /* after the closing quote */
+	C_EXT_VAL_BWS,  /* whitespace after a value: ';' must follow */
+	C_SIZE_LF,      /* the size line's CR seen */
+	C_DATA,
+	C_DATA_CR,      /* the CRLF after a chunk's data */
+	C_DATA_LF,
+	C_TR_LINE0,     /* the start of a trailer line or of the final CRLF */
+	C_TR_NAME,
+	C_TR_VALUE,
+	C_TR_LF,
+	C_FINAL_LF,
+	C_DONE,
+};
+
+void http_chunked_init(struct http_chunked *c, const struct http_limits *lim)
+{
+	*c = (struct http_chunked){ .state = C_SIZE0, .body_max = lim->body_max,
+	                            .head_max = lim->head_max };
+}
+
+/* The size has all its digits: it must fit in what body_max leaves. */
+static int size_end(struct http_chunked *c, unsigned char ch)
+{
+	if (c->remaining > c->body_max - c->total)
+		return -413;
+	if (ch == ';')
+		return C_EXT_NAME0;
+	if (is_ows(ch))
+		return C_SIZE_BWS;
+	return ch == '\r' ? C_SIZE_LF : -400;
+}
+
+static int step_size(struct http_chunked *c, unsigned char ch)
+{
+	if (c->state == C_SIZE0 || (c->state == C_SIZE && is_hex(ch))) {
+		if (!is_hex(ch) || c->line > 16)
+			return -400;
+		c->remaining = c->remaining << 4 | hex_value(ch);
+		return C_SIZE;
+	}
+	if (c->state == C_SIZE)
+		return size_end(c, ch);
+	if (is_ows(ch))
+		return C_SIZE_BWS;
+	return ch == ';' ? C_EXT_NAME0 : -400;
+}
+
+/* After an extension's name or value: bws_state on whitespace, ';' for
+ * the next one, CR ends the line (unless after whitespace). */
+static int ext_next(unsigned char ch, int bws_state, bool cr_ok)
+{
+	if (is_ows(ch))
+		return bws_state;
+	if (ch == ';')
+		return C_EXT_NAME0;
+	return ch == '\r' && cr_ok ? C_SIZE_LF : -400;
+}
+
+static int step_ext(struct http_chunked *c, unsigned char ch)
+{
+	int s = c->state;
+
+	if ((s == C_EXT_NAME0 || s == C_EXT_VAL0) && is_ows(ch))
+		return s;
+	if ((s == C_EXT_NAME0 || s == C_EXT_NAME) && is_tchar(ch))
+		return C_EXT_NAME;
+	if ((s == C_EXT_VAL0 || s == C_EXT_TOKEN) && is_tchar(ch))
+		return C_EXT_TOKEN;
+	if ((s == C_EXT_NAME || s == C_EXT_NAME_BWS) && ch == '=')
+		return C_EXT_VAL0;
+	if (s == C_EXT_VAL0 && ch == '"')
+		return C_EXT_QUOTED;
+	if (s == C_EXT_QUOTED) {
+		if (ch == '"')
+			return C_EXT_VAL_END;
+		if (ch == '\\')
+			return C_EXT_QPAIR;
+		return is_field_byte(ch) ? C_EXT_QUOTED : -400; /* qdtext */
+	}
+	if (s == C_EXT_QPAIR)
+		return is_field_byte(ch) ? C_EXT_QUOTED : -400;
+	if (s == C_EXT_NAME || s == C_EXT_NAME_BWS)
+		return ext_next(ch, C_EXT_NAME_BWS, s == C_EXT_NAME);
+	if (s == C_EXT_TOKEN || s == C_EXT_VAL_END || s == C_EXT_VAL_BWS)
+		return ext_next(ch, C_EXT_VAL_BWS, s != C_EXT_VAL_BWS);
+	return -400;
+}
+
+/* Trailer fields: checked as header fields are (RFC 9112 7.1.2). */
+static int step_trailer(struct http_chunked *c, unsigned char ch)
+{
+	switch (c->state) {
+	case C_TR_LINE0:
+		if (ch == '\r')
+			return C_FINAL_LF;
+		return is_tchar(ch) ? C_TR_NAME : -400;
+	case C_TR_NAME:
+		if (ch == ':')
+			return C_TR_VALUE;
+		return is_tchar(ch) ? C_TR_NAME : -400;
+	case C_TR_VALUE:
+		if (ch == '\r')
+			return C_TR_LF;
+		return is_field_byte(ch) ? C_TR_VALUE : -400;
+	case C_TR_LF:
+		c->line = 0;
+		return ch == '\n' ? C_TR_LINE0 : -400;
+	default: /* C_FINAL_LF */
+		return ch == '\n' ? C_DONE : -400;
+	}
+}
+
+/* One byte outside chunk data: the next state, or -status. */
+static int step(struct http_chunked *c, unsigned char ch)
+{
+	int s = c->state;
+
+	if (s >= C_TR_LINE0 && ++c->remaining > c->head_max) /* trailer bytes */
+		return -400;
+	if (s != C_DATA_CR && s != C_DATA_LF && ch != '\r' && ch != '\n' &&
+	    ++c->line > c->head_max)
+		return -400;
+	if (s <= C_SIZE_BWS)
+		return step_size(c, ch);
+	if (s < C_SIZE_LF)
+		return step_ext(c, ch);
+	if (s >= C_TR_LINE0)
+		return step_trailer(c, ch);
+	if (s == C_DATA_CR)
+		return ch == '\r' ? C_DATA_LF : -400;
+	if (ch != '\n')
+		return -400;
+	c->line = 0;
+	if (s == C_DATA_LF)
+		return C_SIZE0;
+	return c->remaining > 0 ? C_DATA : C_TR_LINE0; /* C_SIZE_LF */
+}
+
+/* Copy chunk data from in[*i..len) to out + *o. */
+static void copy_data(struct http_chunked *c, const char *in, size_t len, size_t *i,
+                      char *out, size_t *o)
+{
+	size_t n = len - *i;
+
+	if (n > c->remaining)
+		n = (size_t)c->remaining;
+	memmove(out + *o, in + *i, n);
+	*i += n;
+	*o += n;
+	c->remaining -= n;
+	c->total += n;
+	if (c->remaining == 0)
+		c->state = C_DATA_CR;
+}
+
+int http_chunked_decode(struct http_chunked *c, const char *in, size_t len, char *out,
+                        size_t *consumed, size_t *produced)
+{
+	size_t i = 0, o = 0;
+
+	while (i < len && c->state >= 0 && c->state != C_DONE) {
+		if (c->state == C_DATA)
+			copy_data(c, in, len, &i, out, &o);
+		else
+			c->state = step(c, (unsigned char)in[i++]);
+	}
+	*consumed = i;
+	*produced = o;
+	if (c->state < 0)
+		return c->state;
+	return c->state == C_DONE;
+}

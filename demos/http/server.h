@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * server.h - the demo HTTP server's parts: main and the listeners
+ * (http-server.c), one fiber per connection (conn.c), the routes (routes.c)
+ * and static files (files.c).
+ */
+#ifndef HTTP_SERVER_H
+#define HTTP_SERVER_H
+
+#include <runtime.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_parser.h"
+
+#define IN_SIZE (16 * 1024)   /* a connection's read buffer: holds a head
+                                 (head_max is 12 KiB) */
+#define OUT_SIZE (16 * 1024)  /* its batch of pipelined responses */
+
+struct options {
+	const char *host;
+	unsigned port;
+	unsigned cores;
+	const char *root;
+	unsigned limit;           /* /limited slots */
+	unsigned max_conns;
+	uint64_t body_max;
+	uint64_t header_timeout_ms;
+	uint64_t idle_timeout_ms;
+	uint64_t grace_ms;        /* shutdown: time for requests in flight */
+	bool access_log;
+};
+
+struct server {
+	struct options opt;
+	struct runtime *rt;
+	struct http_limits limits;
+	int *listeners;           /* one per core (SO_REUSEPORT) */
+	int root_fd;              /* --root, or -1 */
+	struct runtime_sem *backend; /* /limited's slots */
+	_Atomic bool draining;    /* a signal came: finish and close */
+	_Atomic unsigned open;    /* connections now */
+	_Atomic uint64_t accepted, refused, requests;
+	struct conn_list *live;   /* per core: connections, for the drain */
+};
+
+/* A request being answered, and where its response goes. */
+struct exchange {
+	struct conn *conn;
+	const struct http_request *req;
+	bool head_only;           /* HEAD: headers, no body */
+	bool close;               /* answer with Connection: close, then close */
+	int status;               /* for the access log */
+	uint64_t sent_body;
+};
+
+/* conn.c */
+void conn_serve(struct server *srv, int fd);
+void conn_drain_core(struct server *srv);
+void conn_lists_init(struct server *srv);
+int respond(struct exchange *ex, int status, const char *type, const char *extra_headers,
+            const void *body, size_t len);
+int respond_head(struct exchange *ex, int status, const char *type, const char *extra_headers,
+                 uint64_t length);
+int respond_body(struct exchange *ex, const void *body, size_t len);
+int respond_flush(struct exchange *ex);
+int conn_fd(const struct exchange *ex);
+int read_body(struct exchange *ex, char **body, size_t *len);
+int discard_body(struct exchange *ex);
+
+/* routes.c */
+int route(struct server *srv, struct exchange *ex);
+
+/* files.c */
+int serve_file(struct server *srv, struct exchange *ex);
+
+/* http-server.c */
+void http_date(char out[32]);
+
+#endif

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_http_parser.c - libFuzzer target for demos/http/http_parser.c.
+ *
+ * The input is a request: its head is parsed with small limits, and a
+ * chunked body after it is decoded whole, then fed one byte at a time and
+ * split in two. An input starting with a NUL byte (never a valid head) is
+ * instead decoded entirely as a chunked body, to reach the decoder's
+ * states directly. Besides the sanitizers' findings, any broken invariant
+ * traps:
+ *   - every prefix of the input parses as incomplete or as the whole input
+ *     does (no early success, no error that more bytes would undo);
+ *   - a complete head: head_len is the result and at most the input and
+ *     head_max, every slice lies inside the head, limits are respected;
+ *   - decoding: consumed <= len, produced <= consumed, total <= body_max,
+ *     and the same result, consumption and output however it is fed.
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Idemos/http \
+ *       fuzz/fuzz_http_parser.c demos/http/http_parser.c -o fuzz_http
+ *   ./fuzz_http -dict=fuzz/http.dict fuzz/corpus/http
+ */
+#include "http_parser.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond)                        \
+	do {                               \
+		if (!(cond))               \
+			__builtin_trap();  \
+	} while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const struct http_limits lim = {
+	.line_max = 96,
+	.head_max = 384,
+	.headers_max = 12,
+	.body_max = 4096,
+};
+
+struct decoding {
+	int rc;
+	size_t consumed, produced;
+	uint64_t total;
+};
+
+static bool inside(struct http_slice s, const char *base, size_t len)
+{
+	return s.p >= base && s.len <= len && (size_t)(s.p - base) <= len - s.len;
+}
+
+static void check_request(const char *buf, size_t size, int rc, const struct http_request *req)
+{
+	CHECK((size_t)rc <= size && (size_t)rc <= lim.head_max && req->head_len == (size_t)rc);
+	CHECK(req->minor == 0 || req->minor == 1);
+	CHECK(req->nheaders <= lim.headers_max);
+	CHECK(inside(req->method, buf, (size_t)rc) && req->method.len > 0);
+	CHECK(inside(req->target, buf, (size_t)rc) && req->target.len > 0);
+	CHECK(req->method.len + 1 + req->target.len + 9 <= lim.line_max);
+	for (unsigned i = 0; i < req->nheaders; i++) {
+		const struct http_header *f = &req->headers[i];
+		CHECK(inside(f->name, buf, (size_t)rc) && f->name.len > 0);
+		CHECK(inside(f->value, buf, (size_t)rc));
+	}
+	CHECK(!req->host.p || inside(req->host, buf, (size_t)rc));
+	CHECK(req->minor == 0 || req->host.p);
+	CHECK(req->body != HTTP_BODY_LENGTH || req->content_length <= lim.body_max);
+	CHECK(req->body == HTTP_BODY_LENGTH || req->content_length == 0);
+	CHECK(req->minor == 1 || req->body != HTTP_BODY_CHUNKED);
+}
+
+/* http_header_get finds each field's name, at it or at an earlier one. */
+static void check_lookup(const struct http_request *req)
+{
+	char name[512];
+
+	for (unsigned i = 0; i < req->nheaders; i++) {
+		const struct http_slice *n = &req->headers[i].name, *v;
+		CHECK(n->len < sizeof(name));
+		memcpy(name, n->p, n->len);
+		name[n->len] = '\0';
+		v = http_header_get(req, name);
+		CHECK(v && v <= &req->headers[i].value);
+		for (size_t k = 0; k < n->len; k++) /* the other case: the same field */
+			if ((name[k] | 0x20) >= 'a' && (name[k] | 0x20) <= 'z')
+				name[k] ^= 0x20;
+		CHECK(http_header_get(req, name) == v);
+	}
+}
+
+/* Every prefix gives 0 or the whole input's result (with the same head).
+ * Past head_max + 1 bytes a prefix sees what the whole input does. */
+static void check_prefixes(const char *buf, size_t size, int whole, const struct http_request *req)
+{
+	static struct http_request r;
+	size_t upto = size < lim.head_max + 1 ? size : lim.head_max + 1;
+
+	for (size_t k = 0; k < upto; k++) {
+		int rc = http_parse_head(buf, k, &lim, &r);
+		if (whole > 0 && k >= (size_t)whole)
+			CHECK(rc == whole && r.nheaders == req->nheaders &&
+			      r.body == req->body && r.keep_alive == req->keep_alive);
+		else
+			CHECK(rc == 0 || rc == whole);
+	}
+}
+
+/* Decode in[0..len) fed in pieces of at most step bytes (0: whole). */
+static void decode(const char *in, size_t len, size_t step, char *out, struct decoding *d)
+{
+	struct http_chunked c;
+	size_t off = 0;
+
+	http_chunked_init(&c, &lim);
+	*d = (struct decoding){ .rc = 0 };
+	do {
+		size_t n = step && len - off > step ? step : len - off, used, made;
+		d->rc = http_chunked_decode(&c, in + off, n, out + d->produced, &used, &made);
+		CHECK(used <= n && made <= used);
+		CHECK(d->rc != 0 || used == n);
+		off += used;
+		d->produced += made;
+		CHECK(c.total == d->produced && c.total <= lim.body_max);
+	} while (d->rc == 0 && off < len);
+	d->consumed = off;
+	d->total = c.total;
+	CHECK(d->rc == 1 || d->rc == 0 || d->rc == -400 || d->rc == -413);
+}
+
+static void check_body(const char *in, size_t len)
+{
+	char *a = malloc(len + 1), *b = malloc(len + 1);
+	struct decoding whole, other;
+	size_t steps[] = { 1, 2, 7, len / 2 + 1 };
+
+	CHECK(a && b);
+	decode(in, len, 0, a, &whole);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		decode(in, len, steps[i], b, &other);
+		CHECK(other.rc == whole.rc && other.consumed == whole.consumed);
+		CHECK(other.produced == whole.produced && other.total == whole.total);
+		CHECK(memcmp(a, b, whole.produced) == 0);
+	}
+	if (whole.rc == 1) { /* decoding in place gives the same */
+		memcpy(b, in, len);
+		decode(b, len, 0, b, &other);
+		CHECK(other.rc == 1 && memcmp(a, b, whole.produced) == 0);
+	}
+	free(a);
+	free(b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct http_request req;
+	const char *buf = (const char *)data;
+	int rc;
+
+	if (size > 0 && data[0] == 0) {
+		check_body(buf + 1, size - 1);
+		return 0;
+	}
+	rc = http_parse_head(buf, size, &lim, &req);
+	CHECK(rc >= 0 || rc == -400 || rc == -413 || rc == -414 || rc == -417 ||
+	      rc == -431 || rc == -501 || rc == -505);
+	check_prefixes(buf, size, rc, &req);
+	if (rc <= 0)
+		return 0;
+	check_request(buf, size, rc, &req);
+	check_lookup(&req);
+	if (req.body == HTTP_BODY_CHUNKED)
+		check_body(buf + rc, size - (size_t)rc);
+	return 0;
+}

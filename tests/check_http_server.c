@@ -1,0 +1,525 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_http_server.c - demos/http/http-server end to end, over loopback:
+ * every route, keep-alive and pipelining, HTTP/1.0, Expect: 100-continue,
+ * static files (types, 304, and no way out of the root), every rejection
+ * rule sent as raw bytes (the right status, then the connection closes),
+ * limits, slow and half-closed clients, --max-conns, and a graceful stop
+ * with a request in flight. Each test starts its own server (port 0: the
+ * banner says which port) and stops it.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SERVER "./demos/http/http-server"
+#define WAIT_MS 20000 /* a generous bound: only a hung server reaches it */
+
+struct server_proc {
+	pid_t pid;
+	int port;
+	char root[64];
+};
+
+static struct server_proc sp;
+
+/* Start the server with extra arguments (NULL-terminated) and a fresh
+ * root holding a few files and a symlink that points outside it. */
+static void start_server(const char *const *extra)
+{
+	const char *argv[32] = { SERVER, "--port", "0", "--host", "127.0.0.1", "--root" };
+	int argc = 6, out[2];
+	char line[256];
+
+	strcpy(sp.root, "/tmp/http_root.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(sp.root));
+	argv[argc++] = sp.root;
+	for (int i = 0; extra && extra[i]; i++)
+		argv[argc++] = extra[i];
+	argv[argc] = NULL;
+	char path[128];
+	snprintf(path, sizeof(path), "%s/hello.html", sp.root);
+	FILE *f = fopen(path, "w");
+	fputs("<p>hello</p>\n", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/big.bin", sp.root);
+	f = fopen(path, "w");
+	for (int i = 0; i < 300000; i++)
+		fputc('a' + i % 26, f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/escape", sp.root);
+	ck_assert_int_eq(symlink("/etc/passwd", path), 0);
+	ck_assert_int_eq(pipe(out), 0);
+	sp.pid = fork();
+	ck_assert_int_ge(sp.pid, 0);
+	if (sp.pid == 0) {
+		dup2(out[1], 1);
+		close(out[0]);
+		execv(SERVER, (char *const *)argv);
+		_exit(127);
+	}
+	close(out[1]);
+	FILE *o = fdopen(out[0], "r");
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), o));
+	ck_assert_msg(sscanf(line, "http-server: listening on 127.0.0.1:%d", &sp.port) == 1,
+	              "banner: %s", line);
+	fclose(o);
+}
+
+/* SIGTERM, and its exit status. */
+static int stop_server(void)
+{
+	int status;
+	char cmd[128];
+
+	kill(sp.pid, SIGTERM);
+	ck_assert_int_eq(waitpid(sp.pid, &status, 0), sp.pid);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", sp.root);
+	ck_assert_int_eq(system(cmd), 0);
+	return status;
+}
+
+static int dial(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)sp.port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+static void send_all(int fd, const void *p, size_t len)
+{
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		ck_assert_int_gt(n, 0);
+		p = (const char *)p + n;
+		len -= (size_t)n;
+	}
+}
+
+static void send_str(int fd, const char *s)
+{
+	send_all(fd, s, strlen(s));
+}
+
+/* Read until EOF or until want bytes (0: until EOF), within WAIT_MS. */
+static size_t recv_until(int fd, char *buf, size_t cap, size_t want)
+{
+	size_t got = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while (got < cap - 1 && (!want || got < want)) {
+		ck_assert_msg(poll(&p, 1, WAIT_MS) == 1, "no answer within %d ms", WAIT_MS);
+		ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+/* One response's full length in buf (head + Content-Length), or 0. */
+static size_t response_len(const char *buf)
+{
+	const char *end = strstr(buf, "\r\n\r\n"), *cl = strstr(buf, "Content-Length: ");
+	if (!end || !cl || cl > end)
+		return 0;
+	return (size_t)(end + 4 - buf) + strtoul(cl + 16, NULL, 10);
+}
+
+/* Read one whole response (head and Content-Length body) into buf. */
+static size_t read_response(int fd, char *buf, size_t cap)
+{
+	size_t got = 0, len;
+
+	buf[0] = '\0';
+	while (!(len = response_len(buf)) || got < len)
+		got += recv_until(fd, buf + got, cap - got, 1);
+	return len;
+}
+
+/* Send raw bytes on a new connection and read everything until the
+ * server closes it. */
+static size_t raw(const char *req, char *resp, size_t cap)
+{
+	int fd = dial();
+	send_all(fd, req, strlen(req));
+	size_t n = recv_until(fd, resp, cap, 0);
+	close(fd);
+	return n;
+}
+
+/* A request that must be answered with status and then closed. */
+static void rejected(const char *req, int status)
+{
+	char resp[4096], want[32];
+
+	raw(req, resp, sizeof(resp));
+	snprintf(want, sizeof(want), "HTTP/1.1 %d ", status);
+	ck_assert_msg(!strncmp(resp, want, strlen(want)), "for %.120s\nwanted %d, got: %.200s", req,
+	              status, resp);
+	ck_assert_msg(strstr(resp, "Connection: close"), "not closing: %.200s", resp);
+}
+
+/* ----------------------------------------------------------------- routes */
+
+START_TEST(test_http_routes)
+{
+	char resp[8192];
+
+	start_server(NULL);
+	raw("GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(!strncmp(resp, "HTTP/1.1 200 OK\r\n", 17), "%s", resp);
+	ck_assert(strstr(resp, "Content-Type: text/plain\r\n"));
+	ck_assert(strstr(resp, "Content-Length: 13\r\n"));
+	ck_assert(strstr(resp, "\r\nDate: ") && strstr(resp, "\r\nServer: "));
+	ck_assert(strstr(resp, "\r\n\r\nHello, World!"));
+	raw("HEAD /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "Content-Length: 13\r\n") && !strstr(resp, "Hello"));
+	raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+	    resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nhello"));
+	raw("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+	    "3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nTrailer: t\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "Content-Length: 5\r\n") && strstr(resp, "\r\n\r\nabcde"), "%s", resp);
+	raw("GET /delay?ms=20 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK") && strstr(resp, "slept 20 ms"));
+	raw("GET /delay?ms=x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "400 Bad Request"));
+	raw("GET /limited HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK"));
+	raw("GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "application/json") && strstr(resp, "\"fibers_spawned\":"));
+	ck_assert(strstr(resp, "\"offload\":") && strstr(resp, "\"requests\":"));
+	raw("GET /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "405 Method Not Allowed") && strstr(resp, "Allow: POST"));
+	raw("DELETE /x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "501 Not Implemented"));
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* /limited: with one slot held, the next caller gets 503 + Retry-After. */
+START_TEST(test_http_limited_rejects_under_load)
+{
+	const char *args[] = { "--limit", "1", NULL };
+	char resp[2048];
+	int fds[6], ok = 0, busy = 0;
+	const char *req = "GET /limited HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+	start_server(args);
+	for (int i = 0; i < 6; i++) {
+		fds[i] = dial();
+		send_all(fds[i], req, strlen(req));
+	}
+	for (int i = 0; i < 6; i++) {
+		recv_until(fds[i], resp, sizeof(resp), 0);
+		ok += strstr(resp, "200 OK") != NULL;
+		if (strstr(resp, "503 Service Unavailable")) {
+			busy++;
+			ck_assert(strstr(resp, "Retry-After: 1\r\n"));
+		}
+		close(fds[i]);
+	}
+	ck_assert_int_ge(ok, 1);
+	ck_assert_int_ge(busy, 1);
+	ck_assert_int_eq(ok + busy, 6);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* --------------------------------------------------- connections, framing */
+
+START_TEST(test_http_keepalive_pipelining_and_10)
+{
+	char resp[65536];
+	char req[4096] = "";
+	int fd;
+
+	start_server(NULL);
+	/* 16 pipelined requests in one write: 16 answers, in order. */
+	for (int i = 0; i < 16; i++)
+		snprintf(req + strlen(req), sizeof(req) - strlen(req),
+		         "GET /delay?ms=%d HTTP/1.1\r\nHost: x\r\n\r\n", 15 - i);
+	fd = dial();
+	send_all(fd, req, strlen(req));
+	size_t off = 0, got = 0;
+	resp[0] = '\0';
+	for (int i = 0; i < 16; i++) {
+		size_t len;
+		while (!(len = response_len(resp + off)) || got - off < len)
+			got += recv_until(fd, resp + got, sizeof(resp) - got, 1);
+		char want[32];
+		snprintf(want, sizeof(want), "slept %d ms", 15 - i);
+		ck_assert_msg(strstr(resp + off, want) && strstr(resp + off, want) < resp + off + len,
+		              "answer %d out of order", i);
+		off += len;
+	}
+	close(fd);
+	/* HTTP/1.0 closes unless keep-alive is asked; then it says so. */
+	raw("GET /plaintext HTTP/1.0\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "Connection: close"));
+	fd = dial();
+	send_str(fd, "GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+	read_response(fd, resp, sizeof(resp));
+	ck_assert(strstr(resp, "Connection: keep-alive"));
+	close(fd);
+	/* Expect: 100-continue before the body. */
+	fd = dial();
+	send_str(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+	         "Content-Length: 2\r\n\r\n");
+	recv_until(fd, resp, sizeof(resp), 25);
+	ck_assert_msg(!strncmp(resp, "HTTP/1.1 100 Continue\r\n\r\n", 25), "%s", resp);
+	send_str(fd, "ok");
+	read_response(fd, resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK"));
+	close(fd);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------------ rejections */
+
+START_TEST(test_http_rejections)
+{
+	static const struct { const char *req; int status; } cases[] = {
+		{ "GET / HTTP/1.1\r\n\r\n", 400 },                              /* no Host */
+		{ "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400 },        /* two Hosts */
+		{ "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400 },                  /* bad request line */
+		{ "GET / HTTP/1.x\r\nHost: a\r\n\r\n", 400 },                   /* bad version */
+		{ "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505 },
+		{ "GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400 },                  /* space before colon */
+		{ "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", 400 },     /* obs-fold */
+		{ "GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", 400 },            /* bare CR */
+		{ "GET / HTTP/1.1\nHost: a\n\n", 400 },                         /* bare LF */
+		{ "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01" "b\r\n\r\n", 400 },   /* control byte */
+		{ "GET / HTTP/1.1\r\nHo(st: a\r\n\r\n", 400 },                  /* bad name */
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400 },
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\na", 400 },
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 },          /* CL + TE */
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501 },
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, identity\r\n\r\n", 501 },
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400 },
+		{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+		  "fffffffffffffffffff\r\n", 400 },                              /* chunk overflow */
+		{ "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 },
+		{ "GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417 },
+	};
+	char resp[4096];
+
+	start_server(NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		rejected(cases[i].req, cases[i].status);
+	/* Limits: request line (414), header section (431), body (413). */
+	char *big = malloc(20000);
+	memset(big, 'a', 20000);
+	memcpy(big, "GET /", 5);
+	strcpy(big + 9000, " HTTP/1.1\r\nHost: a\r\n\r\n");
+	rejected(big, 414);
+	strcpy(big, "GET / HTTP/1.1\r\nHost: a\r\nX: ");
+	memset(big + strlen(big), 'b', 14000);
+	strcpy(big + 14030, "\r\n\r\n");
+	rejected(big, 431);
+	free(big);
+	rejected("POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\n\r\n", 413);
+	/* The server is fine for the next client. */
+	raw("GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK"));
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------- static files */
+
+START_TEST(test_http_static_files)
+{
+	char resp[400000], req[512];
+
+	start_server(NULL);
+	raw("GET /hello.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "200 OK") && strstr(resp, "text/html"), "%s", resp);
+	ck_assert(strstr(resp, "<p>hello</p>"));
+	const char *lm = strstr(resp, "Last-Modified: ");
+	ck_assert_ptr_nonnull(lm);
+	char stamp[64];
+	sscanf(lm + 15, "%63[^\r]", stamp);
+	snprintf(req, sizeof(req), "GET /hello.html HTTP/1.1\r\nHost: x\r\n"
+	         "If-Modified-Since: %s\r\nConnection: close\r\n\r\n", stamp);
+	raw(req, resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "304 Not Modified") && !strstr(resp, "<p>"), "%s", resp);
+	/* A large file (spliced): every byte right. */
+	size_t n = raw("GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp,
+	               sizeof(resp));
+	const char *body = strstr(resp, "\r\n\r\n") + 4;
+	ck_assert_uint_eq(n - (size_t)(body - resp), 300000);
+	for (int i = 0; i < 300000; i++)
+		ck_assert_int_eq(body[i], 'a' + i % 26);
+	/* No way out of the root. */
+	static const char *const escapes[] = {
+		"/../etc/passwd", "/%2e%2e/etc/passwd", "/a/..%2fetc/passwd", "/escape",
+		"/%2fetc/passwd", "/hello.html%00", "/nothing-here",
+	};
+	for (size_t i = 0; i < sizeof(escapes) / sizeof(escapes[0]); i++) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+		         escapes[i]);
+		raw(req, resp, sizeof(resp));
+		ck_assert_msg(strstr(resp, "404 Not Found") && !strstr(resp, "root:"), "%s: %.100s",
+		              escapes[i], resp);
+	}
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ slow and closing */
+
+START_TEST(test_http_slow_and_half_closed_clients)
+{
+	const char *args[] = { "--header-timeout", "300", "--idle-timeout", "500", NULL };
+	char resp[4096];
+	int fd;
+
+	start_server(args);
+	/* Slowloris: a head that does not complete within the timeout: 408. */
+	fd = dial();
+	send_str(fd, "GET /plaintext HTTP/1.1\r\nHo");
+	recv_until(fd, resp, sizeof(resp), 0);
+	ck_assert_msg(strstr(resp, "408 Request Timeout"), "%s", resp);
+	close(fd);
+	/* Idle keep-alive connections are closed without a word. */
+	fd = dial();
+	ck_assert_uint_eq(recv_until(fd, resp, sizeof(resp), 0), 0);
+	close(fd);
+	/* A client that half-closes after its request still gets the answer. */
+	fd = dial();
+	send_str(fd, "GET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
+	shutdown(fd, SHUT_WR);
+	recv_until(fd, resp, sizeof(resp), 0);
+	ck_assert(strstr(resp, "Hello, World!"));
+	close(fd);
+	/* A client that vanishes mid-request leaves the server serving. */
+	fd = dial();
+	send_str(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc");
+	close(fd);
+	raw("GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK"));
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+START_TEST(test_http_max_conns_refused_and_counted)
+{
+	const char *args[] = { "--max-conns", "2", NULL };
+	char resp[4096];
+	int a, b, c;
+
+	start_server(args);
+	a = dial();
+	b = dial();
+	usleep(100 * 1000);
+	c = dial(); /* accepted by the kernel, closed at once by the server */
+	ck_assert_uint_eq(recv_until(c, resp, sizeof(resp), 0), 0);
+	close(c);
+	close(a);
+	close(b);
+	usleep(100 * 1000);
+	raw("GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "\"refused\":1"), "%s", resp);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+/* SIGTERM with a request in flight: it is answered, then the server exits
+ * 0 and accepts no more. */
+START_TEST(test_http_graceful_stop)
+{
+	char resp[4096];
+	int fd, status;
+
+	start_server(NULL);
+	fd = dial();
+	send_str(fd, "GET /delay?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n");
+	usleep(50 * 1000);
+	kill(sp.pid, SIGTERM);
+	recv_until(fd, resp, sizeof(resp), 0);
+	ck_assert_msg(strstr(resp, "slept 300 ms") && strstr(resp, "Connection: close"), "%s", resp);
+	close(fd);
+	ck_assert_int_eq(waitpid(sp.pid, &status, 0), sp.pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)sp.port),
+	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_ne(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	close(fd);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", sp.root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* curl, a real client, if the machine has it. */
+START_TEST(test_http_curl_smoke)
+{
+	char cmd[256], out[256] = "";
+
+	if (system("command -v curl >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP curl smoke test: no curl\n");
+		return;
+	}
+	start_server(NULL);
+	snprintf(cmd, sizeof(cmd), "curl -s http://127.0.0.1:%d/plaintext", sp.port);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(fgets(out, sizeof(out), p));
+	pclose(p);
+	ck_assert_str_eq(out, "Hello, World!");
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
+static Suite *http_suite(void)
+{
+	Suite *s = suite_create("http_server");
+	TCase *tc = tcase_create("server");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_http_routes);
+	tcase_add_test(tc, test_http_limited_rejects_under_load);
+	tcase_add_test(tc, test_http_keepalive_pipelining_and_10);
+	tcase_add_test(tc, test_http_rejections);
+	tcase_add_test(tc, test_http_static_files);
+	tcase_add_test(tc, test_http_slow_and_half_closed_clients);
+	tcase_add_test(tc, test_http_max_conns_refused_and_counted);
+	tcase_add_test(tc, test_http_graceful_stop);
+	tcase_add_test(tc, test_http_curl_smoke);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	SRunner *sr = srunner_create(http_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
