@@ -13,16 +13,23 @@
  *   - a complete head: head_len is the result and at most the input and
  *     head_max, every slice lies inside the head, limits are respected;
  *   - decoding: consumed <= len, produced <= consumed, total <= body_max,
- *     and the same result, consumption and output however it is fed.
+ *     and the same result, consumption and output however it is fed;
+ *   - independent oracles for what is accepted: the head is re-checked
+ *     against the grammar by a separate, simple scan, and a complete
+ *     chunked body is decoded again by a naive reference decoder, which
+ *     must give the same body and end.
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Idemos/http \
  *       fuzz/fuzz_http_parser.c demos/http/http_parser.c -o fuzz_http
  *   ./fuzz_http -dict=fuzz/http.dict fuzz/corpus/http
  */
+#define _GNU_SOURCE /* memmem */
 #include "http_parser.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CHECK(cond)                        \
 	do {                               \
@@ -68,6 +75,93 @@ static void check_request(const char *buf, size_t size, int rc, const struct htt
 	CHECK(req->body != HTTP_BODY_LENGTH || req->content_length <= lim.body_max);
 	CHECK(req->body == HTTP_BODY_LENGTH || req->content_length == 0);
 	CHECK(req->minor == 1 || req->body != HTTP_BODY_CHUNKED);
+}
+
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool name_is(struct http_slice s, const char *lit)
+{
+	return s.len == strlen(lit) && strncasecmp(s.p, lit, s.len) == 0;
+}
+
+/* The accepted head, scanned again: CR only in CRLF, no other controls,
+ * no line starting with whitespace, one SP between the request line's
+ * parts, ending in an empty line. */
+static void check_head_bytes(const char *b, size_t n, const struct http_request *req)
+{
+	size_t start = n >= 2 && b[0] == '\r' ? 2 : 0;
+
+	CHECK(n >= 4 && memcmp(b + n - 4, "\r\n\r\n", 4) == 0);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)b[i];
+		CHECK(c != '\r' || b[i + 1] == '\n');
+		CHECK(c != '\n' || (i > 0 && b[i - 1] == '\r'));
+		CHECK(c >= 0x20 || c == '\r' || c == '\n' || c == '\t');
+		CHECK(c != 0x7f);
+		CHECK(i == 0 || b[i - 1] != '\n' || (c != ' ' && c != '\t'));
+	}
+	CHECK(req->method.p == b + start && req->method.p[req->method.len] == ' ');
+	CHECK(req->target.p == req->method.p + req->method.len + 1);
+	CHECK(memcmp(req->target.p + req->target.len, " HTTP/1.", 8) == 0);
+	CHECK(req->target.p[req->target.len + 9] == '\r');
+	CHECK(req->target.p[req->target.len + 8] == '0' + req->minor);
+}
+
+/* Each field: a token name, a colon, a value without OWS around it; the
+ * framing fields as the result says. */
+static void check_fields(const struct http_request *req)
+{
+	unsigned cl = 0, te = 0, host = 0;
+
+	for (unsigned i = 0; i < req->nheaders; i++) {
+		const struct http_header *f = &req->headers[i];
+		for (size_t k = 0; k < f->name.len; k++)
+			CHECK(tchar((unsigned char)f->name.p[k]));
+		CHECK(f->name.p[f->name.len] == ':');
+		CHECK(f->value.len == 0 || (f->value.p[0] != ' ' && f->value.p[0] != '\t'));
+		CHECK(f->value.len == 0 || (f->value.p[f->value.len - 1] != ' ' &&
+		                            f->value.p[f->value.len - 1] != '\t'));
+		cl += name_is(f->name, "content-length");
+		te += name_is(f->name, "transfer-encoding");
+		host += name_is(f->name, "host");
+	}
+	CHECK(cl <= 1 && host <= 1 && !(cl && te));
+	CHECK(req->minor == 0 || host == 1);
+	CHECK((req->body == HTTP_BODY_LENGTH) == (cl == 1));
+	CHECK((req->body == HTTP_BODY_CHUNKED) == (te > 0));
+}
+
+/*
+ * A naive decoder of a chunked body already known to be valid: size in
+ * hex, skip to CRLF, data, CRLF; after the last chunk, lines up to an
+ * empty one. Returns the bytes it spans; the body goes to out.
+ */
+static size_t reference_decode(const char *in, size_t len, char *out, size_t *produced)
+{
+	size_t pos = 0, size;
+	const char *eol;
+
+	*produced = 0;
+	do {
+		for (size = 0; isxdigit((unsigned char)in[pos]); pos++)
+			size = size * 16 + (size_t)(isdigit((unsigned char)in[pos]) ?
+			                            in[pos] - '0' : (in[pos] | 0x20) - 'a' + 10);
+		eol = memmem(in + pos, len - pos, "\r\n", 2);
+		CHECK(eol && len - (size_t)(eol + 2 - in) >= size);
+		pos = (size_t)(eol - in) + 2;
+		memcpy(out + *produced, in + pos, size);
+		*produced += size;
+		pos += size + (size ? 2 : 0);
+	} while (size);
+	while ((eol = memmem(in + pos, len - pos, "\r\n", 2)) != in + pos) {
+		CHECK(eol);
+		pos = (size_t)(eol - in) + 2;
+	}
+	return pos + 2;
 }
 
 /* http_header_get finds each field's name, at it or at an earlier one. */
@@ -142,7 +236,10 @@ static void check_body(const char *in, size_t len)
 		CHECK(other.produced == whole.produced && other.total == whole.total);
 		CHECK(memcmp(a, b, whole.produced) == 0);
 	}
-	if (whole.rc == 1) { /* decoding in place gives the same */
+	if (whole.rc == 1) { /* the reference agrees; decoding in place too */
+		size_t made, end = reference_decode(in, len, b, &made);
+		CHECK(end == whole.consumed && made == whole.produced);
+		CHECK(memcmp(a, b, made) == 0);
 		memcpy(b, in, len);
 		decode(b, len, 0, b, &other);
 		CHECK(other.rc == 1 && memcmp(a, b, whole.produced) == 0);
@@ -168,6 +265,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc <= 0)
 		return 0;
 	check_request(buf, size, rc, &req);
+	check_head_bytes(buf, (size_t)rc, &req);
+	check_fields(&req);
 	check_lookup(&req);
 	if (req.body == HTTP_BODY_CHUNKED)
 		check_body(buf + rc, size - (size_t)rc);
