@@ -94,16 +94,21 @@ static int delay(struct exchange *ex)
 }
 
 /* Seed 003: protect a scarce backend. Wait a short while for a slot;
- * under overload answer 503 at once rather than queue without end. */
+ * under overload answer 503 at once rather than queue without end.
+ * ?ms=N sets how long the backend's work holds the slot (default 10). */
 static int limited(struct server *srv, struct exchange *ex)
 {
-	int rc = runtime_sem_get(srv->backend, NULL, (int64_t)(LIMITED_WAIT_MS * MS));
+	long work_ms = memchr(ex->req->target.p, '?', ex->req->target.len) ?
+	               query_ms(ex->req) : LIMITED_WORK_MS;
 
+	if (work_ms < 0)
+		return text(ex, 400, "want /limited or /limited?ms=N, N from 0 to 60000\n");
+	int rc = runtime_sem_get(srv->backend, NULL, (int64_t)(LIMITED_WAIT_MS * MS));
 	if (rc == -ETIMEDOUT)
 		return respond(ex, 503, "text/plain", "Retry-After: 1\r\n", "busy, retry\n", 12);
 	if (rc < 0)
 		return -1;
-	rc = runtime_sleep(LIMITED_WORK_MS * MS); /* the backend's work */
+	rc = runtime_sleep((uint64_t)work_ms * MS); /* the backend's work */
 	runtime_sem_post(srv->backend, NULL);
 	return rc == 0 ? text(ex, 200, "done\n") : -1;
 }
