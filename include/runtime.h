@@ -81,6 +81,9 @@ struct runtime_fiber;  /* opaque: a join handle */
 #define RUNTIME_DEFAULT_OFFLOAD_IDLE_MS 10000u
 #define RUNTIME_DEFAULT_OFFLOAD_QUEUE_MAX 1024u
 #define RUNTIME_MAX_OFFLOAD_THREADS 1024u
+#define RUNTIME_DEFAULT_STREAM_BUFFERS 1024u
+#define RUNTIME_DEFAULT_STREAM_BUFFER_SIZE 4096u
+#define RUNTIME_MAX_STREAM_BUFFER_SIZE (1u << 20)
 
 /* What runtime_offload does when the offload queue is full. */
 enum runtime_offload_policy {
@@ -131,6 +134,12 @@ struct runtime_config {
 	unsigned offload_queue_max;   /* jobs waiting for a thread; 0: no limit;
 	                                 default 1024 */
 	enum runtime_offload_policy offload_policy; /* when it is full */
+	/* Receive streams (runtime_stream_open): each core lends the kernel
+	 * this many buffers (a power of two, 1..32768) of this many bytes
+	 * (1..RUNTIME_MAX_STREAM_BUFFER_SIZE), mapped on its first stream.
+	 * Defaults RUNTIME_DEFAULT_STREAM_BUFFERS, _BUFFER_SIZE (4 MiB). */
+	unsigned stream_buffers;
+	unsigned stream_buffer_size;
 };
 
 /* Fill *cfg with the defaults above. Any thread. */
@@ -211,6 +220,8 @@ struct runtime_core_stats {
 	uint64_t timers_armed;      /* now: sleeps, timed waits, timers */
 	uint64_t inbox_items;       /* work handed over by other threads */
 	uint64_t wakeups_written;   /* eventfd writes that woke it from sleep */
+	uint64_t stream_fallbacks;  /* stream reads done as a plain recv: the
+	                               core's buffers ran low (or no multishot) */
 };
 
 /*
@@ -734,6 +745,86 @@ RUNTIME_API int runtime_sock_shutdown(int fd, int how);
  * works from any thread and ignores cancellation and deadlines.
  */
 RUNTIME_API int runtime_poll(int fd, short events, int64_t timeout_ns);
+
+/* -------------------------------------------------------- receive streams */
+
+/*
+ * A receive stream reads a connected socket through one multishot recv
+ * (Linux 6.0+) into buffers the core lends the kernel
+ * (runtime_config.stream_buffers): data arrives while the fiber does
+ * something else, and a read that finds data waiting costs no SQE and no
+ * trip to the kernel. Where the kernel lacks multishot recv, or the core's
+ * buffers run low, a read is a plain recv into the caller's buffer - the
+ * same results, never a stall. A stream stops pulling data while 64 KiB
+ * sit unread, so a fast sender cannot take every buffer.
+ *
+ * A stream belongs to the calling fiber's core: only fibers of that core
+ * may use it (-EPERM otherwise), one reading at a time. It lives until
+ * runtime_stream_close or the end of the run. Close the stream before the
+ * socket: until then the kernel holds the socket open.
+ */
+struct runtime_stream;
+
+/* Open a stream on socket fd. Fiber context. Returns 0, -EINVAL (NULL
+ * out), -EBADF (fd < 0), -ENOMEM, -EPERM. A bad fd shows in the first
+ * read. */
+RUNTIME_API int runtime_stream_open(struct runtime_stream **out, int fd);
+
+/*
+ * recv(2) through the stream: up to len bytes of what has arrived, waiting
+ * if nothing has. Returns the bytes copied (> 0), 0 at end of stream (the
+ * peer shut down its side; again on every later call), or -errno: the
+ * socket's error (sticky), -ECANCELED, -ETIMEDOUT (the fiber's deadline),
+ * -EINVAL (NULL s, or NULL buf with len > 0), -EPERM (outside a fiber of
+ * the stream's core, stream closed, or another fiber is reading it).
+ */
+RUNTIME_API ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len);
+
+/* Bytes that have arrived and not been read: a read of this many returns
+ * at once. Any fiber of the stream's core. */
+RUNTIME_API size_t runtime_stream_buffered(const struct runtime_stream *s);
+
+/* Stop reading and free the stream: its buffers go back at once, and the
+ * kernel's recv is cancelled behind the scenes (it never blocks). Does not
+ * close the socket. Returns 0 (also for NULL), -EBUSY (another fiber is
+ * reading it: nothing changed) or -EPERM (another core's stream). After
+ * 0, s is gone, as after free(3). */
+RUNTIME_API int runtime_stream_close(struct runtime_stream *s);
+
+/* -------------------------------------------------------------- listeners */
+
+/*
+ * A listener accepts through one multishot accept: the kernel accepts each
+ * connection as it arrives and queues its fd here, so a burst is taken in
+ * one go and an accept that finds a connection waiting costs no SQE. Past
+ * 256 queued, it stops accepting and the rest wait in the listen backlog.
+ * Same core and lifetime rules as a receive stream (above). With
+ * runtime_config.fixed_files, what it hands out is registered as
+ * runtime_accept does.
+ */
+struct runtime_listener;
+
+/* Open a listener on listening socket fd; flags (SOCK_CLOEXEC,
+ * SOCK_NONBLOCK) apply to accepted sockets. Fiber context. Returns 0,
+ * -EINVAL (NULL out, other flags), -EBADF (fd < 0), -ENOMEM, -EPERM. */
+RUNTIME_API int runtime_listener_open(struct runtime_listener **out, int fd, int flags);
+
+/*
+ * The next connection's fd, waiting for one if none is queued. Returns the
+ * fd or -errno: an error that stopped the kernel's accepting (-EMFILE,
+ * -ENFILE, -ENOMEM: returned once, so that the caller can back off; the
+ * next call accepts again; -EINVAL once the socket is shut down or not
+ * listening), -ECANCELED, -ETIMEDOUT (the fiber's deadline), -EINVAL
+ * (NULL), -EPERM (outside a fiber of its core, closed, or another fiber is
+ * accepting).
+ */
+RUNTIME_API int runtime_listener_accept(struct runtime_listener *l);
+
+/* Stop accepting and free the listener; connections it accepted and did
+ * not hand out are closed. Does not close the listening socket. Returns 0
+ * (also for NULL), -EBUSY (a fiber is accepting: nothing changed), -EPERM
+ * (another core's). After 0, l is gone. */
+RUNTIME_API int runtime_listener_close(struct runtime_listener *l);
 
 /* --------------------------------------------------------------- helpers */
 

@@ -415,6 +415,8 @@ enum cqe_tag {
 	TAG_IGNORE,       /* no one waits for this CQE */
 	TAG_WAKEUP,       /* struct core: its eventfd read */
 	TAG_SIGNAL,       /* struct core: the shutdown signalfd read (core 0) */
+	TAG_MSHOT,        /* struct mshot: its multishot request, or (bit 3
+	                     set) a cancel aimed at it (multishot.c) */
 };
 
 static inline uint64_t tagged(const void *p, enum cqe_tag tag)
@@ -450,6 +452,73 @@ struct op {
 
 void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);
 
+/* How long to wait before the next ASYNC_CANCEL at an operation that the
+ * last one missed, after `sent` cancels: the first two at once, then 20 us
+ * doubling to 10 ms, so one that takes long to die costs no spin. */
+static inline uint64_t runtime__cancel_backoff(unsigned sent)
+{
+	if (sent < 2)
+		return 0;
+	unsigned shift = sent - 2 < 9 ? sent - 2 : 9;
+	uint64_t delay = 20 * 1000ull << shift;
+	return delay < 10 * 1000 * 1000ull ? delay : 10 * 1000 * 1000ull;
+}
+
+/* ---------------------------------------------------------------- streams */
+
+enum pool_state { POOL_UNTRIED, POOL_READY, POOL_FAILED };
+
+/* A core's provided-buffer ring (buffer group 0), for receive streams. */
+struct bufpool {
+	struct io_uring_buf_ring *ring;
+	size_t ring_bytes;
+	char *base;                 /* count buffers of size bytes */
+	unsigned count, size;
+	unsigned lent;              /* buffers the kernel may fill now */
+	uint16_t *next;             /* per buffer: the next in its stream */
+	uint32_t *len;              /* per buffer: bytes received into it */
+	uint8_t state;              /* enum pool_state */
+	bool no_multishot;          /* the kernel refused a multishot recv */
+};
+
+void runtime__bufpool_free(struct core *c);
+
+/* ------------------------------------------------------------ multishots */
+
+struct mshot;
+
+struct mshot_ops {
+	/* Every CQE of the request, the terminal one (no IORING_CQE_F_MORE)
+	 * last; also after close (m->closed), to give back what it carries. */
+	void (*cqe)(struct mshot *m, int res, unsigned flags);
+	/* Closed and quiet: give back what is queued, free the object. */
+	void (*release)(struct mshot *m);
+};
+
+/* A multishot request and its owner's lifecycle (multishot.c). The first
+ * member of its owner, which must be 16-aligned (the cancel bit). */
+struct mshot {
+	_Alignas(16) struct core *core;
+	struct dnode link;          /* in the core's mshots */
+	const struct mshot_ops *ops;
+	int fd;
+	bool armed;                 /* its terminal CQE is due */
+	bool stopping;              /* cancel until the terminal CQE */
+	bool cancel_in_flight;
+	bool closed;                /* the owner let go: free when quiet */
+	uint8_t retries;
+	struct fiber *waiter;       /* a fiber waiting for the next CQE */
+	struct timer retry;         /* sends the next cancel */
+};
+
+void runtime__mshot_init(struct mshot *m, struct core *c, int fd, const struct mshot_ops *ops);
+void runtime__mshot_submit(struct mshot *m, struct io_uring_sqe *sqe);
+void runtime__mshot_stop(struct mshot *m);
+void runtime__mshot_close(struct mshot *m);
+int runtime__mshot_wait(struct mshot *m, struct fiber *f);
+void runtime__mshot_cqe(struct core *c, uint64_t user_data, int res, unsigned flags);
+void runtime__mshots_free(struct core *c);
+
 /* ------------------------------------------------------------ fixed files */
 
 int runtime__fixed_ring_init(struct core *c);
@@ -466,6 +535,7 @@ void runtime__fixed_discard(struct inbox_node *n);
  * added to by the threads that wake the core. */
 struct core_stats {
 	_Atomic uint64_t spawned, live, sqes, cqes, enters, timers, inbox, wakeups;
+	_Atomic uint64_t stream_fallbacks;
 };
 
 static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
@@ -507,7 +577,9 @@ struct core {
 	struct io_uring ring;
 	bool ring_ready;
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
-	unsigned in_flight;         /* submitted SQEs whose CQE is still due */
+	unsigned in_flight;         /* submitted SQEs whose last CQE is due */
+	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
+	struct dlist mshots;        /* streams and listeners, open or closing */
 
 	struct timer_heap timers;
 	struct queue timer_done;    /* public timers whose callback is due */

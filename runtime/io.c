@@ -37,9 +37,6 @@
 #define RUNTIME_TSAN_CLOSE 0
 #endif
 
-#define RETRY_FIRST_NS (20 * 1000ull)
-#define RETRY_MAX_NS (10 * 1000 * 1000ull)
-
 static unsigned rw_len(size_t len)
 {
 	return len > RW_MAX ? RW_MAX : (unsigned)len;
@@ -111,17 +108,10 @@ static void retry_fire(struct timer *t, enum runtime_timer_why why)
  * one from the loop's timer phase, after the backoff. */
 static void cancel_again(struct core *c, struct op *op)
 {
-	uint64_t delay = 0;
-
-	if (op->retries >= 2) {
-		unsigned shift = op->retries - 2 < 9 ? op->retries - 2 : 9;
-		delay = RETRY_FIRST_NS << shift;
-		if (delay > RETRY_MAX_NS)
-			delay = RETRY_MAX_NS;
-	}
 	op->retry.fire = retry_fire;
 	op->retry.on_shutdown = false;
-	runtime__timer_start(c, &op->retry, deadline_add(runtime_now(), delay));
+	runtime__timer_start(c, &op->retry,
+	                     deadline_add(runtime_now(), runtime__cancel_backoff(op->retries)));
 }
 
 /* Stop the operation: cancel it until its own CQE has come. */

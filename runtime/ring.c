@@ -142,15 +142,21 @@ static void drain(struct core *c)
 		struct __kernel_timespec ts = { 0, DRAIN_WAIT_NS };
 		struct io_uring_cqe *cqe;
 		io_uring_submit_and_wait_timeout(&c->ring, &cqe, 1, &ts, NULL);
-		unsigned n = io_uring_cq_ready(&c->ring);
+		unsigned head, n = 0;
+		io_uring_for_each_cqe(&c->ring, head, cqe) {
+			n++;
+			if (!(cqe->flags & IORING_CQE_F_MORE))
+				c->in_flight--;
+		}
 		io_uring_cq_advance(&c->ring, n);
-		c->in_flight -= n;
 	}
 }
 
 void runtime__ring_exit(struct core *c)
 {
 	drain(c);
+	runtime__mshots_free(c);
+	runtime__bufpool_free(c);
 	runtime__fixed_ring_exit(c);
 	io_uring_queue_exit(&c->ring);
 	c->ring_ready = false;
@@ -161,6 +167,7 @@ void runtime__ring_exit(struct core *c)
 struct cqe_copy {
 	uint64_t user_data;
 	int32_t res;
+	uint32_t flags;
 };
 
 static void dispatch(struct core *c, const struct cqe_copy *e)
@@ -184,6 +191,9 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 		if (e->res > 0)
 			runtime_shutdown(c->rt);
 		break;
+	case TAG_MSHOT:
+		runtime__mshot_cqe(c, e->user_data, e->res, e->flags);
+		break;
 	case TAG_IGNORE:
 	default:
 		break;
@@ -205,13 +215,15 @@ static unsigned reap(struct core *c)
 		io_uring_for_each_cqe(&c->ring, head, cqe) {
 			batch[n].user_data = cqe->user_data;
 			batch[n].res = cqe->res;
+			batch[n].flags = cqe->flags;
+			/* A multishot's CQEs but its last leave it in flight. */
+			c->in_flight -= !(cqe->flags & IORING_CQE_F_MORE);
 			if (++n == REAP_BATCH)
 				break;
 		}
 		if (!n)
 			return total;
 		io_uring_cq_advance(&c->ring, n);
-		c->in_flight -= n;
 		stat_add(&c->stats.cqes, n);
 		for (unsigned i = 0; i < n; i++)
 			dispatch(c, &batch[i]);

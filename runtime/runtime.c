@@ -26,6 +26,8 @@ void runtime_config_init(struct runtime_config *cfg)
 	cfg->offload_idle_ms = RUNTIME_DEFAULT_OFFLOAD_IDLE_MS;
 	cfg->offload_queue_max = RUNTIME_DEFAULT_OFFLOAD_QUEUE_MAX;
 	cfg->offload_policy = RUNTIME_OFFLOAD_BLOCK;
+	cfg->stream_buffers = RUNTIME_DEFAULT_STREAM_BUFFERS;
+	cfg->stream_buffer_size = RUNTIME_DEFAULT_STREAM_BUFFER_SIZE;
 }
 
 static unsigned online_cpus(void)
@@ -50,6 +52,10 @@ static int config_check(const struct runtime_config *cfg)
 	    cfg->offload_queue_max > RUNTIME_SEM_MAX ||
 	    (unsigned)cfg->offload_policy > RUNTIME_OFFLOAD_CALLER_RUNS)
 		return -EINVAL;
+	if (cfg->stream_buffers < 1 || cfg->stream_buffers > 32768 ||
+	    (cfg->stream_buffers & (cfg->stream_buffers - 1)) || cfg->stream_buffer_size < 1 ||
+	    cfg->stream_buffer_size > RUNTIME_MAX_STREAM_BUFFER_SIZE)
+		return -EINVAL;
 	return 0;
 }
 
@@ -62,6 +68,7 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	queue_init(&c->backlog);
 	queue_init(&c->timer_done);
 	dlist_init(&c->fibers);
+	dlist_init(&c->mshots);
 	c->kt_deadline = NEVER;
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
 	c->shutdown_node.kind = INBOX_SHUTDOWN;
@@ -216,6 +223,8 @@ unsigned runtime_stats(const struct runtime *rt, struct runtime_core_stats *core
 			.timers_armed = atomic_load_explicit(&s->timers, memory_order_relaxed),
 			.inbox_items = atomic_load_explicit(&s->inbox, memory_order_relaxed),
 			.wakeups_written = atomic_load_explicit(&s->wakeups, memory_order_relaxed),
+			.stream_fallbacks =
+				atomic_load_explicit(&s->stream_fallbacks, memory_order_relaxed),
 		};
 	}
 	if (pool)

@@ -28,32 +28,6 @@
 
 /* ------------------------------------------------------------- helpers */
 
-static uint16_t bound_port(int fd)
-{
-	struct sockaddr_storage ss;
-	socklen_t len = sizeof(ss);
-
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
-	if (ss.ss_family == AF_INET6)
-		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
-}
-
-/* Open file descriptors of this process (the directory's own fd counts
- * every time, so counts compare). */
-static int count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-
-	ck_assert_ptr_nonnull(d);
-	for (struct dirent *e; (e = readdir(d));)
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n;
-}
-
 static int fd_state(int fd)
 {
 	return fcntl(fd, F_GETFD) == -1 ? errno : 0;
@@ -66,19 +40,6 @@ static int int_sockopt(int fd, int level, int name)
 
 	ck_assert_int_eq(getsockopt(fd, level, name, &v, &len), 0);
 	return v;
-}
-
-/* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
-static void tcp_pair(int fd[2])
-{
-	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
-
-	ck_assert_int_ge(l, 0);
-	fd[0] = runtime_tcp_connect("127.0.0.1", bound_port(l));
-	ck_assert_int_ge(fd[0], 0);
-	fd[1] = runtime_accept(l, NULL, NULL, SOCK_CLOEXEC);
-	ck_assert_int_ge(fd[1], 0);
-	ck_assert_int_eq(runtime_close(l), 0);
 }
 
 /* A TCP port nothing listens on (one just bound and released). */

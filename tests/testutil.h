@@ -14,6 +14,10 @@
 #include <runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 /* Run fn(arg) as the first fiber of a new runtime built from cfg (NULL:
  * defaults); returns runtime_run()'s result. */
@@ -69,6 +73,46 @@ static inline void skip_without_io_uring(void)
 	}
 
 #define MS (1000ull * 1000ull)
+
+/* Open file descriptors of this process (the directory's own fd counts
+ * every time, so counts compare). */
+static inline int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* The port a socket is bound to. */
+static inline uint16_t bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&ss, &len), 0);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
+static inline void tcp_pair(int fd[2])
+{
+	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+
+	ck_assert_int_ge(l, 0);
+	fd[0] = runtime_tcp_connect("127.0.0.1", bound_port(l));
+	ck_assert_int_ge(fd[0], 0);
+	fd[1] = runtime_accept(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(fd[1], 0);
+	ck_assert_int_eq(runtime_close(l), 0);
+}
 
 /* ThreadSanitizer gives every fiber its own thread state and dies past
  * 8128 of them alive at once: TSan builds run fewer concurrent fibers. */

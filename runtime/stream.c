@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * stream.c - receive streams: one multishot recv (IORING_RECV_MULTISHOT)
+ * per socket, filling buffers that the core lends the kernel through a
+ * provided-buffer ring. Data lands while the fiber is busy elsewhere, and
+ * runtime_stream_recv copies out what has come without an SQE of its own:
+ * a request-response connection costs one SQE per response instead of two.
+ *
+ * Each core has one buffer pool (made on the core's first stream): a ring
+ * of cfg.stream_buffers buffers of cfg.stream_buffer_size bytes. A buffer
+ * goes back to the kernel as soon as its bytes are copied out, so a buffer
+ * is held only by data that came and was not read yet. A stream's queue is
+ * a list of buffer ids threaded through the pool (next[bid]), so queuing
+ * allocates nothing.
+ *
+ * Three rules keep one connection from hurting the others:
+ *  - a stream holding STREAM_QUEUE_MAX bytes unread stops its multishot
+ *    (the socket buffer, then TCP, push back) and re-arms when read dry;
+ *  - when the pool runs low (below a quarter free), or the kernel answers
+ *    -ENOBUFS, a read that finds nothing queued becomes a plain recv into
+ *    the caller's buffer, so exhaustion slows nothing down to a stall;
+ *  - a kernel without multishot recv or buffer rings (before 6.0) gets
+ *    the plain recv every time.
+ *
+ * The request's lifecycle (arming, stopping, freeing once quiet) is
+ * multishot.c's.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define NO_BID 0xffffu
+#define STREAM_QUEUE_MAX (64u * 1024)
+
+struct runtime_stream {
+	struct mshot m;             /* first: 16-aligned */
+	uint16_t head, tail;        /* queued buffer ids, NO_BID if none */
+	uint32_t off;               /* bytes of head already read */
+	uint32_t queued;            /* unread bytes */
+	int end;                    /* 1: EOF came; < 0: the error that came */
+	bool starved;               /* it ended with -ENOBUFS: next read plain */
+};
+
+/* ------------------------------------------------------------ the pool */
+
+static struct bufpool *pool_of(struct core *c)
+{
+	return &c->bufpool;
+}
+
+static char *buf_at(const struct bufpool *p, unsigned bid)
+{
+	return p->base + (size_t)bid * p->size;
+}
+
+/* Lend buffer bid to the kernel again. */
+static void buf_give(struct bufpool *p, unsigned bid)
+{
+	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
+	                      io_uring_buf_ring_mask(p->count), 0);
+	io_uring_buf_ring_advance(p->ring, 1);
+	p->lent++;
+}
+
+static void *map(size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return m == MAP_FAILED ? NULL : m;
+}
+
+/* Set the pool up on the core's first stream. False: plain recvs only. */
+static bool pool_ready(struct core *c)
+{
+	struct bufpool *p = pool_of(c);
+
+	if (p->state != POOL_UNTRIED)
+		return p->state == POOL_READY;
+	p->state = POOL_FAILED;
+	p->count = c->rt->cfg.stream_buffers;
+	p->size = c->rt->cfg.stream_buffer_size;
+	p->ring_bytes = p->count * sizeof(struct io_uring_buf);
+	p->ring = map(p->ring_bytes);
+	p->base = map((size_t)p->count * p->size);
+	p->next = calloc(p->count, sizeof(*p->next));
+	p->len = calloc(p->count, sizeof(*p->len));
+	struct io_uring_buf_reg reg = {
+		.ring_addr = (uint64_t)(uintptr_t)p->ring,
+		.ring_entries = p->count,
+		.bgid = 0,
+	};
+	if (!p->ring || !p->base || !p->next || !p->len ||
+	    io_uring_register_buf_ring(&c->ring, &reg, 0) < 0) {
+		runtime__bufpool_free(c);
+		p->state = POOL_FAILED;
+		return false;
+	}
+	io_uring_buf_ring_init(p->ring);
+	for (unsigned bid = 0; bid < p->count; bid++)
+		buf_give(p, bid);
+	p->state = POOL_READY;
+	return true;
+}
+
+/* At the end of a run, after the ring drain: nothing is lent any more. */
+void runtime__bufpool_free(struct core *c)
+{
+	struct bufpool *p = pool_of(c);
+
+	if (p->state == POOL_READY && c->ring_ready)
+		io_uring_unregister_buf_ring(&c->ring, 0);
+	if (p->ring)
+		munmap(p->ring, p->ring_bytes);
+	if (p->base)
+		munmap(p->base, (size_t)p->count * p->size);
+	free(p->next);
+	free(p->len);
+	*p = (struct bufpool){ .state = POOL_UNTRIED };
+}
+
+/* Under a quarter of the buffers lent: leave the rest to queued data. */
+static bool pool_low(const struct bufpool *p)
+{
+	return p->lent < p->count / 4;
+}
+
+/* ---------------------------------------------------------- the queue */
+
+static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
+{
+	p->len[bid] = n;
+	p->next[bid] = NO_BID;
+	if (s->tail == NO_BID)
+		s->head = (uint16_t)bid;
+	else
+		p->next[s->tail] = (uint16_t)bid;
+	s->tail = (uint16_t)bid;
+	s->queued += n;
+}
+
+/* Copy up to len queued bytes to dst, giving emptied buffers back. */
+static size_t copy_out(struct bufpool *p, struct runtime_stream *s, char *dst, size_t len)
+{
+	size_t done = 0;
+
+	while (done < len && s->head != NO_BID) {
+		unsigned bid = s->head;
+		size_t n = p->len[bid] - s->off;
+		if (n > len - done)
+			n = len - done;
+		memcpy(dst + done, buf_at(p, bid) + s->off, n);
+		done += n;
+		s->off += (uint32_t)n;
+		if (s->off == p->len[bid]) {
+			s->head = p->next[bid];
+			if (s->head == NO_BID)
+				s->tail = NO_BID;
+			s->off = 0;
+			buf_give(p, bid);
+		}
+	}
+	s->queued -= (uint32_t)done;
+	return done;
+}
+
+static void give_back_all(struct bufpool *p, struct runtime_stream *s)
+{
+	while (s->head != NO_BID) {
+		unsigned bid = s->head;
+		s->head = p->next[bid];
+		buf_give(p, bid);
+	}
+	s->tail = NO_BID;
+	s->queued = 0;
+	s->off = 0;
+}
+
+/* -------------------------------------------------- the multishot recv */
+
+static struct runtime_stream *stream_of(struct mshot *m)
+{
+	return container_of(m, struct runtime_stream, m);
+}
+
+static void arm(struct runtime_stream *s)
+{
+	struct io_uring_sqe *sqe = runtime__sqe(s->m.core);
+
+	io_uring_prep_recv_multishot(sqe, s->m.fd, NULL, 0, 0);
+	sqe->flags |= IOSQE_BUFFER_SELECT;
+	sqe->buf_group = 0;
+	runtime__mshot_submit(&s->m, sqe);
+}
+
+/* The multishot ended: note why. */
+static void ended(struct runtime_stream *s, int res)
+{
+	if (res == -EINVAL || res == -EOPNOTSUPP)
+		s->m.core->bufpool.no_multishot = true; /* a kernel before 6.0 */
+	else if (res == 0)
+		s->end = 1;
+	else if (res == -ENOBUFS)
+		s->starved = true;
+	else if (res < 0 && res != -ECANCELED)
+		s->end = res;
+}
+
+static void stream_cqe(struct mshot *m, int res, unsigned flags)
+{
+	struct runtime_stream *s = stream_of(m);
+	struct bufpool *p = pool_of(m->core);
+
+	if (flags & IORING_CQE_F_BUFFER) {
+		unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+		p->lent--;
+		if (m->closed || res <= 0)
+			buf_give(p, bid);
+		else
+			stash(p, s, bid, (uint32_t)res);
+	}
+	if (m->closed)
+		return;
+	if (!(flags & IORING_CQE_F_MORE))
+		ended(s, res);
+	else if (s->queued >= STREAM_QUEUE_MAX)
+		runtime__mshot_stop(m);
+}
+
+static void stream_release(struct mshot *m)
+{
+	struct runtime_stream *s = stream_of(m);
+
+	give_back_all(pool_of(m->core), s);
+	free(s);
+}
+
+static const struct mshot_ops stream_ops = { stream_cqe, stream_release };
+
+/* ------------------------------------------------------------- the API */
+
+int runtime_stream_open(struct runtime_stream **out, int fd)
+{
+	struct core *c = this_core();
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!this_fiber())
+		return -EPERM;
+	if (fd < 0)
+		return -EBADF;
+	struct runtime_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	runtime__mshot_init(&s->m, c, fd, &stream_ops);
+	s->head = s->tail = NO_BID;
+	*out = s;
+	return 0;
+}
+
+/* May this read arm the multishot, or must it be a plain recv? */
+static bool use_multishot(struct runtime_stream *s)
+{
+	struct core *c = s->m.core;
+
+	if (s->m.armed)
+		return true;
+	if (s->starved) {
+		s->starved = false;
+		return false;
+	}
+	return !c->bufpool.no_multishot && pool_ready(c) && !pool_low(pool_of(c));
+}
+
+ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f);
+
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if (s->m.core != f->core || s->m.closed || s->m.waiter)
+		return -EPERM;
+	for (;;) {
+		if (s->queued || !len)
+			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
+		if (s->end)
+			return s->end > 0 ? 0 : s->end;
+		if (!use_multishot(s)) {
+			stat_add(&f->core->stats.stream_fallbacks, 1);
+			return runtime_recv(s->m.fd, buf, len, 0);
+		}
+		if (!s->m.armed)
+			arm(s);
+		if ((rc = runtime__mshot_wait(&s->m, f)) < 0)
+			return rc;
+	}
+}
+
+size_t runtime_stream_buffered(const struct runtime_stream *s)
+{
+	return s ? s->queued : 0;
+}
+
+int runtime_stream_close(struct runtime_stream *s)
+{
+	if (!s)
+		return 0;
+	if (s->m.core != this_core())
+		return -EPERM;
+	if (s->m.waiter)
+		return -EBUSY; /* another fiber is reading it */
+	give_back_all(pool_of(s->m.core), s);
+	runtime__mshot_close(&s->m);
+	return 0;
+}

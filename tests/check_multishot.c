@@ -1,0 +1,767 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_multishot - receive streams and listeners, the two users of a
+ * multishot request.
+ *
+ * Receive streams (runtime_stream_*): bytes arrive whole and
+ * in order across buffers, a read of data that came while the fiber was
+ * busy costs no SQE, a stream that is not read stops pulling, exhausted
+ * buffers fall back to plain recvs, cancel and deadlines end a waiting
+ * read, close gives the socket back (the peer sees EOF), errors and EOF
+ * are sticky, and misuse gets a clear error.
+ *
+ * Listeners (runtime_listener_*): a burst is accepted with no SQE per
+ * connection, more connections than the queue holds all arrive, an error
+ * such as EMFILE is returned once and accepting resumes, close closes what
+ * was queued, a non-blocking listening socket works, fixed files work, and
+ * cancel, deadlines and misuse behave as for streams.
+ */
+#include "testutil.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <stdbool.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct runtime_core_stats stats_now(void)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(runtime_current(), &st, 1, NULL);
+	return st;
+}
+
+static uint64_t sqes_so_far(void)
+{
+	return stats_now().sqes_submitted;
+}
+
+/* Fill buf with a pattern that shows where a byte came from. */
+static void pattern(char *buf, size_t len, size_t from)
+{
+	for (size_t i = 0; i < len; i++)
+		buf[i] = (char)((from + i) * 7 + 3);
+}
+
+static bool pattern_ok(const char *buf, size_t len, size_t from)
+{
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] != (char)((from + i) * 7 + 3))
+			return false;
+	return true;
+}
+
+/* Read exactly len bytes through s, checking the pattern. Each reader has
+ * its own buffer: a plain recv fills it while other fibers run. */
+static void read_pattern(struct runtime_stream *s, size_t len, size_t chunk)
+{
+	char *buf = malloc(chunk);
+	size_t got = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	while (got < len) {
+		size_t want = len - got < chunk ? len - got : chunk;
+		ssize_t n = runtime_stream_recv(s, buf, want);
+		ck_assert_int_gt(n, 0);
+		ck_assert_msg(pattern_ok(buf, (size_t)n, got), "bytes out of order at %zu", got);
+		got += (size_t)n;
+	}
+	free(buf);
+}
+
+static void *write_pattern(void *arg)
+{
+	int *job = arg; /* fd, bytes */
+	size_t len = (size_t)job[1];
+	char *buf = malloc(len);
+
+	ck_assert_ptr_nonnull(buf);
+	pattern(buf, len, 0);
+	ck_assert_int_eq(runtime_write_all(job[0], buf, len, NULL), (ssize_t)len);
+	free(buf);
+	return NULL;
+}
+
+/* -------------------------------------------------------------- order */
+
+/* 1 MiB written in one go arrives whole and in order, read in odd chunks
+ * across 4 KiB buffers; then EOF, again and again. */
+static void order_main(void *p)
+{
+	int fd[2], job[2];
+	struct runtime_stream *s;
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	job[0] = fd[0];
+	job[1] = 1 << 20;
+	struct runtime_fiber *w = start(write_pattern, job);
+	read_pattern(s, 1 << 20, 1000);
+	join(w);
+	ck_assert_int_eq(runtime_close(fd[0]), 0);
+	char c;
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), 0);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), 0);
+	ck_assert_int_eq(runtime_stream_recv(s, NULL, 0), 0);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	ck_assert_int_eq(runtime_close(fd[1]), 0);
+	ck_assert_uint_eq(stats_now().stream_fallbacks, 0);
+}
+
+START_TEST(test_stream_bytes_whole_and_in_order_then_eof)
+{
+	ck_assert_int_eq(run_fiber(NULL, order_main, NULL), 0);
+}
+END_TEST
+
+/* Data that came while the fiber slept is read without an SQE. */
+static void buffered_main(void *p)
+{
+	int fd[2];
+	struct runtime_stream *s;
+	char buf[64];
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	ck_assert_int_eq(write(fd[0], "ping", 4), 4);
+	ck_assert_int_eq(runtime_stream_recv(s, buf, sizeof(buf)), 4); /* arms it */
+	ck_assert_int_eq(write(fd[0], "abc", 3), 3);
+	ck_assert_int_eq(write(fd[0], "defg", 4), 4);
+	for (int i = 0; i < 20000 && runtime_stream_buffered(s) < 7; i++)
+		runtime_sleep(MS);
+	ck_assert_uint_eq(runtime_stream_buffered(s), 7);
+	uint64_t before = sqes_so_far();
+	ck_assert_int_eq(runtime_stream_recv(s, buf, 2), 2);
+	ck_assert_int_eq(runtime_stream_recv(s, buf + 2, sizeof(buf)), 5);
+	ck_assert_uint_eq(sqes_so_far(), before);
+	ck_assert_int_eq(memcmp(buf, "abcdefg", 7), 0);
+	ck_assert_uint_eq(runtime_stream_buffered(s), 0);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_read_of_arrived_data_costs_no_sqe)
+{
+	ck_assert_int_eq(run_fiber(NULL, buffered_main, NULL), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------- backpressure */
+
+/* A stream nobody reads stops pulling near 64 KiB: the rest waits in the
+ * socket, and everything still arrives in order once it is read. */
+static void backpressure_main(void *p)
+{
+	int fd[2], job[2];
+	struct runtime_stream *s;
+	char c;
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	job[0] = fd[0];
+	job[1] = 1 << 20;
+	struct runtime_fiber *w = start(write_pattern, job);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), 1); /* arms it */
+	ck_assert(pattern_ok(&c, 1, 0));
+	runtime_sleep(200 * MS); /* let the writer fill what it can */
+	size_t held = runtime_stream_buffered(s);
+	ck_assert_uint_gt(held, 0);
+	ck_assert_uint_lt(held, 64 * 1024 + 64 * 4096); /* the cap, plus what was in flight */
+	static char buf[1 << 20];
+	size_t got = 1;
+	while (got < (1u << 20)) {
+		ssize_t n = runtime_stream_recv(s, buf, sizeof(buf));
+		ck_assert_int_gt(n, 0);
+		ck_assert(pattern_ok(buf, (size_t)n, got));
+		got += (size_t)n;
+	}
+	join(w);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_unread_stream_stops_pulling)
+{
+	ck_assert_int_eq(run_fiber(NULL, backpressure_main, NULL), 0);
+}
+END_TEST
+
+/* ----------------------------------------------------------- exhaustion */
+
+/* Eight connections share four 64-byte buffers: reads fall back to plain
+ * recvs and every byte still arrives, in order. */
+#define NCONNS 8
+#define PER_CONN (256 * 1024)
+
+static void *reader(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct runtime_stream *s;
+
+	ck_assert_int_eq(runtime_stream_open(&s, fd), 0);
+	read_pattern(s, PER_CONN, 3000);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	return NULL;
+}
+
+static void exhaust_main(void *p)
+{
+	int fd[NCONNS][2], job[NCONNS][2];
+	struct runtime_fiber *r[NCONNS], *w[NCONNS];
+
+	(void)p;
+	for (int i = 0; i < NCONNS; i++) {
+		tcp_pair(fd[i]);
+		r[i] = start(reader, (void *)(intptr_t)fd[i][1]);
+	}
+	for (int i = 0; i < NCONNS; i++) {
+		job[i][0] = fd[i][0];
+		job[i][1] = PER_CONN;
+		w[i] = start(write_pattern, job[i]);
+	}
+	for (int i = 0; i < NCONNS; i++) {
+		join(w[i]);
+		join(r[i]);
+		runtime_close(fd[i][0]);
+		runtime_close(fd[i][1]);
+	}
+	ck_assert_uint_gt(stats_now().stream_fallbacks, 0);
+}
+
+START_TEST(test_stream_exhausted_buffers_fall_back_to_recv)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.stream_buffers = 4;
+	cfg.stream_buffer_size = 64;
+	ck_assert_int_eq(run_fiber(&cfg, exhaust_main, NULL), 0);
+}
+END_TEST
+
+/* ------------------------------------------------ cancel, deadline, close */
+
+static void *blocked_reader(void *arg)
+{
+	struct runtime_stream *s = arg;
+	char c;
+
+	return (void *)(intptr_t)runtime_stream_recv(s, &c, 1);
+}
+
+/* A waiting read ends with -ECANCELED or -ETIMEDOUT; closing the stream
+ * and the socket then closes the connection: the peer sees EOF. */
+static void interrupt_main(void *p)
+{
+	int fd[2];
+	struct runtime_stream *s;
+	char c;
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	struct runtime_fiber *r = start(blocked_reader, s);
+	runtime_sleep(MS);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), -EPERM); /* r is reading */
+	ck_assert_int_eq(runtime_stream_close(s), -EBUSY);
+	ck_assert_int_eq(runtime_fiber_cancel(r), 0);
+	ck_assert_int_eq(join(r), -ECANCELED);
+
+	runtime_deadline_set(runtime_now() + 20 * MS);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), -ETIMEDOUT);
+	runtime_deadline_set(0);
+
+	ck_assert_int_eq(write(fd[0], "z", 1), 1); /* still works after both */
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), 1);
+	ck_assert_int_eq(c, 'z');
+	ck_assert_int_eq(write(fd[0], "queued", 6), 6);
+	for (int i = 0; i < 20000 && runtime_stream_buffered(s) < 6; i++)
+		runtime_sleep(MS);
+	ck_assert_int_eq(runtime_stream_close(s), 0); /* armed, data queued */
+	ck_assert_int_eq(runtime_close(fd[1]), 0);
+	ck_assert_int_gt(runtime_poll(fd[0], POLLIN, 10000 * (int64_t)MS) & POLLIN, 0);
+	ck_assert_int_eq(runtime_recv(fd[0], &c, 1, 0), 0);
+	runtime_close(fd[0]);
+}
+
+START_TEST(test_stream_cancel_deadline_and_close)
+{
+	ck_assert_int_eq(run_fiber(NULL, interrupt_main, NULL), 0);
+}
+END_TEST
+
+/* A connection reset is the read's error, every time after too. */
+static void reset_main(void *p)
+{
+	int fd[2];
+	struct runtime_stream *s;
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+	char c;
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	ck_assert_int_eq(setsockopt(fd[0], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+	ck_assert_int_eq(write(fd[0], "x", 1), 1);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), 1);
+	ck_assert_int_eq(close(fd[0]), 0); /* RST */
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), -ECONNRESET);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), -ECONNRESET);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_reset_is_a_sticky_error)
+{
+	ck_assert_int_eq(run_fiber(NULL, reset_main, NULL), 0);
+}
+END_TEST
+
+/* Streams left open at the end of the run are freed with it (ASan's leak
+ * check sees to that), armed or not. */
+static void leave_open_main(void *p)
+{
+	int *fd = p;
+	struct runtime_stream *armed, *idle;
+	char c;
+
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&armed, fd[1]), 0);
+	ck_assert_int_eq(runtime_stream_open(&idle, fd[0]), 0);
+	ck_assert_int_eq(write(fd[0], "x", 1), 1);
+	ck_assert_int_eq(runtime_stream_recv(armed, &c, 1), 1);
+}
+
+START_TEST(test_stream_left_open_is_freed_with_the_run)
+{
+	int fd[2];
+
+	ck_assert_int_eq(run_fiber(NULL, leave_open_main, fd), 0);
+	close(fd[0]);
+	close(fd[1]);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- misuse */
+
+struct elsewhere {
+	struct runtime_stream *s;
+	ssize_t recv_rc;
+	int close_rc;
+	struct runtime_waitgroup done;
+};
+
+static void other_core_user(void *arg)
+{
+	struct elsewhere *e = arg;
+	char c;
+
+	e->recv_rc = runtime_stream_recv(e->s, &c, 1);
+	e->close_rc = runtime_stream_close(e->s);
+	runtime_waitgroup_done(&e->done);
+}
+
+static void misuse_main(void *p)
+{
+	struct runtime_stream *s;
+	char c;
+	int fd[2];
+
+	(void)p;
+	ck_assert_int_eq(runtime_stream_open(NULL, 0), -EINVAL);
+	ck_assert_int_eq(runtime_stream_open(&s, -1), -EBADF);
+	ck_assert_ptr_null(s);
+	ck_assert_int_eq(runtime_stream_recv(NULL, &c, 1), -EINVAL);
+	ck_assert_int_eq(runtime_stream_close(NULL), 0);
+	ck_assert_uint_eq(runtime_stream_buffered(NULL), 0);
+
+	/* A bad fd shows in the first read. */
+	ck_assert_int_eq(runtime_stream_open(&s, 1000), 0);
+	ck_assert_int_eq(runtime_stream_recv(s, &c, 1), -EBADF);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	ck_assert_int_eq(runtime_stream_recv(s, NULL, 1), -EINVAL);
+	struct elsewhere e = { .s = s, .done = RUNTIME_WAITGROUP_INIT };
+	runtime_waitgroup_add(&e.done, 1);
+	ck_assert_int_eq(runtime_spawn_on(runtime_current(), 1, other_core_user, &e), 0);
+	ck_assert_int_eq(runtime_waitgroup_wait(&e.done, -1), 0);
+	ck_assert_int_eq(e.recv_rc, -EPERM);
+	ck_assert_int_eq(e.close_rc, -EPERM);
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_misuse_gets_clear_errors)
+{
+	struct runtime_config cfg;
+	struct runtime_stream *s = (void *)1;
+
+	ck_assert_int_eq(runtime_stream_open(&s, 0), -EPERM); /* not a fiber */
+	ck_assert_ptr_null(s);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(run_fiber(&cfg, misuse_main, NULL), 0);
+
+	struct runtime *rt;
+	runtime_config_init(&cfg);
+	cfg.stream_buffers = 3;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+	cfg.stream_buffers = 65536;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+	cfg.stream_buffers = 8;
+	cfg.stream_buffer_size = 0;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), -EINVAL);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------ listeners */
+
+struct clients {
+	uint16_t port;
+	int n;
+	int fd[1100];
+};
+
+/* A plain thread: n blocking connects (the listener's core submits
+ * nothing for them). */
+static void *connect_all(void *arg)
+{
+	struct clients *cl = arg;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(cl->port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	for (int i = 0; i < cl->n; i++) {
+		cl->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_ge(cl->fd[i], 0);
+		ck_assert_int_eq(connect(cl->fd[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+	}
+	return NULL;
+}
+
+static void close_all(struct clients *cl)
+{
+	for (int i = 0; i < cl->n; i++)
+		close(cl->fd[i]);
+}
+
+/* Accept n, checking each works: the client's byte comes through. */
+static void accept_n(struct runtime_listener *l, int n, int *fds)
+{
+	for (int i = 0; i < n; i++) {
+		fds[i] = runtime_listener_accept(l);
+		ck_assert_int_ge(fds[i], 0);
+	}
+}
+
+static void burst_main(void *p)
+{
+	static struct clients cl = { .n = 100 };
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 1024, 0), fds[100];
+	struct runtime_listener *l;
+	pthread_t th;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC), 0);
+	uint64_t before = sqes_so_far();
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	accept_n(l, cl.n, fds);
+	ck_assert_uint_le(sqes_so_far() - before, 10); /* not one per connection */
+	pthread_join(th, NULL);
+	for (int i = 0; i < cl.n; i++) {
+		char c = 0;
+		ck_assert_int_eq(write(cl.fd[i], "k", 1), 1);
+		ck_assert_int_eq(runtime_recv(fds[i], &c, 1, 0), 1);
+		ck_assert_int_eq(c, 'k');
+		runtime_close(fds[i]);
+	}
+	close_all(&cl);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(lfd);
+}
+
+START_TEST(test_listener_burst_costs_no_sqe_per_connection)
+{
+	ck_assert_int_eq(run_fiber(NULL, burst_main, NULL), 0);
+}
+END_TEST
+
+/* More connections than the queue holds, arriving while nobody accepts:
+ * every one is handed out, none refused. */
+static void overflow_main(void *p)
+{
+	static struct clients cl = { .n = 1000 };
+	static int fds[1000];
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 2048, 0);
+	struct runtime_listener *l;
+	pthread_t th;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	fds[0] = runtime_listener_accept(l); /* arms it */
+	ck_assert_int_ge(fds[0], 0);
+	pthread_join(th, NULL); /* all connected: queued here or in the backlog */
+	runtime_sleep(50 * MS);
+	accept_n(l, cl.n - 1, fds + 1);
+	for (int i = 0; i < cl.n; i++)
+		runtime_close(fds[i]);
+	close_all(&cl);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(lfd);
+}
+
+START_TEST(test_listener_more_than_its_queue_all_arrive)
+{
+	struct rlimit rl;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_max < 2200) {
+		fprintf(stderr, "SKIP part: fd limit %lu\n", (unsigned long)rl.rlim_max);
+		return;
+	}
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	ck_assert_int_eq(run_fiber(NULL, overflow_main, NULL), 0);
+}
+END_TEST
+
+/* Out of fds: the error comes once; with fds freed, accepting resumes and
+ * the connections that waited are all there. */
+static void emfile_main(void *p)
+{
+	static struct clients cl = { .n = 6 };
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 64, 0), fds[6], spare[256], nspare = 0;
+	struct runtime_listener *l;
+	struct rlimit rl;
+	pthread_t th;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	pthread_join(th, NULL); /* the client sockets exist before the limit */
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	/* Lower the limit a little above what is open, then fill every free
+	 * number below it (holes included): no fd is left. */
+	rl.rlim_cur = (rlim_t)count_fds() + 16;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	while (nspare < 256 && (spare[nspare] = dup(0)) >= 0)
+		nspare++;
+	ck_assert_int_lt(nspare, 256);
+	ck_assert_int_eq(errno, EMFILE);
+	int err = runtime_listener_accept(l);
+	ck_assert_msg(err == -EMFILE || err == -ENFILE, "accept gave %d", err);
+	while (nspare)
+		close(spare[--nspare]);
+	accept_n(l, cl.n, fds);
+	for (int i = 0; i < cl.n; i++)
+		runtime_close(fds[i]);
+	close_all(&cl);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(lfd);
+}
+
+START_TEST(test_listener_emfile_once_then_resumes)
+{
+	ck_assert_int_eq(run_fiber(NULL, emfile_main, NULL), 0);
+}
+END_TEST
+
+/* Close closes what was accepted and not handed out: clients see EOF,
+ * and the process holds no more fds than before. */
+static void close_main(void *p)
+{
+	static struct clients cl = { .n = 20 };
+	int before = count_fds();
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 64, 0);
+	struct runtime_listener *l;
+	pthread_t th;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	int first = runtime_listener_accept(l);
+	ck_assert_int_ge(first, 0);
+	pthread_join(th, NULL);
+	runtime_sleep(50 * MS); /* let the kernel queue the rest here */
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(first);
+	runtime_close(lfd);
+	for (int i = 0; i < cl.n; i++) {
+		char c;
+		struct pollfd pf = { .fd = cl.fd[i], .events = POLLIN };
+		ck_assert_int_eq(poll(&pf, 1, 10000), 1);
+		ck_assert_int_le(read(cl.fd[i], &c, 1), 0); /* EOF or reset */
+	}
+	close_all(&cl);
+	ck_assert_int_eq(count_fds(), before);
+}
+
+START_TEST(test_listener_close_closes_what_it_queued)
+{
+	ck_assert_int_eq(run_fiber(NULL, close_main, NULL), 0);
+}
+END_TEST
+
+/* A non-blocking listening socket, fixed files, cancel, a deadline and a
+ * shut-down socket. */
+static void *cancelled_accept(void *arg)
+{
+	return (void *)(intptr_t)runtime_listener_accept(arg);
+}
+
+static void modes_main(void *p)
+{
+	static struct clients cl = { .n = 3 };
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 64, 0), fds[3];
+	struct runtime_listener *l;
+	pthread_t th;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(fcntl(lfd, F_SETFL, O_NONBLOCK), 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC | SOCK_NONBLOCK), 0);
+	struct runtime_fiber *w = start(cancelled_accept, l);
+	runtime_sleep(MS);
+	ck_assert_int_eq(runtime_listener_accept(l), -EPERM); /* w is accepting */
+	ck_assert_int_eq(runtime_listener_close(l), -EBUSY);
+	ck_assert_int_eq(runtime_fiber_cancel(w), 0);
+	ck_assert_int_eq(join(w), -ECANCELED);
+	runtime_deadline_set(runtime_now() + 20 * MS);
+	ck_assert_int_eq(runtime_listener_accept(l), -ETIMEDOUT);
+	runtime_deadline_set(0);
+
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	accept_n(l, cl.n, fds);
+	pthread_join(th, NULL);
+	for (int i = 0; i < cl.n; i++) {
+		char c = 0;
+		ck_assert_int_eq(fcntl(fds[i], F_GETFL) & O_NONBLOCK, O_NONBLOCK);
+		ck_assert_int_eq(write(cl.fd[i], "m", 1), 1);
+		ck_assert_int_eq(runtime_recv(fds[i], &c, 1, 0), 1);
+		ck_assert_int_eq(runtime_close(fds[i]), 0);
+		ck_assert_int_eq(read(cl.fd[i], &c, 1), 0); /* closed for real */
+	}
+	close_all(&cl);
+	ck_assert_int_eq(shutdown(lfd, SHUT_RDWR), 0);
+	ck_assert_int_eq(runtime_listener_accept(l), -EINVAL);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(lfd);
+}
+
+START_TEST(test_listener_nonblocking_fixed_cancel_deadline_shutdown)
+{
+	struct runtime_config cfg;
+
+	ck_assert_int_eq(run_fiber(NULL, modes_main, NULL), 0);
+	runtime_config_init(&cfg);
+	cfg.fixed_files = 1;
+	ck_assert_int_eq(run_fiber(&cfg, modes_main, NULL), 0);
+}
+END_TEST
+
+struct elsewhere_l {
+	struct runtime_listener *l;
+	int accept_rc, close_rc;
+	struct runtime_waitgroup done;
+};
+
+static void other_core_listener_user(void *arg)
+{
+	struct elsewhere_l *e = arg;
+
+	e->accept_rc = runtime_listener_accept(e->l);
+	e->close_rc = runtime_listener_close(e->l);
+	runtime_waitgroup_done(&e->done);
+}
+
+static void listener_misuse_main(void *p)
+{
+	struct runtime_listener *l;
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+
+	(void)p;
+	ck_assert_int_eq(runtime_listener_open(NULL, lfd, 0), -EINVAL);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_DGRAM), -EINVAL);
+	ck_assert_ptr_null(l);
+	ck_assert_int_eq(runtime_listener_open(&l, -1, 0), -EBADF);
+	ck_assert_int_eq(runtime_listener_accept(NULL), -EINVAL);
+	ck_assert_int_eq(runtime_listener_close(NULL), 0);
+	ck_assert_int_eq(runtime_listener_open(&l, 1000, 0), 0); /* not a socket */
+	ck_assert_int_eq(runtime_listener_accept(l), -EBADF);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, 0), 0);
+	struct elsewhere_l e = { .l = l, .done = RUNTIME_WAITGROUP_INIT };
+	runtime_waitgroup_add(&e.done, 1);
+	ck_assert_int_eq(runtime_spawn_on(runtime_current(), 1, other_core_listener_user, &e), 0);
+	ck_assert_int_eq(runtime_waitgroup_wait(&e.done, -1), 0);
+	ck_assert_int_eq(e.accept_rc, -EPERM);
+	ck_assert_int_eq(e.close_rc, -EPERM);
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	runtime_close(lfd);
+}
+
+START_TEST(test_listener_misuse_gets_clear_errors)
+{
+	struct runtime_config cfg;
+	struct runtime_listener *l = (void *)1;
+
+	ck_assert_int_eq(runtime_listener_open(&l, 0, 0), -EPERM); /* not a fiber */
+	ck_assert_ptr_null(l);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(run_fiber(&cfg, listener_misuse_main, NULL), 0);
+}
+END_TEST
+
+static Suite *multishot_suite(void)
+{
+	Suite *s = suite_create("multishot");
+	TCase *tc = tcase_create("stream");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_stream_bytes_whole_and_in_order_then_eof);
+	tcase_add_test(tc, test_stream_read_of_arrived_data_costs_no_sqe);
+	tcase_add_test(tc, test_stream_unread_stream_stops_pulling);
+	tcase_add_test(tc, test_stream_exhausted_buffers_fall_back_to_recv);
+	tcase_add_test(tc, test_stream_cancel_deadline_and_close);
+	tcase_add_test(tc, test_stream_reset_is_a_sticky_error);
+	tcase_add_test(tc, test_stream_left_open_is_freed_with_the_run);
+	tcase_add_test(tc, test_stream_misuse_gets_clear_errors);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("listener");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_listener_burst_costs_no_sqe_per_connection);
+	tcase_add_test(tc, test_listener_more_than_its_queue_all_arrive);
+	tcase_add_test(tc, test_listener_emfile_once_then_resumes);
+	tcase_add_test(tc, test_listener_close_closes_what_it_queued);
+	tcase_add_test(tc, test_listener_nonblocking_fixed_cancel_deadline_shutdown);
+	tcase_add_test(tc, test_listener_misuse_gets_clear_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(multishot_suite)
