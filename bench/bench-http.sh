@@ -30,6 +30,9 @@
 #   SERVERS      which servers to run, space-separated subset of
 #                "demo raw_uring_http nginx h2o go" (default: all); a peer
 #                whose binary is missing is skipped with a message
+#   DEMO_VARIANTS more demo runs with extra flags, "name=flags;name=flags"
+#                (e.g. "plain=--plain-recv;fixed=--fixed-files"), each
+#                reported as demo_NAME
 #   MODES        "plain pipeline" (default both)
 #   ROUNDS (5)  SECS (5)  WARMUP (1, seconds; 0: none)  CONNS (64)
 #   THREADS (wrk threads, 1)  DEPTH (pipeline depth, 16)
@@ -73,6 +76,15 @@ declare -A server_path=([demo]=/plaintext [raw_uring_http]=/plaintext
 declare -A server_bin=([demo]=$HTTP_SERVER [raw_uring_http]=$BENCH_DIR/raw_uring_http
 	[nginx]=nginx [h2o]=h2o [go]=$PEERS_BIN/go_http)
 declare -A peer_conf=([nginx]=$PEERS_DIR/nginx.conf [h2o]=$PEERS_DIR/h2o.conf)
+variant_names=()
+IFS=';' read -r -a variants <<<"${DEMO_VARIANTS:-}"
+for v in "${variants[@]}"; do
+	[ -n "$v" ] || continue
+	n=demo_${v%%=*}
+	variant_names+=("$n")
+	server_cmd[$n]="$HTTP_SERVER --host 127.0.0.1 ${v#*=}"
+	server_port[$n]=0 server_path[$n]=/plaintext server_bin[$n]=$HTTP_SERVER
+done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-http.XXXXXX")
 srv_pid='' stop_status='' failed=0 next_port=$PORT_BASE names=() modes=()
@@ -123,7 +135,7 @@ check_setup() {
 		*) die "unknown mode '$m' (plain, pipeline)" ;;
 		esac
 	done
-	for n in $SERVERS; do
+	for n in $SERVERS "${variant_names[@]}"; do
 		[ -n "${server_bin[$n]:-}" ] || die "unknown server '$n'"
 		if is_ours "$n"; then
 			[ -x "${server_bin[$n]}" ] ||
@@ -141,7 +153,9 @@ check_setup() {
 		names+=("$n")
 	done
 	[ "${#names[@]}" -gt 0 ] || die "no server to run"
-	[ "$CORES" -gt 1 ] && server_cmd[demo]+=" --cores $CORES"
+	if [ "$CORES" -gt 1 ]; then
+		for n in demo "${variant_names[@]}"; do server_cmd[$n]+=" --cores $CORES"; done
+	fi
 	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
 		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
 		srv_cpus=$(server_cpus) || exit 2
@@ -236,7 +250,7 @@ wrk_run() { # wrk_run MODE SECONDS URL
 		-d"$2s" "${script[@]}" "$3" "${args[@]}" 2>&1
 }
 
-is_ours() { [ "$1" = demo ] || [ "$1" = raw_uring_http ]; }
+is_ours() { [[ $1 == demo* ]] || [ "$1" = raw_uring_http ]; }
 
 run_one() { # run_one ROUND MODE NAME
 	local round=$1 mode=$2 name=$3 port t0 t1 out rc body url cmd

@@ -1,28 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * echo-server - the runtime's demo: a TCP echo server written as plain
- * sequential code, one fiber per connection. Every accept, recv and send is
- * an io_uring SQE underneath. Each core runs an acceptor on the shared
- * listening socket, so connections spread over the cores. SIGINT/SIGTERM
+ * sequential code, one fiber per connection, on io_uring underneath: each
+ * core accepts through a listener (one multishot accept) on the shared
+ * listening socket, so connections spread over the cores; reads go through
+ * a receive stream (one multishot recv per connection; --plain-recv: one
+ * recv SQE per read); each send is an SQE. SIGINT/SIGTERM
  * shut the runtime down (runtime_shutdown_on_signals): every connection
  * fiber sees -ECANCELED, closes its socket and ends, and the process exits
  * cleanly.
  *
  *   echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files]
- *               [--sqpoll] [--busy-poll US] [--no-register-ring] [--quiet]
- *               [--help]
+ *               [--sqpoll] [--busy-poll US] [--no-register-ring]
+ *               [--plain-recv] [--stream-buffers N]
+ *               [--stream-buffer-size BYTES] [--quiet] [--help]
  *
  * The soft fd limit is raised to the hard one at start, for 10,000 and
  * more connections.
  */
-#define _GNU_SOURCE /* accept4 */
 #include <runtime.h>
 
-#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,8 +35,29 @@
 struct server {
 	int listen_fd;
 	int quiet;
+	int plain_recv;
 	_Atomic unsigned long connections;
 };
+
+/* Echo until EOF or an error, reading through a receive stream (one
+ * multishot recv for the whole connection), or with one recv per read. */
+static void echo(int fd, char *buf, size_t size, int plain_recv)
+{
+	struct runtime_stream *rx = NULL;
+
+	if (!plain_recv && runtime_stream_open(&rx, fd) < 0)
+		rx = NULL;
+	for (;;) {
+		ssize_t n = rx ? runtime_stream_recv(rx, buf, size) : runtime_recv(fd, buf, size, 0);
+		if (n <= 0)
+			break;
+		if (runtime_write_all(fd, buf, (size_t)n, NULL) < 0)
+			break;
+	}
+	runtime_stream_close(rx);
+}
+
+static struct server srv = { .listen_fd = -1 };
 
 static void connection(void *arg)
 {
@@ -45,13 +66,7 @@ static void connection(void *arg)
 	int one = 1;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	for (;;) {
-		ssize_t n = runtime_recv(fd, buf, sizeof(buf), 0);
-		if (n <= 0)
-			break;
-		if (runtime_write_all(fd, buf, (size_t)n, NULL) < 0)
-			break;
-	}
+	echo(fd, buf, sizeof(buf), srv.plain_recv);
 	runtime_close(fd);
 }
 
@@ -65,43 +80,37 @@ static void start_connection(struct server *s, int fd)
 	}
 }
 
-/*
- * Waits in runtime_accept, then takes the rest of the backlog at once with
- * accept4(2) (the listener is non-blocking, so that never blocks the core):
- * one accept per loop turn would leave new connections queued while the
- * accepted ones are served, turn after turn.
- */
+/* Accepts through a listener (one multishot accept), so a burst of
+ * connections is taken in one loop turn, not one per turn. */
 static void acceptor(void *arg)
 {
 	struct server *s = arg;
+	struct runtime_listener *l;
+	int fd = runtime_listener_open(&l, s->listen_fd, SOCK_CLOEXEC);
 
-	for (;;) {
-		int fd = runtime_accept(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd == -ECANCELED)
-			break;
-		if (fd == -EAGAIN) { /* kernels that honour O_NONBLOCK here */
-			if (runtime_poll(s->listen_fd, POLLIN, -1) == -ECANCELED)
-				break;
-			continue;
-		}
-		if (fd < 0) {
-			/* Out of fds or memory: back off, keep serving the rest. */
-			fprintf(stderr, "echo-server: accept: %s\n", strerror(-fd));
-			if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED)
-				break;
-			continue;
-		}
-		start_connection(s, fd);
-		while ((fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
-			start_connection(s, fd);
+	if (fd < 0) {
+		fprintf(stderr, "echo-server: listener: %s\n", strerror(-fd));
+		return;
 	}
+	while ((fd = runtime_listener_accept(l)) != -ECANCELED) {
+		if (fd >= 0) {
+			start_connection(s, fd);
+			continue;
+		}
+		/* Out of fds or memory: back off, keep serving the rest. */
+		fprintf(stderr, "echo-server: accept: %s\n", strerror(-fd));
+		if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED)
+			break;
+	}
+	runtime_listener_close(l);
 }
 
 static void usage(FILE *to, const char *argv0)
 {
 	fprintf(to,
 	        "usage: %s [--host ADDR] [--port P] [--cores N] [--fixed-files] [--sqpoll]\n"
-	        "       [--busy-poll US] [--no-register-ring] [--quiet] [--help]\n"
+	        "       [--busy-poll US] [--no-register-ring] [--plain-recv]\n"
+	        "       [--stream-buffers N] [--stream-buffer-size BYTES] [--quiet] [--help]\n"
 	        "A TCP echo server, one fiber per connection. Defaults: host 0.0.0.0,\n"
 	        "port 7000, 1 core (0: one per CPU). SIGINT/SIGTERM stop it cleanly.\n",
 	        argv0);
@@ -127,18 +136,20 @@ int main(int argc, char **argv)
 		{ "sqpoll", no_argument, NULL, 's' },
 		{ "busy-poll", required_argument, NULL, 'b' },
 		{ "no-register-ring", no_argument, NULL, 'r' },
+		{ "plain-recv", no_argument, NULL, 'P' },
+		{ "stream-buffers", required_argument, NULL, 'B' },
+		{ "stream-buffer-size", required_argument, NULL, 'S' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct runtime_config cfg;
-	struct server srv = { .listen_fd = -1 };
 	const char *host = "0.0.0.0";
 	long port = 7000;
 	int c;
 
 	runtime_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rqH", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rPB:S:qH", opts, NULL)) != -1) {
 		char *end;
 		switch (c) {
 		case 'h': host = optarg; break;
@@ -160,6 +171,9 @@ int main(int argc, char **argv)
 		case 's': cfg.sqpoll = 1; break;
 		case 'b': cfg.busy_poll_us = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'r': cfg.register_ring_fd = 0; break;
+		case 'P': srv.plain_recv = 1; break;
+		case 'B': cfg.stream_buffers = (unsigned)strtoul(optarg, NULL, 10); break;
+		case 'S': cfg.stream_buffer_size = (unsigned)strtoul(optarg, NULL, 10); break;
 		case 'q': srv.quiet = 1; break;
 		case 'H': usage(stdout, argv[0]); return 0;
 		default: usage(stderr, argv[0]); return 2;
@@ -173,7 +187,6 @@ int main(int argc, char **argv)
 		        strerror(-srv.listen_fd));
 		return 1;
 	}
-	fcntl(srv.listen_fd, F_SETFL, fcntl(srv.listen_fd, F_GETFL) | O_NONBLOCK);
 	struct runtime *rt;
 	int rc = runtime_create(&rt, &cfg);
 	if (rc < 0) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * conn.c - one fiber per connection: read, parse every complete request in
+ * conn.c - one fiber per connection: read (through a receive stream: one
+ * multishot recv for the connection's life), parse every complete request in
  * the buffer, answer each into one output batch, and write the batch once
  * before reading again (pipelined responses go out in order, in one send).
  * Bodies are read as the routes ask (Content-Length or chunked), and
@@ -20,6 +21,7 @@
 struct conn {
 	struct server *srv;
 	int fd;
+	struct runtime_stream *rx;      /* reads, unless --plain-recv */
 	struct runtime_fiber *fiber;
 	struct conn *prev, *next;       /* this core's live connections */
 	bool idle;                      /* waiting for a request: a drain ends it */
@@ -202,7 +204,9 @@ static ssize_t fill(struct conn *c, uint64_t deadline)
 	if (c->in_len == IN_SIZE)
 		return -ENOBUFS;
 	runtime_deadline_set(deadline);
-	ssize_t n = runtime_recv(c->fd, c->in + c->in_len, IN_SIZE - c->in_len, 0);
+	char *to = c->in + c->in_len;
+	size_t room = IN_SIZE - c->in_len;
+	ssize_t n = c->rx ? runtime_stream_recv(c->rx, to, room) : runtime_recv(c->fd, to, room, 0);
 	runtime_deadline_set(0);
 	if (n > 0)
 		c->in_len += (size_t)n;
@@ -424,11 +428,14 @@ void conn_serve(struct server *srv, int fd)
 	c->srv = srv;
 	c->fd = fd;
 	c->fiber = runtime_fiber_self();
+	if (!srv->opt.plain_recv && runtime_stream_open(&c->rx, fd) < 0)
+		c->rx = NULL;
 	live_add(c);
 	while (serve_one(c) == 0)
 		;
 	flush(c);
 	live_remove(c);
+	runtime_stream_close(c->rx);
 	runtime_close(fd);
 	free(c);
 	atomic_fetch_sub(&srv->open, 1);

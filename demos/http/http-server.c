@@ -56,7 +56,7 @@ static void connection(void *arg)
 static void start_connection(int fd)
 {
 	if (atomic_load(&srv.open) >= srv.opt.max_conns) {
-		close(fd); /* over --max-conns: refused at once, and counted */
+		runtime_close(fd); /* over --max-conns: refused at once, and counted */
 		atomic_fetch_add(&srv.refused, 1);
 		return;
 	}
@@ -64,38 +64,37 @@ static void start_connection(int fd)
 	atomic_fetch_add(&srv.accepted, 1);
 	if (runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd) < 0) {
 		atomic_fetch_sub(&srv.open, 1);
-		close(fd);
+		runtime_close(fd);
 	}
 }
 
-/* The core's acceptor: waits in runtime_accept, then takes the rest of the
- * backlog with accept4 (the listener is non-blocking). Ends when the
- * listener is shut down (a drain) or the fiber is cancelled. */
+/* The core's acceptor, through a listener (one multishot accept: a burst
+ * of connections is taken in one loop turn). Ends when the listening
+ * socket is shut down (a drain) or the fiber is cancelled. */
 static void acceptor(void *arg)
 {
-	int lfd = srv.listeners[(intptr_t)arg];
+	struct runtime_listener *l;
+	int fd = runtime_listener_open(&l, srv.listeners[(intptr_t)arg], SOCK_CLOEXEC);
 
+	if (fd < 0) {
+		fprintf(stderr, "http-server: listener: %s\n", strerror(-fd));
+		return;
+	}
 	for (;;) {
-		int fd = runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
+		fd = runtime_listener_accept(l);
 		if (fd == -ECANCELED || fd == -EINVAL || atomic_load(&srv.draining)) {
 			if (fd >= 0)
-				close(fd);
-			return;
+				runtime_close(fd);
+			break;
 		}
-		if (fd == -EAGAIN) {
-			if (runtime_poll(lfd, POLLIN, -1) == -ECANCELED)
-				return;
-			continue;
-		}
-		if (fd < 0) { /* out of fds: back off, the others go on */
-			if (runtime_sleep(10 * MS) == -ECANCELED)
-				return;
-			continue;
-		}
-		start_connection(fd);
-		while ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0)
+		if (fd >= 0) {
 			start_connection(fd);
+			continue;
+		}
+		if (runtime_sleep(10 * MS) == -ECANCELED) /* out of fds: back off */
+			break;
 	}
+	runtime_listener_close(l);
 }
 
 /* ------------------------------------------------------------------ stop */
@@ -142,7 +141,7 @@ static void usage(FILE *to)
 	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--root DIR]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
-	        "                   [--access-log] [--help]\n"
+	        "                   [--access-log] [--fixed-files] [--plain-recv] [--help]\n"
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000.\n");
@@ -167,7 +166,8 @@ static int parse_options(int argc, char **argv)
 		{ "root", 1, NULL, 'r' }, { "limit", 1, NULL, 'l' }, { "max-conns", 1, NULL, 'm' },
 		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
 		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
-		{ "access-log", 0, NULL, 'a' }, { "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
+		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
+		{ "plain-recv", 0, NULL, 'P' }, { "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
 	uint64_t v = 0;
@@ -191,6 +191,8 @@ static int parse_options(int argc, char **argv)
 		case 'i': ok = number(optarg, 1u << 30, &o->idle_timeout_ms); break;
 		case 'g': ok = number(optarg, 1u << 30, &o->grace_ms); break;
 		case 'a': o->access_log = true; break;
+		case 'f': o->fixed_files = true; break;
+		case 'P': o->plain_recv = true; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -230,7 +232,6 @@ static int open_listeners(void)
 		                            RUNTIME_LISTEN_REUSEPORT);
 		if (fd < 0)
 			return fd;
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 		srv.listeners[i] = fd;
 		if (srv.opt.port == 0) {
 			struct sockaddr_storage ss;
@@ -270,6 +271,7 @@ static int start(void)
 		return -errno;
 	runtime_config_init(&cfg);
 	cfg.cores = srv.opt.cores;
+	cfg.fixed_files = srv.opt.fixed_files;
 	if ((rc = runtime_create(&srv.rt, &cfg)) < 0 ||
 	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
 		return rc;

@@ -31,6 +31,8 @@ struct options {
 	uint64_t idle_timeout_ms;
 	uint64_t grace_ms;        /* shutdown: time for requests in flight */
 	bool access_log;
+	bool plain_recv;          /* one recv per read, not a receive stream */
+	bool fixed_files;         /* accepted sockets become fixed files */
 };
 
 struct server {
