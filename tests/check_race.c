@@ -55,14 +55,6 @@ struct storm {
 
 static struct storm storm;
 
-static uint16_t bound_port(int fd)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	return ntohs(a.sin_port);
-}
-
 /* A plain TCP connect to the target, closed at once (nonblocking parts
  * only: it never waits for the server to accept). */
 static void knock(const struct target *t)
