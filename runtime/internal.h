@@ -409,7 +409,6 @@ int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *dea
 
 enum cqe_tag {
 	TAG_OP = 0,       /* struct op: the operation itself */
-	TAG_LINK_TIMEOUT, /* struct op: its linked timeout */
 	TAG_CANCEL,       /* struct op: an ASYNC_CANCEL aimed at it */
 	TAG_KTIMEOUT,     /* the core's armed timeout; generation << TAG_BITS */
 	TAG_IGNORE,       /* no one waits for this CQE */
@@ -445,9 +444,8 @@ struct op {
 	bool cancelling;            /* asked to stop: cancel until done */
 	bool cancel_in_flight;
 	bool cancellable;           /* false for close: cleanup must not fail */
-	uint64_t deadline;          /* absolute ns for the linked timeout */
-	struct __kernel_timespec ts;
-	struct timer retry;         /* sends the next cancel */
+	uint64_t deadline;          /* absolute ns, NEVER for none */
+	struct timer timer;         /* the deadline; once stopping, the next cancel */
 };
 
 void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * io.c - blocking-style I/O for fibers: each call is one SQE (plus an
- * IORING_OP_LINK_TIMEOUT when a deadline applies) and the fiber stays
- * suspended until every CQE that names its struct op has arrived - the
- * operation, its linked timeout and every ASYNC_CANCEL - because the SQEs
- * point at the fiber's stack.
+ * io.c - blocking-style I/O for fibers: each call is one SQE, and the fiber
+ * stays suspended until every CQE that names its struct op has arrived -
+ * the operation's and every ASYNC_CANCEL's - because the SQEs point at the
+ * fiber's stack.
  *
- * Stopping an operation (the fiber is cancelled, or its deadline passed
- * but the linked timeout missed it) is a loop, not a single request: the
- * kernel answers an ASYNC_CANCEL (and a linked timeout) with -ENOENT or
+ * A deadline is a timer on the core's heap, not an IORING_OP_LINK_TIMEOUT:
+ * in the common case (the operation completes first) it costs a heap push
+ * and pop instead of a second SQE, a kernel hrtimer and a second CQE.
+ * When it fires, the operation is stopped like a cancelled one.
+ *
+ * Stopping an operation (the fiber is cancelled, or its deadline passed)
+ * is a loop, not a single request: the
+ * kernel answers an ASYNC_CANCEL with -ENOENT or
  * -EALREADY when the operation is between a poll wake-up and its re-arm,
  * or running in io-wq, and then the operation goes on. So until the
  * operation's own CQE has come, every cancel that comes back is followed by
@@ -45,8 +49,7 @@ static unsigned rw_len(size_t len)
 /*
  * Start an operation of the calling fiber, with an optional deadline of its
  * own (absolute ns, NEVER for none; the fiber's deadline applies too).
- * Returns a reserved SQE, with room for the linked timeout behind it, or
- * NULL with op->res set when the call must fail at once.
+ * Returns its SQE, or NULL with op->res set when the call must fail at once.
  */
 static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 {
@@ -64,13 +67,10 @@ static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
 	op->cancelling = false;
 	op->cancel_in_flight = false;
 	op->cancellable = true;
-	op->retry.state = TIMER_IDLE;
-	if (op->deadline != NEVER) {
-		if (runtime_now() >= op->deadline) {
-			op->res = -ETIMEDOUT;
-			return NULL;
-		}
-		runtime__sqe_reserve(f->core, 2);
+	op->timer.state = TIMER_IDLE;
+	if (op->deadline != NEVER && runtime_now() >= op->deadline) {
+		op->res = -ETIMEDOUT;
+		return NULL;
 	}
 	return runtime__sqe(f->core);
 }
@@ -79,7 +79,7 @@ static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
  * retry is scheduled, or the operation has completed. */
 static void cancel_send(struct core *c, struct op *op)
 {
-	if (op->done || op->cancel_in_flight || op->retry.state == TIMER_ARMED)
+	if (op->done || op->cancel_in_flight || op->timer.state == TIMER_ARMED)
 		return;
 	struct io_uring_sqe *sqe = runtime__sqe(c);
 	/* Taking an SQE may reap, and the reap may complete op. */
@@ -96,22 +96,36 @@ static void cancel_send(struct core *c, struct op *op)
 	op->pending++;
 }
 
-static void retry_fire(struct timer *t, enum runtime_timer_why why)
+static void op_stop(struct core *c, struct op *op);
+
+/* The operation's one timer: its deadline until it is stopped, then the
+ * backoff before the next cancel. */
+static void op_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
-	struct op *op = container_of(t, struct op, retry);
+	struct op *op = container_of(t, struct op, timer);
+	struct core *c = op->fiber->core;
 
 	(void)why;
-	cancel_send(op->fiber->core, op);
+	if (op->cancelling) {
+		cancel_send(c, op);
+	} else {
+		op->timed_out = true;
+		op_stop(c, op);
+	}
+}
+
+static void op_timer_start(struct core *c, struct op *op, uint64_t when)
+{
+	op->timer.fire = op_timer_fire;
+	op->timer.on_shutdown = false;
+	runtime__timer_start(c, &op->timer, when);
 }
 
 /* A cancel came back and the operation is still in flight: send the next
  * one from the loop's timer phase, after the backoff. */
 static void cancel_again(struct core *c, struct op *op)
 {
-	op->retry.fire = retry_fire;
-	op->retry.on_shutdown = false;
-	runtime__timer_start(c, &op->retry,
-	                     deadline_add(runtime_now(), runtime__cancel_backoff(op->retries)));
+	op_timer_start(c, op, deadline_add(runtime_now(), runtime__cancel_backoff(op->retries)));
 }
 
 /* Stop the operation: cancel it until its own CQE has come. */
@@ -120,6 +134,7 @@ static void op_stop(struct core *c, struct op *op)
 	if (op->cancelling || op->done)
 		return;
 	op->cancelling = true;
+	runtime__timer_stop(&op->timer); /* the deadline, if any: moot now */
 	cancel_send(c, op);
 }
 
@@ -138,16 +153,7 @@ void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 	case TAG_OP:
 		op->res = res;
 		op->done = true;
-		runtime__timer_stop(&op->retry);
-		break;
-	case TAG_LINK_TIMEOUT:
-		/* -ETIME: it fired and cancelled the op. -ECANCELED: the op
-		 * finished first. Anything else: it fired but missed the op,
-		 * which goes on past its deadline unless we stop it. */
-		if (res != -ECANCELED && (res == -ETIME || !op->done))
-			op->timed_out = true;
-		if (res != -ETIME && res != -ECANCELED && !op->done)
-			op_stop(c, op);
+		runtime__timer_stop(&op->timer);
 		break;
 	case TAG_CANCEL:
 		op->cancel_in_flight = false;
@@ -171,14 +177,8 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
-	if (op->deadline != NEVER) {
-		sqe->flags |= IOSQE_IO_LINK;
-		ts_from_ns(&op->ts, op->deadline);
-		struct io_uring_sqe *lt = runtime__sqe(c);
-		io_uring_prep_link_timeout(lt, &op->ts, IORING_TIMEOUT_ABS);
-		io_uring_sqe_set_data64(lt, tagged(op, TAG_LINK_TIMEOUT));
-		op->pending = 2;
-	}
+	if (op->deadline != NEVER)
+		op_timer_start(c, op, op->deadline);
 	runtime__suspend(c, op_interrupt, op);
 
 	int res = op->res;

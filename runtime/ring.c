@@ -28,7 +28,7 @@ static const uint8_t required_ops[] = {
 	IORING_OP_RECV, IORING_OP_SEND, IORING_OP_RECVMSG, IORING_OP_SENDMSG,
 	IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_CLOSE, IORING_OP_OPENAT,
 	IORING_OP_FSYNC, IORING_OP_POLL_ADD, IORING_OP_SHUTDOWN, IORING_OP_TIMEOUT,
-	IORING_OP_TIMEOUT_REMOVE, IORING_OP_LINK_TIMEOUT, IORING_OP_ASYNC_CANCEL,
+	IORING_OP_TIMEOUT_REMOVE, IORING_OP_ASYNC_CANCEL,
 	IORING_OP_OPENAT2, IORING_OP_STATX, IORING_OP_SPLICE,
 };
 
@@ -176,7 +176,6 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 
 	switch ((enum cqe_tag)(e->user_data & TAG_MASK)) {
 	case TAG_OP:
-	case TAG_LINK_TIMEOUT:
 	case TAG_CANCEL:
 		runtime__op_cqe(c, ptr, (enum cqe_tag)(e->user_data & TAG_MASK), e->res);
 		break;
