@@ -470,8 +470,9 @@ enum pool_state { POOL_UNTRIED, POOL_READY, POOL_FAILED };
 struct bufpool {
 	struct io_uring_buf_ring *ring;
 	size_t ring_bytes;
-	char *base;                 /* count buffers of size bytes */
-	unsigned count, size;
+	char *base;                 /* count buffers of size bytes, stride apart */
+	size_t base_bytes;
+	unsigned count, size, stride;
 	unsigned lent;              /* buffers the kernel may fill now */
 	uint16_t *next;             /* per buffer: the next in its stream */
 	uint32_t *len;              /* per buffer: bytes received into it */
