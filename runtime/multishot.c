@@ -88,12 +88,19 @@ void runtime__mshot_close(struct mshot *m)
 		release(m);
 }
 
-/* Wait (fiber f, m's core) for m's next CQE, the fiber's deadline or a
- * cancel. Arms m first if it is not. Returns 0, -ETIMEDOUT, -ECANCELED. */
+/* Wait (fiber f, m's core, m armed) for m's next CQE, the fiber's deadline
+ * or a cancel. Returns 0, -ETIMEDOUT, -ECANCELED. Without a deadline no
+ * timer is needed (it would cost a heap push and pop per wait): the armed
+ * request is in flight, so the core cannot take the wait for a deadlock. */
 int runtime__mshot_wait(struct mshot *m, struct fiber *f)
 {
+	int rc;
+
 	m->waiter = f;
-	int rc = runtime__suspend_until(f->core, NULL, m, f->deadline, -ETIMEDOUT);
+	if (f->deadline == NEVER)
+		rc = runtime__suspend(f->core, NULL, m);
+	else
+		rc = runtime__suspend_until(f->core, NULL, m, f->deadline, -ETIMEDOUT);
 	m->waiter = NULL;
 	return rc;
 }
