@@ -125,13 +125,20 @@ int runtime_tcp_connect(const char *host, uint16_t port)
 	return connect_by_name(host, port);
 }
 
-ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
+/* The loop of runtime_write_all and runtime_send_all: a send that finds no
+ * socket goes on as writes. */
+static ssize_t put_all(int fd, const char *buf, size_t len, size_t *done, bool send)
 {
 	size_t off = 0;
 	ssize_t rc = 0;
 
 	while (off < len) {
-		rc = runtime_write(fd, (const char *)buf + off, len - off);
+		rc = send ? runtime_send(fd, buf + off, len - off, MSG_NOSIGNAL)
+		          : runtime_write(fd, buf + off, len - off);
+		if (rc == -ENOTSOCK && send) {
+			send = false;
+			continue;
+		}
 		if (rc <= 0) {
 			if (rc == 0)
 				rc = -EIO; /* a zero-byte write would loop forever */
@@ -142,6 +149,16 @@ ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
 	if (done)
 		*done = off;
 	return off == len ? (ssize_t)len : rc;
+}
+
+ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	return put_all(fd, buf, len, done, false);
+}
+
+ssize_t runtime_send_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	return put_all(fd, buf, len, done, true);
 }
 
 ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *done)

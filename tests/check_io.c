@@ -158,8 +158,9 @@ START_TEST(test_io_echo_under_each_ring_option)
 }
 END_TEST
 
-/* 1 MiB through a socket whose buffer is far smaller: both sides must loop
- * over short transfers and park on a full / empty buffer many times. */
+/* 1 MiB through a socket whose buffer is far smaller (runtime_write_all
+ * for _i 0, runtime_send_all for _i 1): both sides must loop over short
+ * transfers and park on a full / empty buffer many times. */
 #define BIG (1u << 20)
 
 struct big {
@@ -168,12 +169,14 @@ struct big {
 	ssize_t wrc, rrc;
 	size_t wdone, rdone;
 	int sndbuf;
+	bool send;              /* runtime_send_all instead of runtime_write_all */
 };
 
 static void big_writer(void *p)
 {
 	struct big *b = p;
-	b->wrc = runtime_write_all(b->fd[0], b->src, BIG, &b->wdone);
+	b->wrc = b->send ? runtime_send_all(b->fd[0], b->src, BIG, &b->wdone)
+	                 : runtime_write_all(b->fd[0], b->src, BIG, &b->wdone);
 }
 
 static void big_reader(void *p)
@@ -184,7 +187,7 @@ static void big_reader(void *p)
 
 START_TEST(test_io_message_larger_than_socket_buffer)
 {
-	struct big b = { .wrc = -999, .rrc = -999 };
+	struct big b = { .wrc = -999, .rrc = -999, .send = _i };
 	int sz = 64 * 1024;
 	socklen_t len = sizeof(b.sndbuf);
 	struct runtime *rt;
@@ -1100,7 +1103,7 @@ static Suite *io_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_io_read_write_echo);
 	tcase_add_test(tc, test_io_recv_send_echo);
-	tcase_add_test(tc, test_io_message_larger_than_socket_buffer);
+	tcase_add_loop_test(tc, test_io_message_larger_than_socket_buffer, 0, 2);
 	tcase_add_test(tc, test_io_readv_writev_socket);
 	tcase_add_test(tc, test_io_recvmsg_sendmsg_two_iovecs);
 	tcase_add_loop_test(tc, test_io_echo_under_each_ring_option, 0, OPT_N);

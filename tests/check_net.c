@@ -560,7 +560,8 @@ START_TEST(test_net_read_exact_eof_and_chunks)
 }
 END_TEST
 
-/* Over a socketpair, where a reader that is gone (closed with nothing
+/* runtime_write_all (_i 0) and runtime_send_all (_i 1), over a socketpair,
+ * where a reader that is gone (closed with nothing
  * unread, or shut down for reading) is always EPIPE; TCP may say ECONNRESET
  * depending on when the RST lands, and so does AF_UNIX for a reader closed
  * with bytes still unread. */
@@ -575,13 +576,20 @@ struct wall {
 	int queued;             /* bytes written but never read */
 	bool writer_done;
 	int shut_rc;
+	bool send;              /* runtime_send_all instead of runtime_write_all */
 };
+
+static ssize_t wall_put(const struct wall *s, int fd, size_t len, size_t *done)
+{
+	return s->send ? runtime_send_all(fd, s->src, len, done)
+	               : runtime_write_all(fd, s->src, len, done);
+}
 
 static void wall_writer(void *p)
 {
 	struct wall *s = p;
 
-	s->rc = runtime_write_all(s->fd[0], s->src, WBIG, &s->done);
+	s->rc = wall_put(s, s->fd[0], WBIG, &s->done);
 	s->writer_done = true;
 }
 
@@ -608,7 +616,7 @@ static void wall_root(void *p)
 	/* Reader gone before the first byte: nothing written. */
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, early), 0);
 	runtime_close(early[1]);
-	s->early_rc = runtime_write_all(early[0], s->src, 100, &s->early_done);
+	s->early_rc = wall_put(s, early[0], 100, &s->early_done);
 	runtime_close(early[0]);
 
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->fd), 0);
@@ -619,7 +627,7 @@ static void wall_root(void *p)
 START_TEST(test_net_write_all_to_closed_peer_reports_progress)
 {
 	struct wall s = { .early_rc = -999, .rc = -999, .read_rc = -999, .early_done = 99,
-	                  .done = 99, .queued = -1, .shut_rc = -999 };
+	                  .done = 99, .queued = -1, .shut_rc = -999, .send = _i };
 
 	signal(SIGPIPE, SIG_IGN);
 	s.src = malloc(WBIG);
@@ -640,6 +648,56 @@ START_TEST(test_net_write_all_to_closed_peer_reports_progress)
 	/* done counts exactly what left the writer: read plus still queued */
 	ck_assert_uint_eq(s.done, WREAD + (size_t)s.queued);
 	ck_assert_uint_lt(s.done, WBIG);
+	free(s.src);
+	free(s.got);
+}
+END_TEST
+
+/* runtime_send_all on a pipe goes on as writes; a bad fd is an error. */
+struct pipe_put {
+	int fd[2];
+	unsigned char *src, *got;
+	ssize_t wrc, rrc, bad_rc;
+};
+
+static void pipe_put_writer(void *p)
+{
+	struct pipe_put *s = p;
+
+	s->bad_rc = runtime_send_all(-1, s->src, 10, NULL);
+	s->wrc = runtime_send_all(s->fd[1], s->src, WBIG, NULL);
+}
+
+static void pipe_put_reader(void *p)
+{
+	struct pipe_put *s = p;
+
+	s->rrc = runtime_read_exact(s->fd[0], s->got, WBIG, NULL);
+}
+
+START_TEST(test_net_send_all_writes_what_is_not_a_socket)
+{
+	struct pipe_put s = { .wrc = -999, .rrc = -999, .bad_rc = -999 };
+	struct runtime *rt;
+
+	s.src = malloc(WBIG);
+	s.got = calloc(1, WBIG);
+	ck_assert_ptr_nonnull(s.src);
+	ck_assert_ptr_nonnull(s.got);
+	for (size_t i = 0; i < WBIG; i++)
+		s.src[i] = (unsigned char)(i * 7 + (i >> 9));
+	ck_assert_int_eq(pipe2(s.fd, O_CLOEXEC), 0);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, pipe_put_reader, &s), 0);
+	ck_assert_int_eq(runtime_spawn(rt, pipe_put_writer, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(s.bad_rc, -EBADF);
+	ck_assert_int_eq(s.wrc, WBIG);
+	ck_assert_int_eq(s.rrc, WBIG);
+	ck_assert_int_eq(memcmp(s.src, s.got, WBIG), 0);
+	close(s.fd[0]);
+	close(s.fd[1]);
 	free(s.src);
 	free(s.got);
 }
@@ -1098,7 +1156,8 @@ static Suite *net_suite(void)
 	tc = tcase_create("stream");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_net_read_exact_eof_and_chunks);
-	tcase_add_test(tc, test_net_write_all_to_closed_peer_reports_progress);
+	tcase_add_loop_test(tc, test_net_write_all_to_closed_peer_reports_progress, 0, 2);
+	tcase_add_test(tc, test_net_send_all_writes_what_is_not_a_socket);
 	tcase_add_test(tc, test_net_shutdown_wr_gives_peer_eof);
 	suite_add_tcase(s, tc);
 

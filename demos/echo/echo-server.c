@@ -51,7 +51,7 @@ static void echo(int fd, char *buf, size_t size, int plain_recv)
 		ssize_t n = rx ? runtime_stream_recv(rx, buf, size) : runtime_recv(fd, buf, size, 0);
 		if (n <= 0)
 			break;
-		if (runtime_write_all(fd, buf, (size_t)n, NULL) < 0)
+		if (runtime_send_all(fd, buf, (size_t)n, NULL) < 0)
 			break;
 	}
 	runtime_stream_close(rx);

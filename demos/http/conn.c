@@ -87,7 +87,7 @@ static uint64_t deadline_in(uint64_t ms)
 static int write_all(struct conn *c, const void *p, size_t len)
 {
 	runtime_deadline_set(deadline_in(c->srv->opt.idle_timeout_ms));
-	ssize_t rc = runtime_write_all(c->fd, p, len, NULL);
+	ssize_t rc = runtime_send_all(c->fd, p, len, NULL);
 	runtime_deadline_set(0);
 	return rc < 0 ? (int)rc : 0;
 }
