@@ -413,6 +413,8 @@ static int serve_one(struct conn *c)
 	}
 	if (srv->opt.access_log)
 		log_end(&ex, begun);
+	if (rc == 0 && srv->opt.no_batch && flush(c) < 0)
+		return -1;
 	return rc < 0 || ex.close ? -1 : 0;
 }
 

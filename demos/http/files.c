@@ -7,7 +7,8 @@
  * Content-Type comes from the extension; Last-Modified and
  * If-Modified-Since are honoured. Small files go out through the response
  * batch; large ones are spliced from the page cache to the socket through a
- * pipe, without a copy through user space.
+ * pipe, without a copy through user space (--file-copy reads and sends
+ * them instead, for comparison).
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -15,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -134,8 +136,15 @@ static bool not_modified(const struct http_request *r, time_t mtime)
 	return end && !*end && timegm(&tm) >= mtime;
 }
 
+/* Each step of a large file has idle_timeout to leave: a client that
+ * stops reading is cut off, as conn.c does for answers. */
+static void step_deadline(const struct server *srv)
+{
+	runtime_deadline_set(runtime_now() + srv->opt.idle_timeout_ms * 1000000ull);
+}
+
 /* Large files: file -> pipe -> socket, SPLICE_STEP at a time. */
-static int splice_out(struct exchange *ex, int fd, uint64_t size)
+static int splice_out(const struct server *srv, struct exchange *ex, int fd, uint64_t size)
 {
 	int pipefd[2], rc = 0;
 	uint64_t off = 0;
@@ -144,6 +153,7 @@ static int splice_out(struct exchange *ex, int fd, uint64_t size)
 		return -1;
 	while (off < size && rc >= 0) {
 		size_t step = size - off < SPLICE_STEP ? (size_t)(size - off) : SPLICE_STEP;
+		step_deadline(srv);
 		ssize_t in = runtime_splice(fd, (int64_t)off, pipefd[1], -1, step, SPLICE_F_MOVE);
 		if (in <= 0) {
 			rc = -1; /* the file shrank: the promised length cannot be kept */
@@ -157,13 +167,38 @@ static int splice_out(struct exchange *ex, int fd, uint64_t size)
 		}
 		off += (uint64_t)in;
 	}
+	runtime_deadline_set(0);
 	runtime_close(pipefd[0]);
 	runtime_close(pipefd[1]);
 	ex->sent_body = off;
 	return rc;
 }
 
-static int send_file(struct exchange *ex, int fd, uint64_t size, const char *type, time_t mtime)
+/* Large files through user space (--file-copy: to measure what splice
+ * saves): pread, then send, SPLICE_STEP at a time. */
+static int copy_out(const struct server *srv, struct exchange *ex, int fd, uint64_t size)
+{
+	char *buf = malloc(SPLICE_STEP);
+	uint64_t off = 0;
+	int rc = buf && respond_flush(ex) == 0 ? 0 : -1;
+
+	while (off < size && rc == 0) {
+		size_t step = size - off < SPLICE_STEP ? (size_t)(size - off) : SPLICE_STEP;
+		step_deadline(srv);
+		ssize_t in = runtime_pread(fd, buf, step, (off_t)off);
+		if (in <= 0 || runtime_send_all(conn_fd(ex), buf, (size_t)in, NULL) < 0)
+			rc = -1; /* a shrunk file, a gone client or a deadline */
+		else
+			off += (uint64_t)in;
+	}
+	runtime_deadline_set(0);
+	free(buf);
+	ex->sent_body = off;
+	return rc;
+}
+
+static int send_file(const struct server *srv, struct exchange *ex, int fd, uint64_t size,
+                     const char *type, time_t mtime)
 {
 	char extra[80], stamp[40];
 
@@ -176,7 +211,7 @@ static int send_file(struct exchange *ex, int fd, uint64_t size, const char *typ
 	if (ex->head_only || size == 0)
 		return 0;
 	if (size > SMALL_FILE)
-		return splice_out(ex, fd, size);
+		return srv->opt.file_copy ? copy_out(srv, ex, fd, size) : splice_out(srv, ex, fd, size);
 	char buf[SMALL_FILE];
 	ssize_t n = runtime_pread(fd, buf, (size_t)size, 0);
 	if (n != (ssize_t)size)
@@ -209,7 +244,7 @@ int serve_file(struct server *srv, struct exchange *ex)
 	if (rc < 0 || !S_ISREG(st.stx_mode))
 		rc = rc == -ECANCELED ? -1 : not_found(ex, 404);
 	else
-		rc = send_file(ex, fd, st.stx_size, content_type(path), (time_t)st.stx_mtime.tv_sec);
+		rc = send_file(srv, ex, fd, st.stx_size, content_type(path), (time_t)st.stx_mtime.tv_sec);
 	runtime_close(fd);
 	return rc;
 }

@@ -68,20 +68,28 @@ static void start_connection(int fd)
 	}
 }
 
+/* The next connection: from the listener, or with --plain-accept (to
+ * measure what the listener saves) one accept SQE each. */
+static int next_connection(struct runtime_listener *l, int lfd)
+{
+	return l ? runtime_listener_accept(l) : runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
+}
+
 /* The core's acceptor, through a listener (one multishot accept: a burst
  * of connections is taken in one loop turn). Ends when the listening
  * socket is shut down (a drain) or the fiber is cancelled. */
 static void acceptor(void *arg)
 {
-	struct runtime_listener *l;
-	int fd = runtime_listener_open(&l, srv.listeners[(intptr_t)arg], SOCK_CLOEXEC);
+	int lfd = srv.listeners[(intptr_t)arg];
+	struct runtime_listener *l = NULL;
+	int fd = srv.opt.plain_accept ? 0 : runtime_listener_open(&l, lfd, SOCK_CLOEXEC);
 
 	if (fd < 0) {
 		fprintf(stderr, "http-server: listener: %s\n", strerror(-fd));
 		return;
 	}
 	for (;;) {
-		fd = runtime_listener_accept(l);
+		fd = next_connection(l, lfd);
 		if (fd == -ECANCELED || fd == -EINVAL || atomic_load(&srv.draining)) {
 			if (fd >= 0)
 				runtime_close(fd);
@@ -141,7 +149,9 @@ static void usage(FILE *to)
 	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--root DIR]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
-	        "                   [--access-log] [--fixed-files] [--plain-recv] [--help]\n"
+	        "                   [--access-log] [--fixed-files] [--help]\n"
+	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy\n"
+	        "turn off the receive stream, the listener, response batching, splice.\n"
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000.\n");
@@ -167,7 +177,9 @@ static int parse_options(int argc, char **argv)
 		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
 		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
 		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
-		{ "plain-recv", 0, NULL, 'P' }, { "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
+		{ "plain-recv", 0, NULL, 'P' }, { "plain-accept", 0, NULL, 'A' },
+		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
+		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
 	uint64_t v = 0;
@@ -193,6 +205,9 @@ static int parse_options(int argc, char **argv)
 		case 'a': o->access_log = true; break;
 		case 'f': o->fixed_files = true; break;
 		case 'P': o->plain_recv = true; break;
+		case 'A': o->plain_accept = true; break;
+		case 'B': o->no_batch = true; break;
+		case 'C': o->file_copy = true; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
