@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <poll.h>
 #include <signal.h>
@@ -236,7 +237,10 @@ static void raise_fd_limit(void)
 	}
 }
 
-/* One listener per core on the same port (port 0: the first one's). */
+/* One listener per core on the same port (port 0: the first one's), with
+ * TCP_NODELAY, which accepted sockets inherit: an answer must not wait for
+ * the ACK of the one before it (Nagle), as it would when a pipelined batch
+ * is answered in several sends (--no-batch, a large file after a head). */
 static int open_listeners(void)
 {
 	srv.listeners = calloc(srv.opt.cores, sizeof(*srv.listeners));
@@ -248,6 +252,7 @@ static int open_listeners(void)
 		if (fd < 0)
 			return fd;
 		srv.listeners[i] = fd;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
 		if (srv.opt.port == 0) {
 			struct sockaddr_storage ss;
 			socklen_t len = sizeof(ss);
