@@ -132,29 +132,65 @@ static const char *reason(int status)
 	}
 }
 
-/* Append the status line and headers to the batch (room is made first). */
+static char *put(char *p, const char *s, size_t n)
+{
+	memcpy(p, s, n);
+	return p + n;
+}
+
+#define PUT_LIT(p, lit) put(p, lit, sizeof(lit) - 1)
+
+static char *put_u64(char *p, uint64_t v)
+{
+	char digits[20];
+	int n = 0;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*p++ = digits[--n];
+	return p;
+}
+
+/*
+ * Append the status line and headers to the batch (room is made first).
+ * Assembled by hand: with snprintf, formatting took a quarter of the
+ * server's CPU under pipelined load (perf record -e cpu-clock).
+ */
 int respond_head(struct exchange *ex, int status, const char *type, const char *extra,
                  uint64_t length)
 {
 	struct conn *c = ex->conn;
-	char date[32];
+	const char *why = reason(status);
+	size_t type_len = strlen(type), extra_len = extra ? strlen(extra) : 0;
 
 	if (OUT_SIZE - c->out_len < 1024 && flush(c) < 0)
 		return -1;
+	if (type_len + extra_len + strlen(why) > OUT_SIZE - c->out_len - 256)
+		return -1; /* headers too long: a bug, not a client's doing */
 	if (atomic_load(&c->srv->draining))
 		ex->close = true; /* stopping: this is the connection's last answer */
-	http_date(date);
 	ex->status = status;
 	bool keep10 = !ex->close && ex->req && ex->req->minor == 0;
-	int n = snprintf(c->out + c->out_len, OUT_SIZE - c->out_len,
-	                 "HTTP/1.1 %d %s\r\nServer: runtime-demo\r\nDate: %s\r\n"
-	                 "Content-Type: %s\r\nContent-Length: %llu\r\n%s%s\r\n",
-	                 status, reason(status), date, type, (unsigned long long)length,
-	                 ex->close ? "Connection: close\r\n" : keep10 ? "Connection: keep-alive\r\n" : "",
-	                 extra ? extra : "");
-	if (n < 0 || (size_t)n >= OUT_SIZE - c->out_len)
-		return -1; /* extra headers too long: a bug, not a client's doing */
-	c->out_len += (size_t)n;
+	char *p = PUT_LIT(c->out + c->out_len, "HTTP/1.1 ");
+	p = put_u64(p, (uint64_t)status);
+	*p++ = ' ';
+	p = put(p, why, strlen(why));
+	p = PUT_LIT(p, "\r\nServer: runtime-demo\r\nDate: ");
+	p += http_date(p);
+	p = PUT_LIT(p, "\r\nContent-Type: ");
+	p = put(p, type, type_len);
+	p = PUT_LIT(p, "\r\nContent-Length: ");
+	p = put_u64(p, length);
+	p = PUT_LIT(p, "\r\n");
+	if (ex->close)
+		p = PUT_LIT(p, "Connection: close\r\n");
+	else if (keep10)
+		p = PUT_LIT(p, "Connection: keep-alive\r\n");
+	p = put(p, extra, extra_len);
+	p = PUT_LIT(p, "\r\n");
+	c->out_len = (size_t)(p - c->out);
 	return 0;
 }
 

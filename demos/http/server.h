@@ -83,6 +83,6 @@ int route(struct server *srv, struct exchange *ex);
 int serve_file(struct server *srv, struct exchange *ex);
 
 /* http-server.c */
-void http_date(char out[32]);
+size_t http_date(char out[32]);
 
 #endif
