@@ -69,15 +69,22 @@ static unsigned hex_value(unsigned char c)
 	return is_digit(c) ? c - (unsigned)'0' : (c | 0x20u) - 'a' + 10u;
 }
 
-static bool in_set(unsigned char c, const char *set)
-{
-	return c != 0 && strchr(set, c) != NULL;
-}
+/* Byte classes by table: a strchr per byte took 4 % of the server's CPU
+ * under pipelined load. */
+enum { TCHAR = 1, REGNAME = 2, BOTH = TCHAR | REGNAME };
 
-/* RFC 9110 5.6.2 tchar */
+static const uint8_t byte_class[256] = {
+	['0' ... '9'] = BOTH, ['a' ... 'z'] = BOTH, ['A' ... 'Z'] = BOTH,
+	['!'] = BOTH, ['$'] = BOTH, ['&'] = BOTH, ['\''] = BOTH, ['*'] = BOTH,
+	['+'] = BOTH, ['-'] = BOTH, ['.'] = BOTH, ['_'] = BOTH, ['~'] = BOTH,
+	['#'] = TCHAR, ['%'] = TCHAR, ['^'] = TCHAR, ['`'] = TCHAR, ['|'] = TCHAR,
+	['('] = REGNAME, [')'] = REGNAME, [';'] = REGNAME, ['='] = REGNAME,
+};
+
+/* RFC 9110 5.6.2 tchar: DIGIT, ALPHA and "!#$%&'*+-.^_`|~" */
 static bool is_tchar(unsigned char c)
 {
-	return is_digit(c) || is_alpha(c) || in_set(c, "!#$%&'*+-.^_`|~");
+	return byte_class[c] & TCHAR;
 }
 
 static bool is_ows(unsigned char c)
@@ -96,10 +103,11 @@ static bool is_field_byte(unsigned char c)
 	return is_vchar(c) || c >= 0x80 || is_ows(c);
 }
 
-/* RFC 3986 unreserved and sub-delims, without ',' (see the top). */
+/* RFC 3986 unreserved and sub-delims, without ',' (see the top):
+ * DIGIT, ALPHA and "-._~!$&'()*+;=" */
 static bool is_regname(unsigned char c)
 {
-	return is_digit(c) || is_alpha(c) || in_set(c, "-._~!$&'()*+;=");
+	return byte_class[c] & REGNAME;
 }
 
 /* ---------------------------------------------------------------- slices */
