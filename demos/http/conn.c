@@ -188,7 +188,8 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
 		p = PUT_LIT(p, "Connection: close\r\n");
 	else if (keep10)
 		p = PUT_LIT(p, "Connection: keep-alive\r\n");
-	p = put(p, extra, extra_len);
+	if (extra)
+		p = put(p, extra, extra_len);
 	p = PUT_LIT(p, "\r\n");
 	c->out_len = (size_t)(p - c->out);
 	return 0;
