@@ -15,7 +15,7 @@ top=$(cd "$(dirname "$0")" && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
 # check also runs the aarch64 context switch under qemu-user
-check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl"
 
 install_missing() { # [extra packages...]
 	need=""
