@@ -437,7 +437,8 @@ static int serve_one(struct conn *c)
 	struct exchange ex = { .conn = c, .req = &req, .close = !req.keep_alive ||
 	                       atomic_load(&srv->draining) };
 	ex.head_only = req.method.len == 4 && !memcmp(req.method.p, "HEAD", 4);
-	char begun[400] = "";
+	char begun[400];
+	begun[0] = '\0';
 	if (srv->opt.access_log)
 		log_begin(&req, begun, sizeof(begun));
 	body_begin(c, &req);

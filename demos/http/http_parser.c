@@ -98,9 +98,13 @@ static bool is_vchar(unsigned char c)
 }
 
 /* A byte of a field value (RFC 9110 5.5): VCHAR, obs-text, SP, HTAB. */
+static const bool field_byte[256] = {
+	['\t'] = true, [' ' ... '~'] = true, [0x80 ... 0xff] = true,
+};
+
 static bool is_field_byte(unsigned char c)
 {
-	return is_vchar(c) || c >= 0x80 || is_ows(c);
+	return field_byte[c];
 }
 
 /* RFC 3986 unreserved and sub-delims, without ',' (see the top):
@@ -112,7 +116,8 @@ static bool is_regname(unsigned char c)
 
 /* ---------------------------------------------------------------- slices */
 
-static bool slice_ieq(const char *p, size_t n, const char *lit)
+/* Inlined so that strlen(lit) of a literal is folded at each call. */
+static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_t n, const char *lit)
 {
 	if (strlen(lit) != n)
 		return false;
@@ -124,7 +129,7 @@ static bool slice_ieq(const char *p, size_t n, const char *lit)
 	return true;
 }
 
-static bool slice_eq(struct http_slice s, const char *lit)
+static inline __attribute__((always_inline)) bool slice_eq(struct http_slice s, const char *lit)
 {
 	return strlen(lit) == s.len && memcmp(s.p, lit, s.len) == 0;
 }
