@@ -28,6 +28,7 @@
 
 #define ECHO_PROG "raw_uring_echo"
 #include "echo_server_common.h"
+#include "uring_loop.h"
 
 enum {
 	/* The CQ gets twice this.  Each connection has one op in flight;
@@ -52,37 +53,16 @@ struct conn {
 };
 
 struct server {
-	struct io_uring ring;
+	struct uring_loop u;       /* the ring and its count of SQEs in flight */
 	int lfd, sfd;
 	int stop;
-	unsigned inflight;          /* SQEs queued whose CQE is not reaped */
 	struct signalfd_siginfo si; /* target of the signalfd read */
 	struct node live;           /* list sentinel */
 };
 
-/* SQ full: flush what is queued and try again.  Never returns NULL. */
-static struct io_uring_sqe *get_sqe(struct server *s)
-{
-	struct io_uring_sqe *sqe;
-
-	while (!(sqe = io_uring_get_sqe(&s->ring))) {
-		int ret = io_uring_submit(&s->ring);
-
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
-			die("io_uring_submit", -ret);
-	}
-	s->inflight++;
-	return sqe;
-}
-
-static void tag(struct io_uring_sqe *sqe, void *ptr, enum op op)
-{
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)ptr | op);
-}
-
 static void queue_accept(struct server *s)
 {
-	struct io_uring_sqe *sqe = get_sqe(s);
+	struct io_uring_sqe *sqe = get_sqe(&s->u);
 
 	io_uring_prep_accept(sqe, s->lfd, NULL, NULL, SOCK_CLOEXEC);
 	tag(sqe, NULL, OP_ACCEPT);
@@ -90,7 +70,7 @@ static void queue_accept(struct server *s)
 
 static void queue_recv(struct server *s, struct conn *c)
 {
-	struct io_uring_sqe *sqe = get_sqe(s);
+	struct io_uring_sqe *sqe = get_sqe(&s->u);
 
 	io_uring_prep_recv(sqe, c->fd, c->buf, sizeof c->buf, 0);
 	tag(sqe, c, OP_RECV);
@@ -100,7 +80,7 @@ static void queue_recv(struct server *s, struct conn *c)
  * show up as -EPIPE, not kill the server. */
 static void queue_send(struct server *s, struct conn *c)
 {
-	struct io_uring_sqe *sqe = get_sqe(s);
+	struct io_uring_sqe *sqe = get_sqe(&s->u);
 
 	io_uring_prep_send(sqe, c->fd, c->buf + c->off, c->len - c->off,
 			   MSG_NOSIGNAL);
@@ -109,7 +89,7 @@ static void queue_send(struct server *s, struct conn *c)
 
 static void queue_signal_read(struct server *s)
 {
-	struct io_uring_sqe *sqe = get_sqe(s);
+	struct io_uring_sqe *sqe = get_sqe(&s->u);
 
 	io_uring_prep_read(sqe, s->sfd, &s->si, sizeof s->si, 0);
 	tag(sqe, NULL, OP_SIGNAL);
@@ -176,8 +156,9 @@ static void on_send(struct server *s, struct conn *c, int res)
 		queue_recv(s, c);
 }
 
-static void dispatch(struct server *s, uint64_t ud, int res)
+static void dispatch(void *ctx, uint64_t ud, int res)
 {
+	struct server *s = ctx;
 	struct conn *c = (struct conn *)(uintptr_t)(ud & ~OP_MASK);
 
 	switch ((enum op)(ud & OP_MASK)) {
@@ -198,94 +179,9 @@ static void dispatch(struct server *s, uint64_t ud, int res)
 	}
 }
 
-/* Each CQE is marked seen before it is handled, so a get_sqe() that has to
- * submit mid-batch always finds the CQ drained up to that point. */
-static void reap(struct server *s)
-{
-	struct io_uring_cqe *cqe;
-	unsigned head;
-
-	io_uring_for_each_cqe(&s->ring, head, cqe) {
-		uint64_t ud = cqe->user_data;
-		int res = cqe->res;
-
-		io_uring_cqe_seen(&s->ring, cqe);
-		s->inflight--;
-		dispatch(s, ud, res);
-	}
-}
-
-static const struct ring_mode {
-	const char *name;
-	unsigned flags;
-} ring_modes[] = {
-	{ "defer", IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN },
-	{ "coop", IORING_SETUP_COOP_TASKRUN },
-	{ "none", 0 },
-};
-#define N_RING_MODES (sizeof ring_modes / sizeof ring_modes[0])
-
-/* Strongest setup this kernel accepts, or only `only` if it is not NULL:
- * DEFER_TASKRUN runs completions only inside our own io_uring_enter();
- * COOP_TASKRUN at least spares us the IPI for each completion. */
-static const char *ring_init(struct io_uring *ring, const char *only)
-{
-	int ret = -EINVAL;
-
-	for (size_t i = 0; i < N_RING_MODES; i++) {
-		if (only && strcmp(only, ring_modes[i].name))
-			continue;
-		ret = io_uring_queue_init(RING_ENTRIES, ring,
-					  ring_modes[i].flags);
-		if (ret == 0)
-			return ring_modes[i].name;
-	}
-	die("io_uring_queue_init", -ret);
-}
-
-static bool known_setup(const char *name)
-{
-	for (size_t i = 0; i < N_RING_MODES; i++)
-		if (!strcmp(name, ring_modes[i].name))
-			return true;
-	return false;
-}
-
-/* Cancels every op and reaps them all, so no request still holds a socket
- * when we close it: io_uring_queue_exit() alone cancels asynchronously,
- * and the listener could then outlive the process for a moment and make an
- * immediate restart on the same port fail with EADDRINUSE.  Kernels without
- * IORING_ASYNC_CANCEL_ANY (< 5.19) fail the cancel and skip the wait. */
-static void cancel_all(struct server *s)
-{
-	struct io_uring_sqe *sqe = get_sqe(s);
-
-	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
-	tag(sqe, NULL, OP_CANCEL);
-	while (s->inflight) {
-		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
-		int unsupported = 0;
-		int ret = io_uring_submit_and_wait(&s->ring, 1);
-
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
-			return;
-		io_uring_for_each_cqe(&s->ring, head, cqe) {
-			n++;
-			unsupported |= cqe->user_data == OP_CANCEL &&
-				       cqe->res == -EINVAL;
-		}
-		io_uring_cq_advance(&s->ring, n);
-		s->inflight -= n;
-		if (unsupported)
-			return;
-	}
-}
-
 static void shutdown_server(struct server *s)
 {
-	cancel_all(s);
-	io_uring_queue_exit(&s->ring);
+	uring_shutdown(&s->u, OP_CANCEL);
 	while (s->live.next != &s->live)
 		conn_close((struct conn *)s->live.next);
 	close(s->lfd);
@@ -307,19 +203,13 @@ int main(int argc, char **argv)
 	list_init(&s.live);
 	s.sfd = signal_fd(0);
 	s.lfd = listen_on(addr, port, 0);
-	mode = ring_init(&s.ring, setup); /* setup NULL: best available */
+	mode = ring_init(&s.u.ring, RING_ENTRIES, setup); /* setup NULL: best available */
 	fprintf(stderr, "raw_uring_echo: listening on %s:%d, ring setup %s\n",
 		addr, bound_port(s.lfd), mode);
 
 	queue_accept(&s);
 	queue_signal_read(&s);
-	while (!s.stop) {
-		int ret = io_uring_submit_and_wait(&s.ring, 1);
-
-		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
-			die("io_uring_submit_and_wait", -ret);
-		reap(&s);
-	}
+	uring_run(&s.u, &s.stop, dispatch, &s);
 	shutdown_server(&s);
 	return 0;
 }
