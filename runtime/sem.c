@@ -334,8 +334,8 @@ static int limited_spawn(struct runtime_limiter *l, void (*fn)(void *), void *ar
 	return rc;
 }
 
-int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg,
-                          int64_t timeout_ns)
+/* What both limiter spawns refuse before taking a slot. */
+static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void *))
 {
 	if (!this_fiber())
 		return -EPERM;
@@ -343,19 +343,25 @@ int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *a
 		return -EINVAL;
 	if (runtime__is_shutting_down(this_core()->rt))
 		return -ESHUTDOWN;
-	int rc = runtime_sem_get(l->slots, NULL, timeout_ns);
+	return 0;
+}
+
+int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg,
+                          int64_t timeout_ns)
+{
+	int rc = limiter_spawn_check(l, fn);
+
+	if (!rc)
+		rc = runtime_sem_get(l->slots, NULL, timeout_ns);
 	return rc ? rc : limited_spawn(l, fn, arg);
 }
 
 int runtime_limiter_try_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg)
 {
-	if (!this_fiber())
-		return -EPERM;
-	if (!l || !fn)
-		return -EINVAL;
-	if (runtime__is_shutting_down(this_core()->rt))
-		return -ESHUTDOWN;
-	int rc = runtime_sem_try_get(l->slots, NULL);
+	int rc = limiter_spawn_check(l, fn);
+
+	if (!rc)
+		rc = runtime_sem_try_get(l->slots, NULL);
 	return rc ? rc : limited_spawn(l, fn, arg);
 }
 
