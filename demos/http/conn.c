@@ -84,9 +84,16 @@ static uint64_t deadline_in(uint64_t ms)
 	return runtime_now() + ms * 1000000ull;
 }
 
+/* Give the fiber's next writes idle_timeout to leave: a client that stops
+ * reading its answers is cut off. runtime_deadline_set(0) clears it. */
+void write_deadline_set(const struct server *srv)
+{
+	runtime_deadline_set(deadline_in(srv->opt.idle_timeout_ms));
+}
+
 static int write_all(struct conn *c, const void *p, size_t len)
 {
-	runtime_deadline_set(deadline_in(c->srv->opt.idle_timeout_ms));
+	write_deadline_set(c->srv);
 	ssize_t rc = runtime_send_all(c->fd, p, len, NULL);
 	runtime_deadline_set(0);
 	return rc < 0 ? (int)rc : 0;
@@ -163,11 +170,11 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
 {
 	struct conn *c = ex->conn;
 	const char *why = reason(status);
-	size_t type_len = strlen(type), extra_len = extra ? strlen(extra) : 0;
+	size_t why_len = strlen(why), type_len = strlen(type), extra_len = extra ? strlen(extra) : 0;
 
 	if (OUT_SIZE - c->out_len < 1024 && flush(c) < 0)
 		return -1;
-	if (type_len + extra_len + strlen(why) > OUT_SIZE - c->out_len - 256)
+	if (why_len + type_len + extra_len > OUT_SIZE - c->out_len - 256)
 		return -1; /* headers too long: a bug, not a client's doing */
 	if (atomic_load(&c->srv->draining))
 		ex->close = true; /* stopping: this is the connection's last answer */
@@ -176,7 +183,7 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
 	char *p = PUT_LIT(c->out + c->out_len, "HTTP/1.1 ");
 	p = put_u64(p, (uint64_t)status);
 	*p++ = ' ';
-	p = put(p, why, strlen(why));
+	p = put(p, why, why_len);
 	p = PUT_LIT(p, "\r\nServer: runtime-demo\r\nDate: ");
 	p += http_date(p);
 	p = PUT_LIT(p, "\r\nContent-Type: ");

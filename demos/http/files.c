@@ -141,13 +141,6 @@ static bool not_modified(const struct http_request *r, time_t mtime)
 	return end && !*end && timegm(&tm) >= mtime;
 }
 
-/* Each step of a large file has idle_timeout to leave: a client that
- * stops reading is cut off, as conn.c does for answers. */
-static void step_deadline(const struct server *srv)
-{
-	runtime_deadline_set(runtime_now() + srv->opt.idle_timeout_ms * 1000000ull);
-}
-
 /* Large files: file -> pipe -> socket, SPLICE_STEP at a time. */
 static int splice_out(const struct server *srv, struct exchange *ex, int fd, uint64_t size)
 {
@@ -162,7 +155,7 @@ static int splice_out(const struct server *srv, struct exchange *ex, int fd, uin
 	size_t most = cap > 0 ? (size_t)cap : SPLICE_STEP;
 	while (off < size && rc >= 0) {
 		size_t step = size - off < most ? (size_t)(size - off) : most;
-		step_deadline(srv);
+		write_deadline_set(srv); /* per step: a stalled reader is cut off */
 		ssize_t in = runtime_splice(fd, (int64_t)off, pipefd[1], -1, step, SPLICE_F_MOVE);
 		if (in <= 0) {
 			rc = -1; /* the file shrank: the promised length cannot be kept */
@@ -193,7 +186,7 @@ static int copy_out(const struct server *srv, struct exchange *ex, int fd, uint6
 
 	while (off < size && rc == 0) {
 		size_t step = size - off < SPLICE_STEP ? (size_t)(size - off) : SPLICE_STEP;
-		step_deadline(srv);
+		write_deadline_set(srv); /* per step: a stalled reader is cut off */
 		ssize_t in = runtime_pread(fd, buf, step, (off_t)off);
 		if (in <= 0 || runtime_send_all(conn_fd(ex), buf, (size_t)in, NULL) < 0)
 			rc = -1; /* a shrunk file, a gone client or a deadline */
