@@ -24,6 +24,8 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
+. "$here/bench-lib.sh"
 BENCH_DIR=${BENCH_DIR:-$here}
 ECHO_SERVER=${ECHO_SERVER:-$BENCH_DIR/../demos/echo/echo-server}
 ROUNDS=${ROUNDS:-5} CONNS=${CONNS:-64} SIZE=${SIZE:-64} SECS=${SECS:-5}
@@ -87,50 +89,9 @@ probe_cycles() {
 		awk -F, '$3 ~ /cycles/ && $1 ~ /^[0-9]+$/ { ok = 1 } END { exit !ok }'
 }
 
-# A port is free if no socket of any state uses it (ss), or, without ss,
-# if nothing accepts a connection on it.
-port_free() {
-	if command -v ss >/dev/null; then
-		[ -z "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
-	else
-		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-	fi
-}
 
-take_port() {
-	local tries=0
-	while ! port_free "$next_port"; do
-		next_port=$((next_port + 1)); tries=$((tries + 1))
-		[ "$tries" -lt 1000 ] || die "no free port from $PORT_BASE on"
-	done
-	port=$next_port
-	next_port=$((next_port + 1))
-}
 
-# Bounded (10 s) wait until $2 listens, failing early if server $1 died.
-wait_listening() {
-	local i
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "$1" 2>/dev/null || return 1
-		if command -v ss >/dev/null; then
-			[ -n "$(ss -Hltn "( sport = :$2 )" 2>/dev/null)" ] && return 0
-		else
-			(exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null && return 0
-		fi
-		sleep 0.1
-	done
-	return 1
-}
 
-# utime + stime in clock ticks, all threads; comm may hold spaces or ')'.
-cpu_ticks() {
-	local s
-	s=$(<"/proc/$1/stat") || return 1
-	s=${s##*) }
-	# shellcheck disable=SC2086 # split into fields on purpose
-	set -- $s
-	echo $((${12} + ${13}))
-}
 
 # TERM first (servers exit cleanly on it), KILL after 3 s.
 stop_server() {
@@ -206,18 +167,9 @@ run_one() { # run_one ROUND NAME
 
 # Median of column $2 for server $1 from the results file, or n/a.
 median() {
-	awk -v s="$1" -v c="$2" '$1 == s && $c != "n/a" { print $c }' "$tmp/results" |
-		sort -g | awk '{ v[NR] = $1 }
-			END { if (!NR) print "n/a"
-			      else if (NR % 2) print v[(NR + 1) / 2]
-			      else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	awk -v s="$1" -v c="$2" '$1 == s && $c != "n/a" { print $c }' "$tmp/results" | median_of
 }
 
-ratio() { # ratio A B: A/B to 3 places, or n/a
-	awk -v a="$1" -v b="$2" 'BEGIN {
-		if (a == "n/a" || b == "n/a" || b == 0) print "n/a"
-		else printf "%.3f", a / b }'
-}
 
 summary() {
 	local n

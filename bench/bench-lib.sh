@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# SPDX-License-Identifier: MIT
+#
+# bench-lib.sh: the helpers bench-echo.sh and bench-http.sh share, sourced
+# by them: free ports, waiting for a server to listen, a process's CPU time,
+# medians and ratios.  take_port uses the sourcing script's die(), PORT_BASE
+# and next_port, and sets port.
+
+listening() { # listening PORT: something listens on 127.0.0.1:PORT
+	if command -v ss >/dev/null; then
+		[ -n "$(ss -Hltn "( sport = :$1 )" 2>/dev/null)" ]
+	else
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+# A port is free if no socket of any state uses it (ss), or, without ss,
+# if nothing accepts a connection on it.
+port_free() {
+	if command -v ss >/dev/null; then
+		[ -z "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ]
+	else
+		! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+	fi
+}
+
+take_port() {
+	local tries=0
+	while ! port_free "$next_port"; do
+		next_port=$((next_port + 1)); tries=$((tries + 1))
+		[ "$tries" -lt 1000 ] || die "no free port from $PORT_BASE on"
+	done
+	# shellcheck disable=SC2034 # read by the sourcing script
+	port=$next_port
+	next_port=$((next_port + 1))
+}
+
+# Bounded (10 s) wait until $2 listens, failing early if server $1 died.
+wait_listening() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "$1" 2>/dev/null || return 1
+		listening "$2" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# CPU time of process $1: utime + stime in clock ticks, all threads; comm
+# (the field in parentheses) may hold spaces or ")".
+cpu_ticks() {
+	local s
+	s=$(<"/proc/$1/stat") || return 1
+	s=${s##*) }
+	# shellcheck disable=SC2086 # split into fields on purpose
+	set -- $s
+	echo $((${12} + ${13}))
+}
+
+# The median of the numbers on standard input, or n/a if there are none.
+median_of() {
+	sort -g | awk '{ v[NR] = $1 }
+		END { if (!NR) print "n/a"
+		      else if (NR % 2) print v[(NR + 1) / 2]
+		      else printf "%.10g\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # ratio A B: A/B to 3 places, or n/a
+	awk -v a="$1" -v b="$2" 'BEGIN {
+		if (a == "n/a" || b == "n/a" || b == 0) print "n/a"
+		else printf "%.3f", a / b }'
+}
