@@ -55,6 +55,7 @@
 #include <errno.h> /* the -errno values every call returns */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -140,6 +141,20 @@ struct runtime_config {
 	 * Defaults RUNTIME_DEFAULT_STREAM_BUFFERS, _BUFFER_SIZE (4 MiB). */
 	unsigned stream_buffers;
 	unsigned stream_buffer_size;
+	/* Debugging aids. */
+	int dump_signal;        /* nonzero: this signal (e.g. SIGUSR1) makes
+	                           every core print its fibers to stderr, as
+	                           runtime_dump does (no core that runs a fiber
+	                           without yielding can answer); the handler is
+	                           installed by runtime_create and the previous
+	                           one put back by runtime_destroy; one runtime
+	                           per process (else -EBUSY); default 0 */
+	unsigned stall_ms;      /* nonzero: a fiber that runs this many ms
+	                           without giving up the CPU is reported on
+	                           stderr (fiber id, core, how long), once per
+	                           stall and at most 4 times a minute, by a
+	                           watcher thread that runs with runtime_run;
+	                           default 0: no thread, and no cost */
 };
 
 /* Fill *cfg with the defaults above. Any thread. */
@@ -325,6 +340,41 @@ RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 
 /* Let the other ready fibers run. Fiber context. Returns 0 or -ECANCELED. */
 RUNTIME_API int runtime_yield(void);
+
+/* ------------------------------------------------------------- debugging */
+
+#define RUNTIME_FIBER_NAME_MAX 24 /* bytes of a fiber's name, with its NUL */
+
+/* Name the calling fiber, for runtime_dump (a longer name is cut to
+ * RUNTIME_FIBER_NAME_MAX - 1 bytes; NULL or "" clears it). Fiber context.
+ * Returns 0 or -EPERM. */
+RUNTIME_API int runtime_fiber_name_set(const char *name);
+
+/*
+ * Print every live fiber of every core to out, one line each: id, state
+ * (ready, running, waiting), what it waits on (for I/O the operation and
+ * fd; sleep, park, join, stream, offload; for a mutex, cond, waitgroup,
+ * semaphore or pool, or channel, the address of its queue, the same for
+ * every fiber waiting on one primitive), for how long (ms, to the core's
+ * last loop turn), its deadline and cancel, and its name. For example:
+ *
+ *   runtime dump: 1 cores
+ *   core 0: 3 fibers, 1 timers armed
+ *     fiber 1 waiting  stream fd 5 for 5012 ms "acceptor"
+ *     fiber 4 running  "admin"
+ *     fiber 7 waiting  io recv fd 9 for 130 ms deadline in 870 ms "conn"
+ *
+ * Any thread or fiber. While the runtime runs, each core writes its own
+ * part from its loop and the caller waits up to one second for them: a
+ * core that runs a fiber that never yields cannot answer, and is printed
+ * as such (runtime_config.stall_ms names the fiber). While it does not
+ * run, the caller reads every core itself: then not concurrently with
+ * runtime_run. A fiber caller sleeps while it waits (its core runs on).
+ * Returns 0, -EINVAL (NULL), -ENOMEM, -ETIMEDOUT (some core did not
+ * answer; the rest is printed), -ECANCELED (the calling fiber was
+ * cancelled while it waited) or -EIO (out could not be written).
+ */
+RUNTIME_API int runtime_dump(struct runtime *rt, FILE *out);
 
 /* ------------------------------------------------------- time, deadlines */
 

@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) int chan_op(struct runtime_chan_op 
 	runtime__wait_init(&w, &x, 1);
 	runtime__waitq_add(x.q, &x);
 	runtime__spin_unlock(&ch->lock);
-	return runtime__wait_suspend(&w, deadline, true);
+	return runtime__wait_suspend(&w, BLOCK_CHAN, deadline, true);
 }
 
 int runtime_chan_send(struct runtime_chan *ch, const void *elem, int64_t timeout_ns)
@@ -333,7 +333,7 @@ int runtime_chan_select(struct runtime_chan_op *ops, size_t n, int64_t timeout_n
 	}
 	select_queue(ops, n, &w, xs);
 	unlock_all(chans, m);
-	rc = runtime__wait_suspend(&w, deadline, true);
+	rc = runtime__wait_suspend(&w, BLOCK_CHAN, deadline, true);
 	if (!w.winner)
 		return rc; /* -ETIMEDOUT or -ECANCELED */
 	ops[w.winner->index].result = rc;

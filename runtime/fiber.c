@@ -69,6 +69,8 @@ static void switch_to(struct core *c, struct fiber *from, struct fiber *to)
 	c->current = to;
 	c->prev = from;
 	to->state = FIBER_RUNNING;
+	if (unlikely(c->watch.on))
+		stall_publish(c, to);
 #ifdef RUNTIME_ASAN
 	/* A fiber that has ended passes NULL so ASan drops its fake stack. */
 	__sanitizer_start_switch_fiber(from->state == FIBER_DONE ? NULL : &from->asan_fake_stack,
@@ -110,10 +112,13 @@ static inline __attribute__((always_inline)) void schedule(struct core *c)
 	struct fiber *self = c->current;
 	struct fiber *next = pick_next(c);
 
-	if (next != self)
+	if (next != self) {
 		switch_to(c, self, next);
-	else
+	} else {
 		self->state = FIBER_RUNNING;
+		if (unlikely(c->watch.on))
+			stall_publish(c, self); /* it did yield: no stall */
+	}
 }
 
 /* The loop's run phase: run ready fibers, up to run_budget of them. */
@@ -158,11 +163,14 @@ __attribute__((noreturn)) static void fiber_main(void *arg)
 
 /* -------------------------------------------------------- suspend/resume */
 
-int runtime__suspend(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj)
+int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+                     void *wait_obj)
 {
 	struct fiber *f = c->current;
 
 	f->state = FIBER_SUSPENDED;
+	f->block = (uint8_t)why;
+	f->block_since = c->now;
 	f->interrupt = interrupt;
 	f->wait_obj = wait_obj;
 	schedule(c);
@@ -226,24 +234,24 @@ static void wait_timer_fire(struct timer *t, enum runtime_timer_why why)
 
 /* The timer lives in this frame and never outlives it: stopping it is
  * synchronous, and a no-op once it has fired. */
-static int wait_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
-                      uint64_t deadline, int timeout_res, bool claim)
+static int wait_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+                      void *wait_obj, uint64_t deadline, int timeout_res, bool claim)
 {
 	struct wait_timer w = { .t.fire = wait_timer_fire, .f = c->current, .res = timeout_res,
 	                        .claim = claim };
 
 	runtime__timer_start(c, &w.t, deadline);
-	int res = runtime__suspend(c, interrupt, wait_obj);
+	int res = runtime__suspend(c, why, interrupt, wait_obj);
 	runtime__timer_stop(&w.t);
 	return res;
 }
 
 /* A deadline of NEVER still arms a timer that never fires: the wait counts
  * as pending work (no -EDEADLK), as a sleep does. */
-int runtime__suspend_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
-                           uint64_t deadline, int timeout_res)
+int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+                           void *wait_obj, uint64_t deadline, int timeout_res)
 {
-	return wait_until(c, interrupt, wait_obj, deadline, timeout_res, false);
+	return wait_until(c, why, interrupt, wait_obj, deadline, timeout_res, false);
 }
 
 /* -ECANCELED or -ETIMEDOUT if the calling fiber may not block now, else 0. */
@@ -293,9 +301,9 @@ int runtime_park(int64_t timeout_ns)
 	struct core *c = f->core;
 	c->xparked++;
 	if (deadline == NEVER)
-		rc = runtime__suspend(c, park_interrupt, NULL);
+		rc = runtime__suspend(c, BLOCK_PARK, park_interrupt, NULL);
 	else
-		rc = wait_until(c, park_interrupt, NULL, deadline, -ETIMEDOUT, true);
+		rc = wait_until(c, BLOCK_PARK, park_interrupt, NULL, deadline, -ETIMEDOUT, true);
 	c->xparked--;
 	return rc;
 }
@@ -497,9 +505,9 @@ static int join_wait(struct fiber *self, struct fiber *t)
 		return rc;
 	t->joiner = self;
 	if (self->deadline == NEVER)
-		rc = runtime__suspend(self->core, NULL, NULL);
+		rc = runtime__suspend(self->core, BLOCK_JOIN, NULL, NULL);
 	else
-		rc = runtime__suspend_until(self->core, NULL, NULL, self->deadline, -ETIMEDOUT);
+		rc = runtime__suspend_until(self->core, BLOCK_JOIN, NULL, NULL, self->deadline, -ETIMEDOUT);
 	t->joiner = NULL;
 	return t->state == FIBER_DONE ? 0 : rc;
 }

@@ -115,7 +115,7 @@ int runtime__fixed_release(int fd)
 		struct fd_release req = { .node.kind = INBOX_FD_RELEASE, .fd = fd, .waiter = f };
 		f->core->xparked++; /* another thread will resume it: no deadlock */
 		runtime__inbox_push(owner, &req.node);
-		runtime__suspend(f->core, runtime__ignore_interrupt, NULL);
+		runtime__suspend(f->core, BLOCK_CLOSE, runtime__ignore_interrupt, NULL);
 		f->core->xparked--;
 		return 0;
 	}

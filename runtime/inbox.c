@@ -129,6 +129,9 @@ static int handle(struct core *c, struct inbox_node *n)
 	case INBOX_FD_RELEASE:
 		runtime__fixed_release_here(c, n);
 		return 0;
+	case INBOX_DUMP:
+		runtime__dump_here(c, n);
+		return 0;
 	}
 	return 0;
 }
@@ -169,6 +172,9 @@ void runtime__inbox_discard(struct core *c)
 			break;
 		case INBOX_FD_RELEASE:
 			runtime__fixed_discard(n);
+			break;
+		case INBOX_DUMP:
+			runtime__dump_discard(n);
 			break;
 		case INBOX_WAKE:
 		case INBOX_SHUTDOWN:

@@ -171,6 +171,9 @@ void runtime__signals_release(void);
 int runtime__core_signals_enter(struct core *c);
 void runtime__core_signals_leave(struct core *c);
 void runtime__shutdown_signals_release(struct runtime *rt);
+int runtime__dump_signal_install(struct runtime *rt);
+void runtime__dump_signal_release(struct runtime *rt);
+void runtime__dump_signal_poll(struct core *c);
 
 /* ------------------------------------------------------------------ inbox */
 
@@ -182,6 +185,7 @@ enum inbox_kind {
 	INBOX_NAMED_START,  /* a named timer reached its core (named.c) */
 	INBOX_NAMED_CANCEL, /* a canceller won the race for a named timer */
 	INBOX_FD_RELEASE,   /* unregister a fixed file here (fixed.c) */
+	INBOX_DUMP,         /* write this core's part of a dump (debug.c) */
 };
 
 struct inbox_node {
@@ -212,6 +216,24 @@ enum fiber_state {
 	FIBER_DONE,
 };
 
+/* What a suspended fiber waits for (runtime_dump; names in debug.c). */
+enum block {
+	BLOCK_NONE,
+	BLOCK_IO,        /* wait_obj: its struct op */
+	BLOCK_STREAM,    /* a receive stream or listener: its struct mshot */
+	BLOCK_SLEEP,
+	BLOCK_PARK,
+	BLOCK_JOIN,
+	BLOCK_MUTEX,
+	BLOCK_COND,
+	BLOCK_WAITGROUP,
+	BLOCK_SEM,       /* a semaphore or resource pool */
+	BLOCK_CHAN,      /* send, receive or select */
+	BLOCK_OFFLOAD,
+	BLOCK_CLOSE,     /* a fixed file's release on its core */
+	BLOCK_KINDS
+};
+
 enum fiber_flags {
 	FIBER_CANCELLED = 1u << 0,
 	FIBER_JOINABLE  = 1u << 1, /* a handle is out: keep the stack after exit */
@@ -232,6 +254,7 @@ struct fiber {
 	struct core *core;
 	uint8_t state;
 	uint8_t flags;
+	uint8_t block;              /* enum block, while suspended */
 	int resume_res;             /* what the resumer handed over */
 	/* Called by cancel while suspended; must eventually resume the fiber.
 	 * NULL: cancel resumes the fiber at once with -ECANCELED. */
@@ -255,6 +278,8 @@ struct fiber {
 	struct inbox_node wake_node;/* for resumes from other threads */
 	int xwake_res;              /* their result, published by the push */
 	struct stack stack;
+	uint64_t block_since;       /* the core's clock when it suspended */
+	char name[RUNTIME_FIBER_NAME_MAX]; /* runtime_fiber_name_set */
 #ifdef RUNTIME_ASAN
 	void *asan_fake_stack;
 	const void *asan_bottom;
@@ -280,13 +305,15 @@ void runtime__fiber_trampoline(void);
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
 /* Suspend the running fiber until runtime__resume(); cancel calls
- * interrupt(f) meanwhile (NULL: cancel resumes with -ECANCELED). Returns
- * what the resumer handed over. */
-int runtime__suspend(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj);
+ * interrupt(f) meanwhile (NULL: cancel resumes with -ECANCELED). why and
+ * wait_obj say what it waits for (runtime_dump). Returns what the resumer
+ * handed over. */
+int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+                     void *wait_obj);
 /* Suspend until resumed or until deadline (NEVER: no limit), when the
  * result is timeout_res. */
-int runtime__suspend_until(struct core *c, void (*interrupt)(struct fiber *), void *wait_obj,
-                           uint64_t deadline, int timeout_res);
+int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+                           void *wait_obj, uint64_t deadline, int timeout_res);
 /* Make a suspended fiber of this core ready with res (no-op otherwise). */
 void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
@@ -444,6 +471,8 @@ struct op {
 	bool cancelling;            /* asked to stop: cancel until done */
 	bool cancel_in_flight;
 	bool cancellable;           /* false for close: cleanup must not fail */
+	uint8_t opcode;             /* its IORING_OP_, for runtime_dump */
+	int fd;                     /* its fd (or fixed-file index), likewise */
 	uint64_t deadline;          /* absolute ns, NEVER for none */
 	struct timer timer;         /* the deadline; once stopping, the next cancel */
 };
@@ -543,6 +572,16 @@ static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
 	                      (uint64_t)n, memory_order_relaxed);
 }
 
+/* What the stall detector (stall.c) reads of a core: written by the core
+ * at each switch, only when runtime_config.stall_ms is set. */
+struct stall_watch {
+	bool on;
+	_Atomic uint64_t switches;
+	_Atomic uint64_t fiber_id;  /* running now; 0: the core's loop */
+};
+
+static inline void stall_publish(struct core *c, const struct fiber *to);
+
 struct core {
 	struct runtime *rt;
 	unsigned index;
@@ -601,6 +640,8 @@ struct core {
 	unsigned nslabs, slab_cap;
 	void *altstack;
 	struct core_stats stats;
+	unsigned dump_seen;         /* the runtime's dump_gen last printed */
+	struct stall_watch watch;   /* published for the stall detector */
 };
 
 struct runtime {
@@ -620,7 +661,20 @@ struct runtime {
 	int signal_fd;              /* runtime_shutdown_on_signals, or -1 */
 	sigset_t signals_blocked;   /* what that call blocked, to unblock */
 	struct signalfd_siginfo signal_buf;
+	_Atomic unsigned dump_gen;  /* bumped by the dump signal */
+	struct stall_detector *stall;
 };
+
+static inline void stall_publish(struct core *c, const struct fiber *to)
+{
+	struct stall_watch *w = &c->watch;
+
+	atomic_store_explicit(&w->fiber_id, to->flags & FIBER_LOOP ? 0 : to->id,
+	                      memory_order_relaxed);
+	atomic_store_explicit(&w->switches,
+	                      atomic_load_explicit(&w->switches, memory_order_relaxed) + 1,
+	                      memory_order_release);
+}
 
 /* The core the calling thread runs, or NULL. initial-exec: a plain %fs
  * load instead of a __tls_get_addr call per access from the shared
@@ -679,7 +733,7 @@ static inline bool runtime__may_create_on(const struct core *c)
  * faster with one level fewer).
  */
 static inline __attribute__((always_inline)) int
-runtime__wait_suspend(struct wait *w, uint64_t deadline, bool cancellable)
+runtime__wait_suspend(struct wait *w, enum block why, uint64_t deadline, bool cancellable)
 {
 	struct core *c = w->fiber->core;
 
@@ -689,7 +743,7 @@ runtime__wait_suspend(struct wait *w, uint64_t deadline, bool cancellable)
 		runtime__timer_start(c, &w->timer, deadline);
 	}
 	c->xparked++; /* any thread may post, signal or send: no deadlock */
-	runtime__suspend(c, cancellable ? runtime__wait_interrupt : runtime__ignore_interrupt, w);
+	runtime__suspend(c, why, cancellable ? runtime__wait_interrupt : runtime__ignore_interrupt, w);
 	c->xparked--;
 	if (deadline != NEVER)
 		runtime__timer_stop(&w->timer);
@@ -724,6 +778,15 @@ int runtime__offload_init(struct runtime *rt);
 void runtime__offload_free(struct runtime *rt);
 int runtime__offload_start(struct runtime *rt);
 void runtime__offload_stop(struct runtime *rt);
+
+/* debug.c */
+void runtime__dump_here(struct core *c, struct inbox_node *n);
+void runtime__dump_discard(struct inbox_node *n);
+void runtime__dump_signalled(struct core *c);
+
+/* stall.c */
+int runtime__stall_start(struct runtime *rt);
+void runtime__stall_stop(struct runtime *rt);
 
 /* named.c */
 int runtime__named_init(struct runtime *rt);

@@ -176,10 +176,12 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 	if (runtime__fixed(c, fd))
 		sqe->flags |= IOSQE_FIXED_FILE;
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
+	op->opcode = sqe->opcode;
+	op->fd = sqe->fd;
 	op->pending = 1;
 	if (op->deadline != NEVER)
 		op_timer_start(c, op, op->deadline);
-	runtime__suspend(c, op_interrupt, op);
+	runtime__suspend(c, BLOCK_IO, op_interrupt, op);
 
 	int res = op->res;
 	if (res == -ECANCELED || res == -EINTR) {

@@ -124,6 +124,7 @@ static int core_loop(struct core *c)
 	while (!stopping(c->rt)) {
 		runtime__run_ready(c);
 		runtime__inbox_drain(c);
+		runtime__dump_signal_poll(c);
 		runtime__timers_run(c);
 		arm_signal_read(c);
 		bool block = false;
@@ -159,6 +160,7 @@ static int core_start(struct core *c)
 	c->loop.state = FIBER_RUNNING;
 	c->loop.core = c;
 	c->current = &c->loop;
+	c->now = runtime_now();
 #ifdef RUNTIME_TSAN
 	c->loop.tsan_fiber = __tsan_get_current_fiber();
 #endif
@@ -264,7 +266,11 @@ int runtime_run(struct runtime *rt)
 	atomic_store_explicit(&rt->running, true, memory_order_release);
 	int rc = runtime__offload_start(rt);
 	if (rc == 0) {
-		rc = run_cores(rt);
+		rc = runtime__stall_start(rt);
+		if (rc == 0) {
+			rc = run_cores(rt);
+			runtime__stall_stop(rt);
+		}
 		runtime__offload_stop(rt); /* every pool thread has exited */
 	}
 	if (rc < 0 && rc != -EDEADLK)

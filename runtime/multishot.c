@@ -98,9 +98,9 @@ int runtime__mshot_wait(struct mshot *m, struct fiber *f)
 
 	m->waiter = f;
 	if (f->deadline == NEVER)
-		rc = runtime__suspend(f->core, NULL, m);
+		rc = runtime__suspend(f->core, BLOCK_STREAM, NULL, m);
 	else
-		rc = runtime__suspend_until(f->core, NULL, m, f->deadline, -ETIMEDOUT);
+		rc = runtime__suspend_until(f->core, BLOCK_STREAM, NULL, m, f->deadline, -ETIMEDOUT);
 	m->waiter = NULL;
 	return rc;
 }

@@ -460,7 +460,7 @@ static int job_wait(struct job *j, uint64_t deadline, void **result)
 		runtime__timer_start(c, &ow.timer, deadline);
 	}
 	c->xparked++; /* a pool thread will resume it */
-	int rc = runtime__suspend(c, offload_interrupt, &ow);
+	int rc = runtime__suspend(c, BLOCK_OFFLOAD, offload_interrupt, &ow);
 	c->xparked--;
 	runtime__timer_stop(&ow.timer);
 	if (ow.outcome == JOB_ABANDONED)

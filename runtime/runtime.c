@@ -52,6 +52,9 @@ static int config_check(const struct runtime_config *cfg)
 	    cfg->offload_queue_max > RUNTIME_SEM_MAX ||
 	    (unsigned)cfg->offload_policy > RUNTIME_OFFLOAD_CALLER_RUNS)
 		return -EINVAL;
+	if (cfg->dump_signal < 0 || cfg->dump_signal >= NSIG || cfg->dump_signal == SIGKILL ||
+	    cfg->dump_signal == SIGSTOP || cfg->dump_signal == SIGSEGV)
+		return -EINVAL;
 	if (cfg->stream_buffers < 1 || cfg->stream_buffers > 32768 ||
 	    (cfg->stream_buffers & (cfg->stream_buffers - 1)) || cfg->stream_buffer_size < 1 ||
 	    cfg->stream_buffer_size > RUNTIME_MAX_STREAM_BUFFER_SIZE)
@@ -73,6 +76,7 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
 	c->shutdown_node.kind = INBOX_SHUTDOWN;
 	c->wake_fd = -1;
+	c->watch.on = rt->cfg.stall_ms != 0;
 }
 
 static int core_init(struct runtime *rt, struct core *c)
@@ -160,6 +164,8 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 		rc = runtime__named_init(rt);
 	if (rc >= 0)
 		rc = runtime__offload_init(rt);
+	if (rc >= 0)
+		rc = runtime__dump_signal_install(rt);
 	if (rc < 0) {
 		runtime_destroy(rt);
 		return rc;
@@ -172,6 +178,7 @@ void runtime_destroy(struct runtime *rt)
 {
 	if (!rt)
 		return;
+	runtime__dump_signal_release(rt);
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_discard(&rt->cores[i]);
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)

@@ -190,7 +190,7 @@ static int get_slow(struct runtime_sem *s, void **resource, uint64_t deadline)
 		return 0;
 	}
 	runtime__spin_unlock(&s->lock);
-	int rc = runtime__wait_suspend(&w, deadline, true);
+	int rc = runtime__wait_suspend(&w, BLOCK_SEM, deadline, true);
 	if (rc == 0)
 		*resource = x.data; /* handed over by a post */
 	return rc;

@@ -255,3 +255,74 @@ void runtime__shutdown_signals_release(struct runtime *rt)
 	if (runtime__on_owner_thread(rt))
 		pthread_sigmask(SIG_UNBLOCK, &rt->signals_blocked, NULL);
 }
+
+/* ------------------------------------------------------- the dump signal */
+
+/*
+ * runtime_config.dump_signal: a handler makes every core print its fibers
+ * (runtime__dump_signalled), from its loop. The handler only bumps the
+ * runtime's dump generation and writes each core's eventfd, both
+ * async-signal-safe; a core notices the new generation at its next loop
+ * turn. One runtime per process may have it (the handler finds it here).
+ */
+static struct runtime *_Atomic dump_rt;
+static struct sigaction previous_dump;
+
+static void on_dump_signal(int sig)
+{
+	struct runtime *rt = atomic_load(&dump_rt);
+	uint64_t one = 1;
+	int saved = errno;
+
+	(void)sig;
+	if (!rt)
+		return;
+	atomic_fetch_add(&rt->dump_gen, 1);
+	for (unsigned i = 0; i < rt->ncores; i++)
+		if (write(rt->cores[i].wake_fd, &one, sizeof(one)) < 0) {
+			/* the counter is full: the core is awake anyway */
+		}
+	errno = saved;
+}
+
+int runtime__dump_signal_install(struct runtime *rt)
+{
+	int sig = rt->cfg.dump_signal;
+	struct runtime *none = NULL;
+	struct sigaction sa;
+
+	if (!sig)
+		return 0;
+	if (!atomic_compare_exchange_strong(&dump_rt, &none, rt))
+		return -EBUSY;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_dump_signal;
+	sa.sa_flags = SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, &previous_dump) < 0) {
+		int rc = -errno;
+		atomic_store(&dump_rt, NULL);
+		return rc;
+	}
+	return 0;
+}
+
+/* runtime_destroy, before the eventfds close. */
+void runtime__dump_signal_release(struct runtime *rt)
+{
+	if (!rt->cfg.dump_signal || atomic_load(&dump_rt) != rt)
+		return;
+	sigaction(rt->cfg.dump_signal, &previous_dump, NULL);
+	atomic_store(&dump_rt, NULL);
+}
+
+/* Each loop turn: has the dump signal come since this core last looked? */
+void runtime__dump_signal_poll(struct core *c)
+{
+	unsigned gen = atomic_load_explicit(&c->rt->dump_gen, memory_order_relaxed);
+
+	if (unlikely(gen != c->dump_seen)) {
+		c->dump_seen = gen;
+		runtime__dump_signalled(c);
+	}
+}

@@ -64,7 +64,7 @@ static int mutex_wait(struct mutex *m, struct fiber *f, uint64_t deadline, bool 
 	runtime__wait_init(&w, &x, 1);
 	runtime__waitq_add(&m->q, &x);
 	runtime__spin_unlock(&m->lock);
-	return runtime__wait_suspend(&w, deadline, cancellable); /* 0: handed over */
+	return runtime__wait_suspend(&w, BLOCK_MUTEX, deadline, cancellable); /* 0: handed over */
 }
 
 static bool try_take(struct mutex *m, struct fiber *f)
@@ -162,7 +162,7 @@ int runtime_cond_wait(struct runtime_cond *cv, struct runtime_mutex *mu, int64_t
 	runtime__waitq_add(&c->q, &x);
 	runtime__spin_unlock(&c->lock);
 	runtime_mutex_unlock(mu);
-	rc = runtime__wait_suspend(&w, deadline, true);
+	rc = runtime__wait_suspend(&w, BLOCK_COND, deadline, true);
 	/* Whatever ended the wait, the mutex is held again on return. */
 	if (!try_take(m, f))
 		mutex_wait(m, f, NEVER, false);
@@ -260,5 +260,5 @@ int runtime_waitgroup_wait(struct runtime_waitgroup *wgp, int64_t timeout_ns)
 	if (zero)
 		runtime__waitq_remove(&wg->q, &x);
 	runtime__spin_unlock(&wg->lock);
-	return zero ? 0 : runtime__wait_suspend(&w, deadline, true);
+	return zero ? 0 : runtime__wait_suspend(&w, BLOCK_WAITGROUP, deadline, true);
 }

@@ -135,7 +135,9 @@ bool runtime__timer_stop(struct timer *t)
 }
 
 /* The loop's timer phase: callbacks queued by cancels, then every timer
- * that is due by the clock, read once for the turn. */
+ * that is due by the clock, read once for the turn (also when no timer is
+ * armed: it dates the waits that begin in the next run phase, for
+ * runtime_dump). */
 void runtime__timers_run(struct core *c)
 {
 	for (struct qnode *n; (n = queue_pop(&c->timer_done));) {
@@ -143,8 +145,6 @@ void runtime__timers_run(struct core *c)
 		t->state = TIMER_IDLE;
 		t->fire(t, (enum runtime_timer_why)t->why);
 	}
-	if (!c->timers.len)
-		return;
 	c->now = runtime_now();
 	while (c->timers.len && c->timers.slot[0].deadline <= c->now) {
 		struct timer *t = c->timers.slot[0].t;
@@ -226,8 +226,8 @@ int runtime_sleep(uint64_t ns)
 		return rc;
 	uint64_t end = deadline_add(runtime_now(), ns);
 	if (f->deadline < end)
-		return runtime__suspend_until(f->core, NULL, NULL, f->deadline, -ETIMEDOUT);
-	return runtime__suspend_until(f->core, NULL, NULL, end, 0);
+		return runtime__suspend_until(f->core, BLOCK_SLEEP, NULL, NULL, f->deadline, -ETIMEDOUT);
+	return runtime__suspend_until(f->core, BLOCK_SLEEP, NULL, NULL, end, 0);
 }
 
 /* -------------------------------------------------------- public timers */
