@@ -30,6 +30,16 @@
  *    lost or leaked; the next blocking call reports the cancel.
  *  - Delays and timeouts saturate: one so long that now + delay would
  *    overflow means "never", not "at once".
+ *  - Misuse - a blocking call outside a fiber, a double join, a handle
+ *    used after join, a call from the wrong thread or core, unlocking a
+ *    mutex the caller does not hold, starting an armed timer, destroying
+ *    a running runtime - returns its error and is reported on stderr
+ *    ("runtime: misuse: <function>: <what>"; the first 10 reports of the
+ *    process). With RUNTIME_MISUSE=abort in the environment it aborts
+ *    instead, for a debugger or core dump. A library configured with
+ *    --enable-debug also checks the timer heap on every loop turn (a
+ *    timer's storage overwritten or freed while armed) and turns the stall
+ *    detector on (runtime_config.stall_ms).
  *
  * What the runtime changes in the process (and gives back):
  *  - SIGSEGV: from the first runtime_create to the last runtime_destroy, a
@@ -78,6 +88,7 @@ struct runtime_fiber;  /* opaque: a join handle */
 #define RUNTIME_DEFAULT_RUN_BUDGET 64u
 #define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
 #define RUNTIME_MAX_CORES 1024u
+#define RUNTIME_DEBUG_STALL_MS 100u
 #define RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS 8u
 #define RUNTIME_DEFAULT_OFFLOAD_IDLE_MS 10000u
 #define RUNTIME_DEFAULT_OFFLOAD_QUEUE_MAX 1024u
@@ -151,10 +162,14 @@ struct runtime_config {
 	                           per process (else -EBUSY); default 0 */
 	unsigned stall_ms;      /* nonzero: a fiber that runs this many ms
 	                           without giving up the CPU is reported on
-	                           stderr (fiber id, core, how long), once per
-	                           stall and at most 4 times a minute, by a
-	                           watcher thread that runs with runtime_run;
-	                           default 0: no thread, and no cost */
+	                           stderr (fiber id, core, how long, and the
+	                           system call its thread is blocked in, if
+	                           any: a blocking libc call made from a fiber
+	                           shows here), once per stall and at most 4
+	                           times a minute, by a watcher thread that
+	                           runs with runtime_run; default 0: no thread
+	                           and no cost (a library built with
+	                           --enable-debug: RUNTIME_DEBUG_STALL_MS) */
 };
 
 /* Fill *cfg with the defaults above. Any thread. */
@@ -217,7 +232,8 @@ RUNTIME_API void runtime_shutdown(struct runtime *rt);
 RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
 
 /* Free the runtime. Only after runtime_run() has returned (or never ran),
- * with no other thread still using it. Fibers that never ran are discarded
+ * with no other thread still using it (while it runs, or from its own
+ * fiber, destroy is refused as misuse and frees nothing). Fibers that never ran are discarded
  * unrun; timers that never completed complete here, with
  * RUNTIME_TIMER_SHUTDOWN, on the calling thread. */
 RUNTIME_API void runtime_destroy(struct runtime *rt);

@@ -139,7 +139,7 @@ static int can_wait(int64_t timeout_ns, uint64_t *deadline)
 	if (timeout_ns == 0)
 		return -EAGAIN;
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	return runtime__wait_begin(f, timeout_ns, deadline);
 }
 
@@ -175,7 +175,7 @@ int runtime_chan_send(struct runtime_chan *ch, const void *elem, int64_t timeout
 	if (!ch || !elem)
 		return -EINVAL;
 	if (timeout_ns != 0 && !this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	return chan_op(&op, timeout_ns);
 }
 
@@ -186,7 +186,7 @@ int runtime_chan_recv(struct runtime_chan *ch, void *elem, int64_t timeout_ns)
 	if (!ch || !elem)
 		return -EINVAL;
 	if (timeout_ns != 0 && !this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	return chan_op(&op, timeout_ns);
 }
 
@@ -320,7 +320,7 @@ int runtime_chan_select(struct runtime_chan_op *ops, size_t n, int64_t timeout_n
 	if (rc)
 		return rc;
 	if (timeout_ns != 0 && !this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	int allowed = can_wait(timeout_ns, &deadline);
 	size_t m = lock_order(ops, n, chans);
 	lock_all(chans, m);

@@ -279,3 +279,21 @@ void runtime__dump_signalled(struct core *c)
 		free(text);
 	}
 }
+
+/* ----------------------------------------------------------------- misuse */
+
+#define MISUSE_REPORTS 10 /* then quiet: a misuse in a loop must not flood */
+
+int runtime__misuse(int rc, const char *fn, const char *what)
+{
+	static _Atomic unsigned reports;
+	const char *mode = getenv("RUNTIME_MISUSE");
+	unsigned n = atomic_fetch_add_explicit(&reports, 1, memory_order_relaxed);
+
+	if (n < MISUSE_REPORTS || (mode && strcmp(mode, "abort") == 0))
+		fprintf(stderr, "runtime: misuse: %s: %s%s\n", fn, what,
+		        n == MISUSE_REPORTS - 1 ? " (further misuse reports are not printed)" : "");
+	if (mode && strcmp(mode, "abort") == 0)
+		abort();
+	return rc;
+}

@@ -264,14 +264,17 @@ static int cancel_pending(const struct fiber *f)
 	return 0;
 }
 
-/* Every blocking call's entry: the calling fiber in *out, or -EPERM
- * outside fiber context, -ECANCELED or -ETIMEDOUT if it may not block. */
-int runtime__blocking_begin(struct fiber **out)
+/* Every blocking call's entry (fn: its name): the calling fiber in *out,
+ * or -EPERM outside fiber context, -ECANCELED or -ETIMEDOUT if it may not
+ * block. */
+int runtime__blocking_begin(struct fiber **out, const char *fn)
 {
 	struct fiber *f = this_fiber();
 
 	*out = f;
-	return unlikely(!f) ? -EPERM : cancel_pending(f);
+	if (unlikely(!f))
+		return runtime__misuse(-EPERM, fn, MISUSE_OUTSIDE_FIBER);
+	return cancel_pending(f);
 }
 
 /* ----------------------------------------------------------- park/unpark */
@@ -285,7 +288,7 @@ static void park_interrupt(struct fiber *f)
 int runtime_park(int64_t timeout_ns)
 {
 	struct fiber *f;
-	int rc = runtime__blocking_begin(&f);
+	int rc = runtime__blocking_begin(&f, __func__);
 
 	if (rc)
 		return rc;
@@ -481,16 +484,18 @@ int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **handle,
 /* The fiber a handle names, for a call that must be made on its core (or
  * by the owner thread while nothing runs): -EINVAL for NULL, -ESRCH if it
  * names no fiber (ended and released), -EPERM from another thread. */
-static int resolve_here(const struct runtime_fiber *handle, struct fiber **out)
+static int resolve_here(const struct runtime_fiber *handle, struct fiber **out, const char *fn,
+                        bool stale_is_misuse)
 {
 	struct handle_ref ref;
 
 	if (!handle)
 		return -EINVAL;
 	if (!handle_resolve(handle, &ref))
-		return -ESRCH;
+		return stale_is_misuse ? runtime__misuse(-ESRCH, fn, "the handle names no fiber: "
+		                                         "joined or detached already") : -ESRCH;
 	if (!runtime__may_create_on(ref.core))
-		return -EPERM;
+		return runtime__misuse(-EPERM, fn, MISUSE_OTHER_CORE);
 	*out = ref.fiber;
 	return 0;
 }
@@ -518,14 +523,14 @@ int runtime_fiber_join(struct runtime_fiber *handle, void **result)
 	struct fiber *t;
 
 	if (!self)
-		return -EPERM;
-	int rc = resolve_here(handle, &t);
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
+	int rc = resolve_here(handle, &t, __func__, true);
 	if (rc)
 		return rc;
 	if (t == self)
-		return -EDEADLK;
+		return runtime__misuse(-EDEADLK, __func__, "a fiber cannot join itself");
 	if (!(t->flags & FIBER_JOINABLE) || t->joiner)
-		return -EINVAL;
+		return runtime__misuse(-EINVAL, __func__, MISUSE_NOT_JOINABLE);
 	if (t->state != FIBER_DONE && (rc = join_wait(self, t)))
 		return rc;
 	if (result)
@@ -537,12 +542,12 @@ int runtime_fiber_join(struct runtime_fiber *handle, void **result)
 int runtime_fiber_detach(struct runtime_fiber *handle)
 {
 	struct fiber *t;
-	int rc = resolve_here(handle, &t);
+	int rc = resolve_here(handle, &t, __func__, true);
 
 	if (rc)
 		return rc;
 	if (!(t->flags & FIBER_JOINABLE) || t->joiner)
-		return -EINVAL;
+		return runtime__misuse(-EINVAL, __func__, MISUSE_NOT_JOINABLE);
 	if (t->state == FIBER_DONE)
 		runtime__fiber_release(t->core, t);
 	else
@@ -564,7 +569,7 @@ void runtime__fiber_cancel(struct fiber *f)
 int runtime_fiber_cancel(struct runtime_fiber *handle)
 {
 	struct fiber *f;
-	int rc = resolve_here(handle, &f);
+	int rc = resolve_here(handle, &f, __func__, false); /* it ended: a race */
 
 	if (rc)
 		return rc;
@@ -612,7 +617,7 @@ int runtime_yield(void)
 	struct fiber *f = this_fiber();
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (f->flags & FIBER_CANCELLED)
 		return -ECANCELED;
 	make_ready(f->core, f);

@@ -319,7 +319,7 @@ void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
 void runtime__resume_from_anywhere(struct fiber *f, int res);
 void runtime__ignore_interrupt(struct fiber *f);
-int runtime__blocking_begin(struct fiber **out);
+int runtime__blocking_begin(struct fiber **out, const char *fn);
 int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg);
 int runtime__fiber_spawn_with_exit(struct core *c, void (*fn)(void *), void *arg,
                                    void (*on_exit)(void *ctx), void *ctx);
@@ -576,6 +576,7 @@ static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
  * at each switch, only when runtime_config.stall_ms is set. */
 struct stall_watch {
 	bool on;
+	_Atomic int tid;            /* the core's thread, while it runs */
 	_Atomic uint64_t switches;
 	_Atomic uint64_t fiber_id;  /* running now; 0: the core's loop */
 };
@@ -783,6 +784,17 @@ void runtime__offload_stop(struct runtime *rt);
 void runtime__dump_here(struct core *c, struct inbox_node *n);
 void runtime__dump_discard(struct inbox_node *n);
 void runtime__dump_signalled(struct core *c);
+
+/* A call the program should never make (a double join, a blocking call
+ * outside a fiber...): reported on stderr with the function's name, the
+ * first few times, or abort() if the environment has RUNTIME_MISUSE=abort.
+ * Returns rc, the error the call gives. */
+int runtime__misuse(int rc, const char *fn, const char *what) __attribute__((cold));
+#define MISUSE_OUTSIDE_FIBER "called outside a fiber: it needs fiber context"
+#define MISUSE_OUTSIDE_CORE "called from a thread that is none of the runtime's cores"
+#define MISUSE_NOT_JOINABLE "the fiber is not joinable (detached, or spawned so) or " \
+	"another fiber joins it already"
+#define MISUSE_OTHER_CORE "called from another core than the one it belongs to"
 
 /* stall.c */
 int runtime__stall_start(struct runtime *rt);

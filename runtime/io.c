@@ -51,11 +51,11 @@ static unsigned rw_len(size_t len)
  * own (absolute ns, NEVER for none; the fiber's deadline applies too).
  * Returns its SQE, or NULL with op->res set when the call must fail at once.
  */
-static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline)
+static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline, const char *fn)
 {
 	struct fiber *f;
 
-	op->res = runtime__blocking_begin(&f);
+	op->res = runtime__blocking_begin(&f, fn);
 	op->fiber = f;
 	if (unlikely(op->res))
 		return NULL;
@@ -195,7 +195,7 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 
 #define OP_START(op, sqe, deadline)                       \
 	struct op op;                                     \
-	struct io_uring_sqe *sqe = op_begin(&op, deadline); \
+	struct io_uring_sqe *sqe = op_begin(&op, deadline, __func__); \
 	if (unlikely(!sqe))                               \
 		return op.res
 

@@ -120,7 +120,7 @@ int runtime_listener_open(struct runtime_listener **out, int fd, int flags)
 	if (flags & ~(SOCK_NONBLOCK | SOCK_CLOEXEC))
 		return -EINVAL;
 	if (!this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (fd < 0)
 		return -EBADF;
 	struct runtime_listener *l = calloc(1, sizeof(*l));
@@ -147,14 +147,15 @@ static int hand_out(struct runtime_listener *l)
 int runtime_listener_accept(struct runtime_listener *l)
 {
 	struct fiber *f;
-	int rc = runtime__blocking_begin(&f);
+	int rc = runtime__blocking_begin(&f, __func__);
 
 	if (!l)
 		return -EINVAL;
 	if (rc)
 		return rc;
 	if (l->m.core != f->core || l->m.closed || l->m.waiter)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
+		                       "closed, or another fiber accepts on it");
 	for (;;) {
 		if (l->len)
 			return hand_out(l);
@@ -180,7 +181,7 @@ int runtime_listener_close(struct runtime_listener *l)
 	if (!l)
 		return 0;
 	if (l->m.core != this_core())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
 	if (l->m.waiter)
 		return -EBUSY;
 	while (l->len)

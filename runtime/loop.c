@@ -161,6 +161,7 @@ static int core_start(struct core *c)
 	c->loop.core = c;
 	c->current = &c->loop;
 	c->now = runtime_now();
+	atomic_store_explicit(&c->watch.tid, gettid(), memory_order_relaxed);
 #ifdef RUNTIME_TSAN
 	c->loop.tsan_fiber = __tsan_get_current_fiber();
 #endif
@@ -251,9 +252,11 @@ int runtime_run(struct runtime *rt)
 	if (!rt)
 		return -EINVAL;
 	if (runtime__is_running(rt) || this_core())
-		return -EBUSY;
+		return runtime__misuse(-EBUSY, __func__, "the runtime runs already, or the caller "
+		                       "is a fiber or callback of a runtime");
 	if (!runtime__on_owner_thread(rt))
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, "only the thread that created the "
+		                       "runtime runs it");
 	if (rt->failed)
 		return rt->failed;
 	if (atomic_load(&rt->work) == 0)

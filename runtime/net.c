@@ -117,7 +117,7 @@ int runtime_tcp_connect(const char *host, uint16_t port)
 	socklen_t len;
 
 	if (!this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (parse_addr(host, port, &ss, &len) == 0)
 		return connect_to((struct sockaddr *)&ss, len);
 	if (!host || strchr(host, ':'))

@@ -506,7 +506,7 @@ int runtime_offload(void *(*fn)(void *), void *arg, void **result,
                     runtime_offload_cleanup_fn *cleanup)
 {
 	struct fiber *f;
-	int rc = runtime__blocking_begin(&f);
+	int rc = runtime__blocking_begin(&f, __func__);
 
 	if (rc)
 		return f ? given_up(rc, arg, cleanup) : rc;

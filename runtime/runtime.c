@@ -28,6 +28,9 @@ void runtime_config_init(struct runtime_config *cfg)
 	cfg->offload_policy = RUNTIME_OFFLOAD_BLOCK;
 	cfg->stream_buffers = RUNTIME_DEFAULT_STREAM_BUFFERS;
 	cfg->stream_buffer_size = RUNTIME_DEFAULT_STREAM_BUFFER_SIZE;
+#ifdef RUNTIME_DEBUG
+	cfg->stall_ms = RUNTIME_DEBUG_STALL_MS; /* a blocking call shows at once */
+#endif
 }
 
 static unsigned online_cpus(void)
@@ -178,6 +181,11 @@ void runtime_destroy(struct runtime *rt)
 {
 	if (!rt)
 		return;
+	if (runtime__is_running(rt) || (this_core() && this_core()->rt == rt)) {
+		runtime__misuse(0, __func__, "the runtime is still running: shut it down and "
+		                "destroy it after runtime_run returns (not destroyed)");
+		return;
+	}
 	runtime__dump_signal_release(rt);
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_discard(&rt->cores[i]);

@@ -202,7 +202,7 @@ int runtime_sem_get(struct runtime_sem *s, void **resource, int64_t timeout_ns)
 	void *r = NULL;
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!s)
 		return -EINVAL;
 	if (take_token(s)) {
@@ -338,7 +338,7 @@ static int limited_spawn(struct runtime_limiter *l, void (*fn)(void *), void *ar
 static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void *))
 {
 	if (!this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!l || !fn)
 		return -EINVAL;
 	if (runtime__is_shutting_down(this_core()->rt))

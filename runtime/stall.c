@@ -8,7 +8,9 @@
  * A watcher thread, started with each run, samples every core's switch
  * count (stall_publish, at each context switch) twice per threshold. A
  * count that has not moved for the threshold while a fiber (not the loop)
- * runs is a stall; each one is reported once, and at most
+ * runs is a stall; each one is reported once (with the system call the
+ * thread is blocked in, if any: a blocking libc call made from a fiber
+ * shows up here, however deep in a library), and at most
  * STALL_REPORTS_PER_MIN reports a minute are printed (the rest counted).
  * When stall_ms is 0 nothing starts and a switch pays one predictable
  * branch.
@@ -17,6 +19,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 #define STALL_REPORTS_PER_MIN 4
@@ -40,6 +43,54 @@ struct stall_detector {
 	struct stall_seen seen[];
 };
 
+/* Blocking calls a fiber should have made through the runtime. An
+ * interrupted sleep or wait shows as restart_syscall: io_uring's task work
+ * interrupts a core thread's syscalls, which the kernel then restarts. */
+static const char *syscall_name(long nr)
+{
+	static const struct { long nr; const char *name; } known[] = {
+		{ SYS_read, "read" }, { SYS_write, "write" }, { SYS_readv, "readv" },
+		{ SYS_writev, "writev" }, { SYS_pread64, "pread" }, { SYS_pwrite64, "pwrite" },
+		{ SYS_recvfrom, "recv" }, { SYS_sendto, "send" }, { SYS_recvmsg, "recvmsg" },
+		{ SYS_sendmsg, "sendmsg" }, { SYS_accept4, "accept" }, { SYS_connect, "connect" },
+		{ SYS_ppoll, "poll" }, { SYS_pselect6, "select" }, { SYS_epoll_pwait, "epoll_wait" },
+		{ SYS_nanosleep, "nanosleep" }, { SYS_clock_nanosleep, "clock_nanosleep" },
+		{ SYS_futex, "futex (a lock or condition variable)" }, { SYS_openat, "open" },
+		{ SYS_fsync, "fsync" }, { SYS_wait4, "wait" },
+		{ SYS_restart_syscall, "a restarted sleep or wait" },
+#ifdef SYS_poll
+		{ SYS_poll, "poll" }, { SYS_select, "select" }, { SYS_accept, "accept" },
+		{ SYS_epoll_wait, "epoll_wait" },
+#endif
+	};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+		if (known[i].nr == nr)
+			return known[i].name;
+	return NULL;
+}
+
+/* ", blocked in read(2)" if the core's thread sits in a system call now
+ * (/proc/self/task/TID/syscall: its number, or "running"), else "". */
+static void blocked_in(int tid, char *out, size_t cap)
+{
+	char path[64];
+	long nr = -1;
+
+	*out = '\0';
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fscanf(f, "%ld", &nr) != 1)
+		nr = -1;
+	fclose(f);
+	const char *name = nr >= 0 ? syscall_name(nr) : NULL;
+	if (name)
+		snprintf(out, cap, ", blocked in %s: a blocking call on a core thread", name);
+	else if (nr >= 0)
+		snprintf(out, cap, ", blocked in system call %ld", nr);
+}
+
 static void report(struct stall_detector *d, unsigned core, uint64_t id, uint64_t ns, uint64_t now)
 {
 	if (now - d->window_start >= MINUTE_NS) {
@@ -54,8 +105,10 @@ static void report(struct stall_detector *d, unsigned core, uint64_t id, uint64_
 		return;
 	}
 	d->window_reports++;
-	fprintf(stderr, "runtime: stall: fiber %llu on core %u has run %llu ms without yielding\n",
-	        (unsigned long long)id, core, (unsigned long long)(ns / 1000000));
+	char why[96];
+	blocked_in(atomic_load(&d->rt->cores[core].watch.tid), why, sizeof(why));
+	fprintf(stderr, "runtime: stall: fiber %llu on core %u has run %llu ms without yielding%s\n",
+	        (unsigned long long)id, core, (unsigned long long)(ns / 1000000), why);
 }
 
 static void check_core(struct stall_detector *d, unsigned i, uint64_t now, uint64_t limit)

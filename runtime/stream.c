@@ -278,7 +278,7 @@ int runtime_stream_open(struct runtime_stream **out, int fd)
 		return -EINVAL;
 	*out = NULL;
 	if (!this_fiber())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (fd < 0)
 		return -EBADF;
 	struct runtime_stream *s = calloc(1, sizeof(*s));
@@ -307,14 +307,15 @@ static bool use_multishot(struct runtime_stream *s)
 ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 {
 	struct fiber *f;
-	int rc = runtime__blocking_begin(&f);
+	int rc = runtime__blocking_begin(&f, __func__);
 
 	if (!s || (!buf && len))
 		return -EINVAL;
 	if (rc)
 		return rc;
 	if (s->m.core != f->core || s->m.closed || s->m.waiter)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
+		                       "closed, or another fiber reads it");
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
@@ -341,7 +342,7 @@ int runtime_stream_close(struct runtime_stream *s)
 	if (!s)
 		return 0;
 	if (s->m.core != this_core())
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
 	if (s->m.waiter)
 		return -EBUSY; /* another fiber is reading it */
 	give_back_all(pool_of(s->m.core), s);

@@ -80,7 +80,7 @@ int runtime_mutex_lock(struct runtime_mutex *mu, int64_t timeout_ns)
 	struct fiber *f = this_fiber();
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!m)
 		return -EINVAL;
 	if (try_take(m, f))
@@ -98,7 +98,7 @@ int runtime_mutex_trylock(struct runtime_mutex *mu)
 	struct fiber *f = this_fiber();
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!m)
 		return -EINVAL;
 	return try_take(m, f) ? 0 : -EBUSY;
@@ -130,7 +130,8 @@ int runtime_mutex_unlock(struct runtime_mutex *mu)
 	                                                   memory_order_release,
 	                                                   memory_order_relaxed)) {
 		if (!f || (held & ~CONTENDED) != owner_of(f))
-			return -EPERM; /* not held by the caller */
+			return runtime__misuse(-EPERM, __func__,
+			                       "the mutex is not held by the calling fiber");
 		unlock_slow(m);
 	}
 	return 0;
@@ -147,11 +148,12 @@ int runtime_cond_wait(struct runtime_cond *cv, struct runtime_mutex *mu, int64_t
 	struct waiter x;
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!c || !m)
 		return -EINVAL;
 	if ((atomic_load_explicit(&m->state, memory_order_relaxed) & ~CONTENDED) != owner_of(f))
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__,
+		                       "the mutex is not held by the calling fiber");
 	uint64_t deadline;
 	int rc = runtime__wait_begin(f, timeout_ns, &deadline);
 	if (rc)
@@ -242,7 +244,7 @@ int runtime_waitgroup_wait(struct runtime_waitgroup *wgp, int64_t timeout_ns)
 	struct waiter x;
 
 	if (!f)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (!wg)
 		return -EINVAL;
 	if (atomic_load(&wg->count) == 0)

@@ -134,6 +134,29 @@ bool runtime__timer_stop(struct timer *t)
 	return true;
 }
 
+#ifdef RUNTIME_DEBUG
+/* --enable-debug: every armed timer still says it is armed, where. A
+ * mismatch means its storage was freed, reused or overwritten while armed,
+ * and the heap can no longer be trusted: abort with the reason. */
+static void heap_check(const struct timer_heap *h)
+{
+	for (uint32_t i = 0; i < h->len; i++) {
+		const struct timer *t = h->slot[i].t;
+		if (t->heap_index != i || t->state != TIMER_ARMED ||
+		    t->deadline != h->slot[i].deadline) {
+			setenv("RUNTIME_MISUSE", "abort", 1);
+			runtime__misuse(-EFAULT, "timer heap check", "a timer's storage was freed, "
+			                "reused or overwritten while it was armed");
+		}
+	}
+}
+#else
+static inline void heap_check(const struct timer_heap *h)
+{
+	(void)h;
+}
+#endif
+
 /* The loop's timer phase: callbacks queued by cancels, then every timer
  * that is due by the clock, read once for the turn (also when no timer is
  * armed: it dates the waits that begin in the next run phase, for
@@ -145,6 +168,7 @@ void runtime__timers_run(struct core *c)
 		t->state = TIMER_IDLE;
 		t->fire(t, (enum runtime_timer_why)t->why);
 	}
+	heap_check(&c->timers);
 	c->now = runtime_now();
 	while (c->timers.len && c->timers.slot[0].deadline <= c->now) {
 		struct timer *t = c->timers.slot[0].t;
@@ -220,7 +244,7 @@ void runtime__timers_free(struct core *c)
 int runtime_sleep(uint64_t ns)
 {
 	struct fiber *f;
-	int rc = runtime__blocking_begin(&f);
+	int rc = runtime__blocking_begin(&f, __func__);
 
 	if (rc)
 		return rc;
@@ -246,11 +270,12 @@ int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
 	struct timer *t = (struct timer *)timer;
 
 	if (!c)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_CORE);
 	if (!t || !fn)
 		return -EINVAL;
 	if (t->state != TIMER_IDLE)
-		return -EBUSY;
+		return runtime__misuse(-EBUSY, __func__, "the timer is armed: its storage is "
+		                       "in use until it fires or is cancelled");
 	if (runtime__is_shutting_down(c->rt))
 		return -ESHUTDOWN;
 	t->fire = user_timer_fire;
@@ -271,7 +296,7 @@ int runtime_timer_cancel(struct runtime_timer *timer)
 	if (t->state != TIMER_ARMED)
 		return -EALREADY;
 	if (this_core() != t->core)
-		return -EPERM;
+		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
 	runtime__timer_stop(t);
 	t->state = TIMER_ENDING;
 	t->why = RUNTIME_TIMER_CANCELLED;

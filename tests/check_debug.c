@@ -428,6 +428,159 @@ START_TEST(test_stall_not_for_yielding_fiber)
 }
 END_TEST
 
+/* A blocking libc call inside a fiber stalls its core: the report names
+ * the system call the thread sits in. */
+static void sleeps_in_libc(void *arg)
+{
+	(void)arg;
+	usleep(400 * 1000);
+}
+
+START_TEST(test_stall_names_blocking_call)
+{
+	struct runtime_config cfg;
+	FILE *err = capture_stderr();
+
+	runtime_config_init(&cfg);
+	cfg.stall_ms = 50;
+	ck_assert_int_eq(run_fiber(&cfg, sleeps_in_libc, NULL), 0);
+	const char *text = slurp(err);
+	ck_assert_msg(strstr(text, "without yielding, blocked in ") &&
+	              strstr(text, "sleep") && strstr(text, ": a blocking call on a core thread\n"),
+	              "%s", text);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- misuse */
+
+static void *ends_at_once(void *arg)
+{
+	return arg;
+}
+
+static void timer_noop(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	(void)t, (void)arg, (void)why;
+}
+
+/* Each misuse returns its error and says what was wrong, naming the call. */
+static void misuses(void *arg)
+{
+	struct runtime_fiber *f = start(ends_at_once, NULL);
+	struct runtime_mutex mu = RUNTIME_MUTEX_INIT;
+	static struct runtime_timer t; /* its cancel callback runs after we end */
+
+	(void)arg;
+	ck_assert_int_eq(join(f), 0);
+	ck_assert_int_eq(runtime_fiber_join(f, NULL), -ESRCH);
+	ck_assert_int_eq(runtime_fiber_detach(f), -ESRCH);
+	ck_assert_int_eq(runtime_fiber_join(runtime_fiber_self(), NULL), -EDEADLK);
+	ck_assert_int_eq(runtime_mutex_unlock(&mu), -EPERM);
+	ck_assert_int_eq(runtime_timer_start(&t, UINT64_MAX, timer_noop, NULL), 0);
+	ck_assert_int_eq(runtime_timer_start(&t, UINT64_MAX, timer_noop, NULL), -EBUSY);
+	ck_assert_int_eq(runtime_timer_cancel(&t), 0);
+	runtime_destroy(runtime_current()); /* refused: it runs */
+}
+
+static const char *const misuse_lines[] = {
+	"runtime: misuse: runtime_sleep: called outside a fiber",
+	"runtime: misuse: runtime_read: called outside a fiber",
+	"runtime: misuse: runtime_fiber_join: the handle names no fiber: joined or detached",
+	"runtime: misuse: runtime_fiber_detach: the handle names no fiber",
+	"runtime: misuse: runtime_fiber_join: a fiber cannot join itself",
+	"runtime: misuse: runtime_mutex_unlock: the mutex is not held by the calling fiber",
+	"runtime: misuse: runtime_timer_start: the timer is armed",
+	"runtime: misuse: runtime_destroy: the runtime is still running",
+};
+
+START_TEST(test_misuse_reported)
+{
+	FILE *err = capture_stderr();
+	char c;
+
+	ck_assert_int_eq(runtime_sleep(1), -EPERM);
+	ck_assert_int_eq(runtime_read(0, &c, 1), -EPERM);
+	ck_assert_int_eq(run_fiber(NULL, misuses, NULL), 0);
+	const char *text = slurp(err);
+	for (size_t i = 0; i < sizeof(misuse_lines) / sizeof(misuse_lines[0]); i++)
+		ck_assert_msg(strstr(text, misuse_lines[i]), "no \"%s\" in:\n%s", misuse_lines[i], text);
+}
+END_TEST
+
+static void *run_elsewhere(void *arg)
+{
+	return (void *)(intptr_t)runtime_run(arg);
+}
+
+/* Only the creating thread runs a runtime; a misuse in a loop prints ten
+ * reports, then stays quiet. */
+START_TEST(test_misuse_wrong_thread_and_quiet)
+{
+	FILE *err = capture_stderr();
+	struct runtime *rt;
+	pthread_t th;
+	void *res;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, run_elsewhere, rt), 0);
+	pthread_join(th, &res);
+	ck_assert_int_eq((intptr_t)res, -EPERM);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(runtime_yield(), -EPERM);
+	runtime_destroy(rt);
+	const char *text = slurp(err);
+	ck_assert_msg(strstr(text, "runtime_run: only the thread that created the runtime runs it"),
+	              "%s", text);
+	ck_assert_uint_eq(count(text, "runtime: misuse: "), 10);
+	ck_assert_uint_eq(count(text, "(further misuse reports are not printed)"), 1);
+}
+END_TEST
+
+/* RUNTIME_MISUSE=abort stops the program at the first misuse, for a
+ * debugger or a core dump to show where it came from. */
+START_TEST(test_misuse_abort)
+{
+	setenv("RUNTIME_MISUSE", "abort", 1);
+	runtime_sleep(1);
+}
+END_TEST
+
+/* ------------------------------------------------------------ debug build */
+
+/* --enable-debug turns the stall detector on; a plain build leaves it off
+ * (the ASan build of ./build.sh check is the debug one). */
+START_TEST(test_debug_defaults)
+{
+	struct runtime_config cfg;
+	runtime_config_init(&cfg);
+#ifdef RUNTIME_DEBUG
+	ck_assert_uint_eq(cfg.stall_ms, RUNTIME_DEBUG_STALL_MS);
+#else
+	ck_assert_uint_eq(cfg.stall_ms, 0);
+#endif
+}
+END_TEST
+
+#ifdef RUNTIME_DEBUG
+/* An armed timer's storage overwritten: the next loop turn's heap check
+ * aborts with the reason instead of corrupting the heap. */
+static void overwrite_armed(void *arg)
+{
+	static struct runtime_timer t;
+
+	(void)arg;
+	ck_assert_int_eq(runtime_timer_start(&t, 1000 * MS, timer_noop, NULL), 0);
+	memset(&t, 0xa5, sizeof(t));
+	runtime_sleep(MS);
+}
+
+START_TEST(test_debug_timer_overwritten)
+{
+	run_fiber(NULL, overwrite_armed, NULL);
+}
+END_TEST
+#endif
+
 static Suite *debug_suite(void)
 {
 	Suite *s = suite_create("debug");
@@ -442,6 +595,14 @@ static Suite *debug_suite(void)
 	tcase_add_test(tc, test_dump_signal);
 	tcase_add_test(tc, test_stall_reported);
 	tcase_add_test(tc, test_stall_not_for_yielding_fiber);
+	tcase_add_test(tc, test_stall_names_blocking_call);
+	tcase_add_test(tc, test_misuse_reported);
+	tcase_add_test(tc, test_misuse_wrong_thread_and_quiet);
+	tcase_add_test_raise_signal(tc, test_misuse_abort, SIGABRT);
+	tcase_add_test(tc, test_debug_defaults);
+#ifdef RUNTIME_DEBUG
+	tcase_add_test_raise_signal(tc, test_debug_timer_overwritten, SIGABRT);
+#endif
 	suite_add_tcase(s, tc);
 	return s;
 }
