@@ -80,7 +80,7 @@ check)
 	# shellcheck disable=SC2086 # a list of words
 	install_missing $check_packages
 	run_checks build
-	run_checks build-asan --enable-sanitizers --enable-debug
+	run_checks build-asan --enable-sanitizers --enable-debug --enable-fault-injection
 	run_checks build-tsan --enable-tsan
 	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
 		{ echo "build.sh: make distcheck failed" >&2; exit 1; }

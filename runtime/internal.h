@@ -19,10 +19,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/signalfd.h>
 
+#include "fault.h"
 #include "list.h"
 #include "runtime.h"
+
+#ifdef RUNTIME_FAULTS
+/* A fault build's runtime allocates through these (fault.c), which fail
+ * when FAULT_MALLOC strikes. A call written (malloc)(n) is left alone. */
+void *runtime__fault_malloc(size_t n);
+void *runtime__fault_calloc(size_t n, size_t size);
+void *runtime__fault_realloc(void *p, size_t n);
+#define malloc(n) runtime__fault_malloc(n)
+#define calloc(n, size) runtime__fault_calloc(n, size)
+#define realloc(p, n) runtime__fault_realloc(p, n)
+#endif
 
 #define likely(x)   __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -473,6 +486,9 @@ struct op {
 	bool cancellable;           /* false for close: cleanup must not fail */
 	uint8_t opcode;             /* its IORING_OP_, for runtime_dump */
 	int fd;                     /* its fd (or fixed-file index), likewise */
+#ifdef RUNTIME_FAULTS
+	int injected;               /* its result instead, if not 0 (fault.h) */
+#endif
 	uint64_t deadline;          /* absolute ns, NEVER for none */
 	struct timer timer;         /* the deadline; once stopping, the next cancel */
 };

@@ -147,11 +147,51 @@ static void op_interrupt(struct fiber *f)
 		op_stop(f->core, op);
 }
 
+#ifdef RUNTIME_FAULTS
+/* Fault injection (fault.h): a short request, or an error in place of the
+ * operation (a NOP keeps the CQE protocol as it is). */
+static void op_faults(struct op *op, struct io_uring_sqe *sqe)
+{
+	unsigned code = sqe->opcode;
+	bool data = code == IORING_OP_READ || code == IORING_OP_WRITE || code == IORING_OP_RECV ||
+	            code == IORING_OP_SEND;
+
+	op->injected = 0;
+	if (data && sqe->len > 1 && runtime__fault(FAULT_SHORT_IO))
+		sqe->len /= 2;
+	if (data && runtime__fault(FAULT_CONNRESET))
+		op->injected = -ECONNRESET;
+	else if (code == IORING_OP_ACCEPT && runtime__fault(FAULT_ACCEPT_EMFILE))
+		op->injected = -EMFILE;
+	if (op->injected) {
+		unsigned flags = sqe->flags;
+		io_uring_prep_nop(sqe);
+		sqe->flags = (uint8_t)flags;
+	}
+}
+
+static int op_result(const struct op *op, int res)
+{
+	return op->injected ? op->injected : res;
+}
+#else
+static inline void op_faults(struct op *op, struct io_uring_sqe *sqe)
+{
+	(void)op, (void)sqe;
+}
+
+static inline int op_result(const struct op *op, int res)
+{
+	(void)op;
+	return res;
+}
+#endif
+
 void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 {
 	switch (tag) {
 	case TAG_OP:
-		op->res = res;
+		op->res = op_result(op, res);
 		op->done = true;
 		runtime__timer_stop(&op->timer);
 		break;
@@ -175,9 +215,10 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe, int fd)
 
 	if (runtime__fixed(c, fd))
 		sqe->flags |= IOSQE_FIXED_FILE;
-	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->opcode = sqe->opcode;
 	op->fd = sqe->fd;
+	op_faults(op, sqe);
+	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
 	if (op->deadline != NEVER)
 		op_timer_start(c, op, op->deadline);

@@ -237,7 +237,7 @@ static unsigned reap(struct core *c)
 static void sq_make_room(struct core *c)
 {
 	stat_add(&c->stats.enters, 1);
-	int rc = io_uring_submit(&c->ring);
+	int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EAGAIN : io_uring_submit(&c->ring);
 
 	if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR)
 		reap(c);
@@ -251,7 +251,7 @@ struct io_uring_sqe *runtime__sqe(struct core *c)
 {
 	struct io_uring_sqe *sqe;
 
-	while (!(sqe = io_uring_get_sqe(&c->ring)))
+	while (runtime__fault(FAULT_NO_SQE) || !(sqe = io_uring_get_sqe(&c->ring)))
 		sq_make_room(c);
 	c->in_flight++;
 	stat_add(&c->stats.sqes, 1);
@@ -295,7 +295,8 @@ int runtime__ring_enter(struct core *c, bool wait)
 {
 	for (;;) {
 		stat_add(&c->stats.enters, 1);
-		int rc = io_uring_submit_and_wait(&c->ring, wait ? 1 : 0);
+		int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EBUSY
+		                                             : io_uring_submit_and_wait(&c->ring, wait ? 1 : 0);
 		if (rc >= 0 || rc == -EINTR || rc == -ETIME)
 			break;
 		if (rc != -EBUSY && rc != -EAGAIN)

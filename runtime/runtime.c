@@ -144,6 +144,7 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 	}
 	if ((rc = config_check(cfg)) < 0)
 		return rc;
+	runtime__faults_load();
 	struct runtime *rt = calloc(1, sizeof(*rt));
 	if (!rt)
 		return -ENOMEM;

@@ -267,6 +267,8 @@ static int slab_refill(struct core *c)
 
 int runtime__stack_alloc(struct core *c, struct stack *s)
 {
+	if (runtime__fault(FAULT_STACK))
+		return -ENOMEM;
 	if (c->stack_cached) {
 		*s = c->stack_cache[--c->stack_cached];
 		return 0;

@@ -316,6 +316,8 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 	if (s->m.core != f->core || s->m.closed || s->m.waiter)
 		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
 		                       "closed, or another fiber reads it");
+	if (runtime__fault(FAULT_CONNRESET))
+		return -ECONNRESET;
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);

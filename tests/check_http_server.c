@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,6 +39,7 @@ struct server_proc {
 };
 
 static struct server_proc sp;
+static rlim_t server_nofile; /* if set, the server's fd limit (soft and hard) */
 
 /* Start the server with extra arguments (NULL-terminated) and a fresh
  * root holding a few files and a symlink that points outside it. */
@@ -70,6 +73,9 @@ static void start_server(const char *const *extra)
 	if (sp.pid == 0) {
 		dup2(out[1], 1);
 		close(out[0]);
+		struct rlimit rl = { server_nofile, server_nofile };
+		if (server_nofile && setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			_exit(126);
 		execv(SERVER, (char *const *)argv);
 		_exit(127);
 	}
@@ -467,6 +473,68 @@ START_TEST(test_http_max_conns_refused_and_counted)
 }
 END_TEST
 
+static int server_fds(void)
+{
+	char path[64];
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)sp.pid);
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));)
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/* The server's CPU time so far, in clock ticks (user + system). */
+static unsigned long long server_ticks(void)
+{
+	char path[64], buf[1024];
+	unsigned long long utime, stime;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)sp.pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_ptr_nonnull(fgets(buf, sizeof(buf), f));
+	fclose(f);
+	const char *p = strrchr(buf, ')'); /* fields 14 and 15 */
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+	                        &utime, &stime), 2);
+	return utime + stime;
+}
+
+/* Out of fds (EMFILE on accept): the server backs off instead of spinning
+ * on the failing accept, and serves again once connections close. _i = 1:
+ * with --plain-accept (an accept SQE per connection, not the listener). */
+START_TEST(test_http_emfile_backoff)
+{
+	const char *plain[] = { "--plain-accept", NULL };
+	enum { CLIENTS = 60 };
+	int c[CLIENTS];
+	char resp[4096];
+
+	server_nofile = 48; /* the server's own fds, then room for a few clients */
+	start_server(_i ? plain : NULL);
+	for (int i = 0; i < CLIENTS; i++)
+		c[i] = dial(); /* the kernel's backlog holds those not accepted */
+	usleep(300 * 1000);
+	ck_assert_int_ge(server_fds(), (int)server_nofile - 1); /* at its limit */
+	unsigned long long before = server_ticks();
+	usleep(1000 * 1000);
+	unsigned long long spent = server_ticks() - before;
+	long hz = sysconf(_SC_CLK_TCK);
+	ck_assert_msg(spent < (unsigned long long)hz / 2,
+	              "the server spent %llu of %ld ticks in a second at EMFILE", spent, hz);
+	for (int i = 0; i < CLIENTS; i++)
+		close(c[i]);
+	raw("GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp,
+	    sizeof(resp));
+	ck_assert_msg(!strncmp(resp, "HTTP/1.1 200 ", 13), "%s", resp);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
 /* SIGTERM with a request in flight: it is answered, then the server exits
  * 0 and accepts no more. */
 START_TEST(test_http_graceful_stop)
@@ -525,6 +593,7 @@ static Suite *http_suite(void)
 	tcase_add_loop_test(tc, test_http_static_files, 0, 2);
 	tcase_add_test(tc, test_http_slow_and_half_closed_clients);
 	tcase_add_test(tc, test_http_max_conns_refused_and_counted);
+	tcase_add_loop_test(tc, test_http_emfile_backoff, 0, 2);
 	tcase_add_test(tc, test_http_graceful_stop);
 	tcase_add_test(tc, test_http_curl_smoke);
 	suite_add_tcase(s, tc);

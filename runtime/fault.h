@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fault.h - fault injection, for tests (./configure --enable-fault-injection;
+ * compiled out otherwise: every check below is then the constant false).
+ *
+ * RUNTIME_FAULTS in the environment, read by runtime_create, names
+ * the faults and how often they strike: "no_sqe:3,short_io:2" makes every
+ * third SQE request find the SQ full and every second read, write, recv or
+ * send ask the kernel for half its length. Counting, not chance: a failing
+ * run repeats exactly. Never installed.
+ */
+#ifndef RUNTIME_FAULT_H
+#define RUNTIME_FAULT_H
+
+#include <stdbool.h>
+
+enum fault {
+	FAULT_NO_SQE,        /* io_uring_get_sqe finds the SQ full */
+	FAULT_SUBMIT_BUSY,   /* submit answers -EAGAIN (making room in a full SQ)
+	                        or -EBUSY (the loop's submit) */
+	FAULT_SHORT_IO,      /* a read, write, recv or send asks for half its length */
+	FAULT_CONNRESET,     /* a read, write, recv or send (or a stream's recv)
+	                        fails with -ECONNRESET */
+	FAULT_ACCEPT_EMFILE, /* an accept (or a listener's) fails with -EMFILE; the
+	                        connection stays queued for the next one */
+	FAULT_STACK,         /* a fiber stack cannot be had */
+	FAULT_MALLOC,        /* malloc, calloc or realloc in the runtime fail */
+	FAULT_POINTS
+};
+
+#ifdef RUNTIME_FAULTS
+/* Does fault f strike now? Counts every call; strikes every n-th. */
+bool runtime__fault(enum fault f);
+/* runtime_create: read RUNTIME_FAULTS if it changed (and zero the counts). */
+void runtime__faults_load(void);
+/* For tests: how many times fault f has struck since the last load. */
+__attribute__((visibility("default"))) unsigned long runtime_faults_struck(enum fault f);
+#else
+static inline bool runtime__fault(enum fault f)
+{
+	(void)f;
+	return false;
+}
+static inline void runtime__faults_load(void)
+{
+}
+#endif
+
+#endif /* RUNTIME_FAULT_H */
