@@ -14,8 +14,9 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=$(nproc 2>/dev/null || echo 2)
 packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
-# check also runs the aarch64 context switch under qemu-user
-check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl"
+# check also runs the aarch64 context switch under qemu-user, and
+# tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh)
+check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl gdb"
 
 install_missing() { # [extra packages...]
 	need=""
