@@ -62,9 +62,12 @@ runtime__switch:
 	.type	runtime__fiber_trampoline, %function
 	.p2align 4
 runtime__fiber_trampoline:
+	.cfi_startproc
+	.cfi_undefined x30	/* the outermost frame: unwinders stop here */
 	mov	x0, x20
 	blr	x19
 	brk	#0
+	.cfi_endproc
 	.size	runtime__fiber_trampoline, .-runtime__fiber_trampoline
 
 #endif
