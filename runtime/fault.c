@@ -40,6 +40,13 @@ bool runtime__fault(enum fault f)
 	return true;
 }
 
+int runtime__fault_accept(void)
+{
+	if (!runtime__fault(FAULT_ACCEPT_EMFILE))
+		return 0;
+	return atomic_load(&points[FAULT_ACCEPT_EMFILE].struck) % 2 ? -EMFILE : -ENFILE;
+}
+
 /* "name:every": set that point; anything else is reported and ignored. */
 static void load_one(const char *item, size_t len)
 {

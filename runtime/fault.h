@@ -21,8 +21,9 @@ enum fault {
 	FAULT_SHORT_IO,      /* a read, write, recv or send asks for half its length */
 	FAULT_CONNRESET,     /* a read, write, recv or send (or a stream's recv)
 	                        fails with -ECONNRESET */
-	FAULT_ACCEPT_EMFILE, /* an accept (or a listener's) fails with -EMFILE; the
-	                        connection stays queued for the next one */
+	FAULT_ACCEPT_EMFILE, /* an accept (or a listener's) fails with -EMFILE or
+	                        (every other time) -ENFILE; the connection stays
+	                        queued for the next one */
 	FAULT_STACK,         /* a fiber stack cannot be had */
 	FAULT_MALLOC,        /* malloc, calloc or realloc in the runtime fail */
 	FAULT_POINTS
@@ -31,6 +32,8 @@ enum fault {
 #ifdef RUNTIME_FAULTS
 /* Does fault f strike now? Counts every call; strikes every n-th. */
 bool runtime__fault(enum fault f);
+/* FAULT_ACCEPT_EMFILE: 0, or the error to give (-EMFILE, -ENFILE, ...). */
+int runtime__fault_accept(void);
 /* runtime_create: read RUNTIME_FAULTS if it changed (and zero the counts). */
 void runtime__faults_load(void);
 /* For tests: how many times fault f has struck since the last load. */
@@ -43,6 +46,10 @@ static inline bool runtime__fault(enum fault f)
 }
 static inline void runtime__faults_load(void)
 {
+}
+static inline int runtime__fault_accept(void)
+{
+	return 0;
 }
 #endif
 

@@ -161,8 +161,8 @@ static void op_faults(struct op *op, struct io_uring_sqe *sqe)
 		sqe->len /= 2;
 	if (data && runtime__fault(FAULT_CONNRESET))
 		op->injected = -ECONNRESET;
-	else if (code == IORING_OP_ACCEPT && runtime__fault(FAULT_ACCEPT_EMFILE))
-		op->injected = -EMFILE;
+	else if (code == IORING_OP_ACCEPT)
+		op->injected = runtime__fault_accept();
 	if (op->injected) {
 		unsigned flags = sqe->flags;
 		io_uring_prep_nop(sqe);

@@ -156,8 +156,8 @@ int runtime_listener_accept(struct runtime_listener *l)
 	if (l->m.core != f->core || l->m.closed || l->m.waiter)
 		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
 		                       "closed, or another fiber accepts on it");
-	if (runtime__fault(FAULT_ACCEPT_EMFILE))
-		return -EMFILE;
+	if ((rc = runtime__fault_accept()) < 0)
+		return rc;
 	for (;;) {
 		if (l->len)
 			return hand_out(l);
