@@ -487,6 +487,45 @@ static int server_fds(void)
 	return n;
 }
 
+/* A chunked body of len bytes in one chunk, sent whole with its request:
+ * echoed whole. */
+static void chunked_echo(size_t len)
+{
+	char head[160], *req = malloc(len + 200), *resp = malloc(len + 4096), want[40];
+	int n = snprintf(head, sizeof(head), "POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close"
+	                 "\r\nTransfer-Encoding: chunked\r\n\r\n%zx\r\n", len);
+
+	memcpy(req, head, (size_t)n);
+	memset(req + n, 'a', len);
+	memcpy(req + n + len, "\r\n0\r\n\r\n", 8);
+	int fd = dial();
+	send_all(fd, req, (size_t)n + len + 7);
+	size_t got = recv_until(fd, resp, len + 4095, 0);
+	close(fd);
+	resp[got] = '\0';
+	snprintf(want, sizeof(want), "Content-Length: %zu\r\n", len);
+	ck_assert_msg(!strncmp(resp, "HTTP/1.1 200 ", 13) && strstr(resp, want), "%zu: %.200s", len,
+	              resp);
+	free(req);
+	free(resp);
+}
+
+/* Chunked bodies that end a few bytes short of the body buffer's size
+ * (4 KiB, doubled as it fills): the last framing bytes are decoded with
+ * little room left and yield no body bytes, and the answer must still
+ * come (the soak found these hanging until the idle timeout). */
+START_TEST(test_http_chunked_body_near_buffer_size)
+{
+	static const size_t lens[] = { 4091, 4092, 4093, 4094, 4095, 4096, 8189, 8190, 8191,
+		                       16381, 16383, 32765, 32766, 65533 };
+
+	start_server(variant(_i));
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		chunked_echo(lens[i]);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
 /* The server's CPU time so far, in clock ticks (user + system). */
 static unsigned long long server_ticks(void)
 {
@@ -594,6 +633,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_http_slow_and_half_closed_clients);
 	tcase_add_test(tc, test_http_max_conns_refused_and_counted);
 	tcase_add_loop_test(tc, test_http_emfile_backoff, 0, 2);
+	tcase_add_loop_test(tc, test_http_chunked_body_near_buffer_size, 0, 2);
 	tcase_add_test(tc, test_http_graceful_stop);
 	tcase_add_test(tc, test_http_curl_smoke);
 	suite_add_tcase(s, tc);

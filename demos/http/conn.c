@@ -327,6 +327,8 @@ static ssize_t body_chunk(struct conn *c, char *dst, size_t max)
 			c->in_off += take;
 			if (made || c->body_done)
 				return (ssize_t)made;
+			if (take)
+				continue; /* framing only (a little room left): decode on */
 		}
 		ssize_t n = fill(c, deadline_in(c->srv->opt.idle_timeout_ms));
 		if (n <= 0)
