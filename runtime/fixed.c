@@ -153,6 +153,6 @@ void runtime__fixed_discard(struct inbox_node *n)
 
 	if (req->waiter)
 		return;
-	close(req->fd);
+	sys_close(req->fd);
 	free(req);
 }

@@ -43,7 +43,7 @@ void runtime__core_wake(struct core *c)
 		atomic_fetch_add_explicit(&c->stats.wakeups, 1, memory_order_relaxed);
 		/* Only fails if the counter would overflow, when it is readable
 		 * (and the core awake) anyway. */
-		if (write(c->wake_fd, &one, sizeof(one)) < 0) {
+		if (sys_write(c->wake_fd, &one, sizeof(one)) < 0) {
 		}
 	}
 }

@@ -21,6 +21,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fault.h"
 #include "list.h"
@@ -41,6 +43,20 @@ void *runtime__fault_realloc(void *p, size_t n);
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 struct core;
+
+/* The runtime's own writes and closes go to the kernel, never through an
+ * interposer: libruntime-preload would make a fiber's write a ring
+ * operation, wrong in a signal handler and inside the runtime's own
+ * bookkeeping. Same results as write(2) and close(2). */
+static inline ssize_t sys_write(int fd, const void *buf, size_t len)
+{
+	return syscall(SYS_write, fd, buf, len);
+}
+
+static inline int sys_close(int fd)
+{
+	return (int)syscall(SYS_close, fd);
+}
 
 /* ------------------------------------------------------------------- time */
 

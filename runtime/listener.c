@@ -103,7 +103,7 @@ static void listener_release(struct mshot *m)
 	struct runtime_listener *l = listener_of(m);
 
 	while (l->len)
-		close(pop(l));
+		sys_close(pop(l));
 	free(l->fds);
 	free(l);
 }
@@ -187,7 +187,7 @@ int runtime_listener_close(struct runtime_listener *l)
 	if (l->m.waiter)
 		return -EBUSY;
 	while (l->len)
-		close(pop(l));
+		sys_close(pop(l));
 	runtime__mshot_close(&l->m);
 	return 0;
 }

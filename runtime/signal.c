@@ -76,7 +76,7 @@ static void report_overflow(struct fiber *f)
 	append(msg, &len, ", stack size ");
 	len += fmt_u64(msg + len, f->core->rt->cfg.stack_size);
 	append(msg, &len, " bytes\n");
-	if (write(STDERR_FILENO, msg, len) < 0) {
+	if (sys_write(STDERR_FILENO, msg, len) < 0) {
 		/* nothing more can be done from here */
 	}
 	abort();
@@ -279,7 +279,7 @@ static void on_dump_signal(int sig)
 		return;
 	atomic_fetch_add(&rt->dump_gen, 1);
 	for (unsigned i = 0; i < rt->ncores; i++)
-		if (write(rt->cores[i].wake_fd, &one, sizeof(one)) < 0) {
+		if (sys_write(rt->cores[i].wake_fd, &one, sizeof(one)) < 0) {
 			/* the counter is full: the core is awake anyway */
 		}
 	errno = saved;
