@@ -5,6 +5,7 @@
 #   ./build.sh demo    install what is missing, build, run the echo demo
 #   ./build.sh check   install what is missing, build and run every test
 #                      suite in a plain, an ASan+UBSan and a TSan build,
+#                      run each fuzz target briefly (make fuzz, clang),
 #                      then make distcheck (tarball builds, installs, passes)
 #
 # Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
@@ -17,6 +18,9 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
 # check also runs the aarch64 context switch under qemu-user, and
 # tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh)
 check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl gdb"
+# make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
+# clang, so not installed with --no-install-recommends), llvm-symbolizer
+fuzz_packages="clang libclang-rt-dev llvm"
 
 install_missing() { # [extra packages...]
 	need=""
@@ -69,6 +73,34 @@ run_checks() {
 	fi
 }
 
+# fuzz_run TARGET CORPUS RUNS: a fuzz target of build/ for a fixed number of
+# executions from its seed corpus. libFuzzer adds what it finds to its first
+# corpus directory: a scratch one, never the tree. A failing input is kept
+# in build/fuzz-crashes/ (./fuzz/TARGET FILE runs it again).
+fuzz_run() {
+	scratch=$(mktemp -d)
+	if ! "./fuzz/$1" -runs="$3" -timeout=60 -dict="$top/fuzz/http.dict" \
+		-artifact_prefix="$scratch/" "$scratch" "$top/fuzz/corpus/$2" >"$scratch.log" 2>&1; then
+		mkdir -p fuzz-crashes
+		cp "$scratch"/crash-* "$scratch"/timeout-* "$scratch"/leak-* fuzz-crashes/ 2>/dev/null || true
+		grep -a 'Seed:' "$scratch.log" >&2 || true
+		tail -n 60 "$scratch.log" >&2
+		rm -rf "$scratch" "$scratch.log"
+		echo "build.sh: $1 failed; its input is in build/fuzz-crashes/" >&2
+		exit 1
+	fi
+	echo "build.sh: $1: $(grep -a '^Done' "$scratch.log")"
+	rm -rf "$scratch" "$scratch.log"
+}
+
+fuzz_short() {
+	(cd "$top/build" && make -j"$jobs" fuzz >/dev/null) ||
+		{ echo "build.sh: make fuzz failed" >&2; exit 1; }
+	cd "$top/build"
+	fuzz_run fuzz_http_parser http 200000
+	fuzz_run fuzz_http_server server 30000
+}
+
 case "${1:-}" in
 demo)
 	install_missing
@@ -79,13 +111,14 @@ demo)
 	;;
 check)
 	# shellcheck disable=SC2086 # a list of words
-	install_missing $check_packages
+	install_missing $check_packages $fuzz_packages
 	run_checks build
 	run_checks build-asan --enable-sanitizers --enable-debug --enable-fault-injection
 	run_checks build-tsan --enable-tsan
+	fuzz_short
 	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
 		{ echo "build.sh: make distcheck failed" >&2; exit 1; }
-	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan) and distcheck"
+	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan), the short fuzz runs and distcheck"
 	echo "checks: $passed passed, $failed failed"
 	;;
 *)

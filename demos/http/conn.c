@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 struct conn {
 	struct server *srv;
@@ -78,6 +79,25 @@ void conn_drain_core(struct server *srv)
 }
 
 /* ------------------------------------------------------------- writing */
+
+/* The Date header's value into out (32 bytes of room; NUL-terminated),
+ * formatted once a second per thread. Returns its length. */
+size_t http_date(char out[32])
+{
+	static __thread time_t cached;
+	static __thread char text[32];
+	static __thread size_t len;
+	time_t now = time(NULL);
+
+	if (now != cached) {
+		struct tm tm;
+		gmtime_r(&now, &tm);
+		len = strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		cached = now;
+	}
+	memcpy(out, text, sizeof(text));
+	return len;
+}
 
 static uint64_t deadline_in(uint64_t ms)
 {
@@ -454,10 +474,12 @@ static int serve_one(struct conn *c)
 	if (send_continue(c, &req) < 0)
 		return -1;
 	rc = route(srv, &ex);
-	if (rc == 0 && !c->body_done && (rc = discard_body(&ex)) < -1) {
-		refuse(c, -rc); /* a body that breaks the rules after a good head */
-		return -1;
-	}
+	/* Skip what the route left of the body, so that the next request
+	 * starts where it should. The request has its answer already: a body
+	 * that breaks the rules now only ends the connection, as a second
+	 * answer would be taken for the next request's. */
+	if (rc == 0 && !c->body_done && discard_body(&ex) < 0)
+		rc = -1;
 	if (srv->opt.access_log)
 		log_end(&ex, begun);
 	if (rc == 0 && srv->opt.no_batch && flush(c) < 0)

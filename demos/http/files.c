@@ -58,6 +58,8 @@ static int add_segment(char *out, size_t len, size_t cap, const char *seg, size_
 		}
 		if (ch == '/' || ch == '\\' || ch == '\0')
 			return -404; /* an encoded separator, or NUL */
+		if (d == sizeof(dec))
+			return -404; /* longer than any path under the root */
 		dec[d++] = ch;
 	}
 	if (d == 0)

@@ -23,32 +23,12 @@
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MS 1000000ull
 
 static struct server srv;
 static int signal_fd = -1;
-
-/* The Date header's value into out (32 bytes of room; NUL-terminated),
- * formatted once a second per thread. Returns its length. */
-size_t http_date(char out[32])
-{
-	static __thread time_t cached;
-	static __thread char text[32];
-	static __thread size_t len;
-	time_t now = time(NULL);
-
-	if (now != cached) {
-		struct tm tm;
-		gmtime_r(&now, &tm);
-		len = strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		cached = now;
-	}
-	memcpy(out, text, sizeof(text));
-	return len;
-}
 
 /* --------------------------------------------------------------- accept */
 

@@ -73,6 +73,7 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
 int respond_body(struct exchange *ex, const void *body, size_t len);
 int respond_flush(struct exchange *ex);
 int conn_fd(const struct exchange *ex);
+size_t http_date(char out[32]);
 void write_deadline_set(const struct server *srv);
 int read_body(struct exchange *ex, char **body, size_t *len);
 int discard_body(struct exchange *ex);
@@ -82,8 +83,5 @@ int route(struct server *srv, struct exchange *ex);
 
 /* files.c */
 int serve_file(struct server *srv, struct exchange *ex);
-
-/* http-server.c */
-size_t http_date(char out[32]);
 
 #endif

@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_http_server.c - libFuzzer target for the whole demo HTTP server
+ * (demos/http: conn.c, routes.c, files.c, http_parser.c) on the real
+ * runtime, one connection per input over an AF_UNIX socketpair.
+ *
+ * Input: byte 0 picks server options (bits below); the rest is what the
+ * client sends, split at every 0xFF byte (MARKER, never sent: the server
+ * never sees a 0xFF) into separate writes, with a yield between them so
+ * that they tend to arrive as separate reads. An empty piece (two markers
+ * in a row) is a pause longer than the header and idle timeouts, once per
+ * input, when the SLOW bit is set. After the last piece the client shuts
+ * down its write side; it reads the answers all along, until EOF. At most
+ * MAX_PIECES writes: the server parses a pending head again from its start
+ * on every read, so a 12 KiB head in thousands of pieces cost the fuzzer a
+ * second per input and showed nothing new.
+ *
+ * Besides the sanitizers' findings, these abort:
+ *   - the connection does not end (EOF, its fiber gone) within HANG_NS of
+ *     the input's start: a hang is a bug, every wait the server makes is
+ *     bounded by its timeouts;
+ *   - answers that are not well-formed HTTP/1.1 responses, framed by
+ *     Content-Length, or more of them than requests (see struct answers);
+ *   - a request that came whole, before any asking to close, left without
+ *     its whole answer (unless a 2 ms timeout or a drain may cut it short);
+ *   - a file outside the root showing up in an answer;
+ *   - a file descriptor or an open connection count left behind.
+ *
+ * One runtime (one core) lives for the whole process on its own thread,
+ * as in the real server; each input is a fiber spawned onto it from the
+ * fuzzer's thread, which waits for it. A runtime per input would create
+ * and tear down an io_uring each time (about 0.1 ms, more than the rest).
+ * Delays are bounded: the routes' runtime_sleep is wrapped (linked with
+ * -Wl,--wrap=runtime_sleep) to sleep at most SLEEP_CAP_NS, so /delay and
+ * /limited answer at once whatever they are asked. Not reached: /limited's
+ * 503 (one connection at a time always finds its slot free) and anything
+ * that needs a second connection.
+ *
+ * The same file is built with the ordinary compiler into
+ * tests/replay_http_server (tests/fuzz_replay.c), which replays the corpus
+ * and the regressions in make check.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MARKER 0xFF
+#define MS 1000000ull
+#define HANG_NS (10000 * MS)      /* an input's connection must end within */
+#define STUCK_S 30                /* the runtime itself must answer within */
+#define SLEEP_CAP_NS (100 * 1000ull)
+#define FAST_TIMEOUT_MS 5000      /* header, idle: the client never waits */
+#define SLOW_TIMEOUT_MS 2         /* ... with OPT_SLOW */
+#define PAUSE_NS (5 * MS)         /* an empty piece with OPT_SLOW */
+#define SECRET "fuzz-secret-b7d1c0de" /* in a file just outside the root */
+#define FD_SCAN 128               /* fds checked for leaks: 0 .. FD_SCAN-1 */
+#define MAX_PIECES 64             /* writes per input: later markers dropped */
+
+/* Byte 0 of the input. */
+enum {
+	OPT_PLAIN_RECV = 0x01,  /* --plain-recv */
+	OPT_NO_BATCH = 0x02,    /* --no-batch */
+	OPT_FILE_COPY = 0x04,   /* --file-copy */
+	OPT_ACCESS_LOG = 0x08,  /* --access-log (to stdout, /dev/null here) */
+	OPT_DRAINING = 0x10,    /* the server is stopping when it connects */
+	OPT_DRAIN_LATE = 0x20,  /* a drain starts after the last piece */
+	OPT_SLOW = 0x40,        /* timeouts of 2 ms, and one pause allowed */
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int __real_runtime_sleep(uint64_t ns);
+int __wrap_runtime_sleep(uint64_t ns);
+
+static struct server srv;
+static pthread_t runtime_thread;
+static sem_t runtime_ready;
+static int runtime_rc;
+static char top_dir[256];       /* holds secret.txt and root/ */
+static char root_dir[300];
+static int fds_between;         /* open fds below FD_SCAN between inputs */
+
+/* The requests in what the client sends, framed as the server frames
+ * them: the head by http_parse_head, then the body by Content-Length or
+ * chunked. */
+struct requests {
+	bool *head_only;        /* per complete head: a HEAD request */
+	size_t heads;           /* complete heads */
+	size_t complete;        /* of them, with their whole body */
+	size_t owed;            /* the complete ones up to the first that
+	                           asks to close: each must be answered */
+};
+
+struct job {
+	const uint8_t *data;
+	size_t size;
+	unsigned opt;
+	int fd;                 /* the client's end */
+	uint64_t deadline;
+	struct requests q;
+	bool owed_checked;      /* no timeouts or drains that may cut it short */
+	size_t answered;        /* answers other than 1xx, whole */
+	sem_t done;
+};
+
+__attribute__((noreturn)) static void fail(const char *why)
+{
+	fprintf(stderr, "fuzz_http_server: %s\n", why);
+	abort();
+}
+
+int __wrap_runtime_sleep(uint64_t ns)
+{
+	return __real_runtime_sleep(ns < SLEEP_CAP_NS ? ns : SLEEP_CAP_NS);
+}
+
+/* Open fds below FD_SCAN, in one poll(2). The process holds a dozen
+ * between inputs, and an input's fds take the lowest free numbers, so a
+ * leak lands below FD_SCAN; a wider scan costs more than the server does. */
+static int count_fds(void)
+{
+	static struct pollfd pfd[FD_SCAN];
+	int n = 0;
+
+	for (int i = 0; i < FD_SCAN; i++)
+		pfd[i] = (struct pollfd){ .fd = i };
+	if (poll(pfd, FD_SCAN, 0) < 0)
+		fail("poll");
+	for (int i = 0; i < FD_SCAN; i++)
+		n += !(pfd[i].revents & POLLNVAL);
+	return n;
+}
+
+/* ------------------------------------------------------------ the client */
+
+/* Past the body of req, which starts at in[*off]: false if it is not all
+ * there or breaks the rules. */
+static bool skip_body(const char *in, size_t len, size_t *off, const struct http_request *req,
+                      char *scratch)
+{
+	struct http_chunked c;
+	size_t used, made;
+	int rc;
+
+	switch (req->body) {
+	case HTTP_BODY_NONE:
+		return true;
+	case HTTP_BODY_LENGTH:
+		if (len - *off < req->content_length)
+			return false;
+		*off += req->content_length;
+		return true;
+	default:
+		http_chunked_init(&c, &srv.limits);
+		rc = http_chunked_decode(&c, in + *off, len - *off, scratch, &used, &made);
+		*off += used;
+		return rc == 1;
+	}
+}
+
+/* Frame the bytes the client sends (the input without its markers). */
+static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
+{
+	static struct http_request req;
+	char *in = malloc(size + 1), *scratch = malloc(size + 1);
+	size_t len = 0, off = 0;
+	bool closing = false;     /* a request asked to close after its answer */
+
+	q->head_only = malloc(size / 4 + 1); /* a head is 16 bytes or more */
+	if (!in || !scratch || !q->head_only)
+		fail("out of memory");
+	for (size_t i = 0; i < size; i++)
+		if (data[i] != MARKER)
+			in[len++] = (char)data[i];
+	*q = (struct requests){ .head_only = q->head_only };
+	while (off < len) {
+		int rc = http_parse_head(in + off, len - off, &srv.limits, &req);
+		if (rc <= 0)
+			break;
+		q->head_only[q->heads++] = req.method.len == 4 && !memcmp(req.method.p, "HEAD", 4);
+		off += (size_t)rc;
+		if (!skip_body(in, len, &off, &req, scratch))
+			break;
+		if (!closing)
+			q->owed = q->complete + 1;
+		q->complete++;
+		closing |= !req.keep_alive;
+	}
+	free(in);
+	free(scratch);
+}
+
+#define SECRET_LEN (sizeof(SECRET) - 1)
+#define ANSWER_HEAD_MAX 4096
+
+/*
+ * What the reader has seen of the answers, as they arrive. They must be
+ * well-formed HTTP/1.1 responses, each with a Content-Length (no body for
+ * 1xx, 304 and HEAD), and at most one per request the client sent whole,
+ * plus one: the answer to a request cut short or refused, after which the
+ * server closes.
+ */
+struct answers {
+	const struct requests *q;
+	char head[ANSWER_HEAD_MAX];
+	size_t head_len;
+	uint64_t body_left;
+	size_t finals;             /* answers other than 1xx */
+	char tail[SECRET_LEN - 1]; /* the last bytes: a secret may straddle reads */
+	size_t tail_len;
+};
+
+/* The secret in p[0..n), or across the seam with the bytes before. */
+static void check_secret(struct answers *a, const char *p, size_t n)
+{
+	const size_t cap = sizeof(a->tail);
+	char seam[2 * sizeof(a->tail)];
+	size_t head = n < cap ? n : cap;
+
+	memcpy(seam, a->tail, a->tail_len);
+	memcpy(seam + a->tail_len, p, head);
+	if (memmem(seam, a->tail_len + head, SECRET, SECRET_LEN) || memmem(p, n, SECRET, SECRET_LEN))
+		fail("a file outside the root was served");
+	if (n >= cap) { /* the tail: the last cap bytes of tail + p */
+		memcpy(a->tail, p + n - cap, cap);
+		a->tail_len = cap;
+	} else {
+		size_t keep = a->tail_len + n > cap ? cap - n : a->tail_len;
+		memmove(a->tail, a->tail + a->tail_len - keep, keep);
+		memcpy(a->tail + keep, p, n);
+		a->tail_len = keep + n;
+	}
+}
+
+/* A complete answer head, a->head[0..len): sets the body to skip. */
+static void answer_head(struct answers *a, size_t len)
+{
+	static const char cl[] = "\r\nContent-Length: ";
+	const char *h = a->head, *p;
+	char *end;
+
+	a->head[len] = '\0'; /* room: len < ANSWER_HEAD_MAX */
+	if (len < 16 || memcmp(h, "HTTP/1.1 ", 9) || h[12] != ' ' ||
+	    strspn(h + 9, "0123456789") != 3 || h[9] < '1' || h[9] > '5')
+		fail("an answer whose status line is not HTTP/1.1's");
+	if (h[9] == '1') {
+		if (strcmp(h, "HTTP/1.1 100 Continue\r\n\r\n") != 0)
+			fail("an interim answer other than 100 Continue");
+		return;
+	}
+	if (!(p = strstr(h, cl)) || !isdigit((unsigned char)p[sizeof(cl) - 1]))
+		fail("an answer without a Content-Length");
+	uint64_t length = strtoull(p + sizeof(cl) - 1, &end, 10);
+	if (end[0] != '\r')
+		fail("an answer with a bad Content-Length");
+	if (++a->finals > a->q->complete + 1)
+		fail("more answers than requests (a request answered twice?)");
+	bool head_only = a->finals <= a->q->heads && a->q->head_only[a->finals - 1];
+	a->body_left = head_only || !memcmp(h + 9, "304", 3) ? 0 : length;
+}
+
+static void check_answers(struct answers *a, const char *p, size_t n)
+{
+	while (n) {
+		size_t k = (size_t)(n < a->body_left ? n : a->body_left);
+		if (!k) { /* in a head: up to its blank line */
+			size_t from = a->head_len > 3 ? a->head_len - 3 : 0;
+			k = n < ANSWER_HEAD_MAX - 1 - a->head_len ? n : ANSWER_HEAD_MAX - 1 - a->head_len;
+			memcpy(a->head + a->head_len, p, k);
+			a->head_len += k;
+			char *end = memmem(a->head + from, a->head_len - from, "\r\n\r\n", 4);
+			if (end) {
+				size_t len = (size_t)(end + 4 - a->head);
+				k -= a->head_len - len; /* what follows is the body's */
+				a->head_len = 0;
+				answer_head(a, len);
+			} else if (a->head_len == ANSWER_HEAD_MAX - 1) {
+				fail("an answer head too long");
+			}
+		} else {
+			a->body_left -= k;
+		}
+		p += k;
+		n -= k;
+	}
+}
+
+/* Reads the answers until the server closes: the connection's end. An
+ * answer may be cut short (the server's write deadline, or a reset when it
+ * closes with input unread), so only what arrives is checked. */
+static void *reader(void *arg)
+{
+	struct job *j = arg;
+	static struct answers a;
+	static char buf[64 * 1024];
+	ssize_t n;
+
+	a = (struct answers){ .q = &j->q };
+	runtime_deadline_set(j->deadline);
+	while ((n = runtime_read(j->fd, buf, sizeof(buf))) > 0) {
+		check_secret(&a, buf, (size_t)n);
+		check_answers(&a, buf, (size_t)n);
+	}
+	if (n == -ETIMEDOUT)
+		fail("the server did not close the connection in time (hang)");
+	if (n < 0 && n != -ECONNRESET)
+		fail("reading the answers failed");
+	j->answered = a.finals - (a.body_left > 0); /* the last one cut short */
+	return NULL;
+}
+
+/* p[0..n) without its markers, in one write. */
+static ssize_t write_rest(int fd, const uint8_t *p, size_t n)
+{
+	uint8_t *rest = malloc(n + 1);
+	size_t len = 0;
+	ssize_t rc;
+
+	if (!rest)
+		fail("out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != MARKER)
+			rest[len++] = p[i];
+	rc = len ? runtime_write_all(fd, rest, len, NULL) : 0;
+	free(rest);
+	return rc;
+}
+
+/* Send the pieces; stop early if the server has closed. */
+static void write_pieces(int fd, const struct job *j)
+{
+	const uint8_t *p = j->data, *end = j->data + j->size;
+	bool may_pause = j->opt & OPT_SLOW; /* once */
+	unsigned pieces = 0;
+
+	while (p <= end) {
+		const uint8_t *m = ++pieces < MAX_PIECES ? memchr(p, MARKER, (size_t)(end - p)) : NULL;
+		size_t n = (size_t)((m ? m : end) - p);
+		ssize_t rc = 0;
+		if (!m) {
+			rc = write_rest(fd, p, n); /* the last piece */
+		} else if (n) {
+			rc = runtime_write_all(fd, p, n, NULL);
+		} else if (may_pause) { /* an empty piece */
+			rc = __real_runtime_sleep(PAUSE_NS);
+			may_pause = false;
+		}
+		if (rc == -ETIMEDOUT)
+			fail("the server stopped reading (hang)");
+		if (rc < 0)
+			return; /* -EPIPE, -ECONNRESET: it closed, as it may */
+		if (!m)
+			break;
+		runtime_yield();
+		p = m + 1;
+	}
+}
+
+/* ------------------------------------------------------------ one input */
+
+static void *serve(void *arg)
+{
+	conn_serve(&srv, (int)(intptr_t)arg);
+	return NULL;
+}
+
+static void set_options(unsigned opt)
+{
+	uint64_t timeout = opt & OPT_SLOW ? SLOW_TIMEOUT_MS : FAST_TIMEOUT_MS;
+
+	srv.opt.plain_recv = opt & OPT_PLAIN_RECV;
+	srv.opt.no_batch = opt & OPT_NO_BATCH;
+	srv.opt.file_copy = opt & OPT_FILE_COPY;
+	srv.opt.access_log = opt & OPT_ACCESS_LOG;
+	srv.opt.header_timeout_ms = srv.opt.idle_timeout_ms = timeout;
+	atomic_store(&srv.draining, (opt & OPT_DRAINING) != 0);
+}
+
+static void join_or_fail(struct runtime_fiber *f, const char *what)
+{
+	int rc = runtime_fiber_join(f, NULL);
+
+	if (rc == -ETIMEDOUT)
+		fail(what);
+	if (rc < 0)
+		fail("join");
+}
+
+/* One connection: the server's fiber on one end, this fiber writing and
+ * a reader fiber reading on the other. */
+static void drive(void *arg)
+{
+	struct job *j = arg;
+	struct runtime_fiber *server, *rd;
+	int sv[2];
+
+	if (!fds_between) /* the first input: the runtime's ring is open by now */
+		fds_between = count_fds();
+	runtime_deadline_set(j->deadline);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		fail("socketpair");
+	set_options(j->opt);
+	frame_requests(j->data, j->size, &j->q);
+	/* A draining server may close before it reads anything. */
+	j->owed_checked = !(j->opt & (OPT_SLOW | OPT_DRAINING | OPT_DRAIN_LATE));
+	j->fd = sv[0];
+	atomic_fetch_add(&srv.open, 1); /* conn_serve takes one off */
+	if (runtime_fiber_spawn(srv.rt, &server, serve, (void *)(intptr_t)sv[1]) < 0 ||
+	    runtime_fiber_spawn(srv.rt, &rd, reader, j) < 0)
+		fail("spawn");
+	write_pieces(sv[0], j);
+	if (j->opt & OPT_DRAIN_LATE) { /* as http-server.c's drain does */
+		atomic_store(&srv.draining, true);
+		conn_drain_core(&srv);
+	}
+	shutdown(sv[0], SHUT_WR); /* not the ring's: io_uring runs it on an io-wq thread */
+	join_or_fail(rd, "the server did not close the connection in time (hang)");
+	join_or_fail(server, "the connection's fiber did not end in time (hang)");
+	if (j->owed_checked && j->answered < j->q.owed)
+		fail("a request that came whole got no answer, or part of one");
+	runtime_close(sv[0]);
+	runtime_deadline_set(0);
+	free(j->q.head_only);
+	if (atomic_load(&srv.open) != 0)
+		fail("the open connection count did not go back to 0");
+	atomic_store(&srv.draining, false);
+	if (count_fds() != fds_between)
+		fail("a file descriptor leaked");
+	sem_post(&j->done);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct job j = { .data = data + (size > 0), .size = size ? size - 1 : 0,
+	                 .opt = size ? data[0] & 0x7f : 0 };
+	struct timespec until;
+
+	j.deadline = runtime_now() + HANG_NS;
+	sem_init(&j.done, 0, 0);
+	if (runtime_spawn(srv.rt, drive, &j) < 0)
+		fail("spawn");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STUCK_S;
+	while (sem_timedwait(&j.done, &until) < 0)
+		if (errno != EINTR)
+			fail("the runtime stopped answering (stuck)");
+	sem_destroy(&j.done);
+	return 0;
+}
+
+/* ------------------------------------------------------- the set-up */
+
+static void write_file(const char *dir, const char *name, const char *text, size_t size)
+{
+	char path[512];
+	size_t len = strlen(text);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(f = fopen(path, "w")))
+		fail("cannot create the root's files");
+	for (size_t done = 0; done < size; done += len)
+		fwrite(text, 1, size - done < len ? size - done : len, f);
+	fclose(f);
+}
+
+/* top/secret.txt, and the root: small files, one in a subdirectory, an
+ * empty one, one just large enough to be read and sent in steps (over
+ * 64 KiB), one just large enough to be spliced (over 256 KiB), and
+ * symlinks that point out of the root. */
+static void make_root(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char *root = root_dir, path[600];
+
+	snprintf(top_dir, sizeof(top_dir), "%s/fuzz_http_server.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(top_dir))
+		fail("mkdtemp");
+	write_file(top_dir, "secret.txt", SECRET "\n", sizeof(SECRET));
+	snprintf(root, sizeof(root_dir), "%s/root", top_dir);
+	snprintf(path, sizeof(path), "%s/sub", root);
+	if (mkdir(root, 0700) < 0 || mkdir(path, 0700) < 0)
+		fail("mkdir");
+	write_file(root, "index.html", "<p>hello</p>\n", 13);
+	write_file(root, "hello.txt", "hello\n", 6);
+	write_file(root, "sub/data.json", "{\"a\":1}\n", 8);
+	write_file(root, "empty.txt", "", 0);
+	write_file(root, "mid.bin", "0123456789abcdef", 64 * 1024 + 1);
+	write_file(root, "big.bin", "0123456789abcdef", 256 * 1024 + 1);
+	snprintf(path, sizeof(path), "%s/out.txt", root);
+	if (symlink("../secret.txt", path) < 0)
+		fail("symlink");
+	snprintf(path, sizeof(path), "%s/up", root);
+	if (symlink("..", path) < 0)
+		fail("symlink");
+	srv.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (srv.root_fd < 0)
+		fail("open root");
+}
+
+static void remove_root(void)
+{
+	static const char *const names[] = {
+		"root/index.html", "root/hello.txt", "root/sub/data.json", "root/sub",
+		"root/empty.txt", "root/mid.bin", "root/big.bin", "root/out.txt", "root/up",
+		"root", "secret.txt", "",
+	};
+	char path[600];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", top_dir, names[i]);
+		if (remove(path) < 0)
+			perror(path);
+	}
+}
+
+/* Parks until the runtime shuts down: keeps runtime_run going between
+ * inputs. */
+static void keeper(void *arg)
+{
+	(void)arg;
+	while (runtime_park(-1) != -ECANCELED)
+		;
+}
+
+static void *run_runtime(void *arg)
+{
+	struct runtime_config cfg;
+	int rc;
+
+	(void)arg;
+	runtime_config_init(&cfg);
+	cfg.cores = 1;
+	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0) {
+		conn_lists_init(&srv);
+		rc = srv.live ? runtime_spawn(srv.rt, keeper, NULL) : -ENOMEM;
+	}
+	runtime_rc = rc;
+	sem_post(&runtime_ready);
+	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
+		fprintf(stderr, "fuzz_http_server: runtime_run: %s\n", strerror(-rc));
+	return NULL;
+}
+
+/* At exit: the runtime stops (the keeper is cancelled) and goes, once
+ * runtime_shutdown has returned here too. */
+static void finish(void)
+{
+	runtime_shutdown(srv.rt);
+	pthread_join(runtime_thread, NULL);
+	runtime_sem_destroy(srv.backend);
+	runtime_destroy(srv.rt);
+	free(srv.live);
+	close(srv.root_fd);
+	remove_root();
+}
+
+/* The server as http-server would be started with --root (a fresh one),
+ * --limit 1, --body-max 4096; timeouts per input (set_options). */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	(void)argc;
+	(void)argv;
+	if (null < 0 || dup2(null, 1) < 0) /* the access log */
+		fail("/dev/null");
+	close(null);
+	srv.opt = (struct options){ .host = "socketpair", .cores = 1, .limit = 1,
+		.max_conns = 1, .body_max = 4096, .header_timeout_ms = FAST_TIMEOUT_MS,
+		.idle_timeout_ms = FAST_TIMEOUT_MS };
+	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
+		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
+	make_root();
+	srv.opt.root = root_dir;
+	sem_init(&runtime_ready, 0, 0);
+	if (pthread_create(&runtime_thread, NULL, run_runtime, NULL) != 0)
+		fail("pthread_create");
+	while (sem_wait(&runtime_ready) < 0)
+		;
+	if (runtime_rc < 0) {
+		fprintf(stderr, "fuzz_http_server: no runtime: %s\n", strerror(-runtime_rc));
+		exit(1);
+	}
+	atexit(finish);
+	return 0;
+}
