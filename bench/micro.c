@@ -35,6 +35,14 @@
  *                        pthread_pool_roundtrip_ns)
  *   offload_per_s        16 fibers doing that at once, pool of 2 threads
  *                        (pthread_pool_per_s: 16 requester threads)
+ *   read_ns              runtime_read of 1 byte from a socketpair that holds
+ *                        data (so the cost is the SQE, the trip to the
+ *                        kernel and the switch, not a wait)
+ *   hooked_read_ns       the same through libruntime-preload's read(2)
+ *                        wrapper (its sources are compiled in here with
+ *                        PRELOAD_PREFIX: the wrapper is preload_read, and
+ *                        nothing is interposed); medians of 9 interleaved
+ *                        rounds of each
  *
  * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
  * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
@@ -624,6 +632,67 @@ static void bench_offload(void)
 	printf("offload_per_s=%.0f\n", (double)(n / 16 * 4 * 16) / ((double)(ob.t1 - ob.t0) / 1e9));
 }
 
+/* ------------------------------------------------------------------ read */
+
+ssize_t preload_read(int fd, void *buf, size_t len);
+
+static ssize_t (*read_fn)(int, void *, size_t);
+static double read_ns;
+
+/* Every 16 KiB of 1-byte reads, 16 KiB written ahead with write(2). */
+static void read_main(void *arg)
+{
+	static char chunk[16384];
+	long n = scaled(400000) / (long)sizeof(chunk) * (long)sizeof(chunk);
+	int sv[2];
+	char c;
+
+	(void)arg;
+	if (n == 0)
+		n = sizeof(chunk);
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0)
+		exit(1);
+	uint64_t t0 = runtime_now();
+	for (long done = 0; done < n; done += (long)sizeof(chunk)) {
+		if (write(sv[1], chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+			exit(1);
+		for (size_t i = 0; i < sizeof(chunk); i++)
+			if (read_fn(sv[0], &c, 1) != 1)
+				exit(1);
+	}
+	read_ns = (double)(runtime_now() - t0) / (double)n;
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Short rounds, interleaved and alternating which goes first, so that
+ * both see the same machine; medians. */
+static void bench_read(void)
+{
+	enum { ROUNDS = 9 };
+	double own[ROUNDS], hooked[ROUNDS];
+
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int k = 0; k < 2; k++) {
+			bool first_own = round % 2 == 0;
+			bool own_now = (k == 0) == first_own;
+			read_fn = own_now ? runtime_read : preload_read;
+			run_one(read_main, NULL);
+			(own_now ? own : hooked)[round] = read_ns;
+		}
+	}
+	qsort(own, ROUNDS, sizeof(double), cmp_double);
+	qsort(hooked, ROUNDS, sizeof(double), cmp_double);
+	printf("read_ns=%.1f\n", own[ROUNDS / 2]);
+	printf("hooked_read_ns=%.1f\n", hooked[ROUNDS / 2]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -649,6 +718,8 @@ int main(int argc, char **argv)
 		bench_sync();
 	if (WANT("offload"))
 		bench_offload();
+	if (WANT("read"))
+		bench_read();
 	if (WANT("xcore")) {
 		bench_xcore_pingpong(0, "xcore_pingpong_ns");
 		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");
