@@ -170,6 +170,10 @@ static struct job *take_job(struct offload_pool *p)
 	if (!n)
 		return NULL;
 	dlist_remove(n);
+	/* Its queue slot goes back before queued drops: no one may see an
+	 * empty queue (runtime_offload_stats) and still find it full. */
+	if (p->slots)
+		runtime_sem_post(p->slots, NULL);
 	atomic_fetch_sub(&p->queued, 1);
 	struct job *j = container_of(n, struct job, link);
 	atomic_store(&j->state, JOB_RUNNING);
@@ -205,11 +209,9 @@ static bool worker_idle(struct worker *w)
 	return false;
 }
 
-/* The worker took j off the queue, and so frees its queue slot. */
+/* Run a job taken off the queue (take_job gave its slot back). */
 static void run_job(struct offload_pool *p, struct job *j)
 {
-	if (p->slots)
-		runtime_sem_post(p->slots, NULL);
 	void *result = j->fn(j->arg);
 	atomic_fetch_add_explicit(&p->completed, 1, memory_order_relaxed);
 	job_finish(j, result);
@@ -422,10 +424,10 @@ static void job_give_up(struct offload_wait *ow, int res)
 	runtime__spin_lock(&p->lock);
 	if (atomic_compare_exchange_strong(&j->state, &queued, JOB_DROPPED)) {
 		dlist_remove(&j->link);
+		if (p->slots)
+			runtime_sem_post(p->slots, NULL); /* before queued drops */
 		atomic_fetch_sub(&p->queued, 1);
 		runtime__spin_unlock(&p->lock);
-		if (p->slots)
-			runtime_sem_post(p->slots, NULL);
 		ow->outcome = JOB_DROPPED;
 		runtime__resume(f, res);
 		return;
