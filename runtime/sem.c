@@ -334,11 +334,13 @@ static int limited_spawn(struct runtime_limiter *l, void (*fn)(void *), void *ar
 	return rc;
 }
 
-/* What both limiter spawns refuse before taking a slot. */
-static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void *))
+/* What both limiter spawns refuse before taking a slot (caller: its name,
+ * for a misuse report). */
+static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void *),
+                               const char *caller)
 {
 	if (!this_fiber())
-		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
+		return runtime__misuse(-EPERM, caller, MISUSE_OUTSIDE_FIBER);
 	if (!l || !fn)
 		return -EINVAL;
 	if (runtime__is_shutting_down(this_core()->rt))
@@ -349,7 +351,7 @@ static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void 
 int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg,
                           int64_t timeout_ns)
 {
-	int rc = limiter_spawn_check(l, fn);
+	int rc = limiter_spawn_check(l, fn, __func__);
 
 	if (!rc)
 		rc = runtime_sem_get(l->slots, NULL, timeout_ns);
@@ -358,7 +360,7 @@ int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *a
 
 int runtime_limiter_try_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg)
 {
-	int rc = limiter_spawn_check(l, fn);
+	int rc = limiter_spawn_check(l, fn, __func__);
 
 	if (!rc)
 		rc = runtime_sem_try_get(l->slots, NULL);
