@@ -50,6 +50,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_rejections.h"
+
 /* ------------------------------------------------------------ options */
 
 static struct {
@@ -981,28 +983,8 @@ static void *midresponse(void *arg)
 
 /* ------------------------------------------------------------ malformed */
 
-static const struct { const char *req; int status; } known_bad[] = {
-	{ "GET / HTTP/1.1\r\n\r\n", 400 },                              /* no Host */
-	{ "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400 },        /* two Hosts */
-	{ "GET  / HTTP/1.1\r\nHost: a\r\n\r\n", 400 },                  /* bad request line */
-	{ "GET / HTTP/1.x\r\nHost: a\r\n\r\n", 400 },                   /* bad version */
-	{ "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505 },
-	{ "GET / HTTP/1.1\r\nHost : a\r\n\r\n", 400 },                  /* space before colon */
-	{ "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n", 400 },     /* obs-fold */
-	{ "GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", 400 },            /* bare CR */
-	{ "GET / HTTP/1.1\nHost: a\n\n", 400 },                         /* bare LF */
-	{ "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01" "b\r\n\r\n", 400 },   /* control byte */
-	{ "GET / HTTP/1.1\r\nHo(st: a\r\n\r\n", 400 },                  /* bad name */
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400 },
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: +1\r\n\r\na", 400 },
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\n"
-	  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 },          /* CL + TE */
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501 },
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400 },
-	{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
-	  "fffffffffffffffffff\r\n", 400 },                              /* chunk overflow */
-	{ "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 },
-	{ "GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417 },
+static const struct http_rejection known_bad[] = {
+	HTTP_REJECTIONS
 	{ "POST /echo HTTP/1.1\r\nHost: a\r\nContent-Length: 99999999\r\n\r\n", 413 },
 	{ NULL, 414 },                                                  /* built: 9000-byte target */
 	{ NULL, 431 },                                                  /* built: 14000-byte field */
