@@ -51,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,7 +64,7 @@
 #define FAST_TIMEOUT_MS 5000      /* header, idle: the client never waits */
 #define SLOW_TIMEOUT_MS 2         /* ... with OPT_SLOW */
 #define PAUSE_NS (5 * MS)         /* an empty piece with OPT_SLOW */
-#define SECRET "fuzz-secret-b7d1c0de" /* in a file just outside the root */
+#define SECRET_LEN 24              /* "~secret-", 16 random hex digits */
 #define FD_SCAN 128               /* fds checked for leaks: 0 .. FD_SCAN-1 */
 #define MAX_PIECES 64             /* writes per input: later markers dropped */
 
@@ -90,6 +91,7 @@ static int runtime_rc;
 static char top_dir[256];       /* holds secret.txt and root/ */
 static char root_dir[300];
 static int fds_between;         /* open fds below FD_SCAN between inputs */
+static char secret[SECRET_LEN + 1]; /* in a file just outside the root */
 
 /* The requests in what the client sends, framed as the server frames
  * them: the head by http_parse_head, then the body by Content-Length or
@@ -201,7 +203,6 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 	free(scratch);
 }
 
-#define SECRET_LEN (sizeof(SECRET) - 1)
 #define ANSWER_HEAD_MAX 4096
 
 /*
@@ -221,6 +222,28 @@ struct answers {
 	size_t tail_len;
 };
 
+/*
+ * The secret in p[0..n)? Not by memmem: libFuzzer hooks it, learns the
+ * needle and sends it to /echo, which answers it back. The secret is
+ * random, so that no saved input holds it, and starts with a byte no file
+ * in the root has, so that memchr skips to the candidates.
+ */
+static bool has_secret(const char *p, size_t n)
+{
+	const char *end = p + n, *c = p;
+
+	while (end - c >= SECRET_LEN &&
+	       (c = memchr(c, secret[0], (size_t)(end - c) - SECRET_LEN + 1))) {
+		size_t k = 1;
+		while (k < SECRET_LEN && c[k] == secret[k])
+			k++;
+		if (k == SECRET_LEN)
+			return true;
+		c++;
+	}
+	return false;
+}
+
 /* The secret in p[0..n), or across the seam with the bytes before. */
 static void check_secret(struct answers *a, const char *p, size_t n)
 {
@@ -230,7 +253,7 @@ static void check_secret(struct answers *a, const char *p, size_t n)
 
 	memcpy(seam, a->tail, a->tail_len);
 	memcpy(seam + a->tail_len, p, head);
-	if (memmem(seam, a->tail_len + head, SECRET, SECRET_LEN) || memmem(p, n, SECRET, SECRET_LEN))
+	if (has_secret(seam, a->tail_len + head) || has_secret(p, n))
 		fail("a file outside the root was served");
 	if (n >= cap) { /* the tail: the last cap bytes of tail + p */
 		memcpy(a->tail, p + n - cap, cap);
@@ -461,6 +484,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 /* ------------------------------------------------------- the set-up */
 
+static void make_secret(void)
+{
+	uint8_t r[(SECRET_LEN - 8) / 2];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		fail("getrandom");
+	memcpy(secret, "~secret-", 8);
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(secret + 8 + 2 * i, 3, "%02x", r[i]);
+}
+
 static void write_file(const char *dir, const char *name, const char *text, size_t size)
 {
 	char path[512];
@@ -475,10 +509,10 @@ static void write_file(const char *dir, const char *name, const char *text, size
 	fclose(f);
 }
 
-/* top/secret.txt, and the root: small files, one in a subdirectory, an
- * empty one, one just large enough to be read and sent in steps (over
- * 64 KiB), one just large enough to be spliced (over 256 KiB), and
- * symlinks that point out of the root. */
+/* top/secret.txt (a random secret), and the root: small files, one in a
+ * subdirectory, an empty one, one just large enough to be read and sent
+ * in steps (over 64 KiB), one just large enough to be spliced (over
+ * 256 KiB), and symlinks that point out of the root. */
 static void make_root(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -487,7 +521,8 @@ static void make_root(void)
 	snprintf(top_dir, sizeof(top_dir), "%s/fuzz_http_server.XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(top_dir))
 		fail("mkdtemp");
-	write_file(top_dir, "secret.txt", SECRET "\n", sizeof(SECRET));
+	make_secret();
+	write_file(top_dir, "secret.txt", secret, SECRET_LEN);
 	snprintf(root, sizeof(root_dir), "%s/root", top_dir);
 	snprintf(path, sizeof(path), "%s/sub", root);
 	if (mkdir(root, 0700) < 0 || mkdir(path, 0700) < 0)
