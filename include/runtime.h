@@ -76,6 +76,37 @@ extern "C" {
 
 #define RUNTIME_API __attribute__((visibility("default")))
 
+/* --------------------------------------------------------------- version */
+
+/*
+ * The version this header belongs to (configure reads it from here). A
+ * program can compare it with runtime_version(), the library it runs
+ * against: the same major version keeps the ABI. Numbers are decimal.
+ */
+#define RUNTIME_VERSION_MAJOR 0
+#define RUNTIME_VERSION_MINOR 1
+#define RUNTIME_VERSION_PATCH 0
+#define RUNTIME_VERSION \
+	((RUNTIME_VERSION_MAJOR << 16) | (RUNTIME_VERSION_MINOR << 8) | RUNTIME_VERSION_PATCH)
+#define RUNTIME__STRINGIFY(x) #x
+#define RUNTIME__VERSION_STR(a, b, c) RUNTIME__STRINGIFY(a) "." RUNTIME__STRINGIFY(b) "." RUNTIME__STRINGIFY(c)
+#define RUNTIME_VERSION_STRING \
+	RUNTIME__VERSION_STR(RUNTIME_VERSION_MAJOR, RUNTIME_VERSION_MINOR, RUNTIME_VERSION_PATCH)
+
+/* The loaded library's RUNTIME_VERSION. Any thread, any time. */
+RUNTIME_API unsigned runtime_version(void);
+
+/* The loaded library's RUNTIME_VERSION_STRING ("0.1.0"), static storage. */
+RUNTIME_API const char *runtime_version_string(void);
+
+/*
+ * The symbolic name of an error this library returned, for logs:
+ * "ECONNRESET" for -ECONNRESET (strerror(-rc) gives the sentence). "OK"
+ * for rc >= 0; "UNKNOWN" for a value that is no errno. Static storage, any
+ * thread.
+ */
+RUNTIME_API const char *runtime_error_name(int rc);
+
 struct runtime;        /* opaque: the runtime and its core threads */
 struct runtime_fiber;  /* opaque: a join handle */
 

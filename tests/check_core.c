@@ -10,6 +10,7 @@
  */
 #include "testutil.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1023,6 +1024,28 @@ START_TEST(test_core_stats_count_each_core)
 }
 END_TEST
 
+/* The library loaded is the one this header describes, and errors have names. */
+START_TEST(test_core_version_and_error_names)
+{
+	char expect[32];
+
+	ck_assert_uint_eq(runtime_version(), RUNTIME_VERSION);
+	ck_assert_uint_eq(runtime_version() >> 16, RUNTIME_VERSION_MAJOR);
+	snprintf(expect, sizeof(expect), "%d.%d.%d", RUNTIME_VERSION_MAJOR,
+		 RUNTIME_VERSION_MINOR, RUNTIME_VERSION_PATCH);
+	ck_assert_str_eq(runtime_version_string(), expect);
+	ck_assert_str_eq(runtime_version_string(), RUNTIME_VERSION_STRING);
+
+	ck_assert_str_eq(runtime_error_name(-ECONNRESET), "ECONNRESET");
+	ck_assert_str_eq(runtime_error_name(-ECANCELED), "ECANCELED");
+	ck_assert_str_eq(runtime_error_name(-ETIMEDOUT), "ETIMEDOUT");
+	ck_assert_str_eq(runtime_error_name(0), "OK");
+	ck_assert_str_eq(runtime_error_name(42), "OK");
+	ck_assert_str_eq(runtime_error_name(-4000), "UNKNOWN");
+	ck_assert_str_eq(runtime_error_name(INT_MIN), "UNKNOWN");
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("core");
@@ -1033,6 +1056,10 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_core_spawns_from_two_cores_and_a_thread_run_once);
 	tcase_add_test(tc, test_core_foreign_spawns_round_robin_and_children_stay);
 	tcase_add_test(tc, test_core_sleeping_core_is_woken);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("version");
+	tcase_add_test(tc, test_core_version_and_error_names);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stats");

@@ -1,0 +1,71 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# pkgconfig.sh - a program builds from runtime.pc's flags alone, shared and
+# with --static, and runs; runtime-preload.pc puts its library before
+# libruntime. The uninstalled .pc files are used, pointed at the build tree.
+set -u
+srcdir=${srcdir:-.}
+CC=${CC:-cc}
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+passed=0 failed=0
+result() { # NAME OK
+	if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok: $1"
+	else failed=$((failed + 1)); echo "FAIL: $1"; fi
+}
+pc() { # pkg-config ARGS..., on the build tree
+	PKG_CONFIG_PATH=.:preload pkg-config --define-variable=includedir="$srcdir/include" \
+		--define-variable=libdir="$PWD/runtime/.libs" "$@"
+}
+
+cat > "$tmp/hello.c" <<'PROGRAM'
+#include <runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+static void hello(void *arg)
+{
+	(void)arg;
+	printf("hello from a fiber, runtime %s\n", runtime_version_string());
+}
+
+int main(void)
+{
+	struct runtime *rt;
+	int rc = runtime_create(&rt, NULL);
+	if (rc < 0) {
+		fprintf(stderr, "runtime_create: %s\n", strerror(-rc));
+		return 1;
+	}
+	runtime_spawn(rt, hello, NULL);
+	rc = runtime_run(rt);
+	runtime_destroy(rt);
+	return rc < 0;
+}
+PROGRAM
+expect="hello from a fiber, runtime $(pc --modversion runtime)"
+
+# A sanitizer build's library needs the program built with the same
+# sanitizer (SAN_CFLAGS, from the Makefile), and cannot be linked -static.
+# shellcheck disable=SC2046,SC2086
+$CC ${SAN_CFLAGS:-} "$tmp/hello.c" $(pc --cflags --libs runtime) -o "$tmp/shared" 2> "$tmp/err" &&
+	[ "$(LD_LIBRARY_PATH=runtime/.libs "$tmp/shared")" = "$expect" ]
+result "shared: built from pkg-config --cflags --libs runtime, ran" $?
+if [ -z "${SAN_CFLAGS:-}" ]; then
+	# shellcheck disable=SC2046
+	$CC -static "$tmp/hello.c" $(pc --cflags runtime) $(pc --static --libs runtime) \
+		-o "$tmp/static" 2>> "$tmp/err" && [ "$("$tmp/static")" = "$expect" ]
+	result "static: built from pkg-config --static --libs runtime, ran" $?
+else
+	echo "not here: -static (a sanitizer build; the plain build runs it)"
+fi
+# Only errors: glibc warns that a static getaddrinfo needs its libraries.
+grep -v "statically linked applications requires\|in function .gai_run" "$tmp/err" | sed 's/^/  /'
+
+pc --cflags runtime | grep -q -- '-fstack-clash-protection'
+result "Cflags carry -fstack-clash-protection" $?
+pc --libs runtime-preload | grep -q -- '-lruntime-preload .*-lruntime'
+result "runtime-preload's library comes before libruntime" $?
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
