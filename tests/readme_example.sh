@@ -1,0 +1,64 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# readme_example.sh - README's first program, exactly as printed there,
+# builds with the compile line printed there (its pkg-config flags pointed
+# at this build tree) and prints what README says it prints when the echo
+# demo is running. Only the port changes: 7000 may be taken here.
+set -u
+srcdir=${srcdir:-.}
+tmp=$(mktemp -d) || exit 1
+pid=
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill -TERM "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+fail() {
+	echo "readme_example: FAIL: $*" >&2
+	cat "$tmp/log" >&2 2>/dev/null
+	echo "0 passed, 1 failed"
+	exit 1
+}
+
+# The first ```c block after "## A first program", and the output line
+# README shows after the compile line.
+awk '/^## A first program/ { on = 1 } on && /^```c$/ { code = 1; next }
+     code && /^```$/ { exit } code { print }' "$srcdir/README.md" > "$tmp/hello.c"
+expect=$(awk '/^## A first program/ { on = 1 }
+     on && /pkg-config --cflags --libs runtime\) -o hello/ { getline; sub(/^ +/, ""); print; exit }' \
+	"$srcdir/README.md")
+grep -q 'runtime_tcp_connect("127.0.0.1", 7000)' "$tmp/hello.c" || fail "no first program in README.md"
+[ -n "$expect" ] || fail "no expected output in README.md"
+
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+for _ in 1 2 3 4 5; do
+	port=$((20000 + RANDOM % 10000))
+	listening "$port" && continue
+	./demos/echo/echo-server --host 127.0.0.1 --port "$port" --quiet 2>"$tmp/log" &
+	pid=$!
+	for _ in $(seq 200); do
+		listening "$port" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	listening "$port" && break
+	wait "$pid" 2>/dev/null
+	pid=
+done
+[ -n "$pid" ] || fail "echo server did not start"
+sed -i "s/7000/$port/" "$tmp/hello.c"
+
+pc() {
+	PKG_CONFIG_PATH=. pkg-config --define-variable=includedir="$srcdir/include" \
+		--define-variable=libdir="$PWD/runtime/.libs" "$@"
+}
+# shellcheck disable=SC2046,SC2086
+${CC:-cc} ${SAN_CFLAGS:-} "$tmp/hello.c" $(pc --cflags --libs runtime) -o "$tmp/hello" \
+	2>"$tmp/log" || fail "README's first program does not build"
+got=$(LD_LIBRARY_PATH=runtime/.libs timeout 120 "$tmp/hello" 2>"$tmp/log")
+[ "$got" = "$expect" ] || fail "it printed '$got', README says '$expect'"
+echo "ok: README's first program prints '$got'"
+echo "1 passed, 0 failed"
