@@ -90,7 +90,11 @@ static sem_t runtime_ready;
 static int runtime_rc;
 static char top_dir[256];       /* holds secret.txt and root/ */
 static char root_dir[300];
-static int fds_between;         /* open fds below FD_SCAN between inputs */
+static struct fd_snapshot {    /* fds below FD_SCAN between inputs */
+	bool taken;
+	bool open[FD_SCAN];
+	char what[FD_SCAN][80];    /* readlink of /proc/self/fd/N */
+} fds_between;
 static char secret[SECRET_LEN + 1]; /* in a file just outside the root */
 
 /* The requests in what the client sends, framed as the server frames
@@ -127,21 +131,59 @@ int __wrap_runtime_sleep(uint64_t ns)
 	return __real_runtime_sleep(ns < SLEEP_CAP_NS ? ns : SLEEP_CAP_NS);
 }
 
-/* Open fds below FD_SCAN, in one poll(2). The process holds a dozen
- * between inputs, and an input's fds take the lowest free numbers, so a
- * leak lands below FD_SCAN; a wider scan costs more than the server does. */
-static int count_fds(void)
+/* Which fds below FD_SCAN are open, in one poll(2). The process holds a
+ * dozen between inputs, and an input's fds take the lowest free numbers,
+ * so a leak lands below FD_SCAN; a wider scan costs more than the server
+ * does. */
+static void scan_fds(bool open[FD_SCAN])
 {
 	static struct pollfd pfd[FD_SCAN];
-	int n = 0;
 
 	for (int i = 0; i < FD_SCAN; i++)
 		pfd[i] = (struct pollfd){ .fd = i };
 	if (poll(pfd, FD_SCAN, 0) < 0)
 		fail("poll");
 	for (int i = 0; i < FD_SCAN; i++)
-		n += !(pfd[i].revents & POLLNVAL);
-	return n;
+		open[i] = !(pfd[i].revents & POLLNVAL);
+}
+
+static void describe_fd(int fd, char *out, size_t cap)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, out, cap - 1);
+	out[n > 0 ? n : 0] = '\0';
+}
+
+/* The same fds open as between the first inputs, or fail naming each fd
+ * that was opened (a leak) or closed (someone else's fd closed: a double
+ * close). */
+static void check_fds(void)
+{
+	bool now[FD_SCAN];
+	char what[80];
+	bool same = true;
+
+	scan_fds(now);
+	if (!fds_between.taken) {
+		memcpy(fds_between.open, now, sizeof(now));
+		for (int i = 0; i < FD_SCAN; i++)
+			if (now[i])
+				describe_fd(i, fds_between.what[i], sizeof(fds_between.what[i]));
+		fds_between.taken = true;
+		return;
+	}
+	for (int i = 0; i < FD_SCAN; i++) {
+		if (now[i] == fds_between.open[i])
+			continue;
+		same = false;
+		describe_fd(i, what, sizeof(what));
+		fprintf(stderr, "fuzz_http_server: fd %d %s (%s)\n", i,
+		        now[i] ? "open, a leak" : "closed by someone", now[i] ? what : fds_between.what[i]);
+	}
+	if (!same)
+		fail("a file descriptor leaked, or another's was closed");
 }
 
 /* ------------------------------------------------------------ the client */
@@ -428,8 +470,8 @@ static void drive(void *arg)
 	struct runtime_fiber *server, *rd;
 	int sv[2];
 
-	if (!fds_between) /* the first input: the runtime's ring is open by now */
-		fds_between = count_fds();
+	if (!fds_between.taken) /* the first input: the runtime's ring is open by now */
+		check_fds();
 	runtime_deadline_set(j->deadline);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		fail("socketpair");
@@ -452,14 +494,14 @@ static void drive(void *arg)
 	join_or_fail(server, "the connection's fiber did not end in time (hang)");
 	if (j->owed_checked && j->answered < j->q.owed)
 		fail("a request that came whole got no answer, or part of one");
-	runtime_close(sv[0]);
+	if (runtime_close(sv[0]) < 0)
+		fail("the client's fd was closed by someone else (a double close)");
 	runtime_deadline_set(0);
 	free(j->q.head_only);
 	if (atomic_load(&srv.open) != 0)
 		fail("the open connection count did not go back to 0");
 	atomic_store(&srv.draining, false);
-	if (count_fds() != fds_between)
-		fail("a file descriptor leaked");
+	check_fds();
 	sem_post(&j->done);
 }
 
