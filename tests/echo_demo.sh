@@ -34,24 +34,9 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 2200 ]; then
 	exit 77
 fi
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
-# A port that nobody listens on; the server fails fast if it is taken.
-for _ in 1 2 3 4 5; do
-	port=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768+)
-	listening "$port" && continue
-	"$srv" --host 127.0.0.1 --port "$port" 2>"$log" &
-	pid=$!
-	for _ in $(seq 100); do
-		listening "$port" && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	listening "$port" && break
-	wait "$pid" 2>/dev/null
-	pid=
-done
-[ -n "$pid" ] || fail "server did not start"
+# shellcheck source=tests/server_lib.sh
+. "${srcdir:-.}/tests/server_lib.sh"
+start_server "$log" "$srv" --host 127.0.0.1 || fail "server did not start"
 
 bound=300 # seconds per load; generous, see the top
 

@@ -9,10 +9,7 @@ srcdir=${srcdir:-.}
 tmp=$(mktemp -d) || exit 1
 pid=
 cleanup() {
-	if [ -n "$pid" ]; then
-		kill -TERM "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	fi
+	[ -n "$pid" ] && stop_server
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -33,22 +30,10 @@ expect=$(awk '/^## A first program/ { on = 1 }
 grep -q 'runtime_tcp_connect("127.0.0.1", 7000)' "$tmp/hello.c" || fail "no first program in README.md"
 [ -n "$expect" ] || fail "no expected output in README.md"
 
-listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for _ in 1 2 3 4 5; do
-	port=$((20000 + RANDOM % 10000))
-	listening "$port" && continue
-	./demos/echo/echo-server --host 127.0.0.1 --port "$port" --quiet 2>"$tmp/log" &
-	pid=$!
-	for _ in $(seq 200); do
-		listening "$port" && break
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	listening "$port" && break
-	wait "$pid" 2>/dev/null
-	pid=
-done
-[ -n "$pid" ] || fail "echo server did not start"
+# shellcheck source=tests/server_lib.sh
+. "$srcdir/tests/server_lib.sh"
+start_server "$tmp/log" ./demos/echo/echo-server --host 127.0.0.1 --quiet ||
+	fail "echo server did not start"
 sed -i "s/7000/$port/" "$tmp/hello.c"
 
 pc() {

@@ -20,7 +20,9 @@
  */
 #include <runtime.h>
 
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdatomic.h>
@@ -59,6 +61,27 @@ static void echo(int fd, char *buf, size_t size, int plain_recv)
 
 static struct server srv = { .listen_fd = -1 };
 
+/* Errors that come in bursts - accept at the fd limit, spawn out of
+ * memory - print at most once a second, with a count of the ones held
+ * back: the log must not become the load. */
+static void report_error(const char *what, int rc)
+{
+	static _Atomic uint64_t next_ns;
+	static _Atomic unsigned long held_back;
+	uint64_t now = runtime_now(), next = atomic_load(&next_ns);
+
+	if (now < next || !atomic_compare_exchange_strong(&next_ns, &next, now + 1000000000u)) {
+		atomic_fetch_add(&held_back, 1);
+		return;
+	}
+	unsigned long n = atomic_exchange(&held_back, 0);
+	if (n)
+		fprintf(stderr, "echo-server: %s: %s (and %lu more errors since the last report)\n",
+		        what, strerror(-rc), n);
+	else
+		fprintf(stderr, "echo-server: %s: %s\n", what, strerror(-rc));
+}
+
 static void connection(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
@@ -75,7 +98,7 @@ static void start_connection(struct server *s, int fd)
 	atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
 	int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
 	if (rc < 0) {
-		fprintf(stderr, "echo-server: spawn: %s\n", strerror(-rc));
+		report_error("spawn", rc);
 		runtime_close(fd);
 	}
 }
@@ -98,22 +121,46 @@ static void acceptor(void *arg)
 			continue;
 		}
 		/* Out of fds or memory: back off, keep serving the rest. */
-		fprintf(stderr, "echo-server: accept: %s\n", strerror(-fd));
+		report_error("accept", fd);
 		if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED)
 			break;
 	}
 	runtime_listener_close(l);
 }
 
-static void usage(FILE *to, const char *argv0)
+static void usage(FILE *to)
 {
-	fprintf(to,
-	        "usage: %s [--host ADDR] [--port P] [--cores N] [--fixed-files] [--sqpoll]\n"
-	        "       [--busy-poll US] [--no-register-ring] [--plain-recv]\n"
-	        "       [--stream-buffers N] [--stream-buffer-size BYTES] [--quiet] [--help]\n"
-	        "A TCP echo server, one fiber per connection. Defaults: host 0.0.0.0,\n"
-	        "port 7000, 1 core (0: one per CPU). SIGINT/SIGTERM stop it cleanly.\n",
-	        argv0);
+	fputs("usage: echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files] [--sqpoll]\n"
+	      "       [--busy-poll US] [--no-register-ring] [--plain-recv]\n"
+	      "       [--stream-buffers N] [--stream-buffer-size BYTES] [--quiet] [--help]\n"
+	      "A TCP echo server, one fiber per connection; SIGINT/SIGTERM stop it cleanly.\n"
+	      "  --host ADDR        address to listen on (default 0.0.0.0)\n"
+	      "  --port P           TCP port (default 7000)\n"
+	      "  --cores N          core threads, one ring each (default 1; 0: one per CPU)\n"
+	      "  --fixed-files      register each connection in its core's ring\n"
+	      "  --sqpoll           a kernel thread polls each ring's submissions\n"
+	      "  --busy-poll US     poll each ring for completions for up to US microseconds\n"
+	      "  --no-register-ring do not register the ring fds (io_uring_register_ring_fd)\n"
+	      "  --plain-recv       one recv SQE per read instead of a multishot receive stream\n"
+	      "  --stream-buffers N, --stream-buffer-size BYTES\n"
+	      "                     the provided-buffer ring of each core's receive streams\n"
+	      "                     (default 1024 x 4096)\n"
+	      "  --quiet            no start banner\n",
+	      to);
+}
+
+/* A decimal number from 0 to max, or a message naming the flag. */
+static int parse_number(const char *flag, const char *arg, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(arg, &end, 10);
+	if (errno || end == arg || *end || *out > max || arg[0] == '-') {
+		fprintf(stderr, "echo-server: --%s: '%s' is not a number from 0 to %lu\n", flag, arg, max);
+		return -1;
+	}
+	return 0;
 }
 
 /* Room for many connections: the soft fd limit up to the hard one. */
@@ -126,7 +173,9 @@ static void raise_fd_limit(void)
 	}
 }
 
-int main(int argc, char **argv)
+/* argv into cfg, *host and *port (-1: --help asked); -1 on a bad one. */
+static int parse_options(int argc, char **argv, struct runtime_config *cfg, const char **host,
+                         long *port)
 {
 	static const struct option opts[] = {
 		{ "host", required_argument, NULL, 'h' },
@@ -143,41 +192,49 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
+	unsigned long n = 0;
+	int c, i = 0;
+
+	/* Long options only: i then always names the option found. */
+	while ((c = getopt_long(argc, argv, "", opts, &i)) != -1) {
+		if (c != '?' && c != 'h' && opts[i].has_arg &&
+		    parse_number(opts[i].name, optarg, c == 'p' ? 65535 : UINT_MAX, &n) < 0)
+			return -1;
+		switch (c) {
+		case 'h': *host = optarg; break;
+		case 'p': *port = (long)n; break;
+		case 'c': cfg->cores = (unsigned)n; break;
+		case 'f': cfg->fixed_files = 1; break;
+		case 's': cfg->sqpoll = 1; break;
+		case 'b': cfg->busy_poll_us = (unsigned)n; break;
+		case 'r': cfg->register_ring_fd = 0; break;
+		case 'P': srv.plain_recv = 1; break;
+		case 'B': cfg->stream_buffers = (unsigned)n; break;
+		case 'S': cfg->stream_buffer_size = (unsigned)n; break;
+		case 'q': srv.quiet = 1; break;
+		case 'H': *port = -1; return 0;
+		default: fputs("echo-server: --help lists the options\n", stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "echo-server: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
 	struct runtime_config cfg;
 	const char *host = "0.0.0.0";
 	long port = 7000;
-	int c;
 
 	runtime_config_init(&cfg);
-	while ((c = getopt_long(argc, argv, "h:p:c:fsb:rPB:S:qH", opts, NULL)) != -1) {
-		char *end;
-		switch (c) {
-		case 'h': host = optarg; break;
-		case 'p':
-			port = strtol(optarg, &end, 10);
-			if (*end || port < 0 || port > 65535) {
-				fprintf(stderr, "echo-server: bad port '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'c':
-			cfg.cores = (unsigned)strtoul(optarg, &end, 10);
-			if (*end) {
-				fprintf(stderr, "echo-server: bad core count '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'f': cfg.fixed_files = 1; break;
-		case 's': cfg.sqpoll = 1; break;
-		case 'b': cfg.busy_poll_us = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 'r': cfg.register_ring_fd = 0; break;
-		case 'P': srv.plain_recv = 1; break;
-		case 'B': cfg.stream_buffers = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 'S': cfg.stream_buffer_size = (unsigned)strtoul(optarg, NULL, 10); break;
-		case 'q': srv.quiet = 1; break;
-		case 'H': usage(stdout, argv[0]); return 0;
-		default: usage(stderr, argv[0]); return 2;
-		}
+	if (parse_options(argc, argv, &cfg, &host, &port) < 0)
+		return 2;
+	if (port < 0) { /* --help */
+		usage(stdout);
+		return 0;
 	}
 	raise_fd_limit();
 

@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: MIT
+# server_lib.sh - sourced by the shell tests that talk to a demo server.
+
+# listening PORT: something accepts on 127.0.0.1:PORT.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# start_server LOG CMD [ARGS...]: runs CMD ARGS --port P in the background
+# on a port nobody listens on (below the ephemeral range), stderr to LOG,
+# and sets port and pid; fails if it never listens. The wait is generous:
+# a sanitizer build on a loaded machine starts slowly.
+start_server() {
+	local log=$1 try
+	shift
+	for try in 1 2 3 4 5; do
+		port=$((20000 + RANDOM % 10000))
+		listening "$port" && continue
+		"$@" --port "$port" 2>"$log" &
+		pid=$!
+		for _ in $(seq 600); do
+			listening "$port" && return 0
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		pid=
+	done
+	return 1
+}
+
+# stop_server: SIGTERM, and the exit status (0: a clean stop).
+stop_server() {
+	local status=0
+	kill -TERM "$pid" 2>/dev/null
+	wait "$pid" || status=$?
+	pid=
+	return "$status"
+}
+
+# cpu_ticks PID: user + system time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
