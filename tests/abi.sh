@@ -10,11 +10,8 @@ srcdir=${srcdir:-.}
 lib=runtime/.libs/libruntime.so
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-result() { # NAME OK
-	if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok: $1"
-	else failed=$((failed + 1)); echo "FAIL: $1"; fi
-}
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 same() { # NAME FILE1 FILE2: equal sets, and neither empty
 	if [ -s "$2" ] && [ -s "$3" ] && cmp -s "$2" "$3"; then result "$1" 0
 	else diff "$2" "$3" | sed 's/^/  /'; result "$1" 1; fi
@@ -47,5 +44,4 @@ package=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"$/\1/p' config.h)
 [ -n "$version" ] && [ "$version" = "$package" ]
 result "header version $version = package version $package" $?
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

@@ -34,8 +34,8 @@ if [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -lt 2200 ]; then
 	exit 77
 fi
 
-# shellcheck source=tests/server_lib.sh
-. "${srcdir:-.}/tests/server_lib.sh"
+# shellcheck source=tests/lib.sh
+. "${srcdir:-.}/tests/lib.sh"
 start_server "$log" "$srv" --host 127.0.0.1 || fail "server did not start"
 
 bound=300 # seconds per load; generous, see the top

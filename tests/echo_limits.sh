@@ -10,26 +10,26 @@ srcdir=${srcdir:-.}
 srv=./demos/echo/echo-server
 tmp=$(mktemp -d) || exit 1
 pid=
-passed=0 failed=0
-# shellcheck source=tests/server_lib.sh
-. "$srcdir/tests/server_lib.sh"
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 cleanup() {
 	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-result() { # NAME OK
-	if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok: $1"
-	else failed=$((failed + 1)); echo "FAIL: $1"; sed 's/^/  /' "$tmp/log" 2>/dev/null | tail -5; fi
+# A failure shows the end of the server's log.
+check() { # NAME STATUS
+	result "$1" "$2"
+	[ "$2" -eq 0 ] || sed 's/^/  /' "$tmp/log" 2>/dev/null | tail -5
 }
-finish() { echo "$passed passed, $failed failed"; [ "$failed" -eq 0 ]; exit; }
+finish() { summary; exit; }
 
 # ------------------------------------------------------------- flags
 bad_flag() { # FLAG VALUE: exit 2, and a message that names the flag
 	local status=0
 	"$srv" "--$1" "$2" >/dev/null 2>"$tmp/log" || status=$?
 	[ "$status" -eq 2 ] && grep -q -- "--$1" "$tmp/log"
-	result "--$1 '$2' refused, named" $?
+	check "--$1 '$2' refused, named" $?
 }
 bad_flag port abc
 bad_flag port 70000
@@ -38,23 +38,23 @@ bad_flag busy-poll -1
 bad_flag stream-buffer-size ''
 "$srv" --bogus >/dev/null 2>"$tmp/log"
 [ $? -eq 2 ] && grep -q bogus "$tmp/log"
-result "an unknown option refused, named" $?
+check "an unknown option refused, named" $?
 "$srv" --help > "$tmp/log" 2>&1 && grep -q -- '--stream-buffers' "$tmp/log"
-result "--help lists every option, exit 0" $?
+check "--help lists every option, exit 0" $?
 
 # ---------------------------------------------------- at the fd limit
 # 40 fds, soft and hard, so the server cannot raise it: some 30
 # connections fit; 60 clients connect (the backlog holds the rest).
 limit=40 clients=60
 start_server "$tmp/log" prlimit --nofile=$limit:$limit "$srv" --host 127.0.0.1 --quiet ||
-	{ result "server started under an fd limit of $limit" 1; finish; }
+	{ check "server started under an fd limit of $limit" 1; finish; }
 declare -a conn
 for _ in $(seq $clients); do
 	exec {fd}<>"/dev/tcp/127.0.0.1/$port" || break
 	conn+=("$fd")
 done
 [ ${#conn[@]} -eq $clients ]
-result "$clients clients connected" $?
+check "$clients clients connected" $?
 
 open_fds() { find "/proc/$pid/fd" -mindepth 1 2>/dev/null | wc -l; }
 for _ in $(seq 1200); do # 60 s
@@ -62,7 +62,7 @@ for _ in $(seq 1200); do # 60 s
 	sleep 0.05
 done
 [ "$(open_fds)" -ge $((limit - 1)) ] && grep -q 'accept:' "$tmp/log"
-result "the server reached its fd limit and said so ($(open_fds) fds)" $?
+check "the server reached its fd limit and said so ($(open_fds) fds)" $?
 
 # Spinning on EMFILE would take a whole CPU; the back-off sleeps 10 ms a
 # try. Half a CPU-second in 2 s leaves a sanitizer build room.
@@ -71,25 +71,25 @@ t0=$(cpu_ticks "$pid") s0=$SECONDS
 sleep 2
 used=$(($(cpu_ticks "$pid") - t0))
 [ "$used" -lt "$hz" ]
-result "at the limit it backs off: $used of $((2 * hz)) ticks in 2 s" $?
+check "at the limit it backs off: $used of $((2 * hz)) ticks in 2 s" $?
 
 # The connections it holds are still served.
 printf 'ping\n' >&"${conn[0]}"
 IFS= read -r -t 60 line <&"${conn[0]}"
 [ "${line:-}" = ping ]
-result "a held connection is still echoed" $?
+check "a held connection is still echoed" $?
 
 # A report a second at most: the errors came for $SECONDS - s0 seconds and more.
 reports=$(grep -c 'accept:' "$tmp/log")
 [ "$reports" -le $((SECONDS - s0 + 4)) ]
-result "accept errors reported $reports times, at most about once a second" $?
+check "accept errors reported $reports times, at most about once a second" $?
 
 # Fds free up: every client goes, then new ones are served.
 for fd in "${conn[@]}"; do exec {fd}>&-; done
 out=$(./bench/echo_load -p "$port" -c 8 -s 64 -n 50 -d 300) &&
 	[[ $out == *errors=0* ]] && [[ $out == *" active=8 "* ]]
-result "once fds free up it serves again: ${out:-no output}" $?
+check "once fds free up it serves again: ${out:-no output}" $?
 
 stop_server
-result "SIGTERM stops it cleanly" $?
+check "SIGTERM stops it cleanly" $?
 finish

@@ -8,11 +8,8 @@ srcdir=${srcdir:-.}
 CC=${CC:-cc}
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
-passed=0 failed=0
-result() { # NAME OK
-	if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok: $1"
-	else failed=$((failed + 1)); echo "FAIL: $1"; fi
-}
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 pc() { # pkg-config ARGS..., on the build tree
 	PKG_CONFIG_PATH=.:preload pkg-config --define-variable=includedir="$srcdir/include" \
 		--define-variable=libdir="$PWD/runtime/.libs" "$@"
@@ -67,5 +64,4 @@ result "Cflags carry -fstack-clash-protection" $?
 pc --libs runtime-preload | grep -q -- '-lruntime-preload .*-lruntime'
 result "runtime-preload's library comes before libruntime" $?
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

@@ -30,8 +30,8 @@ expect=$(awk '/^## A first program/ { on = 1 }
 grep -q 'runtime_tcp_connect("127.0.0.1", 7000)' "$tmp/hello.c" || fail "no first program in README.md"
 [ -n "$expect" ] || fail "no expected output in README.md"
 
-# shellcheck source=tests/server_lib.sh
-. "$srcdir/tests/server_lib.sh"
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 start_server "$tmp/log" ./demos/echo/echo-server --host 127.0.0.1 --quiet ||
 	fail "echo server did not start"
 sed -i "s/7000/$port/" "$tmp/hello.c"

@@ -1,5 +1,26 @@
 # SPDX-License-Identifier: MIT
-# server_lib.sh - sourced by the shell tests that talk to a demo server.
+# lib.sh - sourced by the shell tests (POSIX sh and bash): a tally of
+# named results that ends in the "N passed, F failed" line build.sh reads,
+# and the start and stop of a demo server on a free port.
+
+passed=0 failed=0
+
+# result NAME STATUS: one named result, ok when STATUS is 0.
+result() {
+	if [ "$2" -eq 0 ]; then
+		passed=$((passed + 1))
+		echo "ok: $1"
+	else
+		failed=$((failed + 1))
+		echo "FAIL: $1"
+	fi
+}
+
+# summary: the tally; its status is the tests' (0: none failed).
+summary() {
+	echo "$passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}
 
 # listening PORT: something accepts on 127.0.0.1:PORT.
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
