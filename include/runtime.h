@@ -792,7 +792,12 @@ RUNTIME_API int runtime_fstat(int fd, struct stat *st);
  * syscall it names: a byte count, an fd or 0, else -errno (-ECANCELED,
  * -ETIMEDOUT as above, -EPERM outside fiber context, -EPIPE for a write to
  * a gone reader: never SIGPIPE). Buffers must stay valid until the call
- * returns (they may live on the fiber's stack). */
+ * returns (they may live on the fiber's stack). Where io_uring differs
+ * from the syscall: a call waits for readiness whether or not the fd is
+ * O_NONBLOCK (MSG_DONTWAIT gives -EAGAIN on sockets; runtime_poll with
+ * timeout 0 checks without waiting), and runtime_pread/pwrite on a pipe or
+ * socket read and write it as a stream (the offset is ignored; no
+ * -ESPIPE). */
 RUNTIME_API ssize_t runtime_read(int fd, void *buf, size_t len);
 RUNTIME_API ssize_t runtime_write(int fd, const void *buf, size_t len);
 RUNTIME_API ssize_t runtime_readv(int fd, const struct iovec *iov, int iovcnt);
@@ -843,7 +848,9 @@ RUNTIME_API int runtime_sock_shutdown(int fd, int how);
  * fiber's deadline). Returns the ready events (> 0), -ETIMEDOUT,
  * -ECANCELED or -errno.
  * timeout_ns == 0 is a readiness check, not a wait: it never blocks, so it
- * works from any thread and ignores cancellation and deadlines.
+ * works from any thread and ignores cancellation and deadlines. It answers
+ * as poll(2) does, so a closed fd gives POLLNVAL (> 0) there, where a wait
+ * returns -EBADF.
  */
 RUNTIME_API int runtime_poll(int fd, short events, int64_t timeout_ns);
 

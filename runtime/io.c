@@ -425,5 +425,10 @@ int runtime_close(int fd)
 	struct op op = { .fiber = f, .deadline = NEVER };
 	struct io_uring_sqe *sqe = runtime__sqe(f->core);
 	io_uring_prep_close(sqe, fd);
-	return op_wait(&op, sqe, -1);
+	rc = op_wait(&op, sqe, -1);
+	/* The ring refuses to close an io_uring fd (-EBADF) and leaves it
+	 * open; close(2) closes that, and answers EBADF for a bad fd too. */
+	if (rc == -EBADF)
+		rc = sys_close(fd) == 0 ? 0 : -errno;
+	return rc;
 }

@@ -13,12 +13,14 @@
 #include "testutil.h"
 
 #include <fcntl.h>
+#include <linux/io_uring.h>
 #include <linux/openat2.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- helpers */
@@ -338,6 +340,38 @@ static void file_fiber(void *p)
 	s->close_rc = runtime_close(s->fd);
 	s->closed_state = fd_state(s->fd);
 }
+
+/* An io_uring fd, which IORING_OP_CLOSE refuses, is closed all the same;
+ * a closed fd gets -EBADF. */
+struct ring_close {
+	int fd, rc, state, again;
+};
+
+static void ring_close_fiber(void *p)
+{
+	struct ring_close *r = p;
+
+	r->rc = runtime_close(r->fd);
+	r->state = fd_state(r->fd);
+	r->again = runtime_close(r->fd);
+}
+
+START_TEST(test_io_close_closes_an_io_uring_fd)
+{
+	struct io_uring_params params = { 0 };
+	struct ring_close r = { .fd = (int)syscall(__NR_io_uring_setup, 4, &params) };
+	struct runtime *rt;
+
+	ck_assert_int_ge(r.fd, 0);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, ring_close_fiber, &r), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(r.rc, 0);
+	ck_assert_int_eq(r.state, EBADF);
+	ck_assert_int_eq(r.again, -EBADF);
+}
+END_TEST
 
 START_TEST(test_io_file_openat_pwrite_fsync_pread_close)
 {
@@ -1112,6 +1146,7 @@ static Suite *io_suite(void)
 	tc = tcase_create("files");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_io_file_openat_pwrite_fsync_pread_close);
+	tcase_add_test(tc, test_io_close_closes_an_io_uring_fd);
 	tcase_add_test(tc, test_io_openat2_statx_splice);
 	suite_add_tcase(s, tc);
 
