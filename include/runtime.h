@@ -942,21 +942,24 @@ RUNTIME_API int runtime_listener_close(struct runtime_listener *l);
  * A listening TCP socket on a numeric address (IPv4 or IPv6; NULL or "" is
  * every IPv4 address; no name lookups, so it never blocks), with SO_REUSEADDR
  * and, if asked, SO_REUSEPORT. backlog <= 0 means SOMAXCONN. Any thread.
- * Returns the fd or -errno (-EINVAL for an address that is not numeric).
+ * Returns the fd or -errno (-EINVAL for an address that is not numeric, or
+ * flags other than RUNTIME_LISTEN_REUSEPORT).
  */
 RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
                                    unsigned flags);
 
-/* Connect a new TCP socket to host: a numeric address, or a name resolved
- * on the offload pool (runtime_getaddrinfo), whose addresses are tried in
- * turn within the fiber's deadline. Fiber context. Returns the fd or
+/* Connect a new TCP socket to host: a numeric address (NULL or "" is
+ * 0.0.0.0, this host), or a name resolved on the offload pool
+ * (runtime_getaddrinfo), whose addresses are tried in turn within the
+ * fiber's deadline. Fiber context. Returns the fd or
  * -errno: the last address's error, or runtime_getaddrinfo's; no fd is left
  * behind on error. */
 RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
 
 /*
- * Write all len bytes, looping over short writes. Returns len, or -errno;
- * *done (if not NULL) always receives the bytes written, so nothing is lost.
+ * Write all len bytes, looping over short writes. Returns len, or -errno
+ * (-EIO if a write took no byte); *done (if not NULL) always receives the
+ * bytes written, so nothing is lost.
  */
 RUNTIME_API ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done);
 

@@ -120,7 +120,7 @@ int runtime_tcp_connect(const char *host, uint16_t port)
 		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (parse_addr(host, port, &ss, &len) == 0)
 		return connect_to((struct sockaddr *)&ss, len);
-	if (!host || strchr(host, ':'))
+	if (strchr(host, ':')) /* NULL parsed as 0.0.0.0 above */
 		return -EINVAL; /* not a name: a malformed IPv6 address */
 	return connect_by_name(host, port);
 }
