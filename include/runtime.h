@@ -647,7 +647,8 @@ struct runtime_sem_stats {
 	uint64_t rejected;  /* try_get refusals */
 };
 
-/* A snapshot (any thread; each figure exact, the three not taken at once). */
+/* A snapshot (any thread; each figure exact, the three not taken at once).
+ * A NULL sem is misuse: reported, and *st zeroed. */
 RUNTIME_API void runtime_sem_stats(const struct runtime_sem *sem, struct runtime_sem_stats *st);
 
 /*
@@ -669,7 +670,7 @@ RUNTIME_API int runtime_limiter_spawn(struct runtime_limiter *lim, void (*fn)(vo
 /* Spawn only if a slot is free, else -EBUSY. Fiber context. */
 RUNTIME_API int runtime_limiter_try_spawn(struct runtime_limiter *lim, void (*fn)(void *),
                                           void *arg);
-/* Fibers of it alive now. Any thread. */
+/* Fibers of it alive now. Any thread. NULL: misuse, 0. */
 RUNTIME_API unsigned runtime_limiter_in_flight(const struct runtime_limiter *lim);
 
 /*
@@ -765,7 +766,7 @@ struct runtime_offload_stats {
 	uint64_t rejected;   /* -EAGAIN under RUNTIME_OFFLOAD_REJECT */
 };
 
-/* A snapshot. Any thread. */
+/* A snapshot. Any thread. A NULL rt is misuse: reported, and *st zeroed. */
 RUNTIME_API void runtime_offload_stats(const struct runtime *rt, struct runtime_offload_stats *st);
 
 /*

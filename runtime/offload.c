@@ -537,6 +537,12 @@ int runtime_offload(void *(*fn)(void *), void *arg, void **result,
 
 void runtime_offload_stats(const struct runtime *rt, struct runtime_offload_stats *st)
 {
+	if (!rt || !st) {
+		runtime__misuse(-EINVAL, "runtime_offload_stats", "NULL runtime or stats");
+		if (st)
+			*st = (struct runtime_offload_stats){ 0 };
+		return;
+	}
 	const struct offload_pool *p = rt->offload;
 
 	st->alive = atomic_load(&p->alive);

@@ -277,6 +277,12 @@ int runtime_sem_post(struct runtime_sem *s, void *resource)
 
 void runtime_sem_stats(const struct runtime_sem *s, struct runtime_sem_stats *st)
 {
+	if (!s || !st) {
+		runtime__misuse(-EINVAL, "runtime_sem_stats", "NULL semaphore or stats");
+		if (st)
+			*st = (struct runtime_sem_stats){ 0 };
+		return;
+	}
 	int64_t in_use = atomic_load(&s->in_use);
 
 	st->in_use = (unsigned)(in_use > 0 ? in_use : 0);
@@ -370,6 +376,9 @@ int runtime_limiter_try_spawn(struct runtime_limiter *l, void (*fn)(void *), voi
 unsigned runtime_limiter_in_flight(const struct runtime_limiter *l)
 {
 	struct runtime_sem_stats st;
+
+	if (!l)
+		return (unsigned)runtime__misuse(0, "runtime_limiter_in_flight", "NULL limiter");
 	runtime_sem_stats(l->slots, &st);
 	return st.in_use;
 }

@@ -507,6 +507,27 @@ START_TEST(test_misuse_reported)
 }
 END_TEST
 
+/* The snapshot calls take no error return: given NULL they report it and
+ * hand back zeros instead of crashing. */
+START_TEST(test_misuse_null_stats)
+{
+	FILE *err = capture_stderr();
+	struct runtime_sem_stats ss = { .in_use = 7, .waiting = 7, .rejected = 7 };
+	struct runtime_offload_stats os = { .alive = 7, .queued = 7, .completed = 7 };
+
+	runtime_sem_stats(NULL, &ss);
+	runtime_sem_stats(NULL, NULL);
+	runtime_offload_stats(NULL, &os);
+	ck_assert_uint_eq(runtime_limiter_in_flight(NULL), 0);
+	ck_assert_uint_eq(ss.in_use + ss.waiting + ss.rejected, 0);
+	ck_assert_uint_eq(os.alive + os.queued + os.completed, 0);
+	const char *text = slurp(err);
+	ck_assert_msg(strstr(text, "runtime: misuse: runtime_sem_stats: NULL"), "%s", text);
+	ck_assert_msg(strstr(text, "runtime: misuse: runtime_offload_stats: NULL"), "%s", text);
+	ck_assert_msg(strstr(text, "runtime: misuse: runtime_limiter_in_flight: NULL"), "%s", text);
+}
+END_TEST
+
 static void *run_elsewhere(void *arg)
 {
 	return (void *)(intptr_t)runtime_run(arg);
@@ -597,6 +618,7 @@ static Suite *debug_suite(void)
 	tcase_add_test(tc, test_stall_not_for_yielding_fiber);
 	tcase_add_test(tc, test_stall_names_blocking_call);
 	tcase_add_test(tc, test_misuse_reported);
+	tcase_add_test(tc, test_misuse_null_stats);
 	tcase_add_test(tc, test_misuse_wrong_thread_and_quiet);
 	tcase_add_test_raise_signal(tc, test_misuse_abort, SIGABRT);
 	tcase_add_test(tc, test_debug_defaults);
