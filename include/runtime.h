@@ -224,7 +224,8 @@ RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config 
  * the thread that created the runtime, not from a fiber. May be called
  * again after it returns, to run fibers spawned since; spawns from other
  * threads that arrive after it returned wait for the next call.
- * Returns 0, -EBUSY if already running, -EPERM from another thread, or:
+ * Returns 0, -EINVAL (NULL), -EBUSY if already running or called from one
+ * of its fibers or timer callbacks, -EPERM from another thread, or:
  *  - -EDEADLK, on a one-core runtime only, when fibers remain but none can
  *    ever be resumed: no timer, sleep or timed wait is armed, no I/O is in
  *    flight, and no fiber is in runtime_park or a sync wait (a fiber there
@@ -257,8 +258,8 @@ RUNTIME_API void runtime_shutdown(struct runtime *rt);
  * starts; create other threads after this call so that they inherit it)
  * and read from a signalfd on core 0's ring; no signal handler is
  * installed. runtime_destroy() unblocks them again. From the creating
- * thread, before runtime_run(). Returns 0, -EPERM (another thread, or
- * running) or -errno from signalfd(2).
+ * thread, before runtime_run(). Returns 0, -EINVAL (NULL), -EPERM (another
+ * thread, or running) or -errno from signalfd(2).
  */
 RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
 
@@ -374,7 +375,8 @@ RUNTIME_API void runtime_fiber_local_set(void *value);
  * timeout_ns (negative: no limit but the fiber's deadline). An unpark that
  * comes before the park is kept (one permit, as in Java's LockSupport): the
  * park then returns at once. Exactly one of unpark, timeout and cancel wins.
- * Fiber context. Returns 0 (unparked), -ETIMEDOUT or -ECANCELED.
+ * Fiber context. Returns 0 (unparked), -ETIMEDOUT, -ECANCELED or -EPERM
+ * (not a fiber).
  */
 RUNTIME_API int runtime_park(int64_t timeout_ns);
 
@@ -385,7 +387,8 @@ RUNTIME_API int runtime_park(int64_t timeout_ns);
  */
 RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 
-/* Let the other ready fibers run. Fiber context. Returns 0 or -ECANCELED. */
+/* Let the other ready fibers run. Fiber context. Returns 0, -ECANCELED or
+ * -EPERM (not a fiber). */
 RUNTIME_API int runtime_yield(void);
 
 /* ------------------------------------------------------------- debugging */
@@ -483,7 +486,8 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
  * Cancel an armed timer. Same core as runtime_timer_start. Returns 0 when the
  * cancel was taken: the callback runs with RUNTIME_TIMER_CANCELLED from the
  * core's loop after this returns (the storage must stay valid until then).
- * -EALREADY if it fired or was cancelled already, -EPERM from another core.
+ * -EALREADY if it fired or was cancelled already, -EPERM from another core,
+ * -EINVAL (NULL).
  */
 RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
 
@@ -631,7 +635,8 @@ RUNTIME_API int runtime_sem_destroy(struct runtime_sem *sem);
 RUNTIME_API int runtime_sem_get(struct runtime_sem *sem, void **resource, int64_t timeout_ns);
 
 /* Take a resource if one is free, else -EBUSY at once (counted as
- * rejected): for rejecting work under overload. Any thread. */
+ * rejected): for rejecting work under overload. Any thread. -EINVAL for
+ * NULL. */
 RUNTIME_API int runtime_sem_try_get(struct runtime_sem *sem, void **resource);
 
 /* Give a resource back (any one, not necessarily the one taken; NULL for a
