@@ -7,6 +7,10 @@
 #                      suite in a plain, an ASan+UBSan and a TSan build,
 #                      run each fuzz target briefly (make fuzz, clang),
 #                      then make distcheck (tarball builds, installs, passes)
+#                      and the Debian packages (tests/deb_build.sh)
+#   ./build.sh deb     build the Debian packages from a clean copy, lint,
+#                      install, use and remove them (tests/deb_build.sh;
+#                      its options: --check, --keep, --no-install, --symbols)
 #
 # Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
 # are installed with apt-get only when missing (as root, or through sudo).
@@ -121,11 +125,20 @@ check)
 	fuzz_short
 	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
 		{ echo "build.sh: make distcheck failed" >&2; exit 1; }
-	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan), the short fuzz runs and distcheck"
+	deb_out=$("$top/tests/deb_build.sh" 2>&1) ||
+		{ echo "$deb_out" | tail -n 60 >&2; echo "build.sh: the Debian packages failed" >&2; exit 1; }
+	deb_counts=$(echo "$deb_out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -1)
+	passed=$((passed + ${deb_counts% *})) failed=$((failed + ${deb_counts#* }))
+	echo "build.sh: Debian packages: $deb_counts (passed, failed)"
+	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan), the short fuzz runs, distcheck and the Debian packages"
 	echo "checks: $passed passed, $failed failed"
 	;;
+deb)
+	shift
+	exec "$top/tests/deb_build.sh" "$@"
+	;;
 *)
-	echo "usage: $0 demo|check" >&2
+	echo "usage: $0 demo|check|deb" >&2
 	exit 2
 	;;
 esac
