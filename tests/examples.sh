@@ -1,0 +1,202 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# examples.sh - runs each program of examples/ briefly and checks what it
+# prints: tcp_server answers hello_client (upper-cased), closes an idle
+# connection, and stops cleanly on SIGTERM with a connection open;
+# hello_client reports a refused connection; worker_pool's sum is right;
+# periodic_timer ticks N times and exits 0, and stops on SIGTERM;
+# guarded_backend reports its wait timeouts and its try_get rejection;
+# offload_dns resolves localhost and numeric addresses (no network needed);
+# preload_blocking's 50 blocking clients all finish, several in progress at
+# once on one core. Every run must also leave stderr empty (a sanitizer's
+# report, a misuse report or a leak fails it).
+# It asserts behaviour, not speed: it waits for conditions, never for a
+# time window, and the time bound (per program) is only there so that a
+# hang fails instead of hanging CI (TSan on a loaded machine: 10-50x).
+set -u
+ex=./examples
+bound=300
+tmp=$(mktemp -d)
+pids=
+passed=0 failed=0
+
+cleanup() {
+	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+pass() { echo "examples: PASS: $*"; passed=$((passed + 1)); }
+fail() {
+	echo "examples: FAIL: $*" >&2
+	for f in "$tmp/out" "$tmp/err"; do
+		[ -s "$f" ] && sed "s|^|    ${f##*/}: |" "$f" >&2
+	done
+	failed=$((failed + 1))
+}
+check() { # check DESCRIPTION CONDITION...: pass or fail on the condition
+	local what=$1
+	shift
+	if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+# run NAME ARGS...: run an example to its end; stdout in $tmp/out, stderr
+# in $tmp/err, exit status in $rc.
+run() {
+	local name=$1
+	shift
+	timeout -k 10 "$bound" "$ex/$name" "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+}
+has() { grep -q -e "$1" "$tmp/out"; }   # has REGEX: in stdout
+quiet() { ! [ -s "$tmp/err" ]; }        # nothing on stderr
+ok() { [ "$rc" -eq 0 ] && quiet; }       # exit 0, stderr empty
+
+# wait_for FILE REGEX PID: until FILE has a line matching REGEX; false if
+# PID ends first or the bound passes.
+wait_for() {
+	local i
+	for ((i = 0; i < bound * 10; i++)); do
+		grep -q -e "$2" "$1" 2>/dev/null && return 0
+		kill -0 "$3" 2>/dev/null || { grep -q -e "$2" "$1" 2>/dev/null; return; }
+		sleep 0.1
+	done
+	return 1
+}
+
+# No io_uring here (an old kernel, a sandbox): skip rather than fail.
+run periodic_timer 1 1
+if [ "$rc" -ne 0 ] && grep -q "runtime_create: \(Function not implemented\|Operation not supported\)" "$tmp/err"; then
+	echo "examples: SKIP: $(cat "$tmp/err")" >&2
+	exit 77
+fi
+
+# wait_exit PID: until PID (a background job of this shell) has ended, at
+# most the bound (then it is killed); its exit status in $rc. The servers
+# run without timeout(1) in front: signalled, timeout sends the signal on
+# to its child and to the process group, i.e. twice, and a second SIGTERM
+# still pending when runtime_destroy() unblocks it kills the program.
+wait_exit() {
+	local i
+	for ((i = 0; i < bound * 10; i++)); do
+		kill -0 "$1" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$1" 2>/dev/null
+	wait "$1"
+	rc=$?
+}
+
+# ---- tcp_server and hello_client
+# start_server IDLE_SECONDS NAME: a tcp_server on a free port (it binds
+# port 0 and prints the one it got); sets srv_pid, port, and
+# $tmp/NAME.out and .err.
+start_server() {
+	: >"$tmp/$2.out"
+	"$ex/tcp_server" 0 "$1" >"$tmp/$2.out" 2>"$tmp/$2.err" &
+	srv_pid=$!
+	pids="$pids $srv_pid"
+	port=
+	wait_for "$tmp/$2.out" "^listening on 127.0.0.1:[0-9]*$" "$srv_pid" &&
+		port=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$tmp/$2.out")
+	[ -n "$port" ]
+}
+# stop_server NAME: SIGTERM, wait for the exit ($rc); its output becomes
+# $tmp/out and $tmp/err, for ok and has.
+stop_server() {
+	kill -TERM "$srv_pid"
+	wait_exit "$srv_pid"
+	cp "$tmp/$1.out" "$tmp/out"
+	cp "$tmp/$1.err" "$tmp/err"
+}
+
+if start_server 600 long; then
+	run hello_client "127.0.0.1:$port" "hello, examples"
+	check "hello_client gets tcp_server's answer" eval 'ok && has "^reply: HELLO, EXAMPLES$"'
+
+	# A connection left open across the shutdown: its fiber is cancelled.
+	exec 4<>"/dev/tcp/127.0.0.1/$port"
+	printf 'ping\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = PING ] || fail "tcp_server: open connection answered '${line:-}'"
+	stop_server long
+	check "tcp_server stops cleanly on SIGTERM, cancelling an open connection" eval \
+		'ok && has "closed by shutdown" && has "^server stopped cleanly$"'
+	IFS= read -r -t "$bound" line <&4
+	check "tcp_server closed the open connection at shutdown" [ $? -ne 0 ] # EOF
+	exec 4<&-
+
+	# Nobody listens on that port any more.
+	run hello_client "127.0.0.1:$port"
+	check "hello_client reports a refused connection" eval \
+		'[ "$rc" -eq 1 ] && grep -q "Connection refused" "$tmp/err"'
+else
+	fail "tcp_server did not start: $(cat "$tmp/long.err")"
+fi
+
+if start_server 1 idle; then
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	IFS= read -r -t "$bound" line <&3
+	check "tcp_server closes an idle connection, saying why" \
+		[ "${line:-}" = "idle for too long, bye" ]
+	exec 3<&-
+	stop_server idle
+	check "tcp_server reports the idle timeout and stops" eval \
+		'ok && has "idle timeout" && has "^server stopped cleanly$"'
+else
+	fail "tcp_server did not start: $(cat "$tmp/idle.err")"
+fi
+
+# ---- worker_pool: 2000 jobs on 8 workers over every core
+run worker_pool 2000 8
+jobs=$(awk '/^worker [0-9]+: [0-9]+ jobs$/ { n += $3 } END { print n + 0 }' "$tmp/out")
+check "worker_pool sums 1..2000 squared and every job is done once" eval \
+	'ok && has "^sum of squares 1..2000 = 2668667000 (expected 2668667000)$" && [ "$jobs" -eq 2000 ]'
+
+# ---- periodic_timer: N ticks then exit, or a signal
+run periodic_timer 3 20
+check "periodic_timer ticks 3 times and exits 0" eval \
+	'ok && [ "$(grep -c "^tick [0-9]*$" "$tmp/out")" -eq 3 ] && has "^tick 3$" &&
+	has "^done after 3 ticks$"'
+
+# Emptied here, not by the background job's redirection, which may come
+# after wait_for has read the last run's "tick 2".
+: >"$tmp/out"
+"$ex/periodic_timer" 0 20 >"$tmp/out" 2>"$tmp/err" &
+tpid=$!
+pids="$pids $tpid"
+if wait_for "$tmp/out" "^tick 2$" "$tpid"; then
+	kill -TERM "$tpid"
+	wait_exit "$tpid"
+	check "periodic_timer stops on SIGTERM with exit 0" eval \
+		'ok && has "^shut down after [0-9]* ticks$" && ! has "^done after"'
+else
+	fail "periodic_timer 0 20 did not tick twice"
+fi
+
+# ---- guarded_backend: an exhausted pool, timeouts, back-off, try_get
+run guarded_backend
+served=$(sed -n 's/^served \([0-9]*\), gave up \([0-9]*\),.*/\1+\2/p' "$tmp/out")
+check "guarded_backend times out waits, backs off, rejects a try_get" eval \
+	'ok && has "^try_get while exhausted: Device or resource busy$" &&
+	has "pool exhausted (Connection timed out), backing off" &&
+	has "wait timeouts [1-9][0-9]*, rejected by try_get 1, in use 0$" &&
+	[ -n "$served" ] && [ $((served)) -eq 8 ]'
+
+# ---- offload_dns: no network needed for its defaults
+run offload_dns
+check "offload_dns resolves localhost and numeric addresses" eval \
+	'ok && has "^localhost:.* \(127\.0\.0\.1\|::1\)" && has "^127\.0\.0\.1: 127\.0\.0\.1$" &&
+	has "^::1: ::1$" && has "^offload pool: [1-9][0-9]* jobs done"'
+run offload_dns localhost 192.0.2.7
+check "offload_dns resolves names from its command line" eval \
+	'ok && has "^localhost:" && has "^192\.0\.2\.7: 192\.0\.2\.7$"'
+
+# ---- preload_blocking: blocking libc code, many fibers, one core
+run preload_blocking
+peak=$(sed -n 's/^peak: \([0-9]*\) of 50 clients.*/\1/p' "$tmp/out")
+check "preload_blocking: 50 blocking clients all done, several at once" eval \
+	'ok && has "^50 clients done, 150 echoes verified$" && [ "${peak:-0}" -ge 2 ]'
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
