@@ -257,7 +257,11 @@ RUNTIME_API void runtime_shutdown(struct runtime *rt);
  * blocked in the calling thread (and so in the core threads runtime_run()
  * starts; create other threads after this call so that they inherit it)
  * and read from a signalfd on core 0's ring; no signal handler is
- * installed. runtime_destroy() unblocks them again. From the creating
+ * installed. runtime_destroy() unblocks them again; once the runtime was
+ * shut down, one still pending then (a second Ctrl-C) is taken rather than
+ * left to kill the exiting program. A signal ignored when the program
+ * started (SIGINT under nohup or in a shell's background job) never
+ * arrives: send SIGTERM. From the creating
  * thread, before runtime_run(). Returns 0, -EINVAL (NULL), -EPERM (another
  * thread, or running) or -errno from signalfd(2).
  */

@@ -245,15 +245,24 @@ int runtime_shutdown_on_signals(struct runtime *rt)
 }
 
 /* runtime_destroy: close the signalfd and unblock what we blocked (only
- * the creating thread's mask is ours to change). */
+ * the creating thread's mask is ours to change). Once the runtime has been
+ * shut down, a SIGINT or SIGTERM still pending (a second Ctrl-C, or
+ * timeout(1) signalling the whole group) asked for what already happened:
+ * it is taken, not let loose to kill the program before it can exit. */
 void runtime__shutdown_signals_release(struct runtime *rt)
 {
+	static const struct timespec zero;
+
 	if (rt->signal_fd < 0)
 		return;
 	close(rt->signal_fd);
 	rt->signal_fd = -1;
-	if (runtime__on_owner_thread(rt))
-		pthread_sigmask(SIG_UNBLOCK, &rt->signals_blocked, NULL);
+	if (!runtime__on_owner_thread(rt))
+		return;
+	if (atomic_load(&rt->stop))
+		while (sigtimedwait(&rt->signals_blocked, NULL, &zero) > 0)
+			;
+	pthread_sigmask(SIG_UNBLOCK, &rt->signals_blocked, NULL);
 }
 
 /* ------------------------------------------------------- the dump signal */

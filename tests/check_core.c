@@ -734,6 +734,38 @@ START_TEST(test_core_sigterm_shuts_down)
 }
 END_TEST
 
+/* A second SIGTERM during the shutdown the first one started is taken by
+ * runtime_destroy, not let loose to kill the program before it exits. */
+START_TEST(test_core_second_sigterm_after_shutdown_is_taken)
+{
+	struct runtime *rt = make_rt(2);
+	sigset_t mask;
+
+	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0);
+	for (intptr_t core = 0; core < 2; core++)
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, sig_sleeper, (void *)core), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, sig_sender, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0); /* pending: still blocked */
+	runtime_destroy(rt);
+	ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, NULL, &mask), 0);
+	ck_assert(!sigismember(&mask, SIGTERM)); /* given back, and we live */
+}
+END_TEST
+
+/* Without a shutdown, a pending SIGTERM is the program's own: destroy
+ * unblocks it and it acts (the test process dies of it). */
+START_TEST(test_core_sigterm_without_shutdown_is_left_to_act)
+{
+	struct runtime *rt = make_rt(1);
+
+	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0);
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+	runtime_destroy(rt);
+	ck_abort_msg("SIGTERM did not act");
+}
+END_TEST
+
 /* ------------------------------------------------ callbacks stay outside */
 
 /* Timer callbacks run from a core's loop, never inside a fiber: also when
@@ -1086,6 +1118,8 @@ static Suite *core_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_core_shutdown_from_foreign_thread);
 	tcase_add_test(tc, test_core_sigterm_shuts_down);
+	tcase_add_test(tc, test_core_second_sigterm_after_shutdown_is_taken);
+	tcase_add_test_raise_signal(tc, test_core_sigterm_without_shutdown_is_left_to_act, SIGTERM);
 	tcase_add_test(tc, test_core_shutdown_from_fiber_calls_back_outside_it);
 	tcase_add_test(tc, test_core_named_cancel_race_never_calls_back_in_starter);
 	tcase_add_test(tc, test_core_failed_run_leaves_a_safe_runtime);
