@@ -467,7 +467,8 @@ enum runtime_timer_why {
 };
 
 /* Storage for a timer: RUNTIME_TIMER_INIT (or zeroed) before its first
- * start; it may be started again once its callback has run. */
+ * start; it may be started again once its callback has run - also from
+ * inside that callback, which is how a periodic timer re-arms itself. */
 struct runtime_timer {
 	uint64_t opaque_[10]; /* private */
 };
@@ -631,7 +632,7 @@ RUNTIME_API int runtime_sem_create(struct runtime_sem **sem, unsigned count, uns
 RUNTIME_API int runtime_pool_create(struct runtime_sem **pool, void *const *resources,
                                     unsigned n, unsigned flags);
 
-/* Free it: 0, or -EBUSY while fibers wait on it (it stays). */
+/* Free it: 0 (also for NULL), or -EBUSY while fibers wait on it (it stays). */
 RUNTIME_API int runtime_sem_destroy(struct runtime_sem *sem);
 
 /* Take a resource (into *resource if not NULL), waiting at most timeout_ns.
@@ -669,7 +670,8 @@ struct runtime_limiter; /* opaque */
 
 /* Any thread. Returns 0, -EINVAL (n == 0) or -ENOMEM. */
 RUNTIME_API int runtime_limiter_create(struct runtime_limiter **lim, unsigned n);
-/* 0, or -EBUSY while fibers of it live or spawners wait (it stays). */
+/* 0 (also for NULL), or -EBUSY while fibers of it live or spawners wait
+ * (it stays). */
 RUNTIME_API int runtime_limiter_destroy(struct runtime_limiter *lim);
 /* Spawn fn(arg), first waiting at most timeout_ns for a slot. Fiber
  * context. Returns 0, -ETIMEDOUT, -ECANCELED, -ENOMEM, -ESHUTDOWN, -EINVAL,
@@ -699,8 +701,8 @@ struct runtime_chan; /* opaque */
  * capacity > RUNTIME_CHAN_CAP_MAX) or -ENOMEM. */
 RUNTIME_API int runtime_chan_create(struct runtime_chan **chan, size_t elem_size,
                                     size_t capacity);
-/* Free it: 0, or -EBUSY while fibers wait on it (it stays). Elements still
- * buffered are dropped. */
+/* Free it: 0 (also for NULL), or -EBUSY while fibers wait on it (it stays).
+ * Elements still buffered are dropped. */
 RUNTIME_API int runtime_chan_destroy(struct runtime_chan *chan);
 
 /* Send a copy of *elem, waiting at most timeout_ns for room (or, capacity
