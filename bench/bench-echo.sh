@@ -21,6 +21,8 @@
 # SERVER_CPU (0), LOAD_CPU (1), PORT_BASE (random in 20000-29999),
 # DEMO_VARIANTS: more demo runs with extra flags, "name=flags;name=flags"
 # (e.g. "sqpoll=--sqpoll;fixed=--fixed-files"), each reported as demo_NAME.
+# PEERS_BIN (default /tmp/peers, built by shared/peers/build.sh): if it
+# holds go_echo, Go's echo server (GOMAXPROCS=1) runs as server "go" too.
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,6 +53,14 @@ for v in "${variants[@]}"; do
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-echo.XXXXXX")
+# Go's peer takes ":PORT": a wrapper gives it the "--port P" the others take.
+PEERS_BIN=${PEERS_BIN:-/tmp/peers}
+if [ -x "$PEERS_BIN/go_echo" ]; then
+	printf '#!/bin/sh\nexec env GOMAXPROCS=1 %q ":$2"\n' "$PEERS_BIN/go_echo" > "$tmp/go_echo"
+	chmod +x "$tmp/go_echo"
+	names+=(go)
+	server_cmd[go]=$tmp/go_echo
+fi
 srv_pid='' perf_pid='' failed=0 next_port=$PORT_BASE
 
 cleanup() {

@@ -38,9 +38,10 @@ for tool in nm groff; do
 done
 
 # ------------------------------------------------------------ the exports
+# runtime_faults_*: a fault-injection build's test hook, not ABI.
 exports() { # LIB PATTERN: its defined functions matching PATTERN
 	nm -D --defined-only "$1" | awk -v pat="$2" \
-		'$2 == "T" { sub(/@.*/, "", $3); if ($3 ~ pat) print $3 }'
+		'$2 == "T" { sub(/@.*/, "", $3); if ($3 ~ pat && $3 !~ /^runtime_faults_/) print $3 }'
 }
 : > "$tmp/symbols"
 for l in "$lib:^runtime_" "$preload:^runtime_"; do
@@ -162,7 +163,8 @@ sed -n '/^\.\\" example-begin/,/^\.\\" example-end/p' "$man/runtime.7" |
 		-e 's/\\-/-/g' -e 's/\\e/\\/g' -e 's/\\&//g' > "$tmp/example.c"
 grep -q 'int main' "$tmp/example.c"; result "runtime(7) has an example program" $?
 if [ -f "$lib" ]; then
-	${CC:-cc} -Wall -Wextra -Werror -I"$srcdir/include" -o "$tmp/example" "$tmp/example.c" \
+	# shellcheck disable=SC2086 # SAN_CFLAGS: words
+	${CC:-cc} ${SAN_CFLAGS:-} -Wall -Wextra -Werror -I"$srcdir/include" -o "$tmp/example" "$tmp/example.c" \
 		-Lruntime/.libs -lruntime > "$tmp/cc.log" 2>&1
 	ok=$?
 	sed 's/^/  /' "$tmp/cc.log"
