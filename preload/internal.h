@@ -61,6 +61,8 @@ int HOOK(ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                 const sigset_t *sigmask);
 int HOOK(select)(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv);
 int HOOK(nanosleep)(const struct timespec *req, struct timespec *rem);
+int HOOK(clock_nanosleep)(clockid_t clock, int flags, const struct timespec *req,
+                          struct timespec *rem);
 int HOOK(usleep)(useconds_t us);
 unsigned HOOK(sleep)(unsigned seconds);
 int HOOK(close)(int fd);
@@ -105,6 +107,7 @@ struct preload_real {
 	int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
 	int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 	int (*nanosleep)(const struct timespec *, struct timespec *);
+	int (*clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
 	int (*usleep)(useconds_t);
 	unsigned (*sleep)(unsigned);
 	int (*close)(int);

@@ -504,6 +504,21 @@ static void case_sleeps(struct outcome *o)
 	RECORD(o, nanosleep(&ts, NULL)); /* EINVAL */
 	RECORD(o, usleep(5000));
 	RECORD(o, sleep(0));
+	/* clock_nanosleep returns its error number and leaves errno alone. */
+	ts.tv_nsec = 5 * 1000 * 1000;
+	RECORD(o, clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, &rem));
+	struct timespec at;
+	clock_gettime(CLOCK_REALTIME, &at);
+	at.tv_nsec += 5 * 1000 * 1000;
+	at.tv_sec += at.tv_nsec / 1000000000;
+	at.tv_nsec %= 1000000000;
+	RECORD(o, clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL));
+	at.tv_sec = 0; /* long past: at once */
+	RECORD(o, clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL));
+	ts.tv_nsec = -1;
+	RECORD(o, clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL)); /* EINVAL */
+	ts.tv_nsec = 1000;
+	RECORD(o, clock_nanosleep(CLOCK_THREAD_CPUTIME_ID, 0, &ts, NULL)); /* libc's EINVAL */
 }
 
 static void case_close(struct outcome *o)
@@ -635,6 +650,9 @@ static void sleeps_main(void *arg)
 	ck_assert_int_gt(t.ticks, 1);
 	int before = t.ticks;
 	ck_assert_int_eq(sleep(1), 0);
+	ck_assert_int_gt(t.ticks, before);
+	before = t.ticks;
+	ck_assert_int_eq(clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, NULL), 0);
 	ck_assert_int_gt(t.ticks, before);
 	t.stop = 1;
 	join(f);
