@@ -8,10 +8,10 @@
  * poll, ppoll, select, nanosleep, clock_nanosleep, usleep, sleep, close
  * and getaddrinfo (and the names _FORTIFY_SOURCE and 64-bit offsets link
  * against: __read_chk, __recv_chk, __recvfrom_chk, __pread_chk,
- * __pread64_chk, __poll_chk, pread64, pwrite64, fcntl64). Load it with LD_PRELOAD, or link it before
- * libc (-lruntime-preload): then libraries that know nothing of fibers -
- * a database client, an HTTP client - park the calling fiber where they
- * would have blocked its thread.
+ * __pread64_chk, __poll_chk, pread64, pwrite64, fcntl64). Load it with
+ * LD_PRELOAD, or link it before libc (-lruntime-preload): then libraries
+ * that know nothing of fibers - a database client, an HTTP client - park
+ * the calling fiber where they would have blocked its thread.
  *
  * Rules:
  *  - Outside a fiber (any thread that is not running a fiber of a runtime,
