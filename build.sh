@@ -17,7 +17,7 @@
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
-jobs=$(nproc 2>/dev/null || echo 2)
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)} # make -j: JOBS=1 ./build.sh ... for a quiet build
 packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
 # check also runs the aarch64 context switch under qemu-user,
 # tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh), and hiredis and
@@ -113,7 +113,8 @@ demo)
 	install_missing
 	configure_in build
 	make -j"$jobs"
-	echo "build.sh: echo server on port ${PORT:-7000}; try: nc 127.0.0.1 ${PORT:-7000} (Ctrl-C stops it)"
+	echo "build.sh: echo server on port ${PORT:-7000}; try: nc 127.0.0.1 ${PORT:-7000}" \
+		"(Debian's netcat-openbsd), or README's first program (Ctrl-C stops it)"
 	exec ./demos/echo/echo-server --port "${PORT:-7000}"
 	;;
 check)

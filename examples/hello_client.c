@@ -12,7 +12,8 @@
  *
  *   ./hello_client                         # 127.0.0.1:7000, "hello, runtime"
  *   ./hello_client 127.0.0.1:7001 "some text"
- *   ./hello_client '[::1]:7000'            # IPv6 in brackets
+ *   ./hello_client '[::1]:7000'            # IPv6 in brackets (a server on ::,
+ *                                          # e.g. echo-server --host ::)
  *
  * Prints "reply: <line>" and exits 0, or prints why not and exits 1.
  */

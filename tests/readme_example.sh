@@ -44,6 +44,16 @@ pc() {
 ${CC:-cc} ${SAN_CFLAGS:-} "$tmp/hello.c" $(pc --cflags --libs runtime) -o "$tmp/hello" \
 	2>"$tmp/log" || fail "README's first program does not build"
 got=$(LD_LIBRARY_PATH=runtime/.libs timeout 120 "$tmp/hello" 2>"$tmp/log")
-[ "$got" = "$expect" ] || fail "it printed '$got', README says '$expect'"
-echo "ok: README's first program prints '$got'"
-echo "1 passed, 0 failed"
+status=$?
+[ "$got" = "$expect" ] && [ "$status" -eq 0 ] ||
+	fail "it printed '$got' (exit $status), README says '$expect'"
+echo "ok: README's first program prints '$got' and exits 0"
+
+# With no server: README's error line and exit status 1.
+stop_server
+LD_LIBRARY_PATH=runtime/.libs timeout 120 "$tmp/hello" >/dev/null 2>"$tmp/log"
+status=$?
+[ "$status" -eq 1 ] && grep -q '^connect: Connection refused$' "$tmp/log" ||
+	fail "with no server: exit $status, stderr '$(cat "$tmp/log")'"
+echo "ok: with no server it says 'connect: Connection refused' and exits 1"
+echo "2 passed, 0 failed"

@@ -258,8 +258,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!srv.quiet)
-		fprintf(stderr, "echo-server: listening on %s:%ld, %u cores\n", host, port,
-		        runtime_cores(rt));
+		fprintf(stderr, "echo-server: listening on %s:%ld, %u core%s\n", host, port,
+		        runtime_cores(rt), runtime_cores(rt) == 1 ? "" : "s");
 	rc = runtime_run(rt);
 	runtime_destroy(rt);
 	close(srv.listen_fd);
