@@ -96,20 +96,20 @@ plot_http() {
 		EOF
 		panel "thousand requests/s, no pipelining" "$tmp/http.dat" 2 1000 "#4477aa"
 		panel "thousand requests/s, pipelined x16" "$tmp/http.dat" 3 1000 "#228833"
-		panel "p99 latency, us, no pipelining (lower is better)" "$tmp/http.dat" 4 1 "#cc6677"
+		panel "p99 latency, us, no pipelining" "$tmp/http.dat" 4 1 "#cc6677"
 		echo "unset multiplot"
 	} | gnuplot
 	echo "plot.sh: $out/http.svg"
 }
 
 # The micro figures that have a peer (shared/peers' go_micro and
-# switch_peers), as "ours:peer's:who".
-micro_pairs="switch_ns:boost_fcontext_ns:Boost fcontext
-yield_ns:go_yield_ns:Go
-spawn_join_ns:go_spawn_join_ns:Go
-chan_pingpong_ns:go_chan_pingpong_ns:Go
-mutex_uncontended_ns:pthread_mutex_ns:pthread mutex
-offload_roundtrip_ns:pthread_pool_roundtrip_ns:pthread pool"
+# switch_peers), as "ours:peer's:label:who".
+micro_pairs="switch_ns:boost_fcontext_ns:switch:Boost fcontext
+yield_ns:go_yield_ns:yield:Go
+spawn_join_ns:go_spawn_join_ns:spawn+join:Go
+chan_pingpong_ns:go_chan_pingpong_ns:channel ping-pong:Go
+mutex_uncontended_ns:pthread_mutex_ns:mutex lock+unlock:pthread
+offload_roundtrip_ns:unpinned_pthread_pool_roundtrip_ns:offload round trip:pthread pool"
 
 # median KEY FILE...: the median of every KEY=value in the files (rounds).
 median() {
@@ -125,14 +125,14 @@ plot_micro() {
 	local f=$results/micro.txt peers=$results/micro_peers.txt
 	[ -f "$f" ] && [ -f "$peers" ] ||
 		{ echo "plot.sh: no $f or $peers: micro.svg skipped"; return; }
-	while IFS=: read -r ours theirs who; do
+	while IFS=: read -r ours theirs label who; do
 		local a b
 		a=$(median "$ours" "$f") b=$(median "$theirs" "$peers")
-		[ -n "$a" ] && [ -n "$b" ] && printf '"%s\\n(%s)" %s %s\n' "${ours%_ns}" "$who" "$a" "$b"
+		[ -n "$a" ] && [ -n "$b" ] && printf '"%s\\n(%s)" %s %s\n' "$label" "$who" "$a" "$b"
 	done <<<"$micro_pairs" > "$tmp/micro.dat"
 	[ -s "$tmp/micro.dat" ] || { echo "plot.sh: no figure with a peer in $f" >&2; return 1; }
 	{
-		style 900 460
+		style 1000 460
 		cat <<-EOF
 		set output "$out/micro.svg"
 		set title "Micro figures against peers, ns per operation, one core (median of rounds; log scale, lower is better)"
@@ -145,8 +145,8 @@ plot_micro() {
 		set boxwidth 0.9
 		plot "$tmp/micro.dat" using 2:xtic(1) title "runtime" lc rgb "#4477aa", \
 		     "" using 3 title "peer" lc rgb "#bbbbbb", \
-		     "" using (\$0 - 0.15):2:(sprintf("%.4g", \$2)) with labels offset 0,0.7 font ",9" notitle, \
-		     "" using (\$0 + 0.15):3:(sprintf("%.4g", \$3)) with labels offset 0,0.7 font ",9" notitle
+		     "" using (\$0 - 0.15):2:(sprintf(\$2 < 100 ? "%.3g" : "%.0f", \$2)) with labels offset 0,0.7 font ",9" notitle, \
+		     "" using (\$0 + 0.15):3:(sprintf(\$3 < 100 ? "%.3g" : "%.0f", \$3)) with labels offset 0,0.7 font ",9" notitle
 		EOF
 	} | gnuplot
 	echo "plot.sh: $out/micro.svg"
