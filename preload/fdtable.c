@@ -67,6 +67,15 @@ struct fd_entry {
 static struct fd_entry fd_table[FD_TABLE_SIZE];
 static uint32_t shared_generation;
 
+int64_t preload_timespec_ns(const struct timespec *ts)
+{
+	if (!ts || ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)
+		return -1;
+	if (ts->tv_sec >= INT64_MAX / 1000000000 - 1)
+		return INT64_MAX;
+	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
 int64_t preload_timeval_ns(const struct timeval *tv)
 {
 	if (!tv || tv->tv_sec < 0 || tv->tv_usec < 0)

@@ -169,6 +169,9 @@ void preload_fd_changed(int fd);
 
 /* A timeval in ns, saturated; negative: none (NULL) or invalid. */
 int64_t preload_timeval_ns(const struct timeval *tv);
+/* A valid timespec (what nanosleep and ppoll accept) in ns, saturating at
+ * INT64_MAX: too long to count is "never", not "at once". -1 if invalid. */
+int64_t preload_timespec_ns(const struct timespec *ts);
 
 /*
  * Run a blocking runtime call under an extra timeout (a socket's

@@ -41,18 +41,6 @@ static int fiber_sleep(uint64_t ns, uint64_t *left_ns)
 	return rc;
 }
 
-/* A valid timespec (what nanosleep accepts) in ns, saturating: a sleep
- * too long to count is "never", not "at once". */
-static bool timespec_ns(const struct timespec *ts, uint64_t *ns)
-{
-	if (!ts || ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)
-		return false;
-	*ns = (uint64_t)ts->tv_sec > (UINT64_MAX - 1000000000) / 1000000000
-	              ? UINT64_MAX
-	              : (uint64_t)ts->tv_sec * 1000000000 + (uint64_t)ts->tv_nsec;
-	return true;
-}
-
 static struct timespec ns_timespec(uint64_t ns)
 {
 	return (struct timespec){ .tv_sec = (time_t)(ns / 1000000000),
@@ -61,11 +49,12 @@ static struct timespec ns_timespec(uint64_t ns)
 
 PRELOAD_API int HOOK(nanosleep)(const struct timespec *req, struct timespec *rem)
 {
-	uint64_t ns, left = 0;
+	int64_t ns = preload_timespec_ns(req);
+	uint64_t left = 0;
 
-	if (!preload_in_fiber() || !timespec_ns(req, &ns))
+	if (!preload_in_fiber() || ns < 0)
 		return REAL(nanosleep)(req, rem); /* EFAULT or EINVAL at once */
-	int rc = fiber_sleep(ns, &left);
+	int rc = fiber_sleep((uint64_t)ns, &left);
 	if (rc == 0)
 		return 0;
 	if (rem)
@@ -81,19 +70,20 @@ PRELOAD_API int HOOK(clock_nanosleep)(clockid_t clock, int flags, const struct t
                                       struct timespec *rem)
 {
 	bool wall = clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC || clock == CLOCK_BOOTTIME;
-	uint64_t ns, left = 0;
+	int64_t ns = preload_timespec_ns(req);
+	uint64_t left = 0;
 	struct timespec now;
 
-	if (!preload_in_fiber() || !wall || !timespec_ns(req, &ns))
+	if (!preload_in_fiber() || !wall || ns < 0)
 		return REAL(clock_nanosleep)(clock, flags, req, rem);
 	if (flags & TIMER_ABSTIME) {
-		uint64_t at;
-		if (clock_gettime(clock, &now) < 0 || !timespec_ns(&now, &at))
+		int64_t at = clock_gettime(clock, &now) == 0 ? preload_timespec_ns(&now) : -1;
+		if (at < 0)
 			return REAL(clock_nanosleep)(clock, flags, req, rem);
 		ns = ns > at ? ns - at : 0;
 		rem = NULL; /* an absolute sleep has no time left to report */
 	}
-	int rc = fiber_sleep(ns, &left);
+	int rc = fiber_sleep((uint64_t)ns, &left);
 	if (rc < 0 && rem)
 		*rem = ns_timespec(left);
 	return -rc;

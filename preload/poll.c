@@ -189,16 +189,10 @@ PRELOAD_API int HOOK(poll)(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 PRELOAD_API int HOOK(ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                             const sigset_t *sigmask)
 {
-	if (!preload_in_fiber() ||
-	    (tmo && (tmo->tv_sec < 0 || tmo->tv_nsec < 0 || tmo->tv_nsec >= 1000000000 ||
-	             (tmo->tv_sec == 0 && tmo->tv_nsec == 0))))
+	int64_t ns = tmo ? preload_timespec_ns(tmo) : -1;
+
+	if (!preload_in_fiber() || (tmo && ns <= 0))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask); /* never waits, or EINVAL */
-	int64_t ns = -1;
-	if (tmo) {
-		struct timeval tv = { tmo->tv_sec, 0 };
-		ns = preload_timeval_ns(&tv);
-		ns = ns > INT64_MAX - tmo->tv_nsec ? INT64_MAX : ns + tmo->tv_nsec;
-	}
 	return poll_parked(fds, nfds, ns, sigmask);
 }
 
