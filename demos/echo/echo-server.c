@@ -20,7 +20,8 @@
  */
 #include <runtime.h>
 
-#include <errno.h>
+#include "../cli.h"
+
 #include <getopt.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -29,7 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #define BUF_SIZE (64 * 1024)
@@ -150,27 +150,14 @@ static void usage(FILE *to)
 }
 
 /* A decimal number from 0 to max, or a message naming the flag. */
-static int parse_number(const char *flag, const char *arg, unsigned long max, unsigned long *out)
+static int parse_number(const char *flag, const char *arg, uint64_t max, uint64_t *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtoul(arg, &end, 10);
-	if (errno || end == arg || *end || *out > max || arg[0] == '-') {
-		fprintf(stderr, "echo-server: --%s: '%s' is not a number from 0 to %lu\n", flag, arg, max);
+	if (!demo_number(arg, max, out)) {
+		fprintf(stderr, "echo-server: --%s: '%s' is not a number from 0 to %llu\n", flag, arg,
+		        (unsigned long long)max);
 		return -1;
 	}
 	return 0;
-}
-
-/* Room for many connections: the soft fd limit up to the hard one. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
 }
 
 /* argv into cfg, *host and *port (-1: --help asked); -1 on a bad one. */
@@ -192,7 +179,7 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned long n = 0;
+	uint64_t n = 0;
 	int c, i = 0;
 
 	/* Long options only: i then always names the option found. */
@@ -236,7 +223,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	raise_fd_limit();
+	demo_raise_fd_limit();
 
 	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
 	if (srv.listen_fd < 0) {

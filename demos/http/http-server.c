@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "server.h"
+#include "../cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -141,17 +141,6 @@ static void usage(FILE *to)
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000.\n");
 }
 
-static bool number(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || v > max || *s == '-')
-		return false;
-	*out = v;
-	return true;
-}
-
 /* Options into srv.opt. Returns -1 to go on, else an exit status. */
 static int parse_options(int argc, char **argv)
 {
@@ -175,17 +164,17 @@ static int parse_options(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
-		case 'p': ok = number(optarg, 65535, &v); o->port = (unsigned)v; break;
+		case 'p': ok = demo_number(optarg, 65535, &v); o->port = (unsigned)v; break;
 		case 'h': o->host = optarg; break;
-		case 'c': ok = number(optarg, RUNTIME_MAX_CORES, &v); o->cores = (unsigned)v; break;
+		case 'c': ok = demo_number(optarg, RUNTIME_MAX_CORES, &v); o->cores = (unsigned)v; break;
 		case 'r': o->root = optarg; break;
-		case 'l': ok = number(optarg, 1u << 20, &v) && v; o->limit = (unsigned)v; break;
-		case 'm': ok = number(optarg, 1u << 24, &v) && v; o->max_conns = (unsigned)v; break;
-		case 'b': ok = number(optarg, 1ull << 32, &o->body_max); break;
-		case 't': ok = number(optarg, 1u << 30, &o->header_timeout_ms) &&
+		case 'l': ok = demo_number(optarg, 1u << 20, &v) && v; o->limit = (unsigned)v; break;
+		case 'm': ok = demo_number(optarg, 1u << 24, &v) && v; o->max_conns = (unsigned)v; break;
+		case 'b': ok = demo_number(optarg, 1ull << 32, &o->body_max); break;
+		case 't': ok = demo_number(optarg, 1u << 30, &o->header_timeout_ms) &&
 		                 o->header_timeout_ms; break;
-		case 'i': ok = number(optarg, 1u << 30, &o->idle_timeout_ms); break;
-		case 'g': ok = number(optarg, 1u << 30, &o->grace_ms); break;
+		case 'i': ok = demo_number(optarg, 1u << 30, &o->idle_timeout_ms); break;
+		case 'g': ok = demo_number(optarg, 1u << 30, &o->grace_ms); break;
 		case 'a': o->access_log = true; break;
 		case 'f': o->fixed_files = true; break;
 		case 'P': o->plain_recv = true; break;
@@ -208,16 +197,6 @@ static int parse_options(int argc, char **argv)
 		return 2;
 	}
 	return -1;
-}
-
-/* Room for --max-conns connections: the soft fd limit up to the hard one. */
-static void raise_fd_limit(void)
-{
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		setrlimit(RLIMIT_NOFILE, &rl);
-	}
 }
 
 /* One listener per core on the same port (port 0: the first one's), with
@@ -292,7 +271,7 @@ int main(int argc, char **argv)
 
 	if (rc >= 0)
 		return rc;
-	raise_fd_limit();
+	demo_raise_fd_limit(); /* room for --max-conns connections */
 	srv.root_fd = -1;
 	if ((rc = start()) < 0) {
 		fprintf(stderr, "http-server: cannot start on %s:%u: %s\n", srv.opt.host,
