@@ -16,6 +16,13 @@ result() {
 	fi
 }
 
+# pc ARGS...: pkg-config on this build tree's uninstalled runtime.pc and
+# runtime-preload.pc, pointed at the source headers and built libraries.
+pc() {
+	PKG_CONFIG_PATH=.:preload pkg-config --define-variable=includedir="$srcdir/include" \
+		--define-variable=libdir="$PWD/runtime/.libs" "$@"
+}
+
 # summary: the tally; its status is the tests' (0: none failed).
 summary() {
 	echo "$passed passed, $failed failed"

@@ -10,11 +10,6 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=tests/lib.sh
 . "$srcdir/tests/lib.sh"
-pc() { # pkg-config ARGS..., on the build tree
-	PKG_CONFIG_PATH=.:preload pkg-config --define-variable=includedir="$srcdir/include" \
-		--define-variable=libdir="$PWD/runtime/.libs" "$@"
-}
-
 cat > "$tmp/hello.c" <<'PROGRAM'
 #include <runtime.h>
 #include <stdio.h>

@@ -36,10 +36,6 @@ start_server "$tmp/log" ./demos/echo/echo-server --host 127.0.0.1 --quiet ||
 	fail "echo server did not start"
 sed -i "s/7000/$port/" "$tmp/hello.c"
 
-pc() {
-	PKG_CONFIG_PATH=. pkg-config --define-variable=includedir="$srcdir/include" \
-		--define-variable=libdir="$PWD/runtime/.libs" "$@"
-}
 # shellcheck disable=SC2046,SC2086
 ${CC:-cc} ${SAN_CFLAGS:-} "$tmp/hello.c" $(pc --cflags --libs runtime) -o "$tmp/hello" \
 	2>"$tmp/log" || fail "README's first program does not build"
