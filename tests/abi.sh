@@ -22,9 +22,7 @@ sed -n 's/^RUNTIME_API.*[ *]\(runtime_[a-z0-9_]*\)(.*/\1/p' "$srcdir/include/run
 sed -n 's/^[[:space:]]*\(runtime_[a-z0-9_]*\);.*/\1/p' "$srcdir/runtime/libruntime.map" |
 	sort > "$tmp/map"
 if [ -f "$lib" ]; then
-	# runtime_faults_*: the fault-injection build's test hook, not ABI.
-	nm -D --defined-only "$lib" | awk '$2 == "T" && $3 !~ /^runtime_faults_/ { sub(/@.*/, "", $3); print $3 }' |
-		sort > "$tmp/exported"
+	exports "$lib" '^runtime_' | sort > "$tmp/exported"
 else
 	echo "no $lib (a static-only build?)" > "$tmp/exported"
 fi

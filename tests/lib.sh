@@ -23,6 +23,14 @@ pc() {
 		--define-variable=libdir="$PWD/runtime/.libs" "$@"
 }
 
+# exports LIB PATTERN: the functions LIB defines and exports whose names
+# match PATTERN, without version suffixes; never runtime_faults_*, a
+# fault-injection build's test hook and no part of the ABI.
+exports() {
+	nm -D --defined-only "$1" | awk -v pat="$2" \
+		'$2 == "T" { sub(/@.*/, "", $3); if ($3 ~ pat && $3 !~ /^runtime_faults_/) print $3 }'
+}
+
 # summary: the tally; its status is the tests' (0: none failed).
 summary() {
 	echo "$passed passed, $failed failed"

@@ -38,11 +38,6 @@ for tool in nm groff; do
 done
 
 # ------------------------------------------------------------ the exports
-# runtime_faults_*: a fault-injection build's test hook, not ABI.
-exports() { # LIB PATTERN: its defined functions matching PATTERN
-	nm -D --defined-only "$1" | awk -v pat="$2" \
-		'$2 == "T" { sub(/@.*/, "", $3); if ($3 ~ pat && $3 !~ /^runtime_faults_/) print $3 }'
-}
 : > "$tmp/symbols"
 for l in "$lib:^runtime_" "$preload:^runtime_"; do
 	file=${l%%:*}
