@@ -86,6 +86,19 @@ static int head(const char *buf, size_t n)
 	return head_lim(buf, n, &lim_std, &req);
 }
 
+/* before, then mid[0..n) (which may hold NULs), then after, parsed. */
+static int head_around(const char *before, const char *mid, size_t n, const char *after)
+{
+	static char buf[512];
+	size_t b = strlen(before), a = strlen(after);
+
+	ck_assert_uint_le(b + n + a, sizeof(buf));
+	memcpy(buf, before, b);
+	memcpy(buf + b, mid, n);
+	memcpy(buf + b + n, after, a);
+	return head(buf, b + n + a);
+}
+
 static int head_str(const char *s)
 {
 	return head(s, strlen(s));
@@ -412,6 +425,50 @@ START_TEST(test_http_target_invalid)
 	ck_assert_int_eq(head(S("GET /a\x80 HTTP/1.1\r\n" HOST "\r\n")), -400);
 	ck_assert_int_eq(head(S("GET /a\0 HTTP/1.1\r\n" HOST "\r\n")), -400);
 	ck_assert_int_eq(head(S("GET /\x01")), -400); /* early */
+}
+END_TEST
+
+/* The parser skips ordinary bytes a word at a time: a bad byte must be
+ * found at every offset of a run, the word-sized steps and the overlapping
+ * tail alike, and a good run of any length must come out whole. */
+START_TEST(test_http_bad_byte_at_every_offset)
+{
+	static const char bad_value[] = { 0x00, 0x01, 0x0b, 0x1f, 0x7f, '\n', '\r' };
+	static const char bad_target[] = { 0x00, 0x1f, ' ', '#', 0x7f, (char)0x80, (char)0xff };
+	static const char target_bytes[] = "abcdefghijklmnopqrstuvwxyz0123456789-._~";
+	char run[48];
+
+	for (size_t len = 1; len <= 40; len++) {
+		for (size_t k = 0; k < len; k++) {
+			for (size_t b = 0; b < sizeof(bad_value); b++) {
+				memset(run, 'a', len);
+				run[k] = bad_value[b];
+				ck_assert_msg(head_around("GET / HTTP/1.1\r\n" HOST "X: ", run, len, "\r\n\r\n") ==
+				              -400, "value byte %#x at %zu of %zu",
+				              (unsigned char)bad_value[b], k, len);
+			}
+			for (size_t b = 0; b < sizeof(bad_target); b++) {
+				memset(run, 'a', len);
+				run[k] = bad_target[b];
+				ck_assert_msg(head_around("GET /", run, len, " HTTP/1.1\r\n" HOST "\r\n") == -400,
+				              "target byte %#x at %zu of %zu", (unsigned char)bad_target[b],
+				              k, len);
+			}
+		}
+		/* Every allowed value byte (a tab inside, obs-text) is kept. */
+		for (size_t i = 0; i < len; i++)
+			run[i] = i % 7 == 3 ? '\t' : (char)(i % 2 ? 0x21 + (i * 13) % 94 : 0x80 + i);
+		run[0] = run[len - 1] = '~';
+		char before[96] = "GET /";
+		memcpy(before + 5, target_bytes, len);
+		memcpy(before + 5 + len, " HTTP/1.1\r\n" HOST "X: ", sizeof(" HTTP/1.1\r\n" HOST "X: "));
+		ck_assert_msg(head_around(before, run, len, "\r\n\r\n") > 0, "good run of %zu", len);
+		ck_assert_uint_eq(req.target.len, len + 1);
+		const struct http_slice *v = http_header_get(&req, "x");
+		ck_assert_ptr_nonnull(v);
+		ck_assert_uint_eq(v->len, len);
+		ck_assert(memcmp(v->p, run, len) == 0);
+	}
 }
 END_TEST
 
@@ -1082,6 +1139,7 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_leading_crlf_ignored_once);
 	tcase_add_test(tc, test_http_target_forms);
 	tcase_add_test(tc, test_http_target_invalid);
+	tcase_add_test(tc, test_http_bad_byte_at_every_offset);
 	tcase_add_test(tc, test_http_expect_continue);
 	tcase_add_test(tc, test_http_expect_other_417);
 	tcase_add_test(tc, test_http_host_forms);
