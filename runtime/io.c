@@ -68,7 +68,9 @@ static struct io_uring_sqe *op_begin(struct op *op, uint64_t deadline, const cha
 	op->cancel_in_flight = false;
 	op->cancellable = true;
 	op->timer.state = TIMER_IDLE;
-	if (op->deadline != NEVER && runtime_now() >= op->deadline) {
+	/* The fiber's own deadline was checked just now: read the clock again
+	 * only for an earlier one of the call's. */
+	if (deadline < f->deadline && runtime_now() >= deadline) {
 		op->res = -ETIMEDOUT;
 		return NULL;
 	}
