@@ -33,17 +33,42 @@ struct conn {
 	const struct http_request *req; /* the one being answered */
 	uint64_t body_left;             /* Content-Length bytes not yet read */
 	bool body_done;
-	char in[IN_SIZE];
+	/* out shares its first page with the fields above, which are written
+	 * at accept: an answer after a wait (/delay) takes no page fault on a
+	 * fresh connection. in takes it when the request arrives. */
 	char out[OUT_SIZE];
+	char in[IN_SIZE];
 };
 
+/* Per core, a cache line each: its live connections and its count of
+ * requests (one writer, so no locked add; /stats reads it relaxed). */
 struct conn_list {
 	struct conn *head;
-};
+	_Atomic uint64_t requests;
+} __attribute__((aligned(64)));
 
 void conn_lists_init(struct server *srv)
 {
-	srv->live = calloc(runtime_cores(srv->rt), sizeof(*srv->live));
+	srv->live = aligned_alloc(64, runtime_cores(srv->rt) * sizeof(*srv->live));
+	if (srv->live)
+		memset(srv->live, 0, runtime_cores(srv->rt) * sizeof(*srv->live));
+}
+
+uint64_t conn_requests(const struct server *srv)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < runtime_cores(srv->rt); i++)
+		n += atomic_load_explicit(&srv->live[i].requests, memory_order_relaxed);
+	return n;
+}
+
+static void count_request(struct server *srv)
+{
+	_Atomic uint64_t *n = &srv->live[runtime_core_index()].requests;
+
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
 }
 
 static void live_add(struct conn *c)
@@ -111,19 +136,31 @@ void write_deadline_set(const struct server *srv)
 	runtime_deadline_set(deadline_in(srv->opt.idle_timeout_ms));
 }
 
-static int write_all(struct conn *c, const void *p, size_t len)
+/* Write all of p[0..len) before deadline. */
+static int write_by(struct conn *c, const void *p, size_t len, uint64_t deadline)
 {
-	write_deadline_set(c->srv);
+	runtime_deadline_set(deadline);
 	ssize_t rc = runtime_send_all(c->fd, p, len, NULL);
 	runtime_deadline_set(0);
 	return rc < 0 ? (int)rc : 0;
 }
 
-static int flush(struct conn *c)
+static int write_all(struct conn *c, const void *p, size_t len)
 {
-	int rc = c->out_len ? write_all(c, c->out, c->out_len) : 0;
+	return write_by(c, p, len, deadline_in(c->srv->opt.idle_timeout_ms));
+}
+
+/* Write the batch of answers, if any, before deadline. */
+static int flush_by(struct conn *c, uint64_t deadline)
+{
+	int rc = c->out_len ? write_by(c, c->out, c->out_len, deadline) : 0;
 	c->out_len = 0;
 	return rc;
+}
+
+static int flush(struct conn *c)
+{
+	return c->out_len ? flush_by(c, deadline_in(c->srv->opt.idle_timeout_ms)) : 0;
 }
 
 int respond_flush(struct exchange *ex)
@@ -136,26 +173,33 @@ int conn_fd(const struct exchange *ex)
 	return ex->conn->fd;
 }
 
-static const char *reason(int status)
+struct text {
+	const char *p;
+	size_t len;
+};
+
+#define TEXT(lit) ((struct text){ lit, sizeof(lit) - 1 })
+
+static struct text reason(int status)
 {
 	switch (status) {
-	case 100: return "Continue";
-	case 200: return "OK";
-	case 304: return "Not Modified";
-	case 400: return "Bad Request";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 405: return "Method Not Allowed";
-	case 408: return "Request Timeout";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 417: return "Expectation Failed";
-	case 431: return "Request Header Fields Too Large";
-	case 500: return "Internal Server Error";
-	case 501: return "Not Implemented";
-	case 503: return "Service Unavailable";
-	case 505: return "HTTP Version Not Supported";
-	default: return "Unknown";
+	case 100: return TEXT("Continue");
+	case 200: return TEXT("OK");
+	case 304: return TEXT("Not Modified");
+	case 400: return TEXT("Bad Request");
+	case 403: return TEXT("Forbidden");
+	case 404: return TEXT("Not Found");
+	case 405: return TEXT("Method Not Allowed");
+	case 408: return TEXT("Request Timeout");
+	case 413: return TEXT("Content Too Large");
+	case 414: return TEXT("URI Too Long");
+	case 417: return TEXT("Expectation Failed");
+	case 431: return TEXT("Request Header Fields Too Large");
+	case 500: return TEXT("Internal Server Error");
+	case 501: return TEXT("Not Implemented");
+	case 503: return TEXT("Service Unavailable");
+	case 505: return TEXT("HTTP Version Not Supported");
+	default: return TEXT("Unknown");
 	}
 }
 
@@ -189,12 +233,12 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
                  uint64_t length)
 {
 	struct conn *c = ex->conn;
-	const char *why = reason(status);
-	size_t why_len = strlen(why), type_len = strlen(type), extra_len = extra ? strlen(extra) : 0;
+	struct text why = reason(status);
+	size_t type_len = strlen(type), extra_len = extra ? strlen(extra) : 0;
 
 	if (OUT_SIZE - c->out_len < 1024 && flush(c) < 0)
 		return -1;
-	if (why_len + type_len + extra_len > OUT_SIZE - c->out_len - 256)
+	if (why.len + type_len + extra_len > OUT_SIZE - c->out_len - 256)
 		return -1; /* headers too long: a bug, not a client's doing */
 	if (atomic_load(&c->srv->draining))
 		ex->close = true; /* stopping: this is the connection's last answer */
@@ -203,7 +247,7 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
 	char *p = PUT_LIT(c->out + c->out_len, "HTTP/1.1 ");
 	p = put_u64(p, (uint64_t)status);
 	*p++ = ' ';
-	p = put(p, why, why_len);
+	p = put(p, why.p, why.len);
 	p = PUT_LIT(p, "\r\nServer: runtime-demo\r\nDate: ");
 	p += http_date(p);
 	p = PUT_LIT(p, "\r\nContent-Type: ");
@@ -296,13 +340,17 @@ static int next_head(struct conn *c, struct http_request *req)
 			if (!c->head_start)
 				c->head_start = runtime_now();
 		}
-		if (flush(c) < 0)
+		/* One clock read for both deadlines: the answers get
+		 * idle_timeout from now to leave, and so does the next request
+		 * to arrive. */
+		uint64_t idle_end = deadline_in(o->idle_timeout_ms);
+		if (flush_by(c, idle_end) < 0)
 			return -1;
 		c->idle = !avail;
 		if (c->idle && atomic_load(&c->srv->draining))
 			return -1;
 		uint64_t deadline = avail ? c->head_start + o->header_timeout_ms * 1000000ull
-		                          : deadline_in(o->idle_timeout_ms);
+		                          : idle_end;
 		ssize_t n = fill(c, deadline);
 		c->idle = false;
 		if (n == -ETIMEDOUT && avail)
@@ -429,7 +477,8 @@ static void refuse(struct conn *c, int status)
 {
 	struct exchange ex = { .conn = c, .close = true };
 	char body[64];
-	int n = snprintf(body, sizeof(body), "%d %s\n", status, reason(status));
+	struct text why = reason(status);
+	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
 	if (respond(&ex, status, "text/plain", NULL, body, (size_t)n) == 0)
 		flush(c);
@@ -462,7 +511,7 @@ static int serve_one(struct conn *c)
 	}
 	c->in_off += (size_t)rc;
 	c->head_start = 0;
-	atomic_fetch_add_explicit(&srv->requests, 1, memory_order_relaxed);
+	count_request(srv);
 	struct exchange ex = { .conn = c, .req = &req, .close = !req.keep_alive ||
 	                       atomic_load(&srv->draining) };
 	ex.head_only = req.method.len == 4 && !memcmp(req.method.p, "HEAD", 4);
@@ -495,7 +544,7 @@ void conn_serve(struct server *srv, int fd)
 		runtime_close(fd);
 		return;
 	}
-	memset(c, 0, offsetof(struct conn, in));
+	memset(c, 0, offsetof(struct conn, out));
 	c->srv = srv;
 	c->fd = fd;
 	c->fiber = runtime_fiber_self();

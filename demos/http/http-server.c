@@ -283,11 +283,11 @@ int main(int argc, char **argv)
 	       srv.opt.root ? srv.opt.root : "(none)");
 	fflush(stdout);
 	rc = runtime_run(srv.rt);
+	uint64_t requests = conn_requests(&srv);
 	runtime_destroy(srv.rt);
 	for (unsigned i = 0; i < srv.opt.cores; i++)
 		close(srv.listeners[i]);
-	fprintf(stderr, "http-server: stopped after %llu requests\n",
-	        (unsigned long long)atomic_load(&srv.requests));
+	fprintf(stderr, "http-server: stopped after %llu requests\n", (unsigned long long)requests);
 	if (rc < 0) {
 		fprintf(stderr, "http-server: %s\n", strerror(-rc));
 		return 1;

@@ -17,14 +17,16 @@
 #define LIMITED_WAIT_MS 50     /* how long /limited waits for a slot */
 #define LIMITED_WORK_MS 10     /* the backend's work, holding the slot */
 
-static bool is(const struct http_slice *s, const char *lit)
+/* Inlined, so that strlen(lit) of a literal is folded. */
+static inline __attribute__((always_inline)) bool is(const struct http_slice *s, const char *lit)
 {
 	size_t n = strlen(lit);
 	return s->len == n && !memcmp(s->p, lit, n);
 }
 
 /* The target's path (before any query) equals path. */
-static bool path_is(const struct http_request *r, const char *path)
+static inline __attribute__((always_inline)) bool path_is(const struct http_request *r,
+                                                          const char *path)
 {
 	size_t n = strlen(path);
 	return r->target.len >= n && !memcmp(r->target.p, path, n) &&
@@ -141,7 +143,7 @@ static int stats(struct server *srv, struct exchange *ex)
 	        (unsigned long long)pool.rejected, backend.in_use, backend.waiting,
 	        atomic_load(&srv->open), (unsigned long long)atomic_load(&srv->accepted),
 	        (unsigned long long)atomic_load(&srv->refused),
-	        (unsigned long long)atomic_load(&srv->requests));
+	        (unsigned long long)conn_requests(srv));
 	return respond(ex, 200, "application/json", NULL, body, len < sizeof(body) ? len : 0);
 }
 

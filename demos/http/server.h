@@ -48,7 +48,7 @@ struct server {
 	struct runtime_sem *backend; /* /limited's slots */
 	_Atomic bool draining;    /* a signal came: finish and close */
 	_Atomic unsigned open;    /* connections now */
-	_Atomic uint64_t accepted, refused, requests;
+	_Atomic uint64_t accepted, refused;
 	struct conn_list *live;   /* per core: connections, for the drain */
 };
 
@@ -74,6 +74,8 @@ int respond_body(struct exchange *ex, const void *body, size_t len);
 int respond_flush(struct exchange *ex);
 int conn_fd(const struct exchange *ex);
 size_t http_date(char out[32]);
+/* Requests answered so far, over all cores. */
+uint64_t conn_requests(const struct server *srv);
 void write_deadline_set(const struct server *srv);
 int read_body(struct exchange *ex, char **body, size_t *len);
 int discard_body(struct exchange *ex);
