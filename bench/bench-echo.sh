@@ -23,6 +23,9 @@
 # (e.g. "sqpoll=--sqpoll;fixed=--fixed-files"), each reported as demo_NAME.
 # PEERS_BIN (default /tmp/peers, built by shared/peers/build.sh): if it
 # holds go_echo, Go's echo server (GOMAXPROCS=1) runs as server "go" too.
+# CORES (1): cores for the demo (--cores N); the other servers are single-
+# threaded.  Servers are pinned to CORES CPUs from SERVER_CPU on, skipping
+# LOAD_CPU unless there is no other (then the demo shares it with the load).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,7 +34,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 BENCH_DIR=${BENCH_DIR:-$here}
 ECHO_SERVER=${ECHO_SERVER:-$BENCH_DIR/../demos/echo/echo-server}
 ROUNDS=${ROUNDS:-5} CONNS=${CONNS:-64} SIZE=${SIZE:-64} SECS=${SECS:-5}
-WARMUP=${WARMUP:-1} THREADS=${THREADS:-1}
+WARMUP=${WARMUP:-1} THREADS=${THREADS:-1} CORES=${CORES:-1}
 SERVER_CPU=${SERVER_CPU:-0} LOAD_CPU=${LOAD_CPU:-1}
 PORT_BASE=${PORT_BASE:-$((20000 + RANDOM % 10000))}
 LOAD=$BENCH_DIR/echo_load
@@ -73,19 +76,27 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 die() { echo "bench-echo: $*" >&2; exit 2; }
+note() { echo "bench-echo: $*" >&2; }
 
 check_setup() {
 	local v n
-	for v in ROUNDS CONNS SIZE SECS WARMUP THREADS SERVER_CPU LOAD_CPU PORT_BASE; do
+	for v in ROUNDS CONNS SIZE SECS WARMUP THREADS CORES SERVER_CPU LOAD_CPU PORT_BASE; do
 		[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a number, got '${!v}'"
 	done
+	[ "$CORES" -ge 1 ] || die "CORES must be at least 1"
+	if [ "$CORES" -gt 1 ]; then
+		for n in "${names[@]}"; do
+			[[ $n == demo* ]] && server_flags[$n]="${server_flags[$n]:-} --cores $CORES"
+		done
+	fi
 	for n in "${names[@]}" load; do
 		local p=${server_cmd[$n]:-$LOAD}
 		[ -x "$p" ] || die "not executable: $p (build it first; set ECHO_SERVER or BENCH_DIR)"
 	done
 	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
 		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
-		pin_srv=(taskset -c "$SERVER_CPU") pin_load=(taskset -c "$LOAD_CPU")
+		srv_cpus=$(server_cpus) || exit 2
+		pin_srv=(taskset -c "$srv_cpus") pin_load=(taskset -c "$LOAD_CPU")
 	else
 		echo "bench-echo: warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned" >&2
 		pin_srv=() pin_load=()
@@ -190,17 +201,23 @@ summary() {
 	done
 	echo "ratio=demo/raw_uring msgs_per_s=$(ratio "$(median demo 2)" "$(median raw_uring 2)")" \
 		"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median raw_uring 5)")"
+	[[ " ${names[*]} " == *" go "* ]] &&
+		echo "ratio=demo/go msgs_per_s=$(ratio "$(median demo 2)" "$(median go 2)")" \
+			"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median go 5)")"
+	return 0
 }
 
 main() {
 	local r i k
 	check_setup
 	hz=$(getconf CLK_TCK)
+	[ "$CORES" -gt 1 ] &&
+		echo "# cores=$CORES: the demo runs --cores $CORES; the others are single-threaded"
 	use_perf=false
 	probe_cycles && use_perf=true
 	: >"$tmp/results"
 	echo "# bench-echo rounds=$ROUNDS conns=$CONNS size=$SIZE secs=$SECS warmup=$WARMUP" \
-		"load_threads=$THREADS server_cpu=$SERVER_CPU load_cpu=$LOAD_CPU" \
+		"load_threads=$THREADS cores=$CORES server_cpus=${srv_cpus:-any} load_cpu=$LOAD_CPU" \
 		"cycles=$($use_perf && echo perf || echo unsupported) demo=${server_cmd[demo]}"
 	for ((r = 1; r <= ROUNDS; r++)); do
 		for ((i = 0; i < ${#names[@]}; i++)); do

@@ -102,24 +102,6 @@ trap 'exit 130' INT TERM
 die() { echo "bench-http: $*" >&2; exit 2; }
 note() { echo "bench-http: $*" >&2; }
 
-# The CPU list servers are pinned to: CORES CPUs from SERVER_CPU on, LOAD_CPU
-# last and only if there is no other.
-server_cpus() {
-	local n i cpus=() all
-	all=$(nproc --all)
-	for ((i = 0; i < all && ${#cpus[@]} < CORES; i++)); do
-		n=$(((SERVER_CPU + i) % all))
-		[ "$n" -eq "$LOAD_CPU" ] || cpus+=("$n")
-	done
-	if [ "${#cpus[@]}" -lt "$CORES" ] && [ "$LOAD_CPU" -lt "$all" ]; then
-		note "warning: only $all CPUs: servers share CPU $LOAD_CPU with wrk"
-		cpus+=("$LOAD_CPU")
-	fi
-	[ "${#cpus[@]}" -ge "$CORES" ] || die "CORES=$CORES but only $all CPUs"
-	local IFS=,
-	echo "${cpus[*]}"
-}
-
 check_setup() {
 	local v n m
 	for v in ROUNDS SECS WARMUP CONNS THREADS DEPTH CORES SERVER_CPU LOAD_CPU PORT_BASE; do

@@ -70,3 +70,22 @@ ratio() { # ratio A B: A/B to 3 places, or n/a
 		if (a == "n/a" || b == "n/a" || b == 0) print "n/a"
 		else printf "%.3f", a / b }'
 }
+
+# The CPU list servers are pinned to: CORES CPUs from SERVER_CPU on, LOAD_CPU
+# last and only if there is no other.  Uses the sourcing script's CORES,
+# SERVER_CPU, LOAD_CPU, note() and die().
+server_cpus() {
+	local n i cpus=() all
+	all=$(nproc --all)
+	for ((i = 0; i < all && ${#cpus[@]} < CORES; i++)); do
+		n=$(((SERVER_CPU + i) % all))
+		[ "$n" -eq "$LOAD_CPU" ] || cpus+=("$n")
+	done
+	if [ "${#cpus[@]}" -lt "$CORES" ] && [ "$LOAD_CPU" -lt "$all" ]; then
+		note "warning: only $all CPUs: servers share CPU $LOAD_CPU with wrk"
+		cpus+=("$LOAD_CPU")
+	fi
+	[ "${#cpus[@]}" -ge "$CORES" ] || die "CORES=$CORES but only $all CPUs"
+	local IFS=,
+	echo "${cpus[*]}"
+}
