@@ -11,8 +11,10 @@
 # round trip echo_load completed (warmup included), so the counting windows
 # match; cycles per message comes from `perf stat -e cycles -p PID` when the
 # machine's PMU supports it, else it is n/a.  Prints one line per run and
-# then medians per server and the demo/raw ratio; exits non-zero if any run
-# failed or saw errors.
+# then medians per server and the demo's ratios to the raw loop and Go: of
+# the medians, and paired (the median of the rounds' own ratios, steadier
+# on a machine whose speed drifts); exits non-zero if any run failed or saw
+# errors.
 #
 # Environment: ECHO_SERVER (default $BENCH_DIR/../demos/echo/echo-server,
 # run as "$ECHO_SERVER --port P"), BENCH_DIR (where raw_uring_echo,
@@ -182,9 +184,12 @@ run_one() { # run_one ROUND NAME
 	echo "round=$round server=$name msgs_per_s=$msgs p50_us=$(field p50_us "$out")" \
 		"p99_us=$(field p99_us "$out") errors=$errors active=$(field active "$out")/$CONNS" \
 		"cycles_per_msg=$cyc cpu_ns_per_msg=$cpu_ns"
-	echo "$name $msgs $(field p99_us "$out") $cyc $cpu_ns" >>"$tmp/results"
+	echo "$name $msgs $(field p99_us "$out") $cyc $cpu_ns $round" >>"$tmp/results"
 	[ "$rc" -eq 0 ] && [ "$errors" = 0 ]
 }
+
+# "server value round" for column $1 of the results file (for paired).
+column_by_round() { awk -v c="$1" '{ print $1, $c, $6 }' "$tmp/results"; }
 
 # Median of column $2 for server $1 from the results file, or n/a.
 median() {
@@ -199,11 +204,14 @@ summary() {
 		echo "server=$n msgs_per_s=$(median "$n" 2) p99_us=$(median "$n" 3)" \
 			"cycles_per_msg=$(median "$n" 4) cpu_ns_per_msg=$(median "$n" 5)"
 	done
-	echo "ratio=demo/raw_uring msgs_per_s=$(ratio "$(median demo 2)" "$(median raw_uring 2)")" \
-		"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median raw_uring 5)")"
-	[[ " ${names[*]} " == *" go "* ]] &&
-		echo "ratio=demo/go msgs_per_s=$(ratio "$(median demo 2)" "$(median go 2)")" \
-			"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median go 5)")"
+	local p
+	for p in raw_uring go; do
+		[[ " ${names[*]} " == *" $p "* ]] || continue
+		echo "ratio=demo/$p msgs_per_s=$(ratio "$(median demo 2)" "$(median "$p" 2)")" \
+			"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median "$p" 5)")" \
+			"paired_msgs_per_s=$(column_by_round 2 | paired demo "$p")" \
+			"paired_cpu_ns_per_msg=$(column_by_round 5 | paired demo "$p")"
+	done
 	return 0
 }
 

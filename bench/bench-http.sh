@@ -18,7 +18,8 @@
 # wrk times a whole batch and its coordinated-omission correction often
 # zeroes the upper percentiles (wg/wrk#236), so such a p99 is reported n/a.
 # Prints one line per run, then medians per server and mode and the demo's
-# ratios; exits non-zero if a run failed or saw non-2xx or socket errors.
+# ratios (of the medians, and paired: the median of the rounds' own ratios);
+# exits non-zero if a run failed or saw non-2xx or socket errors.
 #
 # Environment:
 #   HTTP_SERVER  demo server (default $BENCH_DIR/../demos/http/http-server),
@@ -252,10 +253,13 @@ run_one() { # run_one ROUND MODE NAME
 		'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
 	echo "round=$round mode=$mode server=$name rps=$rps p50_us=$p50 p99_us=$p99" \
 		"non2xx=${non2xx:-0} socket_errors=${errors:-0} requests=$total cpu_ns_per_req=$cpu_ns"
-	echo "$name $mode $rps $p99 ${non2xx:-0} $cpu_ns" >>"$tmp/results"
+	echo "$name $mode $rps $p99 ${non2xx:-0} $cpu_ns $round" >>"$tmp/results"
 	[ "${non2xx:-0}" -eq 0 ] && [ "${errors:-0}" -eq 0 ] && return $ok
 	return 1
 }
+
+# "server value round" for mode $1, column $2 of the results file (paired).
+column_by_round() { awk -v m="$1" -v c="$2" '$2 == m { print $1, $c, $7 }' "$tmp/results"; }
 
 # Median of column $3 for server $1 in mode $2 from the results file, or n/a.
 median() {
@@ -276,7 +280,9 @@ summary() {
 	for m in "${modes[@]}"; do
 		for p in nginx h2o raw_uring_http; do
 			echo "ratio=demo/$p mode=$m rps=$(ratio "$(median demo "$m" 3)" "$(median "$p" "$m" 3)")" \
-				"cpu_ns_per_req=$(ratio "$(median demo "$m" 6)" "$(median "$p" "$m" 6)")"
+				"cpu_ns_per_req=$(ratio "$(median demo "$m" 6)" "$(median "$p" "$m" 6)")" \
+				"paired_rps=$(column_by_round "$m" 3 | paired demo "$p")" \
+				"paired_cpu_ns_per_req=$(column_by_round "$m" 6 | paired demo "$p")"
 		done
 		echo "p99 mode=$m demo_us=$(median demo "$m" 4) nginx_us=$(median nginx "$m" 4)" \
 			"demo/nginx=$(ratio "$(median demo "$m" 4)" "$(median nginx "$m" 4)")"

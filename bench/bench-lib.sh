@@ -71,6 +71,17 @@ ratio() { # ratio A B: A/B to 3 places, or n/a
 		else printf "%.3f", a / b }'
 }
 
+# paired A B: lines "server value round" on standard input; the median over
+# the rounds both ran of A's value over B's, to 3 places, or n/a.  Rounds
+# are interleaved, so a paired ratio cancels the drift that moves a whole
+# round (on a shared VM, the largest part of the spread).
+paired() {
+	awk -v a="$1" -v b="$2" '$2 != "n/a" && $1 == a { x[$3] = $2 }
+		$2 != "n/a" && $1 == b { y[$3] = $2 }
+		END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' |
+		median_of | awk '$1 == "n/a" { print; next } { printf "%.3f\n", $1 }'
+}
+
 # The CPU list servers are pinned to: CORES CPUs from SERVER_CPU on, LOAD_CPU
 # last and only if there is no other.  Uses the sourcing script's CORES,
 # SERVER_CPU, LOAD_CPU, note() and die().
@@ -82,7 +93,7 @@ server_cpus() {
 		[ "$n" -eq "$LOAD_CPU" ] || cpus+=("$n")
 	done
 	if [ "${#cpus[@]}" -lt "$CORES" ] && [ "$LOAD_CPU" -lt "$all" ]; then
-		note "warning: only $all CPUs: servers share CPU $LOAD_CPU with wrk"
+		note "warning: only $all CPUs: servers share CPU $LOAD_CPU with the load"
 		cpus+=("$LOAD_CPU")
 	fi
 	[ "${#cpus[@]}" -ge "$CORES" ] || die "CORES=$CORES but only $all CPUs"
