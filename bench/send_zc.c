@@ -121,18 +121,31 @@ static int run(const char *mode, bool zc, size_t size, double secs, int cpu, int
 	int lfd = listen_any(&a), one = 1;
 	if (lfd < 0)
 		return perror("send_zc: listen"), 1;
-	pid_t child = fork();
-	if (child == 0)
-		receive(lfd, rcpu);
+	/* Connected before the fork (the backlog holds it for the child's
+	 * accept), so that any failure below ends the child by closing fd. */
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)))
 		return perror("send_zc: connect"), 1;
+	pid_t child = fork();
+	if (child < 0) {
+		perror("send_zc: fork");
+		close(fd);
+		return 1;
+	}
+	if (child == 0) {
+		close(fd);
+		receive(lfd, rcpu);
+	}
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	pin(cpu);
 	struct io_uring ring;
-	if (io_uring_queue_init(8, &ring, 0) < 0)
-		return fputs("send_zc: no io_uring\n", stderr), 1;
 	char *buf = malloc(size);
+	if (!buf || io_uring_queue_init(8, &ring, 0) < 0) {
+		fputs("send_zc: no memory or no io_uring\n", stderr);
+		close(fd);
+		waitpid(child, NULL, 0);
+		return 1;
+	}
 	memset(buf, 'x', size);
 	double t0 = now_s(), c0 = cpu_s(), t = t0;
 	unsigned long long bytes = 0;
