@@ -136,10 +136,14 @@ void write_deadline_set(const struct server *srv)
 	runtime_deadline_set(deadline_in(srv->opt.idle_timeout_ms));
 }
 
-/* Write all of p[0..len) before deadline. */
+/* Write all of p[0..len) before deadline (0: idle_timeout from now, the
+ * clock read only then). */
 static int write_by(struct conn *c, const void *p, size_t len, uint64_t deadline)
 {
-	runtime_deadline_set(deadline);
+	if (deadline)
+		runtime_deadline_set(deadline);
+	else
+		write_deadline_set(c->srv);
 	ssize_t rc = runtime_send_all(c->fd, p, len, NULL);
 	runtime_deadline_set(0);
 	return rc < 0 ? (int)rc : 0;
@@ -147,10 +151,10 @@ static int write_by(struct conn *c, const void *p, size_t len, uint64_t deadline
 
 static int write_all(struct conn *c, const void *p, size_t len)
 {
-	return write_by(c, p, len, deadline_in(c->srv->opt.idle_timeout_ms));
+	return write_by(c, p, len, 0);
 }
 
-/* Write the batch of answers, if any, before deadline. */
+/* Write the batch of answers, if any, before deadline (as write_by). */
 static int flush_by(struct conn *c, uint64_t deadline)
 {
 	int rc = c->out_len ? write_by(c, c->out, c->out_len, deadline) : 0;
@@ -160,7 +164,7 @@ static int flush_by(struct conn *c, uint64_t deadline)
 
 static int flush(struct conn *c)
 {
-	return c->out_len ? flush_by(c, deadline_in(c->srv->opt.idle_timeout_ms)) : 0;
+	return flush_by(c, 0);
 }
 
 int respond_flush(struct exchange *ex)
