@@ -76,10 +76,11 @@ ratio() { # ratio A B: A/B to 3 places, or n/a
 # are interleaved, so a paired ratio cancels the drift that moves a whole
 # round (on a shared VM, the largest part of the spread).
 paired() {
-	awk -v a="$1" -v b="$2" '$2 != "n/a" && $1 == a { x[$3] = $2 }
+	local m
+	m=$(awk -v a="$1" -v b="$2" '$2 != "n/a" && $1 == a { x[$3] = $2 }
 		$2 != "n/a" && $1 == b { y[$3] = $2 }
-		END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' |
-		median_of | awk '$1 == "n/a" { print; next } { printf "%.3f\n", $1 }'
+		END { for (r in x) if ((r in y) && y[r] > 0) print x[r] / y[r] }' | median_of)
+	ratio "$m" 1
 }
 
 # The CPU list servers are pinned to: CORES CPUs from SERVER_CPU on, LOAD_CPU
