@@ -1004,4 +1004,9 @@ RUNTIME_API int runtime_fd_register(int fd);
 #ifdef __cplusplus
 }
 #endif
+
+/* The toolkit (buffered streams, copy, serving, drain...) built on the
+ * calls above. */
+#include "runtime_toolkit.h"
+
 #endif /* RUNTIME_H */

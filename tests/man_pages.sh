@@ -8,7 +8,7 @@
 #  - every man/*.3 and man/*.7 formats without a single groff warning
 #    (groff -ww, for the default device and for a terminal as man(1) uses),
 #    and '.so' links resolve to a page whose NAME names the link;
-#  - every page in man/ is in dist_man_MANS (man/core.am, man/io.am), and
+#  - every page in man/ is in dist_man_MANS (the lists in man/*.am), and
 #    everything listed there exists;
 #  - the example program of runtime(7), between its example-begin and
 #    example-end comments, compiles without a warning and links against
@@ -64,7 +64,8 @@ normalise() {
 	sed -e 's/[[:space:]][[:space:]]*/ /g' -e 's/ *\([(),*;]\) */\1/g' \
 		-e 's/^ //' -e 's/ $//'
 }
-for h in "$srcdir/include/runtime.h" "$srcdir/preload/runtime_preload.h"; do
+for h in "$srcdir/include/runtime.h" "$srcdir/include/runtime_toolkit.h" \
+	"$srcdir/preload/runtime_preload.h"; do
 	awk '/^(RUNTIME_API|__attribute__\(\(visibility\("default"\)\)\)) / { decl = ""; on = 1 }
 	     on { decl = decl " " $0 }
 	     on && /;/ { print decl; on = 0 }' "$h"
@@ -91,7 +92,7 @@ while read -r sym; do
 	page=${page:-$sym.3}
 	proto=$(awk -F '\t' -v s="$sym" '$1 == s { print $2; exit }' "$tmp/protos")
 	if [ -z "$proto" ]; then
-		result "$sym: declared in include/runtime.h or preload/runtime_preload.h" 1
+		result "$sym: declared in include/runtime.h, include/runtime_toolkit.h or preload/runtime_preload.h" 1
 	elif [ -f "$man/$page" ] && synopsis "$page" | grep -qF -- "$proto"; then
 		result "$sym: man/$page shows its prototype" 0
 	else
@@ -135,16 +136,22 @@ for p in $pages; do
 done
 
 # --------------------------------------------------------- dist_man_MANS
-cat "$man/core.am" "$man/io.am" 2>/dev/null |
+# Each man/*.am lists a part's pages in one MAN_ variable; Makefile.am
+# includes every one of them and installs every variable.
+cat "$man"/*.am 2>/dev/null |
 	grep -o 'man/[A-Za-z0-9_.-]*\.[37]' | sed 's|^man/||' | sort > "$tmp/listed"
 printf '%s\n' $pages | sort > "$tmp/present"
-grep -q '^dist_man_MANS = \$(MAN_CORE) \$(MAN_IO)' "$srcdir/Makefile.am" &&
-	grep -q '^include \$(srcdir)/man/core.am' "$srcdir/Makefile.am" &&
-	grep -q '^include \$(srcdir)/man/io.am' "$srcdir/Makefile.am"
-result "Makefile.am installs MAN_CORE and MAN_IO as dist_man_MANS" $?
+installs=$(sed -n 's/^dist_man_MANS = //p' "$srcdir/Makefile.am")
+ok=0
+for am in "$man"/*.am; do
+	var=$(sed -n 's/^\(MAN_[A-Z_]*\) =.*/\1/p' "$am")
+	grep -q "^include \$(srcdir)/man/${am##*/}\$" "$srcdir/Makefile.am" || ok=1
+	case " $installs " in *" \$($var) "*) ;; *) ok=1 ;; esac
+done
+result "Makefile.am includes every man/*.am and installs its MAN_ list" $ok
 unlisted=$(comm -23 "$tmp/present" "$tmp/listed")
 [ -z "$unlisted" ] || printf '  not listed: %s\n' $unlisted
-[ -z "$unlisted" ]; result "every page in man/ is in man/core.am or man/io.am" $?
+[ -z "$unlisted" ]; result "every page in man/ is in a man/*.am list" $?
 absent=$(comm -13 "$tmp/present" "$tmp/listed")
 [ -z "$absent" ] || printf '  listed, no such file: %s\n' $absent
 [ -z "$absent" ]; result "every page listed exists" $?
