@@ -137,10 +137,29 @@ enum runtime_offload_policy {
 	                                   and every fiber on it meanwhile */
 };
 
+/*
+ * The engine every core of a runtime runs: how a blocking call reaches the
+ * kernel. io_uring carries each call as an SQE; epoll tries the call at
+ * once and parks the fiber on the fd's readiness when it would block
+ * (regular files, which epoll cannot wait on, go to the offload pool).
+ * Every call keeps its contract on both. epoll is for where io_uring is
+ * refused: Docker's and containerd's default seccomp profiles, the sysctl
+ * kernel.io_uring_disabled, kernels before 5.19.
+ */
+enum runtime_engine {
+	RUNTIME_ENGINE_AUTO = 0,     /* io_uring if the kernel allows it, else
+	                                epoll (default) */
+	RUNTIME_ENGINE_IO_URING = 1, /* io_uring or fail (runtime_create) */
+	RUNTIME_ENGINE_EPOLL = 2,
+};
+
 struct runtime_config {
 	unsigned cores;         /* core threads, each with its own ring; 0: one
 	                           per online CPU; default 1; at most
 	                           RUNTIME_MAX_CORES */
+	enum runtime_engine engine; /* default RUNTIME_ENGINE_AUTO; RUNTIME_ENGINE
+	                           in the environment (auto, io_uring, epoll)
+	                           overrides it, for tests */
 	int pin_cpus;           /* nonzero: core i runs on CPU i (mod CPUs);
 	                           default 0 */
 	size_t stack_size;      /* usable bytes per fiber stack; default
@@ -209,14 +228,46 @@ RUNTIME_API void runtime_config_init(struct runtime_config *cfg);
 /* ------------------------------------------------------------- lifecycle */
 
 /*
- * Create a runtime. cfg NULL means defaults. Probes the kernel's io_uring
- * features once. Any thread not inside a runtime; the calling thread becomes
- * core 0's thread when it calls runtime_run(), which starts a thread for
- * each other core.
- * Returns 0, -EINVAL (bad config), -ENOMEM, -ENOSYS (no io_uring), or
- * -EOPNOTSUPP (the kernel lacks IORING_FEAT_NODROP or another requirement).
+ * Create a runtime. cfg NULL means defaults. Chooses the engine (above):
+ * probes the kernel's io_uring once, unless epoll was asked for. Any
+ * thread not inside a runtime; the calling thread becomes core 0's thread
+ * when it calls runtime_run(), which starts a thread for each other core.
+ * Returns 0, -EINVAL (bad config, or a RUNTIME_ENGINE that is not auto,
+ * io_uring or epoll), -ENOMEM, or, with RUNTIME_ENGINE_IO_URING only,
+ * why io_uring cannot run: -EPERM (refused: a seccomp filter or the
+ * sysctl), -ENOSYS (not in this kernel), -EOPNOTSUPP (the kernel lacks
+ * IORING_FEAT_NODROP or another requirement); runtime_io_uring_check
+ * says which, and what to do.
  */
 RUNTIME_API int runtime_create(struct runtime **rt, const struct runtime_config *cfg);
+
+/* The engine rt runs: RUNTIME_ENGINE_IO_URING or RUNTIME_ENGINE_EPOLL
+ * (RUNTIME_ENGINE_AUTO for NULL). Any thread. */
+RUNTIME_API enum runtime_engine runtime_engine(const struct runtime *rt);
+
+/* "io_uring", "epoll" or "auto" (static storage; "unknown" for any other
+ * value). Any thread. */
+RUNTIME_API const char *runtime_engine_name(enum runtime_engine engine);
+
+/*
+ * Why rt runs epoll: the sentence of runtime_io_uring_check when io_uring
+ * was refused under RUNTIME_ENGINE_AUTO, or that epoll was asked for. ""
+ * for a runtime on io_uring (and for NULL). Valid while rt lives; any
+ * thread.
+ */
+RUNTIME_API const char *runtime_engine_reason(const struct runtime *rt);
+
+/*
+ * Can this process run io_uring as cfg (NULL: defaults) asks? Sets up a
+ * ring and tears it down. Returns 0, or the -errno runtime_create gives
+ * under RUNTIME_ENGINE_IO_URING (-EPERM, -ENOSYS, -EOPNOTSUPP, -ENOMEM);
+ * why (len bytes, may be NULL) receives a sentence with the real cause and
+ * the remedy, e.g. "io_uring is blocked by a seccomp filter (EPERM), ...:
+ * run with --security-opt seccomp=PROFILE allowing io_uring_setup,
+ * io_uring_enter and io_uring_register, or let the runtime use epoll
+ * ...". Any thread.
+ */
+RUNTIME_API int runtime_io_uring_check(const struct runtime_config *cfg, char *why, size_t len);
 
 /*
  * Run every core until all fibers on all cores have ended and no timer is

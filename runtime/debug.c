@@ -43,22 +43,6 @@ static const char *const block_names[BLOCK_KINDS] = {
 	[BLOCK_CLOSE] = "close",
 };
 
-static const char *op_name(unsigned opcode)
-{
-	static const char *const names[] = {
-		[IORING_OP_READV] = "readv",     [IORING_OP_WRITEV] = "writev",
-		[IORING_OP_POLL_ADD] = "poll",   [IORING_OP_SENDMSG] = "sendmsg",
-		[IORING_OP_RECVMSG] = "recvmsg", [IORING_OP_ACCEPT] = "accept",
-		[IORING_OP_CONNECT] = "connect", [IORING_OP_OPENAT] = "openat",
-		[IORING_OP_CLOSE] = "close",     [IORING_OP_READ] = "read",
-		[IORING_OP_WRITE] = "write",     [IORING_OP_SEND] = "send",
-		[IORING_OP_RECV] = "recv",       [IORING_OP_SPLICE] = "splice",
-		[IORING_OP_SHUTDOWN] = "shutdown", [IORING_OP_STATX] = "statx",
-		[IORING_OP_FSYNC] = "fsync",     [IORING_OP_TIMEOUT] = "timeout",
-	};
-	return opcode < sizeof(names) / sizeof(names[0]) && names[opcode] ? names[opcode] : "op";
-}
-
 /* The object a sync wait is queued on: its first waiter's queue, the same
  * address for every fiber waiting on one primitive. */
 static const void *wait_target(const struct fiber *f)
@@ -75,8 +59,8 @@ static void what(FILE *out, const struct fiber *f)
 	fputs(block_names[kind], out);
 	switch (kind) {
 	case BLOCK_IO: {
-		const struct op *op = f->wait_obj;
-		fprintf(out, " %s fd %d", op_name(op->opcode), op->fd);
+		const struct io_wait *w = f->wait_obj;
+		fprintf(out, " %s fd %d", runtime__io_wait_name(w), w->fd);
 		break;
 	}
 	case BLOCK_STREAM:

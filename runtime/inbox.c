@@ -14,8 +14,8 @@
  * the core sets `sleeping` and then looks at its inbox; a producer pushes
  * and then takes `sleeping` back to 0. At least one of them sees the other's
  * store, so either the core finds the item before it blocks or the producer
- * finds the core asleep and writes its eventfd, on which the core always
- * keeps a read SQE armed while it sleeps. A busy core costs a producer no
+ * finds the core asleep and writes its eventfd, which the core's engine
+ * always watches while it sleeps (a read SQE, or the epoll set). A busy core costs a producer no
  * syscall, and one sleep costs at most one eventfd write.
  */
 #include "internal.h"
@@ -35,7 +35,7 @@ void runtime__inbox_push(struct core *c, struct inbox_node *n)
 	runtime__core_wake(c);
 }
 
-/* Any thread: make a sleeping core leave io_uring_enter. */
+/* Any thread: make a sleeping core leave its wait in the kernel. */
 void runtime__core_wake(struct core *c)
 {
 	if (atomic_exchange_explicit(&c->sleeping, 0, memory_order_seq_cst)) {
@@ -48,16 +48,11 @@ void runtime__core_wake(struct core *c)
 	}
 }
 
-/* The core, before it blocks: announce the sleep, then look once more.
- * Returns false (and stays awake) if work arrived or the runtime stops. */
+/* The core, before it blocks (its engine watches wake_fd by now):
+ * announce the sleep, then look once more. Returns false (and stays
+ * awake) if work arrived or the runtime stops. */
 bool runtime__core_may_sleep(struct core *c)
 {
-	if (!c->wake_armed) {
-		struct io_uring_sqe *sqe = runtime__sqe(c);
-		io_uring_prep_read(sqe, c->wake_fd, &c->wake_buf, sizeof(c->wake_buf), 0);
-		io_uring_sqe_set_data64(sqe, tagged(c, TAG_WAKEUP));
-		c->wake_armed = true;
-	}
 	atomic_store_explicit(&c->sleeping, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&c->inbox, memory_order_seq_cst) ||
 	    atomic_load_explicit(&c->rt->stop, memory_order_seq_cst)) {
@@ -70,12 +65,6 @@ bool runtime__core_may_sleep(struct core *c)
 void runtime__core_awake(struct core *c)
 {
 	atomic_store_explicit(&c->sleeping, 0, memory_order_relaxed);
-}
-
-/* The eventfd read completed: re-armed before the next sleep. */
-void runtime__wakeup_cqe(struct core *c)
-{
-	c->wake_armed = false;
 }
 
 static struct inbox_node *node_of(struct qnode *q)

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "engine.h"
 #include "fault.h"
 #include "list.h"
 #include "runtime.h"
@@ -234,7 +235,6 @@ void runtime__inbox_discard(struct core *c);
 void runtime__core_wake(struct core *c);
 bool runtime__core_may_sleep(struct core *c);
 void runtime__core_awake(struct core *c);
-void runtime__wakeup_cqe(struct core *c);
 
 /* ----------------------------------------------------------------- fibers */
 
@@ -395,10 +395,8 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
 /* Disarm without a callback. Returns false if t was not armed. */
 bool runtime__timer_stop(struct timer *t);
 void runtime__timers_run(struct core *c);
-void runtime__timers_arm(struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
-void runtime__ktimeout_cqe(struct core *c, uint64_t user_data);
 
 /* ----------------------------------------------------------- sync waits */
 
@@ -457,7 +455,10 @@ void runtime__wait_timer_fire(struct timer *t, enum runtime_timer_why why);
 void runtime__wait_unlink_all(struct wait *w);
 int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *deadline);
 
-/* ------------------------------------------------------------------- ring */
+/* ------------------------------------------------------- io_uring engine */
+
+/* What engine_uring.c shares with the features built on its ring: receive
+ * streams and listeners (multishot requests), fixed files. */
 
 /* user_data: an 8-aligned pointer with a tag in its low TAG_BITS bits. */
 #define TAG_BITS 3
@@ -471,7 +472,7 @@ enum cqe_tag {
 	TAG_WAKEUP,       /* struct core: its eventfd read */
 	TAG_SIGNAL,       /* struct core: the shutdown signalfd read (core 0) */
 	TAG_MSHOT,        /* struct mshot: its multishot request, or (bit 3
-	                     set) a cancel aimed at it (multishot.c) */
+	                     set) a cancel aimed at it */
 };
 
 static inline uint64_t tagged(const void *p, enum cqe_tag tag)
@@ -479,18 +480,16 @@ static inline uint64_t tagged(const void *p, enum cqe_tag tag)
 	return (uint64_t)(uintptr_t)p | tag;
 }
 
+/* An SQE of the core's ring (submitting and reaping to make room if the
+ * ring is full: never NULL), counted in flight until its last CQE. */
 struct io_uring_sqe *runtime__sqe(struct core *c);
 void runtime__sqe_reserve(struct core *c, unsigned n);
-int runtime__ring_init(struct core *c);
-void runtime__ring_exit(struct core *c);
-int runtime__ring_enter(struct core *c, bool wait);
-bool runtime__busy_poll(struct core *c);
-int runtime__ring_probe(const struct runtime_config *cfg);
 
 /* An in-flight operation, on the waiting fiber's stack. The fiber resumes
  * only when pending reaches 0: every CQE that names this struct has come
- * (io.c explains the cancel protocol). */
+ * (engine_uring.c explains the cancel protocol). */
 struct op {
+	struct io_wait head;        /* first: what runtime_dump shows */
 	struct fiber *fiber;
 	int res;
 	uint8_t pending;            /* CQEs still due */
@@ -500,16 +499,12 @@ struct op {
 	bool cancelling;            /* asked to stop: cancel until done */
 	bool cancel_in_flight;
 	bool cancellable;           /* false for close: cleanup must not fail */
-	uint8_t opcode;             /* its IORING_OP_, for runtime_dump */
-	int fd;                     /* its fd (or fixed-file index), likewise */
 #ifdef RUNTIME_FAULTS
 	int injected;               /* its result instead, if not 0 (fault.h) */
 #endif
 	uint64_t deadline;          /* absolute ns, NEVER for none */
 	struct timer timer;         /* the deadline; once stopping, the next cancel */
 };
-
-void runtime__op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);
 
 /* How long to wait before the next ASYNC_CANCEL at an operation that the
  * last one missed, after `sent` cancels: the first two at once, then 20 us
@@ -527,20 +522,29 @@ static inline uint64_t runtime__cancel_backoff(unsigned sent)
 
 enum pool_state { POOL_UNTRIED, POOL_READY, POOL_FAILED };
 
-/* A core's provided-buffer ring (buffer group 0), for receive streams. */
+/* A core's receive buffers, for receive streams (stream.c): on io_uring a
+ * provided-buffer ring (buffer group 0) that the kernel fills, on epoll a
+ * free list that the engine takes from when it reads ahead. */
 struct bufpool {
-	struct io_uring_buf_ring *ring;
+	struct io_uring_buf_ring *ring; /* io_uring's; NULL on epoll */
 	size_t ring_bytes;
 	char *base;                 /* count buffers of size bytes, stride apart */
 	size_t base_bytes;
 	unsigned count, size, stride;
-	unsigned lent;              /* buffers the kernel may fill now */
+	unsigned lent;              /* buffers free for data to come (the
+	                               kernel's, or taken to read into) */
 	uint16_t *next;             /* per buffer: the next in its stream */
 	uint32_t *len;              /* per buffer: bytes received into it */
+	uint16_t *free;             /* epoll: the free buffers, nfree of them */
+	unsigned nfree;
 	uint8_t state;              /* enum pool_state */
 	bool no_multishot;          /* the kernel refused a multishot recv */
 };
 
+/* epoll: a free buffer to read into (its id, address and size), or false
+ * when none is free; and one taken back unused. */
+bool runtime__bufpool_take(struct core *c, unsigned *bid, char **buf, unsigned *size);
+void runtime__bufpool_untake(struct core *c, unsigned bid);
 void runtime__bufpool_free(struct core *c);
 
 /* ------------------------------------------------------------ multishots */
@@ -548,35 +552,46 @@ void runtime__bufpool_free(struct core *c);
 struct mshot;
 
 struct mshot_ops {
-	/* Every CQE of the request, the terminal one (no IORING_CQE_F_MORE)
-	 * last; also after close (m->closed), to give back what it carries. */
+	/* Every result of the request (a CQE on io_uring, a read or accept
+	 * on epoll), the terminal one (no IORING_CQE_F_MORE) last; also after
+	 * close (m->closed), to give back what it carries. */
 	void (*cqe)(struct mshot *m, int res, unsigned flags);
 	/* Closed and quiet: give back what is queued, free the object. */
 	void (*release)(struct mshot *m);
 };
 
-/* A multishot request and its owner's lifecycle (multishot.c). The first
- * member of its owner, which must be 16-aligned (the cancel bit). */
+enum mshot_kind {
+	MSHOT_RECV,     /* into the core's buffer pool (CQE flags name the buffer) */
+	MSHOT_ACCEPT,   /* each result an accepted fd */
+};
+
+/* A multishot request and its owner's lifecycle (multishot.c); the engine
+ * arms and stops the request (engine.h). The first member of its owner,
+ * which must be 16-aligned (io_uring's cancel bit). */
 struct mshot {
 	_Alignas(16) struct core *core;
 	struct dnode link;          /* in the core's mshots */
 	const struct mshot_ops *ops;
 	int fd;
-	bool armed;                 /* its terminal CQE is due */
-	bool stopping;              /* cancel until the terminal CQE */
+	uint8_t kind;               /* enum mshot_kind */
+	int flags;                  /* MSHOT_ACCEPT: accept4's flags */
+	bool armed;                 /* its terminal result is due */
+	bool stopping;              /* io_uring: cancel until the terminal CQE */
 	bool cancel_in_flight;
 	bool closed;                /* the owner let go: free when quiet */
 	uint8_t retries;
-	struct fiber *waiter;       /* a fiber waiting for the next CQE */
-	struct timer retry;         /* sends the next cancel */
+	struct fiber *waiter;       /* a fiber waiting for the next result */
+	struct timer retry;         /* io_uring: sends the next cancel */
 };
 
-void runtime__mshot_init(struct mshot *m, struct core *c, int fd, const struct mshot_ops *ops);
-void runtime__mshot_submit(struct mshot *m, struct io_uring_sqe *sqe);
+void runtime__mshot_init(struct mshot *m, struct core *c, int fd, enum mshot_kind kind,
+                         int flags, const struct mshot_ops *ops);
+void runtime__mshot_arm(struct mshot *m);
 void runtime__mshot_stop(struct mshot *m);
 void runtime__mshot_close(struct mshot *m);
 int runtime__mshot_wait(struct mshot *m, struct fiber *f);
-void runtime__mshot_cqe(struct core *c, uint64_t user_data, int res, unsigned flags);
+void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
+void runtime__mshot_quiet(struct mshot *m);
 void runtime__mshots_free(struct core *c);
 
 /* ------------------------------------------------------------ fixed files */
@@ -615,8 +630,11 @@ struct stall_watch {
 
 static inline void stall_publish(struct core *c, const struct fiber *to);
 
+struct epoll_core;
+
 struct core {
 	struct runtime *rt;
+	const struct engine *eng;   /* the runtime's (engine.h) */
 	unsigned index;
 	struct fiber *current;      /* running fiber, or &loop */
 	struct fiber *prev;         /* the context that switched to current */
@@ -634,30 +652,38 @@ struct core {
 
 	/* Shared with other threads (inbox.c). */
 	_Atomic(struct inbox_node *) inbox;
-	_Atomic int sleeping;       /* blocked (or about to) in io_uring_enter */
+	_Atomic int sleeping;       /* blocked (or about to) in the kernel */
 	int wake_fd;                /* eventfd other threads write to wake us */
-	uint64_t wake_buf;          /* the armed read's buffer */
-	bool wake_armed;
 	struct queue backlog;       /* inbox work taken, not yet handled */
-	bool signal_armed;
 	struct inbox_node shutdown_node;
 	_Atomic bool shutdown_sent;
 	pthread_t thread;           /* cores 1..: their thread, for the join */
 	sigset_t saved_mask;        /* the thread's signal mask before the run */
 
+	/* Operations in the kernel that will complete by themselves: SQEs
+	 * whose last CQE is due (io_uring), fibers parked on readiness
+	 * (epoll). With the two armed reads below, what deadlocked() counts. */
+	unsigned in_flight;
+	bool wake_armed;            /* a read is armed on wake_fd */
+	bool signal_armed;          /* one on the shutdown signalfd (core 0) */
+
+	/* The io_uring engine's, and its features'. */
 	struct io_uring ring;
 	bool ring_ready;
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
-	unsigned in_flight;         /* submitted SQEs whose last CQE is due */
 	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
+	uint64_t wake_buf;          /* the armed wake read's buffer */
+	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
+	uint64_t kt_gen;
+	struct __kernel_timespec kt_ts;
+
+	/* The epoll engine's, while a run lasts (engine_epoll.c). */
+	struct epoll_core *epoll;
 
 	struct timer_heap timers;
 	struct queue timer_done;    /* public timers whose callback is due */
 	uint64_t timer_seq;
-	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
-	uint64_t kt_gen;
-	struct __kernel_timespec kt_ts;
 
 	struct stack *stack_cache;  /* hot stacks, pages resident */
 	unsigned stack_cached;
@@ -679,7 +705,9 @@ struct core {
 
 struct runtime {
 	struct runtime_config cfg;
-	unsigned setup_flags;       /* ring setup flags found by the probe */
+	const struct engine *eng;   /* every core's (engine.c chooses) */
+	char engine_reason[384];    /* runtime_engine_reason */
+	unsigned setup_flags;       /* io_uring: setup flags found by the probe */
 	struct core *cores;
 	unsigned ncores;
 	pthread_t owner_thread;     /* the creating thread: runs core 0 */
@@ -807,6 +835,7 @@ void runtime__stop_all(struct runtime *rt);
 void runtime__core_shutdown(struct core *c);
 
 /* offload.c */
+int runtime__offload_finish(struct fiber *f, void *(*fn)(void *), void *arg, void **result);
 int runtime__offload_init(struct runtime *rt);
 void runtime__offload_free(struct runtime *rt);
 int runtime__offload_start(struct runtime *rt);

@@ -14,7 +14,8 @@
  * backlog is empty; then the accept waits for POLLIN and arms again.
  *
  * Fds accepted after the close (before the cancel lands) are closed at
- * once, and so are those still queued: nothing leaks.
+ * once, and so are those still queued: nothing leaks. On the epoll engine
+ * the multishot is the engine accepting at each readiness of the socket.
  */
 #include "internal.h"
 
@@ -26,8 +27,8 @@
 #define LISTEN_QUEUE_MAX 256u
 
 struct runtime_listener {
-	struct mshot m;             /* first: 16-aligned */
-	int flags;                  /* SOCK_CLOEXEC, SOCK_NONBLOCK */
+	struct mshot m;             /* first: 16-aligned; m.flags: SOCK_CLOEXEC,
+	                               SOCK_NONBLOCK for accepted sockets */
 	int error;                  /* ended the multishot; returned once */
 	bool idle;                  /* -EAGAIN: poll before arming again */
 	unsigned head, len, cap;    /* queued fds: a ring of cap (a power of 2) */
@@ -37,14 +38,6 @@ struct runtime_listener {
 static struct runtime_listener *listener_of(struct mshot *m)
 {
 	return container_of(m, struct runtime_listener, m);
-}
-
-static void arm(struct runtime_listener *l)
-{
-	struct io_uring_sqe *sqe = runtime__sqe(l->m.core);
-
-	io_uring_prep_multishot_accept(sqe, l->m.fd, NULL, NULL, l->flags);
-	runtime__mshot_submit(&l->m, sqe);
 }
 
 /* Double the ring, keeping the order. False if out of memory. */
@@ -126,8 +119,7 @@ int runtime_listener_open(struct runtime_listener **out, int fd, int flags)
 	struct runtime_listener *l = calloc(1, sizeof(*l));
 	if (!l)
 		return -ENOMEM;
-	runtime__mshot_init(&l->m, c, fd, &listener_ops);
-	l->flags = flags;
+	runtime__mshot_init(&l->m, c, fd, MSHOT_ACCEPT, flags, &listener_ops);
 	*out = l;
 	return 0;
 }
@@ -171,8 +163,10 @@ int runtime_listener_accept(struct runtime_listener *l)
 				return rc;
 			l->idle = false;
 		}
-		if (!l->m.armed)
-			arm(l);
+		if (!l->m.armed) {
+			runtime__mshot_arm(&l->m); /* epoll: may end it at once */
+			continue;
+		}
 		if ((rc = runtime__mshot_wait(&l->m, f)) < 0)
 			return rc;
 	}

@@ -3,8 +3,9 @@
  * loop.c - the core loop and runtime_run: one thread per core, each in a
  * loop of fixed phases - run ready fibers (within a budget, so I/O is never
  * starved) -> handle inbox work from other threads -> run due timers ->
- * submit SQEs and reap CQEs in one io_uring_enter, blocking only when
- * nothing is ready - until every fiber of every core has ended.
+ * one trip to the kernel through the core's engine (io_uring: submit SQEs
+ * and reap CQEs in one io_uring_enter; epoll: one epoll_wait), blocking
+ * only when nothing is ready - until every fiber of every core has ended.
  *
  * rt->work counts busy cores (load > 0) plus inbox items in transit; the
  * runtime stops when it reaches 0. Cores touch it only when their own load
@@ -84,19 +85,14 @@ static bool deadlocked(const struct core *c)
 	       queue_empty(&c->backlog);
 }
 
-/* Core 0 keeps a read armed on the shutdown signalfd: not a fiber, so it
- * never keeps the runtime running by itself. */
-static void arm_signal_read(struct core *c)
+/* Core 0 watches the shutdown signalfd: not a fiber, so it never keeps
+ * the runtime running by itself. */
+static void watch_signals(struct core *c)
 {
 	struct runtime *rt = c->rt;
 
-	if (c->index != 0 || rt->signal_fd < 0 || c->signal_armed ||
-	    runtime__is_shutting_down(rt))
-		return;
-	struct io_uring_sqe *sqe = runtime__sqe(c);
-	io_uring_prep_read(sqe, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf), 0);
-	io_uring_sqe_set_data64(sqe, tagged(c, TAG_SIGNAL));
-	c->signal_armed = true;
+	if (c->index == 0 && rt->signal_fd >= 0 && !runtime__is_shutting_down(rt))
+		c->eng->watch_signals(c);
 }
 
 static bool stopping(const struct runtime *rt)
@@ -112,9 +108,9 @@ static int may_block(struct core *c, bool *block)
 	*block = false;
 	if (deadlocked(c))
 		return -EDEADLK; /* every fiber waits on another */
-	if (c->rt->cfg.busy_poll_us && runtime__busy_poll(c))
+	if (c->rt->cfg.busy_poll_us && c->eng->busy_poll(c))
 		return 0;
-	runtime__timers_arm(c);
+	c->eng->prepare_sleep(c);
 	*block = runtime__core_may_sleep(c);
 	return 0;
 }
@@ -126,14 +122,14 @@ static int core_loop(struct core *c)
 		runtime__inbox_drain(c);
 		runtime__dump_signal_poll(c);
 		runtime__timers_run(c);
-		arm_signal_read(c);
+		watch_signals(c);
 		bool block = false;
 		if (queue_empty(&c->ready) && queue_empty(&c->backlog)) {
 			int rc = may_block(c, &block);
 			if (rc < 0)
 				return rc;
 		}
-		int rc = runtime__ring_enter(c, block);
+		int rc = c->eng->poll(c, block);
 		if (block)
 			runtime__core_awake(c);
 		if (rc < 0)
@@ -144,16 +140,16 @@ static int core_loop(struct core *c)
 
 /* ------------------------------------------------------ a core's thread */
 
-/* Each run creates the rings on the threads that will use them
- * (SINGLE_ISSUER binds a ring to its creator) and tears them down after. */
+/* Each run sets the engine up on the threads that will use it (io_uring's
+ * SINGLE_ISSUER binds a ring to its creator) and tears it down after. */
 static int core_start(struct core *c)
 {
-	int rc = runtime__ring_init(c);
+	int rc = c->eng->core_start(c);
 
 	if (rc < 0)
 		return rc;
 	if ((rc = runtime__core_signals_enter(c)) < 0) {
-		runtime__ring_exit(c);
+		c->eng->core_stop(c);
 		return rc;
 	}
 	c->loop.flags = FIBER_LOOP;
@@ -171,13 +167,9 @@ static int core_start(struct core *c)
 
 static void core_stop(struct core *c)
 {
-	runtime__ring_exit(c); /* nothing of ours in flight after this */
+	c->eng->core_stop(c); /* nothing of ours in the kernel after this */
 	runtime__tls_core = NULL;
 	runtime__core_signals_leave(c);
-	c->in_flight = 0;
-	c->wake_armed = false;
-	c->signal_armed = false;
-	c->kt_deadline = NEVER;
 }
 
 static void pin(struct core *c)

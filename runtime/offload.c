@@ -47,6 +47,7 @@ struct job {
 	void *result;
 	runtime_offload_cleanup_fn *cleanup;
 	_Atomic int state;
+	bool finish;                    /* the fiber waits for it once it runs */
 	struct fiber *fiber;
 	struct offload_pool *pool;
 };
@@ -433,6 +434,8 @@ static void job_give_up(struct offload_wait *ow, int res)
 		return;
 	}
 	runtime__spin_unlock(&p->lock);
+	if (j->finish)
+		return; /* it runs: the worker's resume will come */
 	if (atomic_compare_exchange_strong(&j->state, &running, JOB_ABANDONED)) {
 		ow->outcome = JOB_ABANDONED;
 		runtime__resume(f, res);
@@ -504,6 +507,34 @@ static int given_up(int rc, void *arg, runtime_offload_cleanup_fn *cleanup)
 	return rc;
 }
 
+/* Queue fn(arg) for fiber f and wait for it (finish: see
+ * runtime__offload_finish). */
+static int offload(struct fiber *f, void *(*fn)(void *), void *arg, void **result,
+                   runtime_offload_cleanup_fn *cleanup, bool finish)
+{
+	struct offload_pool *p = f->core->rt->offload;
+	int rc = take_slot(p);
+
+	if (rc != 0) {
+		if (rc < 0)
+			return given_up(rc, arg, cleanup);
+		void *r = fn(arg); /* caller-runs: on this core, blocking it */
+		if (result)
+			*result = r;
+		return 0;
+	}
+	struct job *j = calloc(1, sizeof(*j));
+	if (j)
+		j->finish = finish;
+	if (!j || (rc = submit(p, j_init(j, p, f, fn, arg, cleanup))) < 0) {
+		free(j);
+		if (p->slots)
+			runtime_sem_post(p->slots, NULL);
+		return j ? rc : -ENOMEM;
+	}
+	return job_wait(j, f->deadline, result);
+}
+
 int runtime_offload(void *(*fn)(void *), void *arg, void **result,
                     runtime_offload_cleanup_fn *cleanup)
 {
@@ -514,25 +545,24 @@ int runtime_offload(void *(*fn)(void *), void *arg, void **result,
 		return f ? given_up(rc, arg, cleanup) : rc;
 	if (!fn)
 		return -EINVAL;
-	struct offload_pool *p = f->core->rt->offload;
-	if (runtime__is_shutting_down(p->rt))
+	if (runtime__is_shutting_down(f->core->rt))
 		return -ESHUTDOWN;
-	if ((rc = take_slot(p)) != 0) {
-		if (rc < 0)
-			return given_up(rc, arg, cleanup);
-		void *r = fn(arg); /* caller-runs: on this core, blocking it */
-		if (result)
-			*result = r;
-		return 0;
-	}
-	struct job *j = calloc(1, sizeof(*j));
-	if (!j || (rc = submit(p, j_init(j, p, f, fn, arg, cleanup))) < 0) {
-		free(j);
-		if (p->slots)
-			runtime_sem_post(p->slots, NULL);
-		return j ? rc : -ENOMEM;
-	}
-	return job_wait(j, f->deadline, result);
+	return offload(f, fn, arg, result, cleanup, false);
+}
+
+/*
+ * The epoll engine's blocking syscalls (regular files, open, statx,
+ * fsync): fn(arg) on the pool, which may write to the fiber's stack, so a
+ * cancel or deadline takes the job back only while it is queued; once it
+ * runs, the fiber waits for its end and gets its result (the cancel shows
+ * at its next blocking call), as an io_uring operation that completed
+ * anyway. Also during a shutdown: cleanup code may write a file. Returns
+ * 0 (fn ran), -ECANCELED or -ETIMEDOUT (it never ran), or
+ * runtime_offload's refusals.
+ */
+int runtime__offload_finish(struct fiber *f, void *(*fn)(void *), void *arg, void **result)
+{
+	return offload(f, fn, arg, result, NULL, true);
 }
 
 void runtime_offload_stats(const struct runtime *rt, struct runtime_offload_stats *st)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.c - the runtime's lifecycle: configuration, create (the kernel
- * probe and each core's eventfd and stack cache), shutdown from any thread,
+ * runtime.c - the runtime's lifecycle: configuration, create (the engine
+ * choice and each core's eventfd and stack cache), shutdown from any thread,
  * and destroy, which frees whatever never ran and gives back every
  * process-wide setting the runtime changed (signal.c).
  */
@@ -48,7 +48,7 @@ static int config_check(const struct runtime_config *cfg)
 		return -EINVAL;
 	if (cfg->run_budget < 1 || cfg->stack_cache > (1u << 20))
 		return -EINVAL;
-	if (cfg->cores > RUNTIME_MAX_CORES)
+	if (cfg->cores > RUNTIME_MAX_CORES || (unsigned)cfg->engine > RUNTIME_ENGINE_EPOLL)
 		return -EINVAL;
 	if (cfg->offload_max_threads < 1 || cfg->offload_max_threads > RUNTIME_MAX_OFFLOAD_THREADS ||
 	    cfg->offload_min_threads > cfg->offload_max_threads ||
@@ -69,6 +69,7 @@ static int config_check(const struct runtime_config *cfg)
 static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 {
 	c->rt = rt;
+	c->eng = rt->eng;
 	c->index = index;
 	queue_init(&c->ready);
 	queue_init(&c->backlog);
@@ -159,11 +160,9 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 		free(rt);
 		return rc;
 	}
-	rc = runtime__ring_probe(&rt->cfg);
-	if (rc >= 0) {
-		rt->setup_flags = (unsigned)rc;
+	rc = runtime__engine_choose(rt);
+	if (rc >= 0)
 		rc = cores_init(rt);
-	}
 	if (rc >= 0)
 		rc = runtime__named_init(rt);
 	if (rc >= 0)

@@ -1,26 +1,29 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * stream.c - receive streams: one multishot recv (IORING_RECV_MULTISHOT)
- * per socket, filling buffers that the core lends the kernel through a
- * provided-buffer ring. Data lands while the fiber is busy elsewhere, and
- * runtime_stream_recv copies out what has come without an SQE of its own:
- * a request-response connection costs one SQE per response instead of two.
+ * stream.c - receive streams: one multishot recv per socket, filling
+ * buffers of the core's pool: on io_uring one IORING_RECV_MULTISHOT SQE
+ * and a provided-buffer ring the core lends the kernel; on epoll the
+ * engine reads into the pool whenever the socket becomes readable. Data
+ * lands while the fiber is busy elsewhere, and runtime_stream_recv copies
+ * out what has come without a trip to the kernel of its own: a
+ * request-response connection costs one SQE (or syscall) per response
+ * instead of two.
  *
  * Each core has one buffer pool (made on the core's first stream): a ring
  * of cfg.stream_buffers buffers of cfg.stream_buffer_size bytes. A buffer
- * goes back to the kernel as soon as its bytes are copied out, so a buffer
- * is held only by data that came and was not read yet. A stream's queue is
- * a list of buffer ids threaded through the pool (next[bid]), so queuing
- * allocates nothing.
+ * is free for new data again as soon as its bytes are copied out, so a
+ * buffer is held only by data that came and was not read yet. A stream's
+ * queue is a list of buffer ids threaded through the pool (next[bid]), so
+ * queuing allocates nothing.
  *
  * Three rules keep one connection from hurting the others:
  *  - a stream holding STREAM_QUEUE_MAX bytes unread stops its multishot
  *    (the socket buffer, then TCP, push back) and re-arms when read dry;
- *  - when the pool runs low (below a quarter free), or the kernel answers
- *    -ENOBUFS, a read that finds nothing queued becomes a plain recv into
- *    the caller's buffer, so exhaustion slows nothing down to a stall;
- *  - a kernel without multishot recv or buffer rings (before 6.0) gets
- *    the plain recv every time.
+ *  - when the pool runs low (below a quarter free), or it ran out
+ *    (-ENOBUFS), a read that finds nothing queued becomes a plain recv
+ *    into the caller's buffer, so exhaustion slows nothing down to a stall;
+ *  - a kernel without multishot recv or buffer rings (before 6.0) gets the
+ *    plain recv every time.
  *
  * The request's lifecycle (arming, stopping, freeing once quiet) is
  * multishot.c's.
@@ -55,13 +58,39 @@ static char *buf_at(const struct bufpool *p, unsigned bid)
 	return p->base + (size_t)bid * p->stride;
 }
 
-/* Lend buffer bid to the kernel again. */
+/* Buffer bid is free for data to come again: lent to the kernel
+ * (io_uring), or back on the free list (epoll). */
 static void buf_give(struct bufpool *p, unsigned bid)
 {
-	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
-	                      io_uring_buf_ring_mask(p->count), 0);
-	io_uring_buf_ring_advance(p->ring, 1);
+	if (p->ring) {
+		io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
+		                      io_uring_buf_ring_mask(p->count), 0);
+		io_uring_buf_ring_advance(p->ring, 1);
+	} else {
+		p->free[p->nfree++] = (uint16_t)bid;
+	}
 	p->lent++;
+}
+
+/* A taken buffer counts as lent until its data is delivered (stream_cqe),
+ * as a buffer the kernel has picked does on io_uring. */
+bool runtime__bufpool_take(struct core *c, unsigned *bid, char **buf, unsigned *size)
+{
+	struct bufpool *p = pool_of(c);
+
+	if (!p->nfree)
+		return false;
+	*bid = p->free[--p->nfree];
+	*buf = buf_at(p, *bid);
+	*size = p->size;
+	return true;
+}
+
+void runtime__bufpool_untake(struct core *c, unsigned bid)
+{
+	struct bufpool *p = pool_of(c);
+
+	p->free[p->nfree++] = (uint16_t)bid;
 }
 
 static void *map(size_t len)
@@ -99,6 +128,22 @@ static void *map_buffers(size_t len)
 	return base;
 }
 
+/* io_uring: the ring through which the kernel takes the buffers. */
+static bool pool_lend(struct core *c, struct bufpool *p)
+{
+	p->ring_bytes = p->count * sizeof(struct io_uring_buf);
+	p->ring = map(p->ring_bytes);
+	struct io_uring_buf_reg reg = {
+		.ring_addr = (uint64_t)(uintptr_t)p->ring,
+		.ring_entries = p->count,
+		.bgid = 0,
+	};
+	if (!p->ring || io_uring_register_buf_ring(&c->ring, &reg, 0) < 0)
+		return false;
+	io_uring_buf_ring_init(p->ring);
+	return true;
+}
+
 /* Set the pool up on the core's first stream. False: plain recvs only. */
 static bool pool_ready(struct core *c)
 {
@@ -109,25 +154,18 @@ static bool pool_ready(struct core *c)
 	p->state = POOL_FAILED;
 	p->count = c->rt->cfg.stream_buffers;
 	p->size = c->rt->cfg.stream_buffer_size;
-	p->ring_bytes = p->count * sizeof(struct io_uring_buf);
-	p->ring = map(p->ring_bytes);
 	p->stride = p->size + BUF_PAD;
 	p->base_bytes = (size_t)p->count * p->stride;
 	p->base = map_buffers(p->base_bytes);
 	p->next = calloc(p->count, sizeof(*p->next));
 	p->len = calloc(p->count, sizeof(*p->len));
-	struct io_uring_buf_reg reg = {
-		.ring_addr = (uint64_t)(uintptr_t)p->ring,
-		.ring_entries = p->count,
-		.bgid = 0,
-	};
-	if (!p->ring || !p->base || !p->next || !p->len ||
-	    io_uring_register_buf_ring(&c->ring, &reg, 0) < 0) {
+	if (!c->ring_ready) /* epoll: the engine takes free buffers from here */
+		p->free = calloc(p->count, sizeof(*p->free));
+	if (!p->base || !p->next || !p->len || !(c->ring_ready ? pool_lend(c, p) : !!p->free)) {
 		runtime__bufpool_free(c);
 		p->state = POOL_FAILED;
 		return false;
 	}
-	io_uring_buf_ring_init(p->ring);
 	for (unsigned bid = 0; bid < p->count; bid++)
 		buf_give(p, bid);
 	p->state = POOL_READY;
@@ -147,6 +185,7 @@ void runtime__bufpool_free(struct core *c)
 		munmap(p->base, p->base_bytes);
 	free(p->next);
 	free(p->len);
+	free(p->free);
 	*p = (struct bufpool){ .state = POOL_UNTRIED };
 }
 
@@ -214,16 +253,6 @@ static struct runtime_stream *stream_of(struct mshot *m)
 	return container_of(m, struct runtime_stream, m);
 }
 
-static void arm(struct runtime_stream *s)
-{
-	struct io_uring_sqe *sqe = runtime__sqe(s->m.core);
-
-	io_uring_prep_recv_multishot(sqe, s->m.fd, NULL, 0, 0);
-	sqe->flags |= IOSQE_BUFFER_SELECT;
-	sqe->buf_group = 0;
-	runtime__mshot_submit(&s->m, sqe);
-}
-
 /* The multishot ended: note why. */
 static void ended(struct runtime_stream *s, int res)
 {
@@ -284,7 +313,7 @@ int runtime_stream_open(struct runtime_stream **out, int fd)
 	struct runtime_stream *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
-	runtime__mshot_init(&s->m, c, fd, &stream_ops);
+	runtime__mshot_init(&s->m, c, fd, MSHOT_RECV, 0, &stream_ops);
 	s->head = s->tail = NO_BID;
 	*out = s;
 	return 0;
@@ -327,8 +356,10 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 			stat_add(&f->core->stats.stream_fallbacks, 1);
 			return runtime_recv(s->m.fd, buf, len, 0);
 		}
-		if (!s->m.armed)
-			arm(s);
+		if (!s->m.armed) {
+			runtime__mshot_arm(&s->m); /* epoll: may end it at once */
+			continue;
+		}
 		if ((rc = runtime__mshot_wait(&s->m, f)) < 0)
 			return rc;
 	}

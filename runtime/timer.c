@@ -4,11 +4,12 @@
  * deadlines behind every sleep, timed wait, cancel retry and public timer.
  *
  * Due timers are fired by the loop from the clock, read once per turn.
- * Only when the core is about to block is the nearest deadline armed in
- * the kernel, as one absolute IORING_OP_TIMEOUT, replaced (TIMEOUT_REMOVE
- * + TIMEOUT) only when an earlier deadline arrives: starting and stopping
- * a timer touches no SQE. (bench/micro's timer_add_cancel_ns compares this
- * with one kernel timeout per timer: README.)
+ * Only when the core is about to block does its engine tell the kernel
+ * the nearest deadline (io_uring: one absolute IORING_OP_TIMEOUT, replaced
+ * only when an earlier deadline arrives; epoll: the timeout of the wait),
+ * so starting and stopping a timer touches no SQE and makes no syscall.
+ * (bench/micro's timer_add_cancel_ns compares this with one kernel
+ * timeout per timer: README.)
  *
  * Public timers have one contract: whatever ends one - its deadline, a
  * cancel or a shutdown - its callback runs exactly once, from the core's
@@ -177,38 +178,6 @@ void runtime__timers_run(struct core *c)
 		t->state = TIMER_IDLE;
 		t->fire(t, RUNTIME_TIMER_FIRED);
 	}
-}
-
-/* Before the core blocks: make sure the kernel wakes it by the nearest
- * deadline. An armed timeout later than needed is replaced; one earlier
- * than needed (its timer was stopped) is left to fire spuriously, which
- * costs one loop turn and no SQEs now. A deadline of NEVER is not armed. */
-void runtime__timers_arm(struct core *c)
-{
-	if (!c->timers.len)
-		return;
-	uint64_t next = c->timers.slot[0].deadline;
-	if (next == NEVER || c->kt_deadline <= next)
-		return;
-	runtime__sqe_reserve(c, 2);
-	if (c->kt_deadline != NEVER) {
-		struct io_uring_sqe *rm = runtime__sqe(c);
-		io_uring_prep_timeout_remove(rm, TAG_KTIMEOUT | c->kt_gen << TAG_BITS, 0);
-		io_uring_sqe_set_data64(rm, TAG_IGNORE);
-	}
-	c->kt_gen++;
-	c->kt_deadline = next;
-	ts_from_ns(&c->kt_ts, next);
-	struct io_uring_sqe *sqe = runtime__sqe(c);
-	io_uring_prep_timeout(sqe, &c->kt_ts, 0, IORING_TIMEOUT_ABS);
-	io_uring_sqe_set_data64(sqe, TAG_KTIMEOUT | c->kt_gen << TAG_BITS);
-}
-
-/* The armed timeout completed (fired or removed). */
-void runtime__ktimeout_cqe(struct core *c, uint64_t user_data)
-{
-	if (user_data >> TAG_BITS == c->kt_gen)
-		c->kt_deadline = NEVER;
 }
 
 /* Shutdown: every public and named timer completes now, told

@@ -1036,13 +1036,19 @@ START_TEST(test_core_stats_count_each_core)
 	ck_assert_uint_eq(cs[0].fibers_live, 2);
 	ck_assert_uint_eq(cs[0].fibers_spawned, 2);
 	ck_assert_uint_ge(cs[0].timers_armed, 1);
-	ck_assert_uint_ge(cs[0].sqes_submitted, 1);
+	/* io_uring: the sleeps' kernel timeout is an SQE; epoll: they are the
+	 * waits' timeouts, and core 0 started no operation. */
+	if (on_epoll())
+		ck_assert_uint_ge(cs[0].enters, 1);
+	else
+		ck_assert_uint_ge(cs[0].sqes_submitted, 1);
 	/* Core 1: the ten nappers came by the inbox and have all ended. */
 	ck_assert_uint_eq(cs[1].fibers_live, 0);
 	ck_assert_uint_eq(cs[1].fibers_spawned, 10);
 	ck_assert_uint_eq(cs[1].timers_armed, 0);
 	ck_assert_uint_ge(cs[1].inbox_items, 1);
-	ck_assert_uint_ge(cs[1].cqes_reaped, 1);
+	if (!on_epoll()) /* epoll: a sleep's end is a wait's timeout, no event */
+		ck_assert_uint_ge(cs[1].cqes_reaped, 1);
 	ck_assert_uint_ge(cs[1].enters, 1);
 	ck_assert_uint_eq(cs[2].fibers_live, UINT64_MAX); /* beyond max: untouched */
 	/* After the run: totals stay, and max and NULL are honoured. */

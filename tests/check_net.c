@@ -601,10 +601,15 @@ static void wall_reader(void *p)
 	/* Stop reading for good: the writer, parked on a full buffer, must
 	 * wake with EPIPE. (close with unread data would make it ECONNRESET.) */
 	s->shut_rc = runtime_sock_shutdown(s->fd[1], SHUT_RD);
-	for (int i = 0; i < 2000 && !s->writer_done; i++)
+	/* On epoll the writer waits for readiness, and AF_UNIX reports none
+	 * for a peer's SHUT_RD (poll(2) would not wake either): it learns of
+	 * the reader's going when the reader closes. */
+	for (int i = 0; i < 2000 && !s->writer_done && !on_epoll(); i++)
 		runtime_sleep(MS);
 	ck_assert_int_eq(ioctl(s->fd[1], FIONREAD, &s->queued), 0);
 	runtime_close(s->fd[1]);
+	for (int i = 0; i < 2000 && !s->writer_done; i++)
+		runtime_sleep(MS);
 	runtime_close(s->fd[0]);
 }
 
@@ -643,7 +648,10 @@ START_TEST(test_net_write_all_to_closed_peer_reports_progress)
 	ck_assert_int_eq(memcmp(s.got, s.src, WREAD), 0);
 	ck_assert_int_eq(s.shut_rc, 0);
 	ck_assert(s.writer_done);
-	ck_assert_int_eq(s.rc, -EPIPE);
+	if (on_epoll()) /* closed with bytes unread: ECONNRESET, or EPIPE */
+		ck_assert_msg(s.rc == -EPIPE || s.rc == -ECONNRESET, "rc %zd", s.rc);
+	else
+		ck_assert_int_eq(s.rc, -EPIPE);
 	ck_assert_int_gt(s.queued, 0);
 	/* done counts exactly what left the writer: read plus still queued */
 	ck_assert_uint_eq(s.done, WREAD + (size_t)s.queued);
@@ -774,6 +782,8 @@ static int fixed_slot(int slot, char *out, size_t outlen)
 		}
 	}
 	closedir(d);
+	if (on_epoll())
+		return -1; /* no ring: no fixed-file table to look at */
 	ck_assert_int_ge(ring, 0);
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", ring);
 	FILE *f = fopen(path, "re");
@@ -906,7 +916,8 @@ START_TEST(test_net_fixed_files_register_use_release)
 	ck_assert_int_eq(s.s2, s.s1);
 	ck_assert_int_eq(s.echo2, 5);
 	ck_assert_int_eq(memcmp(s.buf2, "PONG2", 5), 0);
-	ck_assert_int_eq(s.register_rc, 0);
+	/* epoll has no fixed files: fixed_files is a no-op there. */
+	ck_assert_int_eq(s.register_rc, on_epoll() ? -EOPNOTSUPP : 0);
 	ck_assert_int_eq(s.shut_rc, 0);
 	ck_assert_int_eq(s.peer_eof, 0);
 	ck_assert_int_eq(s.close_all, 0);

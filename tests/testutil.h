@@ -12,6 +12,7 @@
 
 #include <check.h>
 #include <runtime.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <arpa/inet.h>
@@ -46,6 +47,26 @@ static inline intptr_t join(struct runtime_fiber *f)
 	void *res;
 	ck_assert_int_eq(runtime_fiber_join(f, &res), 0);
 	return (intptr_t)res;
+}
+
+/* The engine a runtime made with cfg NULL runs here (RUNTIME_ENGINE in
+ * the environment chooses it: CI runs every suite on both). Where the two
+ * engines differ by design, a test asserts each one's behaviour. */
+static inline enum runtime_engine test_engine(void)
+{
+	static enum runtime_engine engine = RUNTIME_ENGINE_AUTO;
+	struct runtime *rt;
+
+	if (engine == RUNTIME_ENGINE_AUTO && runtime_create(&rt, NULL) == 0) {
+		engine = runtime_engine(rt);
+		runtime_destroy(rt);
+	}
+	return engine;
+}
+
+static inline bool on_epoll(void)
+{
+	return test_engine() == RUNTIME_ENGINE_EPOLL;
 }
 
 /* Exit 77 (automake's "skipped") when this kernel cannot run the runtime. */

@@ -57,12 +57,12 @@ FIBER_CANCELLED, FIBER_LOOP = 1 << 0, 1 << 3  # enum fiber_flags
 SYNC_KINDS = ("mutex", "cond", "waitgroup", "sem/pool", "chan")
 
 # IORING_OP_* numbers (kernel ABI) with debug.c's names; others are "op".
-OP_NAMES = {
-    1: "readv", 2: "writev", 3: "fsync", 6: "poll", 9: "sendmsg",
-    10: "recvmsg", 11: "timeout", 13: "accept", 16: "connect", 18: "openat",
-    19: "close", 21: "statx", 22: "read", 23: "write", 26: "send", 27: "recv",
-    30: "splice", 34: "shutdown",
-}
+# enum io_kind (runtime/engine.h), in its order: what a fiber blocked in
+# I/O waits for, whichever engine runs. Read from the debug info when it
+# has the enum; this list is the fallback.
+IO_NAMES = ["read", "write", "readv", "writev", "recv", "send", "recvmsg",
+            "sendmsg", "accept", "connect", "openat", "openat2", "statx",
+            "splice", "fsync", "shutdown", "poll", "close"]
 
 # What runtime__switch leaves at the saved sp: (register, byte offset), the
 # offset that the stack pointer has once the switch has returned, and the
@@ -138,10 +138,21 @@ class Layout:
         self.fiber_ptr = self.fiber.pointer()
         self.rt_ptr = core["rt"].type.strip_typedefs()
         self.all_offset = _field_offset(self.fiber, "all")
-        self.op_ptr = _param_type("runtime__op_cqe", 1, "struct op")
+        self.io_wait_ptr = _param_type("runtime__io_wait_name", 0,
+                                       "struct io_wait")
+        self.io_names = self._io_names()
         self.mshot_ptr = _param_type("runtime__mshot_init", 0, "struct mshot")
         self.wait_ptr = _param_type("runtime__wait_init", 0, "struct wait")
         self.blocks = self._block_names()
+
+    @staticmethod
+    def _io_names():
+        try:
+            enum = gdb.lookup_type("enum io_kind")
+            return {int(f.enumval): f.name[3:].lower() for f in enum.fields()
+                    if f.name != "IO_KINDS"}
+        except gdb.error:
+            return dict(enumerate(IO_NAMES))
 
     @staticmethod
     def _block_names():
@@ -336,9 +347,10 @@ class Fiber:
         if not obj or kind not in ("io", "stream") + SYNC_KINDS:
             return kind
         if kind == "io":
-            op = gdb.Value(obj).cast(self.layout.op_ptr).dereference()
-            return "io %s fd %d" % (OP_NAMES.get(int(op["opcode"]), "op"),
-                                    int(op["fd"]))
+            wait = gdb.Value(obj).cast(self.layout.io_wait_ptr).dereference()
+            return "io %s fd %d" % (
+                self.layout.io_names.get(int(wait["kind"]), "op"),
+                int(wait["fd"]))
         if kind == "stream":
             mshot = gdb.Value(obj).cast(self.layout.mshot_ptr).dereference()
             return "stream fd %d" % int(mshot["fd"])

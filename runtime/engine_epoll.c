@@ -1,0 +1,913 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * engine_epoll.c - the readiness engine (engine.h), for where io_uring is
+ * refused. Each core has an epoll set. An operation is first tried at
+ * once without blocking - RWF_NOWAIT for reads and writes, MSG_DONTWAIT
+ * for socket calls, so the fd's own O_NONBLOCK flag does not matter, as on
+ * io_uring - and only when it answers EAGAIN does the fiber park until the
+ * fd is ready, then try again. Files that epoll cannot wait on (regular
+ * files, directories) go to the offload pool, as do open, statx and fsync;
+ * such a call, once running, is waited for (it may write to the fiber's
+ * stack), so a cancel that comes meanwhile shows at the next call.
+ *
+ * Registration is one-shot (EPOLLONESHOT) and renewed with EPOLL_CTL_MOD
+ * at each park, ADD when the kernel no longer knows the fd: a number
+ * closed behind the runtime's back and reused by a new file is then
+ * registered afresh, never waited on under its old file. The cost is one
+ * epoll_ctl per wait; two hints keep waits rare: after a read that came
+ * back short on a stream (the socket or pipe was drained) the next read
+ * waits first instead of trying, and likewise after a short write.
+ * Events carry the fd number, not a pointer, so an event from a file
+ * closed meanwhile can only wake a fiber that then tries again.
+ *
+ * Per core, a table indexed by fd number (in chunks, allocated as fds
+ * appear) holds the fibers waiting on each fd - a reader and a writer may
+ * wait at once - and the hints. runtime_close on this core ends the waits
+ * on its fd with -EBADF, so that no fiber ever tries its operation on a
+ * file that took the number over.
+ *
+ * Every syscall here is made with syscall(2): libruntime-preload wraps
+ * libc's read, recv, accept, poll, close... so that they park fibers, and
+ * the engine must reach the kernel, not itself.
+ */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#define SLOT_CHUNK 1024u
+#define EVENTS_MAX 256
+
+/* epoll_event.data: an fd number, or one of these (above every fd). */
+#define DATA_WAKE (1ull << 32)
+#define DATA_SIGNAL (2ull << 32)
+
+enum fd_kind { FD_UNKNOWN, FD_STREAM, FD_OTHER };
+
+/* What this core knows of one fd number. */
+struct fdslot {
+	struct dlist waiters;       /* struct fdwait; zeroed until first used */
+	struct mshot *watch;        /* a stream or listener fed at each readiness */
+	uint32_t armed;             /* the enabled registration's events and mode */
+	uint8_t kind;               /* enum fd_kind: may a short read mean dry? */
+	bool dry;                   /* the last read drained it: wait first */
+	bool full;                  /* the last write filled it: wait first */
+};
+
+struct epoll_core {
+	int epfd;
+	bool pwait2;                /* epoll_pwait2 (ns timeouts) works */
+	bool signals_watched;
+	struct fdslot **chunks;
+	unsigned nchunks;
+	struct epoll_event events[EVENTS_MAX];
+};
+
+/* A fiber waiting for readiness, on its stack. */
+struct fdwait {
+	struct io_wait head;        /* first: runtime_dump */
+	struct dnode link;          /* in its slot's waiters while linked */
+	struct fiber *fiber;
+	uint32_t events;            /* EPOLLIN, EPOLLOUT... */
+	int res;                    /* 0 (ready), -ETIMEDOUT, -ECANCELED, -EBADF */
+	struct timer timer;         /* the deadline */
+};
+
+static long sys(long rc)
+{
+	return rc < 0 ? -errno : rc;
+}
+
+/* ---------------------------------------------------------------- slots */
+
+static struct fdslot *slot_find(const struct epoll_core *ep, int fd)
+{
+	unsigned i = (unsigned)fd / SLOT_CHUNK;
+
+	if (fd < 0 || i >= ep->nchunks || !ep->chunks[i])
+		return NULL;
+	return &ep->chunks[i][(unsigned)fd % SLOT_CHUNK];
+}
+
+/* The slot of fd, made if need be; NULL for fd < 0 or out of memory. */
+static struct fdslot *slot_get(struct epoll_core *ep, int fd)
+{
+	unsigned i = (unsigned)fd / SLOT_CHUNK;
+
+	if (fd < 0)
+		return NULL;
+	if (i >= ep->nchunks) {
+		unsigned n = i + 1 > ep->nchunks * 2 ? i + 1 : ep->nchunks * 2;
+		struct fdslot **chunks = realloc(ep->chunks, n * sizeof(*chunks));
+		if (!chunks)
+			return NULL;
+		memset(chunks + ep->nchunks, 0, (n - ep->nchunks) * sizeof(*chunks));
+		ep->chunks = chunks;
+		ep->nchunks = n;
+	}
+	if (!ep->chunks[i] && !(ep->chunks[i] = calloc(SLOT_CHUNK, sizeof(struct fdslot))))
+		return NULL;
+	struct fdslot *s = &ep->chunks[i][(unsigned)fd % SLOT_CHUNK];
+	if (!s->waiters.head.next)
+		dlist_init(&s->waiters);
+	return s;
+}
+
+/* A new file under fd (accepted, opened): what was known of the number is
+ * not true of it. */
+static void slot_forget(struct epoll_core *ep, int fd)
+{
+	struct fdslot *s = slot_find(ep, fd);
+
+	if (s) {
+		s->kind = FD_UNKNOWN;
+		s->dry = s->full = false;
+	}
+}
+
+/* -------------------------------------------------------- registration */
+
+static int ctl(struct core *c, int op, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = (uint32_t)fd };
+
+	return (int)sys(syscall(SYS_epoll_ctl, c->epoll->epfd, op, fd, &ev));
+}
+
+/*
+ * Make fd's registration what its slot needs now: a watch's readiness
+ * edge-triggered and for good (a stream or listener owns its fd until it
+ * is closed), the waiters' events once (EPOLLONESHOT), nothing when
+ * neither. MOD first; ENOENT means the set does not know this file under
+ * fd (first use, or the number was closed and reused): ADD. Returns 0 or
+ * -errno; -EPERM: a file epoll cannot wait on.
+ */
+static int update(struct core *c, int fd, struct fdslot *s)
+{
+	uint32_t want = s->watch ? EPOLLIN : 0;
+
+	if (s->waiters.head.next)
+		dlist_for_each(n, &s->waiters)
+			want |= container_of(n, struct fdwait, link)->events;
+	if (!want) {
+		if (s->armed)
+			ctl(c, EPOLL_CTL_DEL, fd, 0);
+		s->armed = 0;
+		return 0;
+	}
+	want |= s->watch ? EPOLLET : EPOLLONESHOT;
+	if (s->watch && s->armed == want)
+		return 0; /* enabled for good already */
+	int rc = ctl(c, EPOLL_CTL_MOD, fd, want);
+	if (rc == -ENOENT)
+		rc = ctl(c, EPOLL_CTL_ADD, fd, want);
+	s->armed = rc < 0 ? 0 : want;
+	return rc;
+}
+
+/* ---------------------------------------------------------------- waits */
+
+static bool linked(const struct fdwait *w)
+{
+	return w->link.next != &w->link;
+}
+
+/* End w's wait with res (once: a later end finds it unlinked). */
+static void wait_end(struct core *c, struct fdwait *w, int res)
+{
+	if (!linked(w))
+		return;
+	struct fdslot *s = slot_find(c->epoll, w->head.fd);
+	dlist_remove(&w->link);
+	w->res = res;
+	if (res < 0) /* its events are no one's now */
+		update(c, w->head.fd, s);
+	runtime__resume(w->fiber, 0);
+}
+
+static void wait_interrupt(struct fiber *f)
+{
+	wait_end(f->core, f->wait_obj, -ECANCELED);
+}
+
+static void wait_timeout(struct timer *t, enum runtime_timer_why why)
+{
+	struct fdwait *w = container_of(t, struct fdwait, timer);
+
+	(void)why;
+	wait_end(w->fiber->core, w, -ETIMEDOUT);
+}
+
+/*
+ * Park f until fd is ready for events (kind: what for, for runtime_dump),
+ * the deadline, a cancel, or runtime_close of fd on this core. Returns 0
+ * (ready: try again), -ETIMEDOUT, -ECANCELED, -EBADF (closed meanwhile),
+ * -EPERM (epoll cannot wait on this file), -ENOMEM.
+ */
+static int park(struct fiber *f, uint8_t kind, int fd, uint32_t events, uint64_t deadline)
+{
+	struct core *c = f->core;
+	struct fiber *self;
+	int rc = runtime__blocking_begin(&self, runtime__io_wait_name(&(struct io_wait){ kind, fd }));
+
+	if (rc)
+		return rc; /* cancelled, or past the fiber's deadline */
+	if (deadline != NEVER && runtime_now() >= deadline)
+		return -ETIMEDOUT;
+	struct fdslot *s = slot_get(c->epoll, fd);
+	if (!s)
+		return fd < 0 ? -EBADF : -ENOMEM;
+	struct fdwait w = { .head = { kind, fd }, .fiber = f, .events = events };
+	dlist_push_back(&s->waiters, &w.link);
+	if ((rc = update(c, fd, s)) < 0) {
+		dlist_remove(&w.link);
+		return rc;
+	}
+	if (deadline != NEVER) {
+		w.timer.fire = wait_timeout;
+		runtime__timer_start(c, &w.timer, deadline);
+	}
+	c->in_flight++;
+	runtime__suspend(c, BLOCK_IO, wait_interrupt, &w);
+	c->in_flight--;
+	runtime__timer_stop(&w.timer);
+	return w.res;
+}
+
+static void feed(struct core *c, struct fdslot *s);
+static void unwatch(struct core *c, struct mshot *m, int res);
+
+/* An event for fd: feed its watch, wake the waiters it concerns (an error
+ * or hang-up concerns all); the rest wait on. */
+static void fd_event(struct core *c, int fd, uint32_t revents)
+{
+	struct fdslot *s = slot_find(c->epoll, fd);
+
+	if (!s || !s->waiters.head.next)
+		return;
+	if (s->armed & EPOLLONESHOT)
+		s->armed = 0; /* disabled until the next update */
+	if (revents & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP))
+		s->dry = false;
+	if (revents & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+		s->full = false;
+	if (s->watch && (revents & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+		feed(c, s);
+	for (struct dnode *n = dlist_first(&s->waiters), *next; n; n = next) {
+		next = dlist_next(&s->waiters, n);
+		struct fdwait *w = container_of(n, struct fdwait, link);
+		if (revents & (w->events | EPOLLERR | EPOLLHUP))
+			wait_end(c, w, 0);
+	}
+	update(c, fd, s);
+}
+
+/* ------------------------------------------------------------ blocking */
+
+/* The call as a plain, possibly blocking syscall. */
+static long blocking_call(const struct io_req *r);
+
+struct offloaded {
+	const struct io_req *r;
+	long res;
+};
+
+static void *offloaded_run(void *arg)
+{
+	struct offloaded *o = arg;
+
+	o->res = blocking_call(o->r);
+	return NULL;
+}
+
+/* On the offload pool, waited for to the end once it runs. */
+static long on_pool(struct fiber *f, const struct io_req *r)
+{
+	struct offloaded o = { r, 0 };
+	int rc = runtime__offload_finish(f, offloaded_run, &o, NULL);
+
+	if (rc < 0)
+		return rc;
+	if (o.res >= 0 && (r->kind == IO_OPENAT || r->kind == IO_OPENAT2))
+		slot_forget(f->core->epoll, (int)o.res);
+	return o.res;
+}
+
+/* ------------------------------------------------------ data transfer */
+
+static bool is_input(uint8_t kind)
+{
+	return kind == IO_READ || kind == IO_READV || kind == IO_RECV || kind == IO_RECVMSG;
+}
+
+static long rw(const struct io_req *r, const struct iovec *iov, unsigned n, int rwf)
+{
+	long nr = r->kind == IO_READ || r->kind == IO_READV ? SYS_preadv2 : SYS_pwritev2;
+	long rc = syscall(nr, r->fd, iov, n, (long)r->off, 0L, rwf);
+
+	/* A pipe or socket at an offset is read as a stream, as io_uring does. */
+	if (rc < 0 && errno == ESPIPE && r->off >= 0)
+		rc = syscall(nr, r->fd, iov, n, -1L, 0L, rwf);
+	return sys(rc);
+}
+
+/* One try (nowait: never blocking): bytes, or -errno; -EAGAIN: not ready;
+ * -EOPNOTSUPP: the file cannot be asked not to block (a tty). */
+static long try_data(const struct io_req *r, bool nowait)
+{
+	struct iovec one = { (void *)r->cbuf, r->len };
+	int dontwait = nowait ? MSG_DONTWAIT : 0;
+
+	switch (r->kind) {
+	case IO_READ: case IO_WRITE:
+		return rw(r, &one, 1, nowait ? RWF_NOWAIT : 0);
+	case IO_READV: case IO_WRITEV:
+		return rw(r, r->iov, r->len, nowait ? RWF_NOWAIT : 0);
+	case IO_RECV:
+		return sys(syscall(SYS_recvfrom, r->fd, r->buf, r->len, r->flags | dontwait, NULL, NULL));
+	case IO_SEND: /* MSG_NOSIGNAL, as io_uring's send */
+		return sys(syscall(SYS_sendto, r->fd, r->cbuf, r->len,
+		                   r->flags | dontwait | MSG_NOSIGNAL, NULL, 0));
+	case IO_RECVMSG:
+		return sys(syscall(SYS_recvmsg, r->fd, r->msg, r->flags | dontwait));
+	case IO_SENDMSG:
+		return sys(syscall(SYS_sendmsg, r->fd, r->msg, r->flags | dontwait | MSG_NOSIGNAL));
+	}
+	return -EINVAL;
+}
+
+/* May a short read (or write) of fd mean that it is drained (full)?
+ * Stream sockets and pipes: yes; datagrams and files: no. Asked once per
+ * file. */
+static bool drains_when_short(struct fdslot *s, int fd)
+{
+	if (s->kind == FD_UNKNOWN) {
+		int type = 0;
+		socklen_t len = sizeof(type);
+		struct stat st;
+		if (syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0)
+			s->kind = type == SOCK_STREAM ? FD_STREAM : FD_OTHER;
+		else
+			s->kind = syscall(SYS_fstat, fd, &st) == 0 && S_ISFIFO(st.st_mode) ? FD_STREAM
+			                                                                   : FD_OTHER;
+	}
+	return s->kind == FD_STREAM;
+}
+
+/* After a try: is the fd drained (input) or full (output) now? */
+static void note(struct core *c, const struct io_req *r, long res)
+{
+	bool single = r->kind == IO_READ || r->kind == IO_RECV || r->kind == IO_WRITE ||
+	              r->kind == IO_SEND;
+	bool short_io = single && res >= 0 && (unsigned long)res < r->len;
+
+	if (res != -EAGAIN && !short_io)
+		return;
+	struct fdslot *s = slot_get(c->epoll, r->fd);
+	if (!s || (res != -EAGAIN && res == 0) || !drains_when_short(s, r->fd))
+		return; /* EOF; or a datagram or file, where a hint would mislead */
+	if (is_input(r->kind))
+		s->dry = true;
+	else
+		s->full = true;
+}
+
+/* The caller asked for a try only: no waiting. */
+static bool try_only(const struct io_req *r)
+{
+	return (r->kind == IO_RECV || r->kind == IO_SEND || r->kind == IO_RECVMSG ||
+	        r->kind == IO_SENDMSG) && (r->flags & MSG_DONTWAIT);
+}
+
+/* A file that cannot be asked not to block (a tty, some devices): wait
+ * until epoll says it is ready, then make the plain call, which does not
+ * block then (unless another reader takes the bytes first). */
+static long data_unwaitable(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	for (;;) {
+		int rc = park(f, r->kind, r->fd, is_input(r->kind) ? EPOLLIN : EPOLLOUT, deadline);
+		if (rc == -EPERM)
+			return on_pool(f, r);
+		if (rc < 0)
+			return rc;
+		long res = try_data(r, false);
+		if (res != -EAGAIN) /* an O_NONBLOCK file may still say EAGAIN */
+			return res;
+	}
+}
+
+static long data(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	struct fdslot *s = slot_find(f->core->epoll, r->fd);
+	bool wait_first = !try_only(r) && s && (is_input(r->kind) ? s->dry : s->full);
+
+	for (;;) {
+		long res = wait_first ? -EAGAIN : try_data(r, true);
+		if (!wait_first)
+			note(f->core, r, res);
+		wait_first = false;
+		if (res == -EOPNOTSUPP)
+			return data_unwaitable(f, r, deadline);
+		if (res != -EAGAIN || try_only(r))
+			return res;
+		int rc = park(f, r->kind, r->fd, is_input(r->kind) ? EPOLLIN : EPOLLOUT, deadline);
+		if (rc == -EPERM)
+			return on_pool(f, r); /* a regular file: it waits for the disk */
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* recv with MSG_WAITALL: as io_uring, until len bytes, EOF or an error. */
+static long recv_all(struct fiber *f, struct io_req *r, uint64_t deadline)
+{
+	struct io_req part = *r;
+	size_t done = 0;
+
+	part.flags &= ~MSG_WAITALL;
+	while (done < r->len) {
+		part.buf = (char *)r->buf + done;
+		part.len = r->len - (unsigned)done;
+		long res = data(f, &part, deadline);
+		if (res <= 0)
+			return done ? (long)done : res;
+		done += (size_t)res;
+	}
+	return (long)done;
+}
+
+/* ---------------------------------------------------------- sockets */
+
+/* Accept and connect have no per-call way not to block: their socket
+ * becomes O_NONBLOCK (every call of the runtime behaves the same on it). */
+static int set_nonblocking(int fd, int *old)
+{
+	int fl = (int)sys(syscall(SYS_fcntl, fd, F_GETFL));
+
+	if (old)
+		*old = fl;
+	if (fl < 0 || (fl & O_NONBLOCK))
+		return fl < 0 ? fl : 0;
+	return (int)sys(syscall(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK));
+}
+
+static long accept_(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	int rc = set_nonblocking(r->fd, NULL);
+
+	while (rc == 0) {
+		long fd = sys(syscall(SYS_accept4, r->fd, r->addr, r->addrlen, r->flags));
+		if (fd >= 0)
+			slot_forget(f->core->epoll, (int)fd);
+		if (fd != -EAGAIN)
+			return fd;
+		rc = park(f, r->kind, r->fd, EPOLLIN, deadline);
+	}
+	return rc;
+}
+
+/* A connect in progress, once its socket is writable: its error when it
+ * failed, else 0 once connected, or -EINPROGRESS while neither (a wake-up
+ * that was not about it). connect(2) is called again, as a blocking one
+ * would have: that is what marks the socket connected (a later connect
+ * then says EISCONN). */
+static int connect_outcome(const struct io_req *r)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (syscall(SYS_getsockopt, r->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	int rc = (int)sys(syscall(SYS_connect, r->fd, r->caddr, r->alen));
+	if (rc == -EISCONN)
+		return 0;
+	return rc == -EALREADY ? -EINPROGRESS : rc;
+}
+
+/* connect: in progress, then writable once done. A unix socket whose
+ * listener's backlog is full answers EAGAIN: tried again after a pause,
+ * as it signals no readiness for that. The socket's O_NONBLOCK is given
+ * back as it was. */
+static long connect_(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	int old;
+	int rc = set_nonblocking(r->fd, &old);
+
+	if (rc == 0)
+		rc = (int)sys(syscall(SYS_connect, r->fd, r->caddr, r->alen));
+	while (rc == -EAGAIN || rc == -EINPROGRESS) {
+		if (rc == -EAGAIN) {
+			if ((rc = runtime_sleep(1000 * 1000)) == 0)
+				rc = (int)sys(syscall(SYS_connect, r->fd, r->caddr, r->alen));
+		} else if ((rc = park(f, r->kind, r->fd, EPOLLOUT, deadline)) == 0) {
+			rc = connect_outcome(r);
+		}
+	}
+	if (old >= 0 && !(old & O_NONBLOCK))
+		syscall(SYS_fcntl, r->fd, F_SETFL, old);
+	return rc;
+}
+
+/* poll: ready now (as poll(2) sees it), else when epoll reports it. A
+ * regular file is always ready, as for poll(2). */
+static long poll_(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	for (;;) {
+		struct pollfd p = { .fd = r->fd, .events = (short)r->flags };
+		struct timespec zero = { 0, 0 };
+		long n = sys(syscall(SYS_ppoll, &p, 1, &zero, NULL, 0));
+		if (n < 0)
+			return n;
+		if (n)
+			return p.revents & POLLNVAL ? -EBADF : p.revents;
+		int rc = park(f, r->kind, r->fd, (uint32_t)(unsigned short)r->flags, deadline);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* ---------------------------------------------------------------- splice */
+
+static bool pollable(const struct stat *st)
+{
+	return S_ISSOCK(st->st_mode) || S_ISFIFO(st->st_mode) || S_ISCHR(st->st_mode);
+}
+
+/* The end a splice that said EAGAIN waits for: the one poll(2) finds not
+ * ready (the input first if both look ready). */
+static void splice_waits_for(const struct io_req *r, int *fd, uint32_t *events)
+{
+	struct pollfd p[2] = { { .fd = r->fd, .events = POLLIN },
+	                       { .fd = r->fd_out, .events = POLLOUT } };
+	struct timespec zero = { 0, 0 };
+
+	syscall(SYS_ppoll, p, 2, &zero, NULL, 0);
+	bool out = (p[0].revents & POLLIN) && !(p[1].revents & POLLOUT);
+	*fd = out ? r->fd_out : r->fd;
+	*events = out ? EPOLLOUT : EPOLLIN;
+}
+
+/* One end must be a pipe (SPLICE_F_NONBLOCK keeps it from blocking); a
+ * socket end honours only its file's O_NONBLOCK, so it is made so; a
+ * regular file end may wait for the disk: that splice runs on the pool. */
+static long splice_(struct fiber *f, struct io_req *r, uint64_t deadline)
+{
+	struct stat in, out;
+
+	if (syscall(SYS_fstat, r->fd, &in) < 0 || syscall(SYS_fstat, r->fd_out, &out) < 0)
+		return -errno;
+	bool file = !pollable(&in) || !pollable(&out);
+	if ((S_ISSOCK(in.st_mode) && set_nonblocking(r->fd, NULL) < 0) ||
+	    (S_ISSOCK(out.st_mode) && set_nonblocking(r->fd_out, NULL) < 0))
+		return -errno;
+	for (;;) {
+		long res = file ? on_pool(f, r) : blocking_call(r);
+		if (res != -EAGAIN || (r->flags & SPLICE_F_NONBLOCK))
+			return res;
+		int fd;
+		uint32_t events;
+		splice_waits_for(r, &fd, &events);
+		int rc = park(f, r->kind, fd, events, deadline);
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* ----------------------------------------------------------------- close */
+
+/* Waits on fd end with -EBADF, its registration goes, then the fd. */
+static long close_(struct fiber *f, const struct io_req *r)
+{
+	struct core *c = f->core;
+	struct fdslot *s = slot_find(c->epoll, r->fd);
+
+	if (s && s->waiters.head.next) {
+		if (s->watch) /* a stream or listener left open on it: it ends */
+			unwatch(c, s->watch, -EBADF);
+		while (!dlist_empty(&s->waiters))
+			wait_end(c, container_of(dlist_first(&s->waiters), struct fdwait, link), -EBADF);
+		slot_forget(c->epoll, r->fd);
+	}
+	return sys_close(r->fd) == 0 ? 0 : -errno;
+}
+
+/* ------------------------------------------------- multishot, emulated */
+
+/*
+ * A receive stream or listener watches its fd: registered edge-triggered
+ * for good, and fed at each readiness - recv into free buffers of the
+ * core's pool, or accept - until the socket says EAGAIN (a short read of
+ * a stream socket says it too: it was drained), the owner stops the
+ * request (its queue is full), or the request ends (EOF, an error, the
+ * pool ran out: -ENOBUFS, as io_uring says). Each result goes to
+ * runtime__mshot_deliver as io_uring's CQE would.
+ */
+
+/* The watch on m's fd ends; with res < 0, as a terminal result. */
+static void unwatch(struct core *c, struct mshot *m, int res)
+{
+	struct fdslot *s = slot_find(c->epoll, m->fd);
+
+	if (s && s->watch == m) {
+		s->watch = NULL;
+		c->in_flight--;
+		update(c, m->fd, s);
+	}
+	m->armed = false;
+	m->stopping = false;
+	if (res < 0)
+		runtime__mshot_deliver(m, res, 0);
+}
+
+static bool feed_recv(struct core *c, struct mshot *m)
+{
+	unsigned bid, size;
+	char *buf;
+
+	if (!runtime__bufpool_take(c, &bid, &buf, &size)) {
+		unwatch(c, m, -ENOBUFS); /* starved: the stream's reads go plain */
+		return false;
+	}
+	long n = sys(syscall(SYS_recvfrom, m->fd, buf, size, MSG_DONTWAIT, NULL, NULL));
+	if (n <= 0) {
+		runtime__bufpool_untake(c, bid);
+		if (n != -EAGAIN && n != -EINTR) {
+			unwatch(c, m, 0);
+			runtime__mshot_deliver(m, (int)n, 0); /* EOF or the error: terminal */
+		}
+		return false;
+	}
+	runtime__mshot_deliver(m, (int)n,
+	                       IORING_CQE_F_MORE | IORING_CQE_F_BUFFER | bid << IORING_CQE_BUFFER_SHIFT);
+	return (unsigned)n == size; /* a short read drained the socket */
+}
+
+static bool feed_accept(struct core *c, struct mshot *m)
+{
+	long fd = sys(syscall(SYS_accept4, m->fd, NULL, NULL, m->flags));
+
+	if (fd >= 0) {
+		slot_forget(c->epoll, (int)fd);
+		runtime__mshot_deliver(m, (int)fd, IORING_CQE_F_MORE);
+		return true;
+	}
+	if (fd != -EAGAIN && fd != -EINTR && fd != -ECONNABORTED)
+		unwatch(c, m, (int)fd); /* EMFILE, ENOMEM...: once, to the owner */
+	return fd != -EAGAIN;
+}
+
+/* Until EAGAIN, the end, or the owner stops it (its queue is full). A
+ * request that ended may have freed m: s->watch is looked at first. */
+static void feed(struct core *c, struct fdslot *s)
+{
+	struct mshot *m = s->watch;
+	bool more = true;
+
+	while (more && s->watch == m && m->armed)
+		more = m->kind == MSHOT_RECV ? feed_recv(c, m) : feed_accept(c, m);
+}
+
+/* Watch m's fd. A listening socket is made non-blocking: each readiness
+ * is accepted from until EAGAIN, and another core may take a connection
+ * first. An fd epoll cannot watch ends the request at once. */
+static void epoll_mshot_arm(struct mshot *m)
+{
+	struct core *c = m->core;
+	struct fdslot *s = slot_get(c->epoll, m->fd);
+	int rc = !s ? (m->fd < 0 ? -EBADF : -ENOMEM)
+	       : m->kind == MSHOT_ACCEPT ? set_nonblocking(m->fd, NULL) : 0;
+
+	if (rc == 0 && s->watch && s->watch != m)
+		rc = -EBUSY; /* another stream or listener on this fd */
+	if (rc == 0) {
+		s->watch = m;
+		c->in_flight++; /* in the kernel's hands, as an SQE would be */
+		m->armed = true;
+		rc = update(c, m->fd, s);
+	}
+	if (rc < 0) {
+		m->armed = true;
+		unwatch(c, m, rc);
+	}
+}
+
+static void epoll_mshot_stop(struct mshot *m)
+{
+	unwatch(m->core, m, 0);
+}
+
+/* -------------------------------------------------------------- dispatch */
+
+static long blocking_call(const struct io_req *r)
+{
+	int64_t in = r->off, out = r->off_out;
+
+	switch (r->kind) {
+	case IO_OPENAT:
+		return sys(syscall(SYS_openat, r->fd, r->path, r->flags, r->mode));
+	case IO_OPENAT2:
+		return sys(syscall(SYS_openat2, r->fd, r->path, r->how, sizeof(struct open_how)));
+	case IO_STATX:
+		return sys(syscall(SYS_statx, r->fd, r->path, r->flags, r->len, r->stx));
+	case IO_FSYNC:
+		return sys(syscall(r->flags ? SYS_fdatasync : SYS_fsync, r->fd));
+	case IO_SPLICE: /* the pipe end never blocks; offsets are the call's own */
+		return sys(syscall(SYS_splice, r->fd, in < 0 ? NULL : &in, r->fd_out,
+		                   out < 0 ? NULL : &out, r->len, r->flags | SPLICE_F_NONBLOCK));
+	default:
+		return try_data(r, false);
+	}
+}
+
+static long epoll_io(struct fiber *f, struct io_req *r)
+{
+	uint64_t deadline = deadline_min(r->deadline, f->deadline);
+
+	stat_add(&f->core->stats.sqes, 1); /* operations started */
+	switch ((enum io_kind)r->kind) {
+	case IO_RECV:
+		if (r->flags & MSG_WAITALL)
+			return recv_all(f, r, deadline);
+		return data(f, r, deadline);
+	case IO_READ: case IO_READV: case IO_RECVMSG:
+	case IO_WRITE: case IO_WRITEV: case IO_SEND: case IO_SENDMSG:
+		return data(f, r, deadline);
+	case IO_ACCEPT: return accept_(f, r, deadline);
+	case IO_CONNECT: return connect_(f, r, deadline);
+	case IO_POLL: return poll_(f, r, deadline);
+	case IO_SPLICE: return splice_(f, r, deadline);
+	case IO_SHUTDOWN: return sys(syscall(SYS_shutdown, r->fd, r->flags));
+	case IO_CLOSE: return close_(f, r);
+	case IO_OPENAT: case IO_OPENAT2: case IO_STATX: case IO_FSYNC:
+		return on_pool(f, r);
+	case IO_KINDS: break;
+	}
+	return -EINVAL;
+}
+
+/* ------------------------------------------------------------- the loop */
+
+/* Wait up to timeout_ns (negative: no limit) for events. */
+static int wait_events(struct epoll_core *ep, int64_t timeout_ns)
+{
+	if (ep->pwait2) {
+		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
+		long n = syscall(SYS_epoll_pwait2, ep->epfd, ep->events, EVENTS_MAX,
+		                 timeout_ns < 0 ? NULL : &ts, NULL, 0);
+		if (n >= 0 || (errno != ENOSYS && errno != EPERM))
+			return (int)sys(n);
+		ep->pwait2 = false; /* a kernel before 5.11, or a filter that refuses it */
+	}
+	int ms = timeout_ns < 0 ? -1
+	       : timeout_ns > INT_MAX * 1000000ll ? INT_MAX
+	       : (int)((timeout_ns + 999999) / 1000000); /* never early */
+	return (int)sys(syscall(SYS_epoll_pwait, ep->epfd, ep->events, EVENTS_MAX, ms, NULL, 0));
+}
+
+static void signal_event(struct core *c)
+{
+	struct runtime *rt = c->rt;
+
+	if (syscall(SYS_read, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf)) > 0)
+		runtime_shutdown(rt);
+}
+
+static void dispatch(struct core *c, const struct epoll_event *e)
+{
+	if (e->data.u64 == DATA_WAKE) {
+		uint64_t n;
+		if (syscall(SYS_read, c->wake_fd, &n, sizeof(n)) < 0) {
+			/* EAGAIN: another wake-up read it first; nothing lost */
+		}
+	} else if (e->data.u64 == DATA_SIGNAL) {
+		signal_event(c);
+	} else {
+		fd_event(c, (int)e->data.u64, e->events);
+	}
+}
+
+/* One epoll wait (up to timeout_ns, negative: none) and its events.
+ * Returns how many events, or -errno. */
+static int reap(struct core *c, int64_t timeout_ns)
+{
+	stat_add(&c->stats.enters, 1);
+	int n = wait_events(c->epoll, timeout_ns);
+
+	if (n == -EINTR)
+		return 0;
+	if (n < 0)
+		return n;
+	stat_add(&c->stats.cqes, n);
+	for (int i = 0; i < n; i++)
+		dispatch(c, &c->epoll->events[i]);
+	return n;
+}
+
+/* The loop's trip to the kernel: if block, until the nearest timer. */
+static int epoll_poll(struct core *c, bool block)
+{
+	int64_t timeout = 0;
+
+	if (block) {
+		uint64_t next = c->timers.len ? c->timers.slot[0].deadline : NEVER;
+		uint64_t now = runtime_now();
+		timeout = next == NEVER ? -1 : next <= now ? 0
+		        : next - now > INT64_MAX ? INT64_MAX : (int64_t)(next - now);
+	}
+	int n = reap(c, timeout);
+	return n < 0 ? n : 0;
+}
+
+static bool epoll_busy_poll(struct core *c)
+{
+	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+
+	do {
+		if (reap(c, 0) > 0 || atomic_load_explicit(&c->inbox, memory_order_relaxed))
+			return true;
+	} while (runtime_now() < until);
+	return false;
+}
+
+/* The eventfd is watched for the whole run, level-triggered: nothing to
+ * arm before a sleep (the nearest timer is the wait's timeout). */
+static void epoll_prepare_sleep(struct core *c)
+{
+	(void)c;
+}
+
+static void epoll_watch_signals(struct core *c)
+{
+	struct epoll_core *ep = c->epoll;
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA_SIGNAL };
+
+	if (!ep->signals_watched &&
+	    syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->rt->signal_fd, &ev) == 0)
+		ep->signals_watched = true;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static void epoll_core_stop(struct core *c)
+{
+	struct epoll_core *ep = c->epoll;
+
+	if (!ep)
+		return;
+	runtime__mshots_free(c); /* streams and listeners the fibers left open */
+	runtime__bufpool_free(c);
+	for (unsigned i = 0; i < ep->nchunks; i++)
+		free(ep->chunks[i]);
+	free(ep->chunks);
+	sys_close(ep->epfd);
+	free(ep);
+	c->epoll = NULL;
+	c->in_flight = 0;
+}
+
+static int epoll_core_start(struct core *c)
+{
+	struct epoll_core *ep = calloc(1, sizeof(*ep));
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA_WAKE };
+
+	if (!ep)
+		return -ENOMEM;
+	c->epoll = ep;
+	ep->epfd = (int)sys(syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
+	int rc = ep->epfd < 0 ? ep->epfd
+	       : (int)sys(syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->wake_fd, &ev));
+	if (rc < 0) {
+		if (ep->epfd >= 0)
+			sys_close(ep->epfd);
+		free(ep);
+		c->epoll = NULL;
+		return rc;
+	}
+	ep->pwait2 = true; /* until the kernel says ENOSYS */
+	return 0;
+}
+
+const struct engine runtime__engine_epoll = {
+	.name = "epoll",
+	.id = RUNTIME_ENGINE_EPOLL,
+	.core_start = epoll_core_start,
+	.core_stop = epoll_core_stop,
+	.io = epoll_io,
+	.prepare_sleep = epoll_prepare_sleep,
+	.poll = epoll_poll,
+	.busy_poll = epoll_busy_poll,
+	.watch_signals = epoll_watch_signals,
+	.mshot_arm = epoll_mshot_arm,
+	.mshot_stop = epoll_mshot_stop,
+};
