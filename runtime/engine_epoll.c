@@ -66,7 +66,6 @@ struct fdslot {
 struct epoll_core {
 	int epfd;
 	bool pwait2;                /* epoll_pwait2 (ns timeouts) works */
-	bool signals_watched;
 	struct fdslot **chunks;
 	unsigned nchunks;
 	struct epoll_event events[EVENTS_MAX];
@@ -847,14 +846,15 @@ static void epoll_prepare_sleep(struct core *c)
 	(void)c;
 }
 
+/* Level-triggered for the whole run (each signal is read as it comes). */
 static void epoll_watch_signals(struct core *c)
 {
-	struct epoll_core *ep = c->epoll;
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA_SIGNAL };
 
-	if (!ep->signals_watched &&
-	    syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->rt->signal_fd, &ev) == 0)
-		ep->signals_watched = true;
+	if (syscall(SYS_epoll_ctl, c->epoll->epfd, EPOLL_CTL_ADD, c->rt->signal_fd, &ev) == 0) {
+		c->signal_armed = true;
+		c->in_flight++; /* counted as io_uring's read is: not a deadlock */
+	}
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -874,6 +874,7 @@ static void epoll_core_stop(struct core *c)
 	free(ep);
 	c->epoll = NULL;
 	c->in_flight = 0;
+	c->signal_armed = false;
 }
 
 static int epoll_core_start(struct core *c)

@@ -682,9 +682,6 @@ static void uring_prepare_sleep(struct core *c)
 static void uring_watch_signals(struct core *c)
 {
 	struct runtime *rt = c->rt;
-
-	if (c->signal_armed)
-		return;
 	struct io_uring_sqe *sqe = runtime__sqe(c);
 	io_uring_prep_read(sqe, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf), 0);
 	io_uring_sqe_set_data64(sqe, tagged(c, TAG_SIGNAL));

@@ -91,7 +91,8 @@ static void watch_signals(struct core *c)
 {
 	struct runtime *rt = c->rt;
 
-	if (c->index == 0 && rt->signal_fd >= 0 && !runtime__is_shutting_down(rt))
+	if (c->index == 0 && rt->signal_fd >= 0 && !c->signal_armed &&
+	    !runtime__is_shutting_down(rt))
 		c->eng->watch_signals(c);
 }
 
