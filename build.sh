@@ -4,7 +4,8 @@
 #
 #   ./build.sh demo    install what is missing, build, run the echo demo
 #   ./build.sh check   install what is missing, build and run every test
-#                      suite in a plain, an ASan+UBSan and a TSan build,
+#                      suite in a plain build (on io_uring, then again on
+#                      the epoll engine), an ASan+UBSan and a TSan build,
 #                      run each fuzz target briefly (make fuzz, clang),
 #                      then make distcheck (tarball builds, installs, passes)
 #                      and the Debian packages (tests/deb_build.sh)
@@ -65,6 +66,11 @@ passed=0 failed=0
 run_checks() {
 	dir=$1; shift
 	configure_in "$dir" "$@"
+	check_here "$dir"
+}
+
+# check_here NAME: make check in the current build directory, tallied.
+check_here() {
 	make -j"$jobs" check && ok=1 || ok=0
 	# Check's summary lines ("Checks: N, Failures: F, Errors: E") and the
 	# shell tests' ("N passed, F failed").
@@ -74,7 +80,7 @@ run_checks() {
 	passed=$((passed + ${counts% *})) failed=$((failed + ${counts#* }))
 	if [ "$ok" -ne 1 ]; then
 		cat tests/*.log >&2 2>/dev/null || true
-		echo "build.sh: tests failed in $dir" >&2
+		echo "build.sh: tests failed in $1" >&2
 		echo "checks: $passed passed, $failed failed"
 		exit 1
 	fi
@@ -121,6 +127,9 @@ check)
 	# shellcheck disable=SC2086 # a list of words
 	install_missing $check_packages $fuzz_packages
 	run_checks build
+	# Every suite again on the epoll engine, which runs where io_uring is
+	# refused (a seccomp filter, kernel.io_uring_disabled).
+	RUNTIME_ENGINE=epoll check_here "build (epoll engine)"
 	run_checks build-asan --enable-sanitizers --enable-debug --enable-fault-injection
 	run_checks build-tsan --enable-tsan
 	fuzz_short
@@ -131,7 +140,7 @@ check)
 	deb_counts=$(echo "$deb_out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -1)
 	passed=$((passed + ${deb_counts% *})) failed=$((failed + ${deb_counts#* }))
 	echo "build.sh: Debian packages: $deb_counts (passed, failed)"
-	echo "build.sh: all test suites passed (plain, ASan+UBSan, TSan), the short fuzz runs, distcheck and the Debian packages"
+	echo "build.sh: all test suites passed (plain on io_uring and on epoll, ASan+UBSan, TSan), the short fuzz runs, distcheck and the Debian packages"
 	echo "checks: $passed passed, $failed failed"
 	;;
 deb)

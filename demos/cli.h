@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cli.h - what the two demo servers' start-up shares: reading a number
- * from the command line, and room for many connections.
+ * or an engine from the command line, room for many connections, and
+ * saying which engine runs and why a runtime could not be made.
  */
 #ifndef DEMOS_CLI_H
 #define DEMOS_CLI_H
 
 #include <errno.h>
+#include <runtime.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 /* A decimal number from 0 to max and nothing else ("-1", "2x" and "" are
@@ -24,6 +28,43 @@ static inline bool demo_number(const char *s, uint64_t max, uint64_t *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+/* --engine: auto, io_uring or epoll. */
+static inline bool demo_engine(const char *s, enum runtime_engine *out)
+{
+	static const enum runtime_engine all[] = { RUNTIME_ENGINE_AUTO, RUNTIME_ENGINE_IO_URING,
+	                                           RUNTIME_ENGINE_EPOLL };
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(s, runtime_engine_name(all[i]))) {
+			*out = all[i];
+			return true;
+		}
+	return false;
+}
+
+/* "engine io_uring", or "engine epoll (why)", for a start banner. */
+static inline void demo_engine_line(char *out, size_t len, const struct runtime *rt)
+{
+	const char *why = runtime_engine_reason(rt);
+
+	snprintf(out, len, "engine %s%s%s%s", runtime_engine_name(runtime_engine(rt)),
+	         *why ? " (" : "", why, *why ? ")" : "");
+}
+
+/* runtime_create failed with rc: say why on stderr - when io_uring alone
+ * was asked for (--engine, or RUNTIME_ENGINE) and refused, with the
+ * sentence that names the cause and the remedy. */
+static inline void demo_create_failed(const char *prog, int rc, const struct runtime_config *cfg)
+{
+	char why[512];
+	bool refused = rc == -EPERM || rc == -ENOSYS || rc == -EOPNOTSUPP || rc == -ENOMEM;
+
+	if (refused && runtime_io_uring_check(cfg, why, sizeof(why)) < 0)
+		fprintf(stderr, "%s: cannot start: %s\n", prog, why);
+	else
+		fprintf(stderr, "%s: cannot start: runtime: %s\n", prog, strerror(-rc));
 }
 
 /* The soft fd limit up to the hard one: a connection is an fd. */

@@ -88,9 +88,13 @@ static void explain(int rc, char *why, size_t len)
 		explain_eperm(why, len);
 		break;
 	case -ENOSYS:
-		snprintf(why, len, "io_uring is missing (ENOSYS): %s; " OR_EPOLL,
-		         under_seccomp_filter() ? "a seccomp filter hides it"
-		                                : "this kernel was built without it");
+		if (under_seccomp_filter())
+			snprintf(why, len, "io_uring is hidden by a seccomp filter (ENOSYS): allow "
+			         "io_uring_setup, io_uring_enter and io_uring_register in its "
+			         "profile, " OR_EPOLL);
+		else
+			snprintf(why, len, "this kernel has no io_uring (ENOSYS: built without "
+			         "CONFIG_IO_URING): run a kernel with it, " OR_EPOLL);
 		break;
 	case -EOPNOTSUPP:
 		snprintf(why, len, "this kernel's io_uring lacks what the runtime needs "
@@ -150,7 +154,7 @@ int runtime__engine_choose(struct runtime *rt)
 		return choice;
 	if (choice == RUNTIME_ENGINE_EPOLL) {
 		rt->eng = &runtime__engine_epoll;
-		snprintf(rt->engine_reason, sizeof(rt->engine_reason), "epoll was asked for (%s)",
+		snprintf(rt->engine_reason, sizeof(rt->engine_reason), "asked for by %s",
 		         getenv("RUNTIME_ENGINE") && *getenv("RUNTIME_ENGINE")
 		                 ? "RUNTIME_ENGINE=epoll" : "runtime_config.engine");
 		return 0;

@@ -10,8 +10,8 @@
  * fiber sees -ECANCELED, closes its socket and ends, and the process exits
  * cleanly.
  *
- *   echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files]
- *               [--sqpoll] [--busy-poll US] [--no-register-ring]
+ *   echo-server [--host ADDR] [--port P] [--cores N] [--engine E]
+ *               [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]
  *               [--plain-recv] [--stream-buffers N]
  *               [--stream-buffer-size BYTES] [--quiet] [--help]
  *
@@ -130,13 +130,16 @@ static void acceptor(void *arg)
 
 static void usage(FILE *to)
 {
-	fputs("usage: echo-server [--host ADDR] [--port P] [--cores N] [--fixed-files] [--sqpoll]\n"
-	      "       [--busy-poll US] [--no-register-ring] [--plain-recv]\n"
-	      "       [--stream-buffers N] [--stream-buffer-size BYTES] [--quiet] [--help]\n"
+	fputs("usage: echo-server [--host ADDR] [--port P] [--cores N] [--engine E]\n"
+	      "       [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]\n"
+	      "       [--plain-recv] [--stream-buffers N] [--stream-buffer-size BYTES]\n"
+	      "       [--quiet] [--help]\n"
 	      "A TCP echo server, one fiber per connection; SIGINT/SIGTERM stop it cleanly.\n"
 	      "  --host ADDR        address to listen on (default 0.0.0.0)\n"
 	      "  --port P           TCP port (default 7000)\n"
 	      "  --cores N          core threads, one ring each (default 1; 0: one per CPU)\n"
+	      "  --engine E         auto (default: io_uring if the kernel allows it, else\n"
+	      "                     epoll), io_uring or epoll\n"
 	      "  --fixed-files      register each connection in its core's ring\n"
 	      "  --sqpoll           a kernel thread polls each ring's submissions\n"
 	      "  --busy-poll US     poll each ring for completions for up to US microseconds\n"
@@ -168,6 +171,7 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		{ "host", required_argument, NULL, 'h' },
 		{ "port", required_argument, NULL, 'p' },
 		{ "cores", required_argument, NULL, 'c' },
+		{ "engine", required_argument, NULL, 'e' },
 		{ "fixed-files", no_argument, NULL, 'f' },
 		{ "sqpoll", no_argument, NULL, 's' },
 		{ "busy-poll", required_argument, NULL, 'b' },
@@ -184,13 +188,20 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 
 	/* Long options only: i then always names the option found. */
 	while ((c = getopt_long(argc, argv, "", opts, &i)) != -1) {
-		if (c != '?' && c != 'h' && opts[i].has_arg &&
+		if (c != '?' && c != 'h' && c != 'e' && opts[i].has_arg &&
 		    parse_number(opts[i].name, optarg, c == 'p' ? 65535 : UINT_MAX, &n) < 0)
 			return -1;
 		switch (c) {
 		case 'h': *host = optarg; break;
 		case 'p': *port = (long)n; break;
 		case 'c': cfg->cores = (unsigned)n; break;
+		case 'e':
+			if (!demo_engine(optarg, &cfg->engine)) {
+				fprintf(stderr, "echo-server: --engine: '%s' is not auto, io_uring "
+				        "or epoll\n", optarg);
+				return -1;
+			}
+			break;
 		case 'f': cfg->fixed_files = 1; break;
 		case 's': cfg->sqpoll = 1; break;
 		case 'b': cfg->busy_poll_us = (unsigned)n; break;
@@ -234,7 +245,7 @@ int main(int argc, char **argv)
 	struct runtime *rt;
 	int rc = runtime_create(&rt, &cfg);
 	if (rc < 0) {
-		fprintf(stderr, "echo-server: runtime: %s\n", strerror(-rc));
+		demo_create_failed("echo-server", rc, &cfg);
 		return 1;
 	}
 	rc = runtime_shutdown_on_signals(rt);
@@ -244,9 +255,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "echo-server: start: %s\n", strerror(-rc));
 		return 1;
 	}
-	if (!srv.quiet)
-		fprintf(stderr, "echo-server: listening on %s:%ld, %u core%s\n", host, port,
-		        runtime_cores(rt), runtime_cores(rt) == 1 ? "" : "s");
+	if (!srv.quiet) {
+		char engine[600];
+		demo_engine_line(engine, sizeof(engine), rt);
+		fprintf(stderr, "echo-server: listening on %s:%ld, %u core%s, %s\n", host, port,
+		        runtime_cores(rt), runtime_cores(rt) == 1 ? "" : "s", engine);
+	}
 	rc = runtime_run(rt);
 	runtime_destroy(rt);
 	close(srv.listen_fd);

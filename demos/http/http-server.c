@@ -130,7 +130,7 @@ static void signal_watch(void *arg)
 static void usage(FILE *to)
 {
 	fprintf(to,
-	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--root DIR]\n"
+	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--engine E] [--root DIR]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
@@ -138,7 +138,8 @@ static void usage(FILE *to)
 	        "turn off the receive stream, the listener, response batching, splice.\n"
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
-	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000.\n");
+	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
+	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
 }
 
 /* Options into srv.opt. Returns -1 to go on, else an exit status. */
@@ -146,6 +147,7 @@ static int parse_options(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "port", 1, NULL, 'p' }, { "host", 1, NULL, 'h' }, { "cores", 1, NULL, 'c' },
+		{ "engine", 1, NULL, 'e' },
 		{ "root", 1, NULL, 'r' }, { "limit", 1, NULL, 'l' }, { "max-conns", 1, NULL, 'm' },
 		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
 		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
@@ -167,6 +169,7 @@ static int parse_options(int argc, char **argv)
 		case 'p': ok = demo_number(optarg, 65535, &v); o->port = (unsigned)v; break;
 		case 'h': o->host = optarg; break;
 		case 'c': ok = demo_number(optarg, RUNTIME_MAX_CORES, &v); o->cores = (unsigned)v; break;
+		case 'e': ok = demo_engine(optarg, &o->engine); break;
 		case 'r': o->root = optarg; break;
 		case 'l': ok = demo_number(optarg, 1u << 20, &v) && v; o->limit = (unsigned)v; break;
 		case 'm': ok = demo_number(optarg, 1u << 24, &v) && v; o->max_conns = (unsigned)v; break;
@@ -244,18 +247,22 @@ static int watch_signals(void)
 
 static int start(void)
 {
-	struct runtime_config cfg;
+	struct runtime_config config, *cfg = &config;
 	int rc;
 
 	if ((rc = watch_signals()) < 0 || (rc = open_listeners()) < 0)
 		return rc;
 	if (srv.opt.root && (srv.root_fd = open(srv.opt.root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
-	runtime_config_init(&cfg);
-	cfg.cores = srv.opt.cores;
-	cfg.fixed_files = srv.opt.fixed_files;
-	if ((rc = runtime_create(&srv.rt, &cfg)) < 0 ||
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
+	runtime_config_init(cfg);
+	cfg->cores = srv.opt.cores;
+	cfg->fixed_files = srv.opt.fixed_files;
+	cfg->engine = srv.opt.engine;
+	if ((rc = runtime_create(&srv.rt, cfg)) < 0) {
+		demo_create_failed("http-server", rc, cfg);
+		return 1;
+	}
+	if ((rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
 		return rc;
 	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
 		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
@@ -273,14 +280,17 @@ int main(int argc, char **argv)
 		return rc;
 	demo_raise_fd_limit(); /* room for --max-conns connections */
 	srv.root_fd = -1;
-	if ((rc = start()) < 0) {
-		fprintf(stderr, "http-server: cannot start on %s:%u: %s\n", srv.opt.host,
-		        srv.opt.port, strerror(-rc));
+	if ((rc = start()) != 0) {
+		if (rc < 0) /* else start said why */
+			fprintf(stderr, "http-server: cannot start on %s:%u: %s\n", srv.opt.host,
+			        srv.opt.port, strerror(-rc));
 		return 1;
 	}
-	printf("http-server: listening on %s:%u, %u core%s, root %s\n", srv.opt.host,
+	char engine[600];
+	demo_engine_line(engine, sizeof(engine), srv.rt);
+	printf("http-server: listening on %s:%u, %u core%s, root %s, %s\n", srv.opt.host,
 	       srv.opt.port, srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
-	       srv.opt.root ? srv.opt.root : "(none)");
+	       srv.opt.root ? srv.opt.root : "(none)", engine);
 	fflush(stdout);
 	rc = runtime_run(srv.rt);
 	uint64_t requests = conn_requests(&srv);

@@ -125,7 +125,8 @@ static int stats(struct server *srv, struct exchange *ex)
 	size_t len = 0;
 
 	runtime_sem_stats(srv->backend, &backend);
-	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"cores\":[");
+	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"engine\":\"%s\",\"cores\":[",
+	                        runtime_engine_name(runtime_engine(srv->rt)));
 	for (unsigned i = 0; i < n && i < 64; i++)
 		len += (size_t)snprintf(body + len, sizeof(body) - len,
 		        "%s{\"fibers_live\":%llu,\"fibers_spawned\":%llu,\"sqes_submitted\":%llu,"

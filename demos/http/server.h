@@ -33,6 +33,7 @@ struct options {
 	bool access_log;
 	bool plain_recv;          /* one recv per read, not a receive stream */
 	bool fixed_files;         /* accepted sockets become fixed files */
+	enum runtime_engine engine;
 	/* To measure what each technique wins (bench-http DEMO_VARIANTS): */
 	bool plain_accept;        /* one accept per connection, no listener */
 	bool no_batch;            /* one send per response, even pipelined */
