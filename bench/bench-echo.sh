@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 #
 # bench-echo.sh: echo throughput and server CPU cost per message of the
-# project's demo echo server against two floors built here, the raw liburing
-# loop (raw_uring_echo) and plain epoll (epoll_echo).  Rounds are interleaved
+# project's demo echo server - on io_uring (demo) and on its epoll engine
+# (demo_epoll: --engine epoll) - against two floors built here, the raw
+# liburing loop (raw_uring_echo) and plain epoll (epoll_echo).  Rounds are interleaved
 # (and their order rotated) so machine drift hits every server alike; each
 # server runs pinned to one CPU and echo_load to another, on 127.0.0.1 only,
 # on a fresh free port per run.  Server CPU per message is the server's
@@ -11,8 +12,8 @@
 # round trip echo_load completed (warmup included), so the counting windows
 # match; cycles per message comes from `perf stat -e cycles -p PID` when the
 # machine's PMU supports it, else it is n/a.  Prints one line per run and
-# then medians per server and the demo's ratios to the raw loop and Go: of
-# the medians, and paired (the median of the rounds' own ratios, steadier
+# then medians per server and the ratios demo/raw_uring, demo_epoll/epoll
+# and each to Go: of the medians, and paired (the median of the rounds' own ratios, steadier
 # on a machine whose speed drifts); exits non-zero if any run failed or saw
 # errors.
 #
@@ -42,13 +43,14 @@ PORT_BASE=${PORT_BASE:-$((20000 + RANDOM % 10000))}
 LOAD=$BENCH_DIR/echo_load
 PERF_LEAD=0.5 # seconds for perf to attach; the server is idle meanwhile
 
-names=(demo raw_uring epoll)
+names=(demo demo_epoll raw_uring epoll)
 declare -A server_cmd=(
 	[demo]=$ECHO_SERVER
+	[demo_epoll]=$ECHO_SERVER
 	[raw_uring]=$BENCH_DIR/raw_uring_echo
 	[epoll]=$BENCH_DIR/epoll_echo
 )
-declare -A server_flags=()
+declare -A server_flags=([demo]="--engine io_uring" [demo_epoll]="--engine epoll")
 IFS=';' read -r -a variants <<<"${DEMO_VARIANTS:-}"
 for v in "${variants[@]}"; do
 	[ -n "$v" ] || continue
@@ -204,13 +206,14 @@ summary() {
 		echo "server=$n msgs_per_s=$(median "$n" 2) p99_us=$(median "$n" 3)" \
 			"cycles_per_msg=$(median "$n" 4) cpu_ns_per_msg=$(median "$n" 5)"
 	done
-	local p
-	for p in raw_uring go; do
-		[[ " ${names[*]} " == *" $p "* ]] || continue
-		echo "ratio=demo/$p msgs_per_s=$(ratio "$(median demo 2)" "$(median "$p" 2)")" \
-			"cpu_ns_per_msg=$(ratio "$(median demo 5)" "$(median "$p" 5)")" \
-			"paired_msgs_per_s=$(column_by_round 2 | paired demo "$p")" \
-			"paired_cpu_ns_per_msg=$(column_by_round 5 | paired demo "$p")"
+	local pair a b
+	for pair in demo/raw_uring demo/go demo_epoll/epoll demo_epoll/go; do
+		a=${pair%/*} b=${pair#*/}
+		[[ " ${names[*]} " == *" $a "* && " ${names[*]} " == *" $b "* ]] || continue
+		echo "ratio=$a/$b msgs_per_s=$(ratio "$(median "$a" 2)" "$(median "$b" 2)")" \
+			"cpu_ns_per_msg=$(ratio "$(median "$a" 5)" "$(median "$b" 5)")" \
+			"paired_msgs_per_s=$(column_by_round 2 | paired "$a" "$b")" \
+			"paired_cpu_ns_per_msg=$(column_by_round 5 | paired "$a" "$b")"
 	done
 	return 0
 }

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 #
 # bench-http.sh: HTTP plaintext throughput, p99 latency and server CPU cost
-# per request of the project's demo http-server against its floor built here
+# per request of the project's demo http-server - on io_uring (demo) and on
+# its epoll engine (demo_epoll: --engine epoll) - against its floor built here
 # (raw_uring_http: io_uring, no fibers, no parsing) and three peers: nginx
 # (one worker), h2o (one thread) and Go net/http (GOMAXPROCS=1).  Every
 # server answers GET /plaintext ("Hello, World!", h2o: /plaintext/index.txt)
@@ -29,7 +30,8 @@
 #   PEERS_DIR    nginx.conf and h2o.conf (default /work/shared/peers)
 #   PEERS_BIN    go_http (default /tmp/peers, built by $PEERS_DIR/build.sh)
 #   SERVERS      which servers to run, space-separated subset of
-#                "demo raw_uring_http nginx h2o go" (default: all); a peer
+#                "demo demo_epoll raw_uring_http nginx h2o go" (default:
+#                all); a peer
 #                whose binary is missing is skipped with a message
 #   DEMO_VARIANTS more demo runs with extra flags, "name=flags;name=flags"
 #                (e.g. "plain=--plain-recv;fixed=--fixed-files"), each
@@ -55,7 +57,7 @@ HTTP_SERVER=${HTTP_SERVER:-$BENCH_DIR/../demos/http/http-server}
 PIPELINE_LUA=${PIPELINE_LUA:-$here/pipeline.lua}
 PEERS_DIR=${PEERS_DIR:-/work/shared/peers}
 PEERS_BIN=${PEERS_BIN:-/tmp/peers}
-SERVERS=${SERVERS:-demo raw_uring_http nginx h2o go}
+SERVERS=${SERVERS:-demo demo_epoll raw_uring_http nginx h2o go}
 MODES=${MODES:-plain pipeline}
 ROUNDS=${ROUNDS:-5} SECS=${SECS:-5} WARMUP=${WARMUP:-1} CONNS=${CONNS:-64}
 THREADS=${THREADS:-1} DEPTH=${DEPTH:-16} CORES=${CORES:-1}
@@ -67,16 +69,19 @@ STOP_WAIT=60 # tenths of a second between TERM and KILL (the demo has a grace pe
 # Per server: command (an array, as words), fixed port (0: a fresh one,
 # passed as --port), URL path, and whether it is a peer (skippable).
 declare -A server_cmd=(
-	[demo]="$HTTP_SERVER --host 127.0.0.1"
+	[demo]="$HTTP_SERVER --host 127.0.0.1 --engine io_uring"
+	[demo_epoll]="$HTTP_SERVER --host 127.0.0.1 --engine epoll"
 	[raw_uring_http]="$BENCH_DIR/raw_uring_http --bind 127.0.0.1"
 	[nginx]="nginx -c $PEERS_DIR/nginx.conf"
 	[h2o]="h2o -c $PEERS_DIR/h2o.conf"
 	[go]="env GOMAXPROCS=1 $PEERS_BIN/go_http :9101"
 )
-declare -A server_port=([demo]=0 [raw_uring_http]=0 [nginx]=9102 [h2o]=9103 [go]=9101)
-declare -A server_path=([demo]=/plaintext [raw_uring_http]=/plaintext
+declare -A server_port=([demo]=0 [demo_epoll]=0 [raw_uring_http]=0 [nginx]=9102 [h2o]=9103
+	[go]=9101)
+declare -A server_path=([demo]=/plaintext [demo_epoll]=/plaintext [raw_uring_http]=/plaintext
 	[nginx]=/plaintext [h2o]=/plaintext/index.txt [go]=/plaintext)
-declare -A server_bin=([demo]=$HTTP_SERVER [raw_uring_http]=$BENCH_DIR/raw_uring_http
+declare -A server_bin=([demo]=$HTTP_SERVER [demo_epoll]=$HTTP_SERVER
+	[raw_uring_http]=$BENCH_DIR/raw_uring_http
 	[nginx]=nginx [h2o]=h2o [go]=$PEERS_BIN/go_http)
 declare -A peer_conf=([nginx]=$PEERS_DIR/nginx.conf [h2o]=$PEERS_DIR/h2o.conf)
 variant_names=()
@@ -139,7 +144,9 @@ check_setup() {
 	done
 	[ "${#names[@]}" -gt 0 ] || die "no server to run"
 	if [ "$CORES" -gt 1 ]; then
-		for n in demo "${variant_names[@]}"; do server_cmd[$n]+=" --cores $CORES"; done
+		for n in demo demo_epoll "${variant_names[@]}"; do
+			server_cmd[$n]+=" --cores $CORES"
+		done
 	fi
 	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
 		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
@@ -277,12 +284,14 @@ summary() {
 				"non2xx=$(median "$n" "$m" 5) cpu_ns_per_req=$(median "$n" "$m" 6)"
 		done
 	done
+	local pair a
 	for m in "${modes[@]}"; do
-		for p in nginx h2o raw_uring_http; do
-			echo "ratio=demo/$p mode=$m rps=$(ratio "$(median demo "$m" 3)" "$(median "$p" "$m" 3)")" \
-				"cpu_ns_per_req=$(ratio "$(median demo "$m" 6)" "$(median "$p" "$m" 6)")" \
-				"paired_rps=$(column_by_round "$m" 3 | paired demo "$p")" \
-				"paired_cpu_ns_per_req=$(column_by_round "$m" 6 | paired demo "$p")"
+		for pair in demo/nginx demo/h2o demo/raw_uring_http demo_epoll/nginx demo_epoll/go; do
+			a=${pair%/*} p=${pair#*/}
+			echo "ratio=$a/$p mode=$m rps=$(ratio "$(median "$a" "$m" 3)" "$(median "$p" "$m" 3)")" \
+				"cpu_ns_per_req=$(ratio "$(median "$a" "$m" 6)" "$(median "$p" "$m" 6)")" \
+				"paired_rps=$(column_by_round "$m" 3 | paired "$a" "$p")" \
+				"paired_cpu_ns_per_req=$(column_by_round "$m" 6 | paired "$a" "$p")"
 		done
 		echo "p99 mode=$m demo_us=$(median demo "$m" 4) nginx_us=$(median nginx "$m" 4)" \
 			"demo/nginx=$(ratio "$(median demo "$m" 4)" "$(median nginx "$m" 4)")"
