@@ -3,9 +3,12 @@
  * runtime.h - an io_uring fiber runtime for Linux.
  *
  * Fibers are stackful coroutines that read, write, sleep and wait as if they
- * were blocking. Underneath, each core thread owns an io_uring ring: every
- * blocking call below is one SQE (two with a deadline), and the calling fiber
- * is parked until its completions arrive. Nothing blocks a core thread.
+ * were blocking. Underneath, each core thread owns an io_uring ring: an I/O
+ * call below is submitted there as an SQE, and the calling fiber is parked
+ * until its completions arrive; sleeps and sync waits are the core's own
+ * timers and queues. A deadline costs no SQE while the call beats it: it is
+ * a timer on the core's heap, and only when it fires is the operation
+ * cancelled in the kernel. Nothing blocks a core thread.
  *
  * Conventions, for every function here:
  *  - Errors are returned as -errno (liburing's convention); errno is never set.
@@ -497,8 +500,10 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
 RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
 
 /*
- * Named timers (seed 004): started and cancelled from any thread, by name.
- * The name is copied; the deadline is taken at the start call. The callback
+ * Named timers: started and cancelled from any thread, by name, so that
+ * work can be called off (up to n timers of one name at once) without
+ * keeping a handle - even a timer still on its way to its core. The name
+ * is copied; the deadline is taken at the start call. The callback
  * runs exactly once, from the loop of the timer's core (the starter's own
  * core if it is one of rt's, else round-robin) - never inside a fiber or
  * inside the start or cancel call - with the reason that won the race:
@@ -612,8 +617,10 @@ RUNTIME_API int runtime_waitgroup_done(struct runtime_waitgroup *wg);
 RUNTIME_API int runtime_waitgroup_wait(struct runtime_waitgroup *wg, int64_t timeout_ns);
 
 /*
- * A semaphore, or a resource pool (seed 003): n resources handed out by
- * get and given back by post. Waiters are served in FIFO order, or LIFO
+ * A semaphore, or a resource pool: n resources (tokens, or pointers such
+ * as backend connections) handed out by get and given back by post, to
+ * protect a scarce backend: try_get rejects at once under overload, get
+ * queues. Waiters are served in FIFO order, or LIFO
  * with RUNTIME_SEM_LIFO (under overload the newest callers are served
  * while the oldest time out), and a post hands its resource straight to
  * exactly one waiter: a newcomer never barges past the queue.
@@ -662,8 +669,8 @@ struct runtime_sem_stats {
 RUNTIME_API void runtime_sem_stats(const struct runtime_sem *sem, struct runtime_sem_stats *st);
 
 /*
- * A task limiter (seed 000): at most n fibers spawned through it are alive
- * at once. Fibers go on the caller's core and give their slot back as they
+ * A task limiter: at most n fibers spawned through it are alive at once
+ * (a spawn waits for a slot, or try_spawn refuses). Fibers go on the caller's core and give their slot back as they
  * end.
  */
 struct runtime_limiter; /* opaque */
