@@ -658,6 +658,20 @@ RUNTIME_API int runtime_sem_try_get(struct runtime_sem *sem, void **resource);
  * was taken: it counts up, as sem_post does.) */
 RUNTIME_API int runtime_sem_post(struct runtime_sem *sem, void *resource);
 
+/* Give n anonymous resources back to a semaphore at once, as n
+ * runtime_sem_post calls would: up to n waiters, served in turn (FIFO or
+ * LIFO), each get its resource by direct hand-off, and the rest count as
+ * free - but all or nothing: n that would count the semaphore past
+ * RUNTIME_SEM_MAX is refused whole. n 0 does nothing. Any thread. Returns
+ * 0, -EINVAL (NULL, or a pool: its resources go back one by one with
+ * runtime_sem_post) or -EOVERFLOW (nothing changed). */
+RUNTIME_API int runtime_sem_post_n(struct runtime_sem *sem, unsigned n);
+
+/* The resources free now: a semaphore's count, a pool's idle resources (0
+ * while fibers wait). Any thread; a snapshot that another thread's get or
+ * post may change at once. A NULL sem is misuse: reported, and 0. */
+RUNTIME_API unsigned runtime_sem_count(const struct runtime_sem *sem);
+
 struct runtime_sem_stats {
 	unsigned in_use;    /* taken and not posted back (0 once posts catch up) */
 	unsigned waiting;   /* fibers queued in get */
