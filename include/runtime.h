@@ -631,9 +631,10 @@ RUNTIME_API size_t runtime_timer_cancel_named(struct runtime *rt, const char *na
  *  - Waiting (lock, condition wait, get, receive, send, select, wait-group
  *    wait, limiter spawn) is fiber-only: elsewhere it returns -EPERM. What
  *    never waits - unlock excepted, which is the owner's - works from any
- *    thread: runtime_sem_post, runtime_sem_try_get, runtime_cond_signal
- *    and _broadcast, runtime_waitgroup_add and _done, runtime_chan_try_send,
- *    _try_recv and _close, and runtime_chan_select with timeout_ns 0.
+ *    thread: runtime_sem_post, _post_n, _try_get and _count,
+ *    runtime_cond_signal and _broadcast, runtime_waitgroup_add and _done,
+ *    runtime_chan_try_send, _try_recv and _close, and runtime_chan_select
+ *    with timeout_ns 0.
  *  - timeout_ns bounds one wait (negative: no limit, or too long to add to
  *    now: none); the fiber's deadline applies too. A wait it ends returns
  *    -ETIMEDOUT, a cancel -ECANCELED.

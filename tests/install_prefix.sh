@@ -31,6 +31,20 @@ libdir_for() {
 	e=$(sed -n 's/^exec_prefix = //p' Makefile | sed "s|\${prefix}|$1|")
 	sed -n 's/^libdir = //p' Makefile | sed -e "s|\${exec_prefix}|$e|" -e "s|\${prefix}|$1|"
 }
+# make install builds what is out of date: never while other tests run on
+# this tree's libraries and demos (make check builds them before its tests;
+# make -n cannot tell, config.h's stamp fools it).
+newer() { # FILE DIR...: a source in DIR... is newer than FILE
+	f=$1
+	shift
+	[ -n "$(find "$@" -newer "$f" -type f \( -name '*.[chS]' -o -name '*.map' \) 2>/dev/null | head -n 1)" ]
+}
+if newer runtime/libruntime.la "$srcdir/runtime" "$srcdir/toolkit" "$srcdir/include" \
+	"$srcdir/preload" || newer demos/http/http-server "$srcdir/demos"; then
+	result "the build tree is up to date (run make first)" 1
+	summary
+	exit
+fi
 configured=$(sed -n 's/^prefix = //p' Makefile)
 [ -n "$configured" ] && [ "$configured" != "$prefix" ]
 result "configured for another prefix ($configured)" $?
