@@ -251,8 +251,8 @@ RUNTIME_API int runtime_run(struct runtime *rt);
  * complete with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled (its
  * blocking calls return -ECANCELED; one inside runtime_cleanup_begin/_end
  * runs on until its cleanup ends or passes its bound) so runtime_run()
- * returns once they have ended. Any thread, any number of times. Each core carries it out from its
- * loop - also the caller's own core, so it happens just after this returns
+ * returns once they have ended. Any thread, any number of times. Each core
+ * carries it out from its loop - also the caller's own core, so it happens just after this returns
  * and timer callbacks never run inside the calling fiber; while nothing
  * runs, the creating thread carries it out at once.
  */
@@ -360,8 +360,9 @@ RUNTIME_API int runtime_fiber_detach(struct runtime_fiber *fiber);
  * Cancel a fiber: its pending or next blocking call returns -ECANCELED, and
  * so does every later one (runtime_close excepted). The fiber keeps running
  * so that it can clean up. A fiber inside a cleanup (runtime_cleanup_begin)
- * is not interrupted: the cancel shows once the cleanup has ended. From a fiber or timer callback on the fiber's
- * core, or from the creating thread while runtime_run() is not running.
+ * is not interrupted: the cancel shows once the cleanup has ended. From a
+ * fiber or timer callback on the fiber's core, or from the creating thread
+ * while runtime_run() is not running.
  * Returns 0, -EINVAL (NULL), -ESRCH (the fiber has ended) or -EPERM
  * (another thread).
  */
@@ -598,8 +599,8 @@ RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
  * Named timers: started and cancelled from any thread, by name, so that
  * work can be called off (up to n timers of one name at once) without
  * keeping a handle - even a timer still on its way to its core. The name
- * is copied; the deadline is taken at the start call. The callback
- * runs exactly once, from the loop of the timer's core (the starter's own
+ * is copied; the deadline is taken at the start call. The callback runs
+ * exactly once, from the loop of the timer's core (the starter's own
  * core if it is one of rt's, else round-robin) - never inside a fiber or
  * inside the start or cancel call - with the reason that won the race:
  * RUNTIME_TIMER_FIRED, _CANCELLED or _SHUTDOWN. The runtime keeps running
@@ -716,10 +717,10 @@ RUNTIME_API int runtime_waitgroup_wait(struct runtime_waitgroup *wg, int64_t tim
  * A semaphore, or a resource pool: n resources (tokens, or pointers such
  * as backend connections) handed out by get and given back by post, to
  * protect a scarce backend: try_get rejects at once under overload, get
- * queues. Waiters are served in FIFO order, or LIFO
- * with RUNTIME_SEM_LIFO (under overload the newest callers are served
- * while the oldest time out), and a post hands its resource straight to
- * exactly one waiter: a newcomer never barges past the queue.
+ * queues. Waiters are served in FIFO order, or LIFO with RUNTIME_SEM_LIFO
+ * (under overload the newest callers are served while the oldest time
+ * out), and a post hands its resource straight to exactly one waiter: a
+ * newcomer never barges past the queue.
  */
 struct runtime_sem; /* opaque */
 
@@ -780,8 +781,8 @@ RUNTIME_API void runtime_sem_stats(const struct runtime_sem *sem, struct runtime
 
 /*
  * A task limiter: at most n fibers spawned through it are alive at once
- * (a spawn waits for a slot, or try_spawn refuses). Fibers go on the caller's core and give their slot back as they
- * end.
+ * (a spawn waits for a slot, or try_spawn refuses). Fibers go on the
+ * caller's core and give their slot back as they end.
  */
 struct runtime_limiter; /* opaque */
 
