@@ -24,6 +24,8 @@
  *                        while it holds the lock (so the others queue and
  *                        every unlock is a hand-off), per lock + unlock
  *   sem_get_post_ns      runtime_sem_get + post by one fiber
+ *   ratelimit_try_ns     runtime_ratelimit_try_take of one token that is
+ *                        there (a rate no caller can exhaust), one thread
  *   chan_pingpong_ns     round trip over two unbuffered channels between two
  *                        fibers of one core (Go's go_chan_pingpong_ns shape)
  *   chan_xcore_pingpong_ns   the same between fibers on two cores, each core
@@ -509,6 +511,21 @@ static void sem_main(void *arg)
 	runtime_sem_destroy(sem);
 }
 
+/* Any thread may try: no runtime needed. */
+static double ratelimit_try(void)
+{
+	const long n = scaled(20000000);
+	struct runtime_ratelimit *rl;
+
+	runtime_ratelimit_create(&rl, 1e12, 1000);
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < n; i++)
+		runtime_ratelimit_try_take(rl, 1);
+	double ns = (double)(runtime_now() - t0) / (double)n;
+	runtime_ratelimit_destroy(rl);
+	return ns;
+}
+
 static struct runtime_chan *ping, *pong;
 
 static void echoer(void *arg)
@@ -576,6 +593,7 @@ static void bench_sync(void)
 	printf("mutex_contended_ns=%.1f\n", sync_ns);
 	run_one(sem_main, NULL);
 	printf("sem_get_post_ns=%.2f\n", sync_ns);
+	printf("ratelimit_try_ns=%.2f\n", ratelimit_try());
 	chan_pingpong(1, scaled(2000000), "chan_pingpong_ns");
 	run_one(select2_main, NULL);
 	printf("select2_ns=%.1f\n", sync_ns);

@@ -3,9 +3,12 @@
  * runtime.h - an io_uring fiber runtime for Linux.
  *
  * Fibers are stackful coroutines that read, write, sleep and wait as if they
- * were blocking. Underneath, each core thread owns an io_uring ring: every
- * blocking call below is one SQE (two with a deadline), and the calling fiber
- * is parked until its completions arrive. Nothing blocks a core thread.
+ * were blocking. Underneath, each core thread owns an io_uring ring: an I/O
+ * call below is submitted there as an SQE, and the calling fiber is parked
+ * until its completions arrive; sleeps and sync waits are the core's own
+ * timers and queues. A deadline costs no SQE while the call beats it: it is
+ * a timer on the core's heap, and only when it fires is the operation
+ * cancelled in the kernel. Nothing blocks a core thread.
  *
  * Conventions, for every function here:
  *  - Errors are returned as -errno (liburing's convention); errno is never set.
@@ -19,7 +22,9 @@
  *    fiber. Handles are valid until runtime_destroy.
  *  - Cancellation is sticky: once a fiber is cancelled, its pending blocking
  *    call and every later one returns -ECANCELED, except runtime_close(),
- *    which always closes so that cleanup cannot leak.
+ *    which always closes so that cleanup cannot leak, and the calls made
+ *    inside runtime_cleanup_begin/_end, which holds the cancel back for a
+ *    bounded time.
  *  - A per-fiber deadline (runtime_deadline_set) bounds every blocking call;
  *    a call it cuts short returns -ETIMEDOUT.
  *  - A cancel or a deadline always ends the blocking call it hits, whatever
@@ -295,9 +300,10 @@ RUNTIME_API int runtime_run(struct runtime *rt);
 /*
  * Ask the runtime to stop: later spawns return -ESHUTDOWN, pending timers
  * complete with RUNTIME_TIMER_SHUTDOWN, and every fiber is cancelled (its
- * blocking calls return -ECANCELED) so runtime_run() returns once they have
- * ended. Any thread, any number of times. Each core carries it out from its
- * loop - also the caller's own core, so it happens just after this returns
+ * blocking calls return -ECANCELED; one inside runtime_cleanup_begin/_end
+ * runs on until its cleanup ends or passes its bound) so runtime_run()
+ * returns once they have ended. Any thread, any number of times. Each core
+ * carries it out from its loop - also the caller's own core, so it happens just after this returns
  * and timer callbacks never run inside the calling fiber; while nothing
  * runs, the creating thread carries it out at once.
  */
@@ -404,8 +410,10 @@ RUNTIME_API int runtime_fiber_detach(struct runtime_fiber *fiber);
 /*
  * Cancel a fiber: its pending or next blocking call returns -ECANCELED, and
  * so does every later one (runtime_close excepted). The fiber keeps running
- * so that it can clean up. From a fiber or timer callback on the fiber's
- * core, or from the creating thread while runtime_run() is not running.
+ * so that it can clean up. A fiber inside a cleanup (runtime_cleanup_begin)
+ * is not interrupted: the cancel shows once the cleanup has ended. From a
+ * fiber or timer callback on the fiber's core, or from the creating thread
+ * while runtime_run() is not running.
  * Returns 0, -EINVAL (NULL), -ESRCH (the fiber has ended) or -EPERM
  * (another thread).
  */
@@ -445,6 +453,95 @@ RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 /* Let the other ready fibers run. Fiber context. Returns 0, -ECANCELED or
  * -EPERM (not a fiber). */
 RUNTIME_API int runtime_yield(void);
+
+/*
+ * Cleanup that a cancel cannot cut short. In a cancelled fiber every
+ * blocking call fails at once, so "join my children, flush the reply,
+ * close gracefully" could wait for nothing. Between runtime_cleanup_begin
+ * and runtime_cleanup_end, the calling fiber's blocking calls ignore
+ * cancellation - a cancel already pending, and one that arrives meanwhile,
+ * which does not interrupt a call that waits - and are bounded instead by
+ * the cleanup's deadline, now + timeout_ns: it replaces the fiber's own
+ * deadline (runtime_deadline_set inside may move it earlier, never later),
+ * and a call it cuts short returns -ETIMEDOUT. runtime_cleanup_end gives
+ * the fiber its deadline back, and a cancel that came before or during
+ * the cleanup shows again from the next blocking call.
+ *
+ * runtime_shutdown cancels every fiber: one inside a cleanup runs on until
+ * the cleanup ends (past its bound, its calls return -ETIMEDOUT), and
+ * runtime_run waits for it. Cleanups nest: an inner one's bound is the
+ * earlier of its own and the enclosing one's, and its end gives the
+ * enclosing bound back. The storage is the caller's (a local will do), in
+ * use from begin to the matching end; a fiber that ends inside a cleanup
+ * just ends.
+ *
+ * Fiber context, both. runtime_cleanup_begin returns 0, -EINVAL (NULL, or
+ * timeout_ns < 0: a cleanup is always bounded, so that a shutdown cannot
+ * wait for ever; a huge one saturates) or -EPERM (not a fiber).
+ * runtime_cleanup_end returns 0, -EINVAL (NULL, or not the calling fiber's
+ * innermost cleanup: misuse, nothing changed) or -EPERM (not a fiber).
+ */
+struct runtime_cleanup {
+	uint64_t opaque_[4]; /* private */
+};
+
+RUNTIME_API int runtime_cleanup_begin(struct runtime_cleanup *cleanup, int64_t timeout_ns);
+RUNTIME_API int runtime_cleanup_end(struct runtime_cleanup *cleanup);
+
+/*
+ * Fiber groups (as Go's errgroup): fibers spawned into a group, cancelled
+ * as one, and waited for as one, the wait reporting the first failure. A
+ * group belongs to the core that created it: its members run there, and
+ * every call but runtime_group_live must come from that core (a fiber or
+ * timer callback of it); from anywhere else it is misuse (-EPERM).
+ */
+struct runtime_group; /* opaque */
+
+/* The first member that fails (returns nonzero) cancels the group. */
+#define RUNTIME_GROUP_CANCEL_ON_ERROR 0x1u
+
+/* Create a group on the calling core. flags: 0 or
+ * RUNTIME_GROUP_CANCEL_ON_ERROR. Returns 0, -EINVAL (NULL group, other
+ * flags), -ENOMEM, -EPERM (not on a core: misuse). */
+RUNTIME_API int runtime_group_create(struct runtime_group **group, unsigned flags);
+
+/*
+ * Start fn(arg) as a member: a detached fiber on the group's core, which
+ * runs later, never inside this call. fn returns 0 or a -errno; the first
+ * nonzero one (first in time) is what runtime_group_wait reports. Returns
+ * 0, -EINVAL (NULL), -ECANCELED (the group was cancelled: nothing
+ * spawned), -ESHUTDOWN, -ENOMEM, -EPERM (another core: misuse).
+ */
+RUNTIME_API int runtime_group_spawn(struct runtime_group *group, int (*fn)(void *), void *arg);
+
+/*
+ * Cancel every live member, as runtime_fiber_cancel would (also members
+ * that have not run yet, and the caller if it is one), and refuse later
+ * spawns. Members usually return -ECANCELED then, which counts as a
+ * result like any other. Returns 0, -EINVAL (NULL) or -EPERM (another
+ * core: misuse).
+ */
+RUNTIME_API int runtime_group_cancel(struct runtime_group *group);
+
+/*
+ * Wait at most timeout_ns (negative: no limit but the fiber's deadline;
+ * 0: a check) until no member is live - at once if none is - and store
+ * in *result (if not NULL) the first nonzero result a member returned
+ * since the group was created, or 0. Several fibers may wait. Fiber
+ * context, on the group's core. Returns 0 (every member has ended),
+ * -ETIMEDOUT or -ECANCELED (the waiter's own timeout, deadline or cancel:
+ * members may still live), -EINVAL (NULL group), -EDEADLK (the caller is
+ * a member: misuse), -EPERM (not a fiber of the group's core: misuse).
+ */
+RUNTIME_API int runtime_group_wait(struct runtime_group *group, int64_t timeout_ns, int *result);
+
+/* Free the group: 0 (also for NULL), -EBUSY while members live or fibers
+ * wait on it (it stays), -EPERM (another core: misuse). */
+RUNTIME_API int runtime_group_destroy(struct runtime_group *group);
+
+/* Members spawned and not yet ended. Any thread: a snapshot, which the
+ * group's core changes at once. A NULL group is misuse: reported, and 0. */
+RUNTIME_API unsigned runtime_group_live(const struct runtime_group *group);
 
 /* ------------------------------------------------------------- debugging */
 
@@ -497,7 +594,9 @@ RUNTIME_API int runtime_sleep(uint64_t ns);
  * Set the calling fiber's deadline: an absolute runtime_now() time after
  * which every blocking call returns -ETIMEDOUT (a call already past it
  * fails at once without touching the fd). 0 (or UINT64_MAX) clears it.
- * Fiber context.
+ * Inside a cleanup (runtime_cleanup_begin) the deadline is the cleanup's
+ * bound, and can be set earlier but not later: a later one, or 0, gives
+ * the bound. Fiber context.
  */
 RUNTIME_API void runtime_deadline_set(uint64_t deadline_ns);
 RUNTIME_API uint64_t runtime_deadline_get(void);
@@ -548,9 +647,11 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
 RUNTIME_API int runtime_timer_cancel(struct runtime_timer *timer);
 
 /*
- * Named timers (seed 004): started and cancelled from any thread, by name.
- * The name is copied; the deadline is taken at the start call. The callback
- * runs exactly once, from the loop of the timer's core (the starter's own
+ * Named timers: started and cancelled from any thread, by name, so that
+ * work can be called off (up to n timers of one name at once) without
+ * keeping a handle - even a timer still on its way to its core. The name
+ * is copied; the deadline is taken at the start call. The callback runs
+ * exactly once, from the loop of the timer's core (the starter's own
  * core if it is one of rt's, else round-robin) - never inside a fiber or
  * inside the start or cancel call - with the reason that won the race:
  * RUNTIME_TIMER_FIRED, _CANCELLED or _SHUTDOWN. The runtime keeps running
@@ -582,9 +683,10 @@ RUNTIME_API size_t runtime_timer_cancel_named(struct runtime *rt, const char *na
  *  - Waiting (lock, condition wait, get, receive, send, select, wait-group
  *    wait, limiter spawn) is fiber-only: elsewhere it returns -EPERM. What
  *    never waits - unlock excepted, which is the owner's - works from any
- *    thread: runtime_sem_post, runtime_sem_try_get, runtime_cond_signal
- *    and _broadcast, runtime_waitgroup_add and _done, runtime_chan_try_send,
- *    _try_recv and _close, and runtime_chan_select with timeout_ns 0.
+ *    thread: runtime_sem_post, _post_n, _try_get and _count,
+ *    runtime_cond_signal and _broadcast, runtime_waitgroup_add and _done,
+ *    runtime_chan_try_send, _try_recv and _close, and runtime_chan_select
+ *    with timeout_ns 0.
  *  - timeout_ns bounds one wait (negative: no limit, or too long to add to
  *    now: none); the fiber's deadline applies too. A wait it ends returns
  *    -ETIMEDOUT, a cancel -ECANCELED.
@@ -663,11 +765,13 @@ RUNTIME_API int runtime_waitgroup_done(struct runtime_waitgroup *wg);
 RUNTIME_API int runtime_waitgroup_wait(struct runtime_waitgroup *wg, int64_t timeout_ns);
 
 /*
- * A semaphore, or a resource pool (seed 003): n resources handed out by
- * get and given back by post. Waiters are served in FIFO order, or LIFO
- * with RUNTIME_SEM_LIFO (under overload the newest callers are served
- * while the oldest time out), and a post hands its resource straight to
- * exactly one waiter: a newcomer never barges past the queue.
+ * A semaphore, or a resource pool: n resources (tokens, or pointers such
+ * as backend connections) handed out by get and given back by post, to
+ * protect a scarce backend: try_get rejects at once under overload, get
+ * queues. Waiters are served in FIFO order, or LIFO with RUNTIME_SEM_LIFO
+ * (under overload the newest callers are served while the oldest time
+ * out), and a post hands its resource straight to exactly one waiter: a
+ * newcomer never barges past the queue.
  */
 struct runtime_sem; /* opaque */
 
@@ -702,6 +806,20 @@ RUNTIME_API int runtime_sem_try_get(struct runtime_sem *sem, void **resource);
  * was taken: it counts up, as sem_post does.) */
 RUNTIME_API int runtime_sem_post(struct runtime_sem *sem, void *resource);
 
+/* Give n anonymous resources back to a semaphore at once, as n
+ * runtime_sem_post calls would: up to n waiters, served in turn (FIFO or
+ * LIFO), each get its resource by direct hand-off, and the rest count as
+ * free - but all or nothing: n that would count the semaphore past
+ * RUNTIME_SEM_MAX is refused whole. n 0 does nothing. Any thread. Returns
+ * 0, -EINVAL (NULL, or a pool: its resources go back one by one with
+ * runtime_sem_post) or -EOVERFLOW (nothing changed). */
+RUNTIME_API int runtime_sem_post_n(struct runtime_sem *sem, unsigned n);
+
+/* The resources free now: a semaphore's count, a pool's idle resources (0
+ * while fibers wait). Any thread; a snapshot that another thread's get or
+ * post may change at once. A NULL sem is misuse: reported, and 0. */
+RUNTIME_API unsigned runtime_sem_count(const struct runtime_sem *sem);
+
 struct runtime_sem_stats {
 	unsigned in_use;    /* taken and not posted back (0 once posts catch up) */
 	unsigned waiting;   /* fibers queued in get */
@@ -713,9 +831,9 @@ struct runtime_sem_stats {
 RUNTIME_API void runtime_sem_stats(const struct runtime_sem *sem, struct runtime_sem_stats *st);
 
 /*
- * A task limiter (seed 000): at most n fibers spawned through it are alive
- * at once. Fibers go on the caller's core and give their slot back as they
- * end.
+ * A task limiter: at most n fibers spawned through it are alive at once
+ * (a spawn waits for a slot, or try_spawn refuses). Fibers go on the
+ * caller's core and give their slot back as they end.
  */
 struct runtime_limiter; /* opaque */
 

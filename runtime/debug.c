@@ -90,6 +90,8 @@ static void fiber_line(FILE *out, const struct fiber *f, uint64_t now)
 	}
 	if (f->flags & FIBER_CANCELLED)
 		fputs(" cancelled", out);
+	if (f->flags & FIBER_SHIELDED)
+		fputs(" in cleanup", out);
 	if (f->deadline != NEVER)
 		fprintf(out, " deadline in %lld ms", (long long)(f->deadline - now) / 1000000);
 	if (f->name[0])

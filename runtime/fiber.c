@@ -2,7 +2,8 @@
 /*
  * fiber.c - fibers: creation and exit, the switch from one to the next,
  * suspend/resume (what every blocking call is built on), spawn, join,
- * detach, cancel, handles, locals, deadlines, and the public park/unpark.
+ * detach, cancel, handles, locals, deadlines, cleanups that a cancel
+ * cannot cut short, and the public park/unpark.
  *
  * A fiber gives up the CPU by suspending (runtime__suspend) or yielding,
  * and hands it straight to the next ready fiber, with no trip through the
@@ -10,7 +11,8 @@
  * resumes it (runtime__resume); other threads go through its core's inbox.
  * Cancelling a suspended fiber calls the interrupt hook it suspended with,
  * so that a fiber whose SQE points at its stack is never resumed while the
- * kernel may still write there.
+ * kernel may still write there - except inside a cleanup, where the cancel
+ * is only recorded and the wait runs on to its end or the cleanup's bound.
  *
  * Handles are checked (stack.c): one kept after its fiber has ended gives
  * -ESRCH, never another fiber's fate.
@@ -257,16 +259,14 @@ int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(str
 /* -ECANCELED or -ETIMEDOUT if the calling fiber may not block now, else 0. */
 static int cancel_pending(const struct fiber *f)
 {
-	if (f->flags & FIBER_CANCELLED)
+	if (fiber_cancelled(f))
 		return -ECANCELED;
 	if (f->deadline != NEVER && runtime_now() >= f->deadline)
 		return -ETIMEDOUT;
 	return 0;
 }
 
-/* Every blocking call's entry (fn: its name): the calling fiber in *out,
- * or -EPERM outside fiber context, -ECANCELED or -ETIMEDOUT if it may not
- * block. */
+/* Every blocking call's entry (fn: its name, for the misuse report). */
 int runtime__blocking_begin(struct fiber **out, const char *fn)
 {
 	struct fiber *f = this_fiber();
@@ -404,6 +404,13 @@ int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg)
 	if (rc == 0 && runtime__is_shutting_down(c->rt))
 		runtime__fiber_cancel(f);
 	return rc;
+}
+
+/* A detached fiber of the calling core, *out its fiber (valid until it
+ * ends), for a caller that may cancel it (group.c). */
+int runtime__fiber_spawn_local(struct core *c, void (*fn)(void *), void *arg, struct fiber **out)
+{
+	return fiber_create(c, (void *)fn, arg, FIBER_VOID_FN, out);
 }
 
 /* A fiber of the calling core that calls on_exit(ctx) as it ends (before
@@ -558,7 +565,7 @@ int runtime_fiber_detach(struct runtime_fiber *handle)
 void runtime__fiber_cancel(struct fiber *f)
 {
 	f->flags |= FIBER_CANCELLED;
-	if (f->state != FIBER_SUSPENDED)
+	if (f->state != FIBER_SUSPENDED || (f->flags & FIBER_SHIELDED))
 		return;
 	if (f->interrupt)
 		f->interrupt(f);
@@ -618,22 +625,78 @@ int runtime_yield(void)
 
 	if (!f)
 		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
-	if (f->flags & FIBER_CANCELLED)
+	if (fiber_cancelled(f))
 		return -ECANCELED;
 	make_ready(f->core, f);
 	schedule(f->core);
 	return 0;
 }
 
+/* Inside a cleanup the deadline may move earlier than its bound, never
+ * later: a helper that sets and clears deadlines of its own cannot let a
+ * cleanup outlast its bound. */
 void runtime_deadline_set(uint64_t deadline_ns)
 {
 	struct fiber *f = this_fiber();
-	if (f)
-		f->deadline = deadline_ns ? deadline_ns : NEVER;
+
+	if (!f)
+		return;
+	uint64_t d = deadline_ns ? deadline_ns : NEVER;
+	f->deadline = f->cleanup ? deadline_min(d, f->cleanup->bound) : d;
 }
 
 uint64_t runtime_deadline_get(void)
 {
 	struct fiber *f = this_fiber();
 	return f && f->deadline != NEVER ? f->deadline : 0;
+}
+
+/* ---------------------------------------------------------------- cleanup */
+
+/*
+ * A cleanup holds cancellation back through the one flag that every check
+ * reads (fiber_cancelled) and that runtime__fiber_cancel honours, so I/O,
+ * sync waits, joins, sleeps and offloads need no code of their own: their
+ * waits end by their completion or by the deadline, which is the
+ * cleanup's bound while it lasts.
+ */
+_Static_assert(sizeof(struct cleanup) <= sizeof(struct runtime_cleanup),
+               "runtime_cleanup storage");
+
+int runtime_cleanup_begin(struct runtime_cleanup *storage, int64_t timeout_ns)
+{
+	struct cleanup *cl = (struct cleanup *)storage;
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
+	if (!cl || timeout_ns < 0)
+		return -EINVAL;
+	uint64_t bound = deadline_add(runtime_now(), (uint64_t)timeout_ns);
+	if (f->cleanup)
+		bound = deadline_min(bound, f->cleanup->bound);
+	cl->outer = f->cleanup;
+	cl->saved_deadline = f->deadline;
+	cl->bound = bound;
+	f->cleanup = cl;
+	f->deadline = bound;
+	f->flags |= FIBER_SHIELDED;
+	return 0;
+}
+
+int runtime_cleanup_end(struct runtime_cleanup *storage)
+{
+	struct cleanup *cl = (struct cleanup *)storage;
+	struct fiber *f = this_fiber();
+
+	if (!f)
+		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
+	if (!cl || cl != f->cleanup)
+		return runtime__misuse(-EINVAL, __func__,
+		                       "not the calling fiber's innermost cleanup");
+	f->cleanup = cl->outer;
+	f->deadline = cl->saved_deadline;
+	if (!f->cleanup)
+		f->flags &= (uint8_t)~FIBER_SHIELDED; /* a cancel shows from here */
+	return 0;
 }

@@ -268,6 +268,14 @@ enum fiber_flags {
 	FIBER_JOINABLE  = 1u << 1, /* a handle is out: keep the stack after exit */
 	FIBER_VOID_FN   = 1u << 2, /* started by runtime_spawn: fn returns void */
 	FIBER_LOOP      = 1u << 3, /* the core thread's own context, not a fiber */
+	FIBER_SHIELDED  = 1u << 4, /* in a cleanup: a cancel waits for its end */
+};
+
+/* runtime_cleanup's storage, on the fiber's stack from begin to end. */
+struct cleanup {
+	struct cleanup *outer;      /* the enclosing cleanup, or NULL */
+	uint64_t saved_deadline;    /* the fiber's deadline, given back at the end */
+	uint64_t bound;             /* no blocking call of it waits past this */
 };
 
 /*
@@ -291,6 +299,7 @@ struct fiber {
 	void *wait_obj;             /* what it is suspended on, for interrupt */
 	uint64_t id;
 	uint64_t deadline;          /* absolute ns, NEVER = none */
+	struct cleanup *cleanup;    /* the innermost cleanup, while in one */
 	struct runtime_fiber *handle;
 	uint32_t gen;               /* the handle's generation */
 	union {
@@ -318,6 +327,13 @@ struct fiber {
 	void *tsan_fiber;
 #endif
 };
+
+/* Does a cancel show to f's blocking calls now? Not inside a cleanup,
+ * which holds it back until the cleanup ends (runtime_cleanup_begin). */
+static inline bool fiber_cancelled(const struct fiber *f)
+{
+	return (f->flags & (FIBER_CANCELLED | FIBER_SHIELDED)) == FIBER_CANCELLED;
+}
 
 /* The fiber struct sits at the top of its stack, in a 64-byte slot. */
 #define FIBER_SLOT ((sizeof(struct fiber) + 63) & ~(size_t)63)
@@ -348,10 +364,17 @@ void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
 void runtime__resume_from_anywhere(struct fiber *f, int res);
 void runtime__ignore_interrupt(struct fiber *f);
+/* Every blocking call's entry: the calling fiber in *out; -EPERM outside
+ * fiber context, -ECANCELED (cancelled, not in a cleanup) or -ETIMEDOUT
+ * (past its deadline) if it may not block; else 0. */
 int runtime__blocking_begin(struct fiber **out, const char *fn);
 int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg);
+int runtime__fiber_spawn_local(struct core *c, void (*fn)(void *), void *arg, struct fiber **out);
 int runtime__fiber_spawn_with_exit(struct core *c, void (*fn)(void *), void *arg,
                                    void (*on_exit)(void *ctx), void *ctx);
+/* Mark f cancelled and, if it is suspended and not in a cleanup, call its
+ * interrupt hook (NULL: resume it with -ECANCELED). A fiber in a cleanup
+ * keeps waiting: the cancel shows after the cleanup ends. */
 void runtime__fiber_cancel(struct fiber *f);
 void runtime__fiber_release(struct core *c, struct fiber *f);
 void runtime__run_ready(struct core *c);

@@ -275,6 +275,68 @@ int runtime_sem_post(struct runtime_sem *s, void *resource)
 	return 0;
 }
 
+/* Under the lock: hand up to *n tokens straight to waiters (oldest first,
+ * newest with lifo), taking what was handed from *n; their waits as a list
+ * for runtime__wake_list. */
+static struct wait *hand_tokens_locked(struct runtime_sem *s, unsigned *n)
+{
+	struct wait *head = NULL, **tail = &head;
+	struct waiter *x;
+
+	while (*n && (x = runtime__waitq_pick(&s->q, s->lifo))) {
+		x->data = NULL;
+		*tail = x->wait;
+		tail = &x->wait->next;
+		(*n)--;
+	}
+	*tail = NULL;
+	return head;
+}
+
+/*
+ * n posts in one: waiters first, by direct hand-off under the lock (no get
+ * barges past them), the rest counted free. The bound is checked against
+ * the count when called, as runtime_sem_post checks it: posts racing this
+ * one may each pass it by what they add, never by more.
+ */
+int runtime_sem_post_n(struct runtime_sem *s, unsigned n)
+{
+	struct wait *served = NULL;
+
+	if (!s || s->pool)
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	if (n > RUNTIME_SEM_MAX || atomic_load(&s->avail) > (int64_t)(RUNTIME_SEM_MAX - n))
+		return -EOVERFLOW;
+	atomic_fetch_sub(&s->in_use, n);
+	if (atomic_load(&s->q.len)) {
+		runtime__spin_lock(&s->lock);
+		served = hand_tokens_locked(s, &n);
+		/* Waiters queue only under this lock: none is left unserved
+		 * while tokens remain. */
+		atomic_fetch_add(&s->avail, n);
+		runtime__spin_unlock(&s->lock);
+	} else {
+		atomic_fetch_add(&s->avail, n); /* seq_cst: given, then look */
+		if (atomic_load(&s->q.len)) {
+			runtime__spin_lock(&s->lock);
+			served = serve_locked(s);
+			runtime__spin_unlock(&s->lock);
+		}
+	}
+	runtime__wake_list(served, 0);
+	return 0;
+}
+
+unsigned runtime_sem_count(const struct runtime_sem *s)
+{
+	if (!s)
+		return (unsigned)runtime__misuse(0, "runtime_sem_count", "NULL semaphore");
+	int64_t n = atomic_load(&s->avail);
+	return (unsigned)(n > 0 ? n : 0);
+}
+
 void runtime_sem_stats(const struct runtime_sem *s, struct runtime_sem_stats *st)
 {
 	if (!s || !st) {

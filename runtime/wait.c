@@ -225,7 +225,7 @@ int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *dea
 	*deadline = f->deadline;
 	if (timeout_ns >= 0) /* no clock read for the common case */
 		*deadline = deadline_min(*deadline, deadline_add(runtime_now(), (uint64_t)timeout_ns));
-	if (f->flags & FIBER_CANCELLED)
+	if (fiber_cancelled(f))
 		return -ECANCELED;
 	if (*deadline != NEVER && runtime_now() >= *deadline)
 		return -ETIMEDOUT;

@@ -3,11 +3,12 @@
  * check_sync.c - the sync primitives: mutex (FIFO hand-off, deadlines,
  * cancel, misuse), condition, wait group, semaphore and resource pool
  * (exact FIFO and LIFO order, no barging, one waiter per post, a cancelled
- * waiter passing its wake-up on, stats), task limiter, channels (rendezvous,
- * buffering, close with blocked senders and receivers, deadlines) and
- * select (readiness, fairness, close, cancel); calls from plain threads;
- * and a cross-core stress run in which every item is delivered exactly
- * once. Run under ThreadSanitizer too (./build.sh check).
+ * waiter passing its wake-up on, stats, n posts at once, the free count),
+ * task limiter, channels (rendezvous, buffering, close with blocked
+ * senders and receivers, deadlines) and select (readiness, fairness,
+ * close, cancel); calls from plain threads; and a cross-core stress run in
+ * which every item is delivered exactly once. Run under ThreadSanitizer
+ * too (./build.sh check).
  */
 #include "testutil.h"
 
@@ -383,6 +384,123 @@ START_TEST(test_sync_sem_cancelled_waiter_passes_wakeup_on)
 	ck_assert_int_eq(runtime_sem_get(sem, NULL, -1), -EPERM);
 	ck_assert_int_eq(runtime_sem_try_get(sem, NULL), 0); /* any thread */
 	ck_assert_int_eq(runtime_sem_post(sem, NULL), 0);
+	ck_assert_int_eq(runtime_sem_destroy(sem), 0);
+}
+END_TEST
+
+/* post_n: the oldest n waiters (the newest with LIFO) get one each by
+ * direct hand-off, none is left for a newcomer while fibers wait, and the
+ * rest counts as free. */
+static void sem_post_n_main(void *p)
+{
+	bool lifo = p != NULL;
+	struct runtime_fiber *f[4], *gone;
+
+	olog.n = 0;
+	ck_assert_int_eq(runtime_sem_create(&sem, 0, lifo ? RUNTIME_SEM_LIFO : 0), 0);
+	for (int i = 0; i < 4; i++) {
+		f[i] = start(sem_getter, (void *)(intptr_t)i);
+		settle();
+	}
+	gone = start(sem_cancelled, NULL); /* queued, then cancelled: skipped */
+	settle();
+	ck_assert_int_eq(runtime_fiber_cancel(gone), 0);
+	ck_assert_int_eq(join(gone), -ECANCELED);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 3), 0);
+	ck_assert_uint_eq(runtime_sem_count(sem), 0);
+	ck_assert_int_eq(runtime_sem_try_get(sem, NULL), -EBUSY); /* handed over */
+	settle();
+	ck_assert_int_eq(olog.n, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(olog.order[i], lifo ? 3 - i : i);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 4), 0); /* one waiter, 3 free */
+	settle();
+	ck_assert_int_eq(olog.n, 4);
+	ck_assert_int_eq(olog.order[3], lifo ? 0 : 3);
+	ck_assert_uint_eq(runtime_sem_count(sem), 3);
+	for (int i = 0; i < 4; i++)
+		join(f[i]);
+	ck_assert_int_eq(runtime_sem_get(sem, NULL, 0), 0);
+	ck_assert_uint_eq(runtime_sem_count(sem), 2);
+	ck_assert_int_eq(runtime_sem_destroy(sem), 0);
+}
+
+START_TEST(test_sync_sem_post_n_hands_off_in_order)
+{
+	memset(&olog, 0, sizeof(olog));
+	ck_assert_int_eq(run_fiber(NULL, sem_post_n_main, (void *)(intptr_t)_i), 0);
+}
+END_TEST
+
+static void *post_n_from_thread(void *p)
+{
+	usleep(20 * 1000);
+	ck_assert_int_eq(runtime_sem_post_n(sem, (unsigned)(intptr_t)p), 0);
+	return NULL;
+}
+
+static _Atomic int sem_woken;
+
+/* A plain thread's post_n wakes fibers of two cores at once. */
+static void sem_post_n_xcore(void *p)
+{
+	(void)p;
+	ck_assert_int_eq(runtime_sem_get(sem, NULL, -1), 0);
+	atomic_fetch_add(&sem_woken, 1);
+}
+
+START_TEST(test_sync_sem_post_n_from_thread_wakes_both_cores)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+	pthread_t th;
+
+	atomic_store(&sem_woken, 0);
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_int_eq(runtime_sem_create(&sem, 0, 0), 0);
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_int_eq(runtime_spawn_on(rt, i % 2, sem_post_n_xcore, NULL), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, post_n_from_thread, (void *)(intptr_t)5), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	pthread_join(th, NULL);
+	runtime_destroy(rt);
+	ck_assert_int_eq(atomic_load(&sem_woken), 4);
+	ck_assert_uint_eq(runtime_sem_count(sem), 1);
+	ck_assert_int_eq(runtime_sem_destroy(sem), 0);
+}
+END_TEST
+
+/* Bad input, the bound, and a pool. */
+START_TEST(test_sync_sem_post_n_count_misuse_and_bound)
+{
+	struct runtime_sem *pool;
+	void *r[1] = { &r };
+
+	ck_assert_int_eq(runtime_sem_post_n(NULL, 1), -EINVAL);
+	ck_assert_uint_eq(runtime_sem_count(NULL), 0);
+	ck_assert_int_eq(runtime_pool_create(&pool, r, 1, 0), 0);
+	ck_assert_uint_eq(runtime_sem_count(pool), 1);
+	ck_assert_int_eq(runtime_sem_post_n(pool, 1), -EINVAL);
+	ck_assert_int_eq(runtime_sem_try_get(pool, NULL), 0);
+	ck_assert_uint_eq(runtime_sem_count(pool), 0);
+	ck_assert_int_eq(runtime_sem_post_n(pool, 1), -EINVAL); /* even when taken */
+	ck_assert_int_eq(runtime_sem_destroy(pool), 0);
+
+	ck_assert_int_eq(runtime_sem_create(&sem, RUNTIME_SEM_MAX - 2, 0), 0);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 0), 0);
+	ck_assert_uint_eq(runtime_sem_count(sem), RUNTIME_SEM_MAX - 2);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 3), -EOVERFLOW); /* whole */
+	ck_assert_uint_eq(runtime_sem_count(sem), RUNTIME_SEM_MAX - 2);
+	ck_assert_int_eq(runtime_sem_post_n(sem, UINT32_MAX), -EOVERFLOW);
+	ck_assert_int_eq(runtime_sem_post_n(sem, RUNTIME_SEM_MAX + 1u), -EOVERFLOW);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 2), 0);
+	ck_assert_uint_eq(runtime_sem_count(sem), RUNTIME_SEM_MAX);
+	ck_assert_int_eq(runtime_sem_post(sem, NULL), -EOVERFLOW);
+	ck_assert_int_eq(runtime_sem_post_n(sem, 1), -EOVERFLOW);
+	ck_assert_int_eq(runtime_sem_try_get(sem, NULL), 0);
+	ck_assert_uint_eq(runtime_sem_count(sem), RUNTIME_SEM_MAX - 1);
 	ck_assert_int_eq(runtime_sem_destroy(sem), 0);
 }
 END_TEST
@@ -904,6 +1022,9 @@ static Suite *sync_suite(void)
 	tcase_add_test(tc, test_sync_waitgroup);
 	tcase_add_loop_test(tc, test_sync_sem_fifo_and_lifo_order_exact, 0, 2);
 	tcase_add_test(tc, test_sync_sem_cancelled_waiter_passes_wakeup_on);
+	tcase_add_loop_test(tc, test_sync_sem_post_n_hands_off_in_order, 0, 2);
+	tcase_add_test(tc, test_sync_sem_post_n_from_thread_wakes_both_cores);
+	tcase_add_test(tc, test_sync_sem_post_n_count_misuse_and_bound);
 	tcase_add_test(tc, test_sync_limiter_bounds_fibers_in_flight);
 	tcase_add_test(tc, test_sync_outside_fibers);
 	tcase_add_test(tc, test_sync_cancel_while_waiting_on_each);

@@ -53,7 +53,7 @@ BLOCK_NAMES = {
 BLOCK_ORDER = list(BLOCK_NAMES)  # enum block's order, if no debug info
 STATE_NAMES = ["ready", "running", "waiting", "done"]  # enum fiber_state
 FIBER_RUNNING, FIBER_SUSPENDED = 1, 2
-FIBER_CANCELLED, FIBER_LOOP = 1 << 0, 1 << 3  # enum fiber_flags
+FIBER_CANCELLED, FIBER_LOOP, FIBER_SHIELDED = 1 << 0, 1 << 3, 1 << 4  # enum fiber_flags
 SYNC_KINDS = ("mutex", "cond", "waitgroup", "sem/pool", "chan")
 
 # IORING_OP_* numbers (kernel ABI) with debug.c's names; others are "op".
@@ -373,6 +373,8 @@ class Fiber:
             text += "%s for %d ms" % (self._safe_what(), waited)
         if self.flags & FIBER_CANCELLED:
             text += " cancelled"
+        if self.flags & FIBER_SHIELDED:
+            text += " in cleanup"
         deadline = _u64(self.value["deadline"])
         if deadline != NEVER:
             text += " deadline in %d ms" % _ms(deadline - now)
