@@ -241,6 +241,55 @@ RUNTIME_API int runtime_writer_flush(struct runtime_writer *w);
 /* Bytes buffered and not written yet (0 for NULL). */
 RUNTIME_API size_t runtime_writer_buffered(const struct runtime_writer *w);
 
+/* ------------------------------------------------------------------ copy */
+
+#define RUNTIME_COPY_DEFAULT_CHUNK (64u * 1024)
+#define RUNTIME_COPY_NO_SPLICE 0x1u   /* copy through a buffer only */
+#define RUNTIME_COPY_KEEP_OPEN 0x2u   /* at src's end, leave dst open for
+                                         writing (no close_write) */
+
+/*
+ * Move bytes from src to dst until src's end of stream, then pass the
+ * half-close on (dst's close_write, unless RUNTIME_COPY_KEEP_OPEN). Where
+ * src offers a read_fd and dst a write_fd, bytes go through a pipe with
+ * runtime_splice, never through user space (chunk: the pipe size to ask
+ * for, F_SETPIPE_SZ; a poll for POLLIN before each splice keeps an idle
+ * copy out of the kernel's worker threads); else through a chunk-byte
+ * buffer, one transport read and one complete write at a time (so bytes
+ * src holds itself, a reader's, come first: it offers no read_fd while it
+ * holds any). A splice the kernel refuses
+ * (-EINVAL: an fd that cannot splice) falls back to the buffer, losing
+ * nothing. chunk 0: RUNTIME_COPY_DEFAULT_CHUNK. Fiber context; the
+ * fiber's deadline and cancel end it. Returns the bytes copied, or -errno
+ * (the first error of either side: -ECONNRESET, -EPIPE, -ECANCELED,
+ * -ETIMEDOUT, -EIO if a write took no byte, -EINVAL: NULL dst or src, a
+ * missing read or writev, unknown flags; -ENOMEM, or pipe2's error);
+ * *done (if not NULL) always receives the bytes that reached dst.
+ */
+RUNTIME_API ssize_t runtime_copy(const struct runtime_transport *dst,
+                                 const struct runtime_transport *src, size_t chunk,
+                                 unsigned flags, size_t *done);
+
+/*
+ * Copy a to b and b to a at once, each as runtime_copy(chunk, flags) in a
+ * fiber of its own on the caller's core (inheriting its deadline), until
+ * both have ended, or until the first error: then the other direction is
+ * cancelled, and the call returns once both fibers have ended. *a_to_b
+ * and *b_to_a (either may be NULL) receive the bytes each way. Fiber
+ * context. Returns 0, the first error, -ECANCELED or -ETIMEDOUT (the
+ * caller's), -EINVAL, -ENOMEM, -ESHUTDOWN.
+ *
+ * A caller cancelled while it waits cannot wait any more (<runtime.h>:
+ * cancellation is sticky): it cancels both fibers and returns at once,
+ * and they end on their own as soon as their transport calls have
+ * stopped - until then a and b's contexts must stay valid (a receive
+ * stream refuses runtime_stream_close with -EBUSY meanwhile). A deadline
+ * does not have this gap: the fibers are waited for.
+ */
+RUNTIME_API int runtime_copy_both(const struct runtime_transport *a,
+                                  const struct runtime_transport *b, size_t chunk,
+                                  unsigned flags, size_t *a_to_b, size_t *b_to_a);
+
 #ifdef __cplusplus
 }
 #endif
