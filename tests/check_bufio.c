@@ -111,7 +111,8 @@ static ssize_t mem_writev(void *ctx, const struct iovec *iov, int iovcnt)
 		if (m->write_max && done + k > m->write_max)
 			k = m->write_max - done;
 		ck_assert_uint_le(m->out_len + k, sizeof(m->out));
-		memcpy(m->out + m->out_len, iov[i].iov_base, k);
+		if (k)
+			memcpy(m->out + m->out_len, iov[i].iov_base, k);
 		m->out_len += k;
 		done += k;
 	}
@@ -790,6 +791,7 @@ START_TEST(test_bufio_bad_input_gets_clear_errors)
 	ck_assert_int_eq(runtime_reader_read(r, NULL, 1), -EINVAL);
 	ck_assert_int_eq(runtime_reader_read(r, NULL, 0), 0);
 	ck_assert_int_eq(runtime_reader_read_exact(NULL, &c, 1, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_reader_read_exact(NULL, &c, 0, NULL), -EINVAL);
 	ck_assert_int_eq(runtime_reader_peek(r, 9, &line), -EINVAL);
 	ck_assert_int_eq(runtime_reader_peek(r, 1, NULL), -EINVAL);
 	ck_assert_int_eq(runtime_reader_peek(NULL, 1, &line), -EINVAL);

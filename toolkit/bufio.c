@@ -201,8 +201,10 @@ ssize_t runtime_reader_read_exact(struct runtime_reader *r, void *buf, size_t le
 	size_t off = 0;
 	ssize_t rc = 0;
 
+	if (done)
+		*done = 0;
 	if (!r || (!buf && len))
-		rc = -EINVAL;
+		return -EINVAL;
 	while (!rc && off < len) {
 		rc = runtime_reader_read(r, (char *)buf + off, len - off);
 		if (rc > 0) {
@@ -451,14 +453,18 @@ size_t runtime_writer_buffered(const struct runtime_writer *w)
 	return w ? w->used : 0;
 }
 
-/* What is buffered, then len bytes of buf, in one writev loop. */
+/* What is buffered, then len bytes of buf, in one writev loop (no empty
+ * iovec is passed on). */
 static ssize_t write_out(struct runtime_writer *w, const void *buf, size_t len)
 {
-	struct iovec iov[2] = {
-		{ .iov_base = w->buf, .iov_len = w->used },
-		{ .iov_base = (void *)buf, .iov_len = len },
-	};
-	ssize_t rc = runtime__transport_write_all(&w->t, iov, 2, NULL);
+	struct iovec iov[2];
+	int n = 0;
+
+	if (w->used)
+		iov[n++] = (struct iovec){ .iov_base = w->buf, .iov_len = w->used };
+	if (len)
+		iov[n++] = (struct iovec){ .iov_base = (void *)buf, .iov_len = len };
+	ssize_t rc = runtime__transport_write_all(&w->t, iov, n, NULL);
 
 	if (rc < 0) {
 		w->err = (int)rc;

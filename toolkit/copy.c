@@ -80,7 +80,7 @@ static int make_pipe(struct copy *c)
 		c->pipe[0] = c->pipe[1] = -1;
 		return -errno;
 	}
-	if (c->chunk <= INT32_MAX)
+	if (c->chunk <= INT_MAX)
 		fcntl(c->pipe[1], F_SETPIPE_SZ, (int)c->chunk);
 	int size = fcntl(c->pipe[1], F_GETPIPE_SZ);
 	c->pipe_size = size > 0 ? (size_t)size : 4096;
