@@ -58,9 +58,9 @@ struct runtime_transport_ops {
 	int (*write_fd)(void *ctx);
 };
 
-/* Caller storage: copied by value where kept (the reader, writer and
- * copy keep the two pointers, not the struct), so it may be temporary;
- * ctx must live as long as its users. */
+/* Caller storage: the reader, the writer and copy_both keep a copy of
+ * the two pointers, not the struct, so it may be temporary; ctx must live
+ * as long as its users. */
 struct runtime_transport {
 	const struct runtime_transport_ops *ops;
 	void *ctx;
@@ -277,7 +277,7 @@ RUNTIME_API ssize_t runtime_copy(const struct runtime_transport *dst,
  * cancelled, and the call returns once both fibers have ended. *a_to_b
  * and *b_to_a (either may be NULL) receive the bytes each way. Fiber
  * context. Returns 0, the first error, -ECANCELED or -ETIMEDOUT (the
- * caller's), -EINVAL, -ENOMEM, -ESHUTDOWN.
+ * caller's), -EINVAL, -ENOMEM, -ESHUTDOWN, -EPERM (not a fiber).
  *
  * A caller cancelled while it waits cannot wait any more (<runtime.h>:
  * cancellation is sticky): it cancels both fibers and returns at once,
