@@ -45,6 +45,22 @@
  *                        PRELOAD_PREFIX: the wrapper is preload_read, and
  *                        nothing is interposed); medians of 9 interleaved
  *                        rounds of each
+ *   stream_recv_line_ns  64-byte lines from a receive stream on a unix
+ *                        socketpair (16 KiB written ahead with write(2),
+ *                        not timed), each taken with runtime_stream_recv
+ *                        of 64 bytes: the floor the reader wraps
+ *   bufio_line_ns        the same lines through runtime_reader_read_line
+ *                        over runtime_transport_stream (lines handed out
+ *                        in the stream's buffers), and bufio_line_ratio
+ *                        against the floor; medians of 9 interleaved rounds
+ *   copy_{splice,buffer}_{64k,1m}_mb_s   runtime_copy of 256 MiB between
+ *                        two TCP loopback connections (a feeding fiber, the
+ *                        copy, a draining fiber, one core), through splice
+ *                        or with RUNTIME_COPY_NO_SPLICE (a recv/send loop),
+ *                        chunk 64 KiB or 1 MiB; copy_*_cpu_ns_per_mib is
+ *                        the process's CPU time (the kernel's splice
+ *                        workers included) per MiB; medians of 5
+ *                        interleaved rounds, and the splice/buffer ratios
  *
  * Run pinned (make bench-micro does taskset -c 0) and compare ratios with
  * shared peers measured in the same run. MICRO_QUICK=1 shrinks the counts
@@ -57,7 +73,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static int quick;
@@ -711,6 +729,203 @@ static void bench_read(void)
 	printf("hooked_read_ns=%.1f\n", hooked[ROUNDS / 2]);
 }
 
+/* ---------------------------------------------------------------- bufio */
+
+#define LINE 64
+
+static bool line_buffered;
+static double line_ns;
+
+/* One 64-byte line through the stream, as the floor: recv until 64. */
+static void line_raw(struct runtime_stream *s)
+{
+	char buf[LINE];
+
+	for (size_t got = 0; got < LINE;) {
+		ssize_t n = runtime_stream_recv(s, buf + got, LINE - got);
+		if (n <= 0)
+			exit(1);
+		got += (size_t)n;
+	}
+}
+
+static void line_main(void *arg)
+{
+	static char chunk[16384];
+	const long per_chunk = sizeof(chunk) / LINE;
+	long lines = scaled(4000000) / per_chunk * per_chunk;
+	struct runtime_stream *s;
+	struct runtime_transport t;
+	struct runtime_reader *r;
+	const char *line;
+	uint64_t spent = 0;
+	int sv[2];
+
+	(void)arg;
+	if (lines == 0)
+		lines = per_chunk;
+	for (size_t i = 0; i < sizeof(chunk); i++)
+		chunk[i] = i % LINE == LINE - 1 ? '\n' : 'x';
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 || runtime_stream_open(&s, sv[0]) < 0 ||
+	    runtime_transport_stream(&t, s) < 0 || runtime_reader_create(&r, &t, 4096) < 0)
+		exit(1);
+	for (long done = 0; done < lines; done += per_chunk) {
+		if (write(sv[1], chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+			exit(1);
+		uint64_t t0 = runtime_now();
+		for (long i = 0; i < per_chunk; i++) {
+			if (!line_buffered)
+				line_raw(s);
+			else if (runtime_reader_read_line(r, 4096, &line) != LINE)
+				exit(1);
+		}
+		spent += runtime_now() - t0;
+	}
+	line_ns = (double)spent / (double)lines;
+	runtime_reader_destroy(r);
+	runtime_stream_close(s);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void bench_bufio(void)
+{
+	enum { ROUNDS = 9 };
+	double raw[ROUNDS], buffered[ROUNDS];
+
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int k = 0; k < 2; k++) {
+			line_buffered = (k == 0) == (round % 2 == 0);
+			run_one(line_main, NULL);
+			(line_buffered ? buffered : raw)[round] = line_ns;
+		}
+	}
+	qsort(raw, ROUNDS, sizeof(double), cmp_double);
+	qsort(buffered, ROUNDS, sizeof(double), cmp_double);
+	printf("stream_recv_line_ns=%.1f\n", raw[ROUNDS / 2]);
+	printf("bufio_line_ns=%.1f\n", buffered[ROUNDS / 2]);
+	printf("bufio_line_ratio=%.2f\n", buffered[ROUNDS / 2] / raw[ROUNDS / 2]);
+}
+
+/* ----------------------------------------------------------------- copy */
+
+#define COPY_BLOCK (1u << 20)
+
+static struct {
+	size_t total, chunk;
+	unsigned flags;
+	int in[2], out[2];  /* feeder in[0] -> in[1] copy out[0] -> out[1] sink */
+	double mb_s, cpu_ns_per_mib;
+} cb;
+
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void connect_pair(int fd[2])
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+
+	if (l < 0 || getsockname(l, (struct sockaddr *)&a, &len) < 0)
+		exit(1);
+	fd[0] = runtime_tcp_connect("127.0.0.1", ntohs(a.sin_port));
+	fd[1] = runtime_accept(l, NULL, NULL, SOCK_CLOEXEC);
+	if (fd[0] < 0 || fd[1] < 0)
+		exit(1);
+	close(l);
+}
+
+static void *copy_feeder(void *arg)
+{
+	static char block[COPY_BLOCK];
+
+	(void)arg;
+	for (size_t off = 0; off < cb.total; off += COPY_BLOCK)
+		if (runtime_send_all(cb.in[0], block, COPY_BLOCK, NULL) < 0)
+			exit(1);
+	runtime_sock_shutdown(cb.in[0], SHUT_WR);
+	return NULL;
+}
+
+static void *copy_sink(void *arg)
+{
+	static char block[COPY_BLOCK];
+	size_t got = 0;
+	ssize_t n;
+
+	(void)arg;
+	while ((n = runtime_recv(cb.out[1], block, COPY_BLOCK, 0)) > 0)
+		got += (size_t)n;
+	if (got != cb.total)
+		exit(1);
+	return NULL;
+}
+
+static void copy_main(void *arg)
+{
+	struct runtime_transport src, dst;
+	struct runtime_fiber *feeder, *sink;
+
+	(void)arg;
+	connect_pair(cb.in);
+	connect_pair(cb.out);
+	runtime_transport_fd(&src, cb.in[1]);
+	runtime_transport_fd(&dst, cb.out[0]);
+	uint64_t t0 = runtime_now(), c0 = cpu_ns();
+	runtime_fiber_spawn(runtime_current(), &feeder, copy_feeder, NULL);
+	runtime_fiber_spawn(runtime_current(), &sink, copy_sink, NULL);
+	if (runtime_copy(&dst, &src, cb.chunk, cb.flags, NULL) != (ssize_t)cb.total)
+		exit(1);
+	runtime_fiber_join(feeder, NULL);
+	runtime_fiber_join(sink, NULL);
+	double mib = (double)cb.total / (1 << 20);
+	cb.mb_s = mib / ((double)(runtime_now() - t0) / 1e9);
+	cb.cpu_ns_per_mib = (double)(cpu_ns() - c0) / mib;
+	for (int i = 0; i < 2; i++) {
+		close(cb.in[i]);
+		close(cb.out[i]);
+	}
+}
+
+static void copy_case(size_t chunk, const char *name)
+{
+	enum { ROUNDS = 5 };
+	double mb_s[2][ROUNDS], cpu[2][ROUNDS]; /* [0]: splice, [1]: buffer */
+
+	cb.total = (size_t)scaled(256) * COPY_BLOCK;
+	cb.chunk = chunk;
+	for (int round = 0; round < ROUNDS; round++) {
+		for (int k = 0; k < 2; k++) {
+			int buffer = (k == 0) == (round % 2 == 0);
+			cb.flags = buffer ? RUNTIME_COPY_NO_SPLICE : 0;
+			run_one(copy_main, NULL);
+			mb_s[buffer][round] = cb.mb_s;
+			cpu[buffer][round] = cb.cpu_ns_per_mib;
+		}
+	}
+	for (int i = 0; i < 2; i++) {
+		qsort(mb_s[i], ROUNDS, sizeof(double), cmp_double);
+		qsort(cpu[i], ROUNDS, sizeof(double), cmp_double);
+	}
+	printf("copy_splice_%s_mb_s=%.0f\n", name, mb_s[0][ROUNDS / 2]);
+	printf("copy_buffer_%s_mb_s=%.0f\n", name, mb_s[1][ROUNDS / 2]);
+	printf("copy_splice_%s_ratio=%.2f\n", name, mb_s[0][ROUNDS / 2] / mb_s[1][ROUNDS / 2]);
+	printf("copy_splice_%s_cpu_ns_per_mib=%.0f\n", name, cpu[0][ROUNDS / 2]);
+	printf("copy_buffer_%s_cpu_ns_per_mib=%.0f\n", name, cpu[1][ROUNDS / 2]);
+}
+
+static void bench_copy(void)
+{
+	copy_case(64 * 1024, "64k");
+	copy_case(1 << 20, "1m");
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -738,6 +953,10 @@ int main(int argc, char **argv)
 		bench_offload();
 	if (WANT("read"))
 		bench_read();
+	if (WANT("bufio"))
+		bench_bufio();
+	if (WANT("copy"))
+		bench_copy();
 	if (WANT("xcore")) {
 		bench_xcore_pingpong(0, "xcore_pingpong_ns");
 		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");

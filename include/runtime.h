@@ -1073,6 +1073,29 @@ RUNTIME_API ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, siz
  * at once. Any fiber of the stream's core. */
 RUNTIME_API size_t runtime_stream_buffered(const struct runtime_stream *s);
 
+/*
+ * Read in place, without waiting or copying (what the toolkit's buffered
+ * reader builds on): runtime_stream_peek points *data at the bytes queued
+ * at the head of the stream - those of one buffer, so possibly fewer than
+ * runtime_stream_buffered - and returns how many (0, *data NULL: none
+ * queued; it never arms the stream or waits: a read does). They stay
+ * valid, unchanged, until the next recv, consume or close of s.
+ * runtime_stream_consume marks the first n queued bytes read (n at most
+ * runtime_stream_buffered, across buffers); a buffer emptied goes back to
+ * the kernel at once, as after a recv. Neither checks cancellation or the
+ * deadline: they never wait. A fiber (or timer callback) of the stream's
+ * core, not while another fiber waits in runtime_stream_recv. Return the
+ * byte count / 0, or -EINVAL (NULL, n too large: nothing consumed) or
+ * -EPERM (another core, or another fiber reading it).
+ */
+RUNTIME_API ssize_t runtime_stream_peek(struct runtime_stream *s, const void **data);
+RUNTIME_API int runtime_stream_consume(struct runtime_stream *s, size_t n);
+
+/* The socket the stream reads (as given to runtime_stream_open), or
+ * -EINVAL for NULL. Any thread, while the stream is open. Write to it as
+ * usual; never read it around the stream, whose recv may be armed. */
+RUNTIME_API int runtime_stream_fd(const struct runtime_stream *s);
+
 /* Stop reading and free the stream: its buffers go back at once, and the
  * kernel's recv is cancelled behind the scenes (it never blocks). Does not
  * close the socket. Returns 0 (also for NULL), -EBUSY (another fiber is

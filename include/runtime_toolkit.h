@@ -21,6 +21,275 @@
 extern "C" {
 #endif
 
+/* ------------------------------------------------------------ transports */
+
+/*
+ * A transport is a byte stream the reader, the writer and copy work over:
+ * a socket or pipe, a receive stream, a reader's buffered view of either,
+ * and anything that fills in these operations (TLS, a connection with
+ * deadlines). Calls that wait follow <runtime.h>: fiber context, the
+ * fiber's deadline and cancellation apply. One fiber at a time uses a
+ * transport in each direction: nothing here locks.
+ */
+struct runtime_transport_ops {
+	/* recv(2): up to len (> 0) bytes into buf, waiting if none has come;
+	 * > 0, 0 at end of stream, or -errno. Needed to read. */
+	ssize_t (*read)(void *ctx, void *buf, size_t len);
+	/* writev(2): bytes written (> 0, may be short), or -errno. Needed to
+	 * write. */
+	ssize_t (*writev)(void *ctx, const struct iovec *iov, int iovcnt);
+	/* Optional: bytes received and not read yet, in place: *data points
+	 * at them; returns how many (0: none). Never waits, never fails (an
+	 * error shows in the next read). Valid until the next call on the
+	 * transport other than peek. */
+	size_t (*peek)(void *ctx, const void **data);
+	/* Optional, with peek: mark the first n (<= what peek returned)
+	 * bytes read. Never waits. */
+	void (*consume)(void *ctx, size_t n);
+	/* Optional: no more writes, the peer reads end of stream
+	 * (shutdown(SHUT_WR)). 0 or -errno; -EOPNOTSUPP counts as no op. */
+	int (*close_write)(void *ctx);
+	/* Optional: an fd runtime_copy may splice the stream's bytes out of
+	 * (read_fd: only if nothing else reads that fd and the transport
+	 * holds none of its bytes - peek returns 0) or into (write_fd:
+	 * bytes written there reach the peer as they are); -1: none. A
+	 * transport that offers one lets copy bypass its read or writev. */
+	int (*read_fd)(void *ctx);
+	int (*write_fd)(void *ctx);
+};
+
+/* Caller storage: the reader, the writer and copy_both keep a copy of
+ * the two pointers, not the struct, so it may be temporary; ctx must live
+ * as long as its users. */
+struct runtime_transport {
+	const struct runtime_transport_ops *ops;
+	void *ctx;
+};
+
+/*
+ * A transport over fd. A socket is read with runtime_recv and written with
+ * runtime_send / runtime_sendmsg (MSG_NOSIGNAL), half-closed with
+ * runtime_sock_shutdown(SHUT_WR); anything else (a pipe, a file) is read
+ * and written with runtime_read / runtime_writev at its file offset, and
+ * has no close_write. It offers fd for splicing both ways. The fd stays
+ * the caller's (never closed here). Any thread (fstat(2) tells sockets
+ * apart). Returns 0, -EINVAL (NULL t), -EBADF (fd < 0, or not open).
+ */
+RUNTIME_API int runtime_transport_fd(struct runtime_transport *t, int fd);
+
+/*
+ * A transport over a receive stream: reads through runtime_stream_recv,
+ * peeks and consumes the stream's queued bytes in place (so a reader
+ * hands out lines without copying them), writes to its socket as
+ * runtime_transport_fd does. It offers the socket for splicing into but
+ * not out of: the stream's multishot recv may take the socket's bytes at
+ * any time. The stream stays the caller's; its core rules apply. Any
+ * thread. Returns 0 or -EINVAL (NULL).
+ */
+RUNTIME_API int runtime_transport_stream(struct runtime_transport *t, struct runtime_stream *s);
+
+/* ------------------------------------------------------ buffered reader */
+
+/*
+ * A buffered reader over a transport. Calls that need more bytes than are
+ * buffered wait in one transport read each time; bytes already buffered
+ * (in the reader, or queued at the transport's peek) are returned without
+ * waiting - also to a fiber cancelled or past its deadline, as a buffered
+ * channel element is; only a call that must wait reports those. Errors
+ * never drop or truncate data silently: what was buffered stays readable.
+ * One fiber at a time (any fiber that may use the transport); while a
+ * reader is in use, read its transport only through it.
+ *
+ * Zero copy: when the reader's own buffer is empty and the transport's
+ * peek holds a whole line (or the bytes a peek asks for), the reader
+ * hands out a pointer into the transport's memory (a receive stream's
+ * buffer) and consumes it at its next call.
+ */
+struct runtime_reader; /* opaque */
+
+/* A reader of size bytes of buffer (the longest line it can assemble)
+ * over *t (copied). Any thread. Returns 0, -EINVAL (NULL out or t, no
+ * read op, peek without consume, size 0 or above SSIZE_MAX), -ENOMEM. */
+RUNTIME_API int runtime_reader_create(struct runtime_reader **out,
+                                      const struct runtime_transport *t, size_t size);
+
+/* Free it (NULL: nothing). Bytes handed out are consumed from the
+ * transport first, so that it can be read on directly; bytes still in the
+ * reader's own buffer are dropped. Never waits. Not while a call on it
+ * runs. */
+RUNTIME_API void runtime_reader_destroy(struct runtime_reader *r);
+
+/*
+ * Up to len bytes into buf: what is buffered, else one transport read
+ * (straight into buf when len is at least the reader's size). Returns the
+ * bytes (> 0), 0 at end of stream (or len 0), or -errno: the transport's,
+ * a flush error (runtime_reader_flush_before_wait), -EINVAL (NULL r, or
+ * NULL buf with len > 0). Fiber context when it must wait.
+ */
+RUNTIME_API ssize_t runtime_reader_read(struct runtime_reader *r, void *buf, size_t len);
+
+/* Exactly len bytes, as runtime_read_exact: returns len, 0 at end of
+ * stream before the first byte, -ENODATA after some, or -errno; *done (if
+ * not NULL) always receives the bytes stored in buf. */
+RUNTIME_API ssize_t runtime_reader_read_exact(struct runtime_reader *r, void *buf, size_t len,
+                                              size_t *done);
+
+/*
+ * The next line: the bytes up to and including the first delim, at most
+ * max of them (1 .. the reader's size). *line points at them, valid until
+ * the next call on the reader (not NUL-terminated). Returns the length
+ * with the delimiter, 0 at end of stream with nothing buffered, or -errno:
+ *  - -EMSGSIZE: no delim within max bytes. They stay buffered: read or
+ *    discard them, or call again with a larger max.
+ *  - -ENODATA: end of stream after some bytes but before a delim; they
+ *    stay buffered (runtime_reader_read returns them).
+ *  - the transport's error, or a flush error: what was buffered stays.
+ *  - -EINVAL: NULL r or line, max 0 or above the reader's size, delim not
+ *    a byte value (0 .. 255).
+ * runtime_reader_read_line is read_until with delim '\n' (the line keeps
+ * its "\n", and a "\r" before it).
+ */
+RUNTIME_API ssize_t runtime_reader_read_until(struct runtime_reader *r, int delim, size_t max,
+                                              const char **line);
+RUNTIME_API ssize_t runtime_reader_read_line(struct runtime_reader *r, size_t max,
+                                             const char **line);
+
+/*
+ * Wait until n bytes are buffered (n at most the reader's size), or end of
+ * stream, without consuming them: *data points at them, valid until the
+ * next call on the reader. Returns n, fewer only at end of stream (0: none
+ * left), or -errno (what came stays buffered), -EINVAL (NULL r or data, n
+ * above the reader's size). n 0 returns 0.
+ */
+RUNTIME_API ssize_t runtime_reader_peek(struct runtime_reader *r, size_t n, const char **data);
+
+/* Skip n bytes, reading (and dropping) what is not buffered yet. Returns
+ * n, fewer only at end of stream, or -errno (the bytes skipped before it
+ * are gone), -EINVAL (NULL r). */
+RUNTIME_API ssize_t runtime_reader_discard(struct runtime_reader *r, size_t n);
+
+/* Bytes a read returns without waiting: the reader's own and those the
+ * transport's peek shows, less any handed out (0 for NULL). Never waits. */
+RUNTIME_API size_t runtime_reader_buffered(const struct runtime_reader *r);
+
+struct runtime_writer;
+
+/*
+ * Tie w to r: before r waits on its transport (it needs bytes and none
+ * are buffered), it flushes w if w holds any, so that a request written
+ * and not flushed cannot wait on its own reply (a request/response
+ * exchange over one connection deadlocks without it). A flush error is
+ * returned by the read that made it. w NULL unties. w must outlive the
+ * tie. Any fiber using r.
+ */
+RUNTIME_API void runtime_reader_flush_before_wait(struct runtime_reader *r,
+                                                  struct runtime_writer *w);
+
+/*
+ * A transport that reads through r (its buffered bytes first, then its
+ * transport, each flush_before_wait included) and writes, half-closes and
+ * splices into r's transport: hand it to runtime_copy when bytes may be
+ * buffered in r (a proxy that read a request head), so none are lost. It
+ * offers a read_fd only while r buffers nothing. Valid while r lives.
+ * Any thread. Returns 0 or -EINVAL (NULL).
+ */
+RUNTIME_API int runtime_transport_reader(struct runtime_transport *t, struct runtime_reader *r);
+
+/* ------------------------------------------------------ buffered writer */
+
+/*
+ * A buffered writer: small writes are gathered and go out together in
+ * one writev at flush (or when they no longer fit). Errors are sticky:
+ * after a transport error the writer no longer knows what reached the
+ * peer, so every later write and flush returns the same error. One fiber
+ * at a time.
+ */
+
+/* A writer of size bytes of buffer over *t (copied). Any thread. Returns
+ * 0, -EINVAL (NULL out or t, no writev op, size 0 or above SSIZE_MAX),
+ * -ENOMEM. */
+RUNTIME_API int runtime_writer_create(struct runtime_writer **out,
+                                      const struct runtime_transport *t, size_t size);
+
+/* Free it (NULL: nothing). Never waits, so bytes not flushed are dropped:
+ * flush first (runtime_writer_buffered says how many would be). Untie it
+ * from any reader first. Not while a call on it runs. */
+RUNTIME_API void runtime_writer_destroy(struct runtime_writer *w);
+
+/*
+ * Buffer len bytes of buf; when they do not fit in the free room, they go
+ * out now together with what is buffered, in one writev (buf is not
+ * copied), looping over short writes. Returns len, or -errno (sticky:
+ * the transport's, -EIO if a writev took no byte), -EINVAL (NULL w, or
+ * NULL buf with len > 0). Fiber context when it writes.
+ */
+RUNTIME_API ssize_t runtime_writer_write(struct runtime_writer *w, const void *buf, size_t len);
+
+/* printf(3) into the writer's buffer (flushed first when the text does not
+ * fit its free room; a text longer than the whole buffer is formatted in
+ * a temporary one and written). Returns the bytes formatted, or -errno as
+ * runtime_writer_write, -EINVAL (NULL w or fmt, an encoding error),
+ * -ENOMEM. */
+RUNTIME_API ssize_t runtime_writer_printf(struct runtime_writer *w, const char *fmt, ...);
+ssize_t runtime_writer_printf(struct runtime_writer *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Write out everything buffered. Returns 0 (also with nothing buffered),
+ * or -errno as runtime_writer_write. Fiber context when it writes. */
+RUNTIME_API int runtime_writer_flush(struct runtime_writer *w);
+
+/* Bytes buffered and not written yet (0 for NULL). */
+RUNTIME_API size_t runtime_writer_buffered(const struct runtime_writer *w);
+
+/* ------------------------------------------------------------------ copy */
+
+#define RUNTIME_COPY_DEFAULT_CHUNK (64u * 1024)
+#define RUNTIME_COPY_NO_SPLICE 0x1u   /* copy through a buffer only */
+#define RUNTIME_COPY_KEEP_OPEN 0x2u   /* at src's end, leave dst open for
+                                         writing (no close_write) */
+
+/*
+ * Move bytes from src to dst until src's end of stream, then pass the
+ * half-close on (dst's close_write, unless RUNTIME_COPY_KEEP_OPEN). Where
+ * src offers a read_fd and dst a write_fd, bytes go through a pipe with
+ * runtime_splice, never through user space (chunk: the pipe size to ask
+ * for, F_SETPIPE_SZ; a poll for POLLIN before each splice keeps an idle
+ * copy out of the kernel's worker threads); else through a chunk-byte
+ * buffer, one transport read and one complete write at a time (so bytes
+ * src holds itself, a reader's, come first: it offers no read_fd while it
+ * holds any). A splice the kernel refuses
+ * (-EINVAL: an fd that cannot splice) falls back to the buffer, losing
+ * nothing. chunk 0: RUNTIME_COPY_DEFAULT_CHUNK. Fiber context; the
+ * fiber's deadline and cancel end it. Returns the bytes copied, or -errno
+ * (the first error of either side: -ECONNRESET, -EPIPE, -ECANCELED,
+ * -ETIMEDOUT, -EIO if a write took no byte, -EINVAL: NULL dst or src, a
+ * missing read or writev, unknown flags; -ENOMEM, or pipe2's error);
+ * *done (if not NULL) always receives the bytes that reached dst.
+ */
+RUNTIME_API ssize_t runtime_copy(const struct runtime_transport *dst,
+                                 const struct runtime_transport *src, size_t chunk,
+                                 unsigned flags, size_t *done);
+
+/*
+ * Copy a to b and b to a at once, each as runtime_copy(chunk, flags) in a
+ * fiber of its own on the caller's core (inheriting its deadline), until
+ * both have ended, or until the first error: then the other direction is
+ * cancelled, and the call returns once both fibers have ended. *a_to_b
+ * and *b_to_a (either may be NULL) receive the bytes each way. Fiber
+ * context. Returns 0, the first error, -ECANCELED or -ETIMEDOUT (the
+ * caller's), -EINVAL, -ENOMEM, -ESHUTDOWN, -EPERM (not a fiber).
+ *
+ * A caller cancelled while it waits cannot wait any more (<runtime.h>:
+ * cancellation is sticky): it cancels both fibers and returns at once,
+ * and they end on their own as soon as their transport calls have
+ * stopped - until then a and b's contexts must stay valid (a receive
+ * stream refuses runtime_stream_close with -EBUSY meanwhile). A deadline
+ * does not have this gap: the fibers are waited for.
+ */
+RUNTIME_API int runtime_copy_both(const struct runtime_transport *a,
+                                  const struct runtime_transport *b, size_t chunk,
+                                  unsigned flags, size_t *a_to_b, size_t *b_to_a);
+
 /* ---------------------------------------------------------- rate limits */
 
 /*

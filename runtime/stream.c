@@ -370,6 +370,73 @@ size_t runtime_stream_buffered(const struct runtime_stream *s)
 	return s ? s->queued : 0;
 }
 
+/* ---------------------------------------------- in place (the toolkit) */
+
+/* Mark n queued bytes read without copying them, giving each emptied
+ * buffer back as copy_out does. n <= s->queued. */
+static void skip_out(struct bufpool *p, struct runtime_stream *s, size_t n)
+{
+	s->queued -= (uint32_t)n;
+	while (n) {
+		unsigned bid = s->head;
+		size_t left = p->len[bid] - s->off;
+		if (n < left) {
+			s->off += (uint32_t)n;
+			return;
+		}
+		n -= left;
+		s->head = p->next[bid];
+		if (s->head == NO_BID)
+			s->tail = NO_BID;
+		s->off = 0;
+		buf_give(p, bid);
+	}
+}
+
+/* Peek and consume touch the core's buffers: the stream's core only, and
+ * not while another fiber waits in runtime_stream_recv (its bytes). */
+static int in_place_check(const struct runtime_stream *s, const char *fn)
+{
+	if (s->m.core != this_core() || s->m.closed || s->m.waiter)
+		return runtime__misuse(-EPERM, fn, "the stream is another core's, "
+		                       "closed, or another fiber reads it");
+	return 0;
+}
+
+ssize_t runtime_stream_peek(struct runtime_stream *s, const void **data)
+{
+	if (!s || !data)
+		return -EINVAL;
+	int rc = in_place_check(s, __func__);
+	if (rc)
+		return rc;
+	if (s->head == NO_BID) {
+		*data = NULL;
+		return 0;
+	}
+	const struct bufpool *p = pool_of(s->m.core);
+	*data = buf_at(p, s->head) + s->off;
+	return (ssize_t)(p->len[s->head] - s->off);
+}
+
+int runtime_stream_consume(struct runtime_stream *s, size_t n)
+{
+	if (!s)
+		return -EINVAL;
+	int rc = in_place_check(s, __func__);
+	if (rc)
+		return rc;
+	if (n > s->queued)
+		return -EINVAL;
+	skip_out(pool_of(s->m.core), s, n);
+	return 0;
+}
+
+int runtime_stream_fd(const struct runtime_stream *s)
+{
+	return s ? s->m.fd : -EINVAL;
+}
+
 int runtime_stream_close(struct runtime_stream *s)
 {
 	if (!s)
