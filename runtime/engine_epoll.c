@@ -152,7 +152,7 @@ static int ctl(struct core *c, int op, int fd, uint32_t events)
  */
 static int update(struct core *c, int fd, struct fdslot *s)
 {
-	uint32_t want = s->watch ? EPOLLIN : 0;
+	uint32_t want = s->watch ? EPOLLIN | EPOLLRDHUP : 0;
 
 	if (s->waiters.head.next)
 		dlist_for_each(n, &s->waiters)
@@ -242,7 +242,7 @@ static int park(struct fiber *f, uint8_t kind, int fd, uint32_t events, uint64_t
 	return w.res;
 }
 
-static void feed(struct core *c, struct fdslot *s);
+static void feed(struct core *c, struct fdslot *s, uint32_t revents);
 static void unwatch(struct core *c, struct mshot *m, int res);
 
 /* An event for fd: feed its watch, wake the waiters it concerns (an error
@@ -259,8 +259,8 @@ static void fd_event(struct core *c, int fd, uint32_t revents)
 		s->dry = false;
 	if (revents & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 		s->full = false;
-	if (s->watch && (revents & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-		feed(c, s);
+	if (s->watch && (revents & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)))
+		feed(c, s, revents);
 	for (struct dnode *n = dlist_first(&s->waiters), *next; n; n = next) {
 		next = dlist_next(&s->waiters, n);
 		struct fdwait *w = container_of(n, struct fdwait, link);
@@ -607,9 +607,11 @@ static long close_(struct fiber *f, const struct io_req *r)
  * A receive stream or listener watches its fd: registered edge-triggered
  * for good, and fed at each readiness - recv into free buffers of the
  * core's pool, or accept - until the socket says EAGAIN (a short read of
- * a stream socket says it too: it was drained), the owner stops the
- * request (its queue is full), or the request ends (EOF, an error, the
- * pool ran out: -ENOBUFS, as io_uring says). Each result goes to
+ * a stream socket says it too: it was drained, and bytes that come later
+ * make a new edge; but not once the peer has shut down: its FIN came with
+ * the edge already, so the end is read now), the owner stops the request
+ * (its queue is full), or the request ends (EOF, an error, the pool ran
+ * out: -ENOBUFS, as io_uring says). Each result goes to
  * runtime__mshot_deliver as io_uring's CQE would.
  */
 
@@ -629,7 +631,7 @@ static void unwatch(struct core *c, struct mshot *m, int res)
 		runtime__mshot_deliver(m, res, 0);
 }
 
-static bool feed_recv(struct core *c, struct mshot *m)
+static bool feed_recv(struct core *c, struct mshot *m, bool peer_done)
 {
 	unsigned bid, size;
 	char *buf;
@@ -649,7 +651,7 @@ static bool feed_recv(struct core *c, struct mshot *m)
 	}
 	runtime__mshot_deliver(m, (int)n,
 	                       IORING_CQE_F_MORE | IORING_CQE_F_BUFFER | bid << IORING_CQE_BUFFER_SHIFT);
-	return (unsigned)n == size; /* a short read drained the socket */
+	return (unsigned)n == size || peer_done; /* short: drained, unless at its end */
 }
 
 static bool feed_accept(struct core *c, struct mshot *m)
@@ -668,13 +670,14 @@ static bool feed_accept(struct core *c, struct mshot *m)
 
 /* Until EAGAIN, the end, or the owner stops it (its queue is full). A
  * request that ended may have freed m: s->watch is looked at first. */
-static void feed(struct core *c, struct fdslot *s)
+static void feed(struct core *c, struct fdslot *s, uint32_t revents)
 {
 	struct mshot *m = s->watch;
+	bool peer_done = revents & (EPOLLRDHUP | EPOLLHUP | EPOLLERR);
 	bool more = true;
 
 	while (more && s->watch == m && m->armed)
-		more = m->kind == MSHOT_RECV ? feed_recv(c, m) : feed_accept(c, m);
+		more = m->kind == MSHOT_RECV ? feed_recv(c, m, peer_done) : feed_accept(c, m);
 }
 
 /* Watch m's fd. A listening socket is made non-blocking: each readiness

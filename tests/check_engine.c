@@ -378,6 +378,42 @@ START_TEST(test_engine_reader_stopping_mid_buffer_gets_the_rest)
 }
 END_TEST
 
+/* The last bytes and the peer's FIN come with one edge: a short read must
+ * not be taken for "drained, wait for the next edge" then - none comes. */
+static void last_words_main(void *p)
+{
+	int *ok = p;
+
+	for (int i = 0; i < 50; i++) {
+		int sv[2];
+		struct runtime_stream *s;
+		char buf[8];
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		ck_assert_int_eq(runtime_stream_open(&s, sv[0]), 0);
+		if (i % 2) /* armed before the bytes come, or after */
+			ck_assert_int_eq(runtime_poll(sv[0], POLLIN, 0), -ETIMEDOUT);
+		ck_assert_int_eq(write(sv[1], "xy", 2), 2);
+		ck_assert_int_eq(close(sv[1]), 0);
+		runtime_deadline_set(runtime_now() + 10000 * MS); /* a hang fails */
+		ssize_t n = runtime_stream_recv(s, buf, sizeof(buf));
+		ssize_t end = runtime_stream_recv(s, buf + 2, sizeof(buf) - 2);
+		runtime_deadline_set(0);
+		*ok += n == 2 && !memcmp(buf, "xy", 2) && end == 0;
+		runtime_stream_close(s);
+		runtime_close(sv[0]);
+	}
+}
+
+START_TEST(test_engine_stream_reads_last_bytes_and_the_end)
+{
+	int ok = 0;
+	struct runtime_config cfg = epoll_cfg(1);
+
+	ck_assert_int_eq(run_fiber(&cfg, last_words_main, &ok), 0);
+	ck_assert_int_eq(ok, 50);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -391,6 +427,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(tc, test_engine_timers_finer_than_a_millisecond);
 	tcase_add_test(tc, test_engine_cancelled_accept_leaks_nothing);
 	tcase_add_test(tc, test_engine_reader_stopping_mid_buffer_gets_the_rest);
+	tcase_add_test(tc, test_engine_stream_reads_last_bytes_and_the_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
