@@ -419,6 +419,20 @@ RUNTIME_API int runtime_fiber_detach(struct runtime_fiber *fiber);
  */
 RUNTIME_API int runtime_fiber_cancel(struct runtime_fiber *fiber);
 
+/*
+ * End the blocking call a fiber waits in now as if its deadline had passed:
+ * the call returns -ETIMEDOUT (an operation that completed anyway returns
+ * its result, nothing is lost). Unlike a cancel it is not sticky: the
+ * fiber's next calls block as usual. A call that a cancel would not end
+ * (close) is left alone. This is how a deadline that belongs to something
+ * shared - a connection's read deadline moved by another fiber
+ * (runtime_conn_set_read_deadline) - reaches a fiber already waiting.
+ * Same callers as runtime_fiber_cancel. Returns 0, -EAGAIN (the fiber is
+ * not waiting in a call: nothing happened), -EINVAL (NULL), -ESRCH (the
+ * fiber has ended) or -EPERM (another thread).
+ */
+RUNTIME_API int runtime_fiber_expire(struct runtime_fiber *fiber);
+
 /* The calling fiber's handle, or NULL outside fiber context. For a
  * detached fiber it serves cancel, unpark and id while the fiber lives,
  * and -ESRCH after. */
@@ -1113,6 +1127,14 @@ RUNTIME_API int runtime_stream_close(struct runtime_stream *s);
  * Same core and lifetime rules as a receive stream (above). With
  * runtime_config.fixed_files, what it hands out is registered as
  * runtime_accept does.
+ *
+ * To serve on several cores, give each core its own listening socket with
+ * SO_REUSEPORT (runtime_tcp_listen's RUNTIME_LISTEN_REUSEPORT;
+ * runtime_serve does it all): the kernel spreads connections over them.
+ * One socket shared by listeners on several cores also works - each of
+ * them then accepts one connection per call, so that the kernel hands
+ * connections to the cores in turn, where a multishot would let one core
+ * take them all - but it costs an SQE per connection.
  */
 struct runtime_listener;
 
@@ -1122,15 +1144,18 @@ struct runtime_listener;
 RUNTIME_API int runtime_listener_open(struct runtime_listener **out, int fd, int flags);
 
 /*
- * The next connection's fd, waiting for one if none is queued. Returns the
- * fd or -errno: an error that stopped the kernel's accepting (-EMFILE,
- * -ENFILE, -ENOMEM: returned once, so that the caller can back off; the
- * next call accepts again; -EINVAL once the socket is shut down or not
- * listening), -ECANCELED, -ETIMEDOUT (the fiber's deadline), -EINVAL
- * (NULL), -EPERM (outside a fiber of its core, closed, or another fiber is
- * accepting).
+ * The next connection's fd, waiting for one if none is queued; with addr
+ * not NULL, its peer's address too, as accept(2) gives it (*addrlen: in,
+ * addr's size; out, the address's). Returns the fd or -errno: an error
+ * that stopped the kernel's accepting (-EMFILE, -ENFILE, -ENOMEM: returned
+ * once, so that the caller can back off; the next call accepts again;
+ * -EINVAL once the socket is shut down or not listening), -ECANCELED,
+ * -ETIMEDOUT (the fiber's deadline), -EINVAL (NULL l, or addr without
+ * addrlen), -EPERM (outside a fiber of its core, closed, or another fiber
+ * is accepting).
  */
-RUNTIME_API int runtime_listener_accept(struct runtime_listener *l);
+RUNTIME_API int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
+                                        socklen_t *addrlen);
 
 /* Stop accepting and free the listener; connections it accepted and did
  * not hand out are closed. Does not close the listening socket. Returns 0
@@ -1140,14 +1165,18 @@ RUNTIME_API int runtime_listener_close(struct runtime_listener *l);
 
 /* --------------------------------------------------------------- helpers */
 
-#define RUNTIME_LISTEN_REUSEPORT 0x1u
+#define RUNTIME_LISTEN_REUSEPORT 0x1u /* SO_REUSEPORT: a socket per core */
+#define RUNTIME_LISTEN_NODELAY 0x2u   /* TCP_NODELAY, which accepted sockets
+                                         inherit: a small answer is sent at
+                                         once, not held for the ACK of the
+                                         one before it (Nagle) */
 
 /*
  * A listening TCP socket on a numeric address (IPv4 or IPv6; NULL or "" is
  * every IPv4 address; no name lookups, so it never blocks), with SO_REUSEADDR
- * and, if asked, SO_REUSEPORT. backlog <= 0 means SOMAXCONN. Any thread.
- * Returns the fd or -errno (-EINVAL for an address that is not numeric, or
- * flags other than RUNTIME_LISTEN_REUSEPORT).
+ * and, as flags ask, SO_REUSEPORT and TCP_NODELAY. backlog <= 0 means
+ * SOMAXCONN. Any thread. Returns the fd or -errno (-EINVAL for an address
+ * that is not numeric, or other flags).
  */
 RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
                                    unsigned flags);
@@ -1155,9 +1184,10 @@ RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
 /* Connect a new TCP socket to host: a numeric address (NULL or "" is
  * 0.0.0.0, this host), or a name resolved on the offload pool
  * (runtime_getaddrinfo), whose addresses are tried in turn within the
- * fiber's deadline. Fiber context. Returns the fd or
- * -errno: the last address's error, or runtime_getaddrinfo's; no fd is left
- * behind on error. */
+ * fiber's deadline. The socket has TCP_NODELAY: request and response
+ * protocols want each message out at once. Fiber context. Returns the fd
+ * or -errno: the last address's error, or runtime_getaddrinfo's; no fd is
+ * left behind on error. */
 RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
 
 /*

@@ -193,9 +193,9 @@ static void wait_end(struct core *c, struct fdwait *w, int res)
 	runtime__resume(w->fiber, 0);
 }
 
-static void wait_interrupt(struct fiber *f)
+static void wait_interrupt(struct fiber *f, int res)
 {
-	wait_end(f->core, f->wait_obj, -ECANCELED);
+	wait_end(f->core, f->wait_obj, res);
 }
 
 static void wait_timeout(struct timer *t, enum runtime_timer_why why)

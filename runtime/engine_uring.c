@@ -356,13 +356,17 @@ static void op_stop(struct core *c, struct op *op)
 	cancel_send(c, op);
 }
 
-/* Cancel hook while suspended on an operation. */
-static void op_interrupt(struct fiber *f)
+/* Cancel (res -ECANCELED) or expiry (-ETIMEDOUT) while suspended on an
+ * operation. */
+static void op_interrupt(struct fiber *f, int res)
 {
 	struct op *op = f->wait_obj;
 
-	if (op->cancellable)
-		op_stop(f->core, op);
+	if (!op->cancellable)
+		return;
+	if (res == -ETIMEDOUT)
+		op->timed_out = true;
+	op_stop(f->core, op);
 }
 
 #ifdef RUNTIME_FAULTS

@@ -165,7 +165,7 @@ __attribute__((noreturn)) static void fiber_main(void *arg)
 
 /* -------------------------------------------------------- suspend/resume */
 
-int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                      void *wait_obj)
 {
 	struct fiber *f = c->current;
@@ -203,9 +203,9 @@ void runtime__resume_from_anywhere(struct fiber *f, int res)
 }
 
 /* For waits that a cancel must not end early (their own cleanup). */
-void runtime__ignore_interrupt(struct fiber *f)
+void runtime__ignore_interrupt(struct fiber *f, int res)
 {
-	(void)f;
+	(void)f, (void)res;
 }
 
 static bool park_claim(struct fiber *f)
@@ -236,7 +236,7 @@ static void wait_timer_fire(struct timer *t, enum runtime_timer_why why)
 
 /* The timer lives in this frame and never outlives it: stopping it is
  * synchronous, and a no-op once it has fired. */
-static int wait_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+static int wait_until(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                       void *wait_obj, uint64_t deadline, int timeout_res, bool claim)
 {
 	struct wait_timer w = { .t.fire = wait_timer_fire, .f = c->current, .res = timeout_res,
@@ -250,7 +250,7 @@ static int wait_until(struct core *c, enum block why, void (*interrupt)(struct f
 
 /* A deadline of NEVER still arms a timer that never fires: the wait counts
  * as pending work (no -EDEADLK), as a sleep does. */
-int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                            void *wait_obj, uint64_t deadline, int timeout_res)
 {
 	return wait_until(c, why, interrupt, wait_obj, deadline, timeout_res, false);
@@ -279,10 +279,10 @@ int runtime__blocking_begin(struct fiber **out, const char *fn)
 
 /* ----------------------------------------------------------- park/unpark */
 
-static void park_interrupt(struct fiber *f)
+static void park_interrupt(struct fiber *f, int res)
 {
 	if (park_claim(f))
-		runtime__resume(f, -ECANCELED);
+		runtime__resume(f, res);
 }
 
 int runtime_park(int64_t timeout_ns)
@@ -562,15 +562,38 @@ int runtime_fiber_detach(struct runtime_fiber *handle)
 	return 0;
 }
 
+/* End f's wait with res (-ECANCELED, -ETIMEDOUT) through the hook it
+ * suspended with, which never resumes it while the kernel may still write
+ * to its stack. */
+static void interrupt(struct fiber *f, int res)
+{
+	if (f->interrupt)
+		f->interrupt(f, res);
+	else
+		runtime__resume(f, res);
+}
+
 void runtime__fiber_cancel(struct fiber *f)
 {
 	f->flags |= FIBER_CANCELLED;
 	if (f->state != FIBER_SUSPENDED || (f->flags & FIBER_SHIELDED))
 		return;
-	if (f->interrupt)
-		f->interrupt(f);
-	else
-		runtime__resume(f, -ECANCELED);
+	interrupt(f, -ECANCELED);
+}
+
+int runtime_fiber_expire(struct runtime_fiber *handle)
+{
+	struct fiber *f;
+	int rc = resolve_here(handle, &f, __func__, false);
+
+	if (rc)
+		return rc;
+	if (f->state == FIBER_DONE)
+		return -ESRCH;
+	if (f->state != FIBER_SUSPENDED)
+		return -EAGAIN;
+	interrupt(f, -ETIMEDOUT);
+	return 0;
 }
 
 int runtime_fiber_cancel(struct runtime_fiber *handle)

@@ -295,7 +295,7 @@ struct fiber {
 	int resume_res;             /* what the resumer handed over */
 	/* Called by cancel while suspended; must eventually resume the fiber.
 	 * NULL: cancel resumes the fiber at once with -ECANCELED. */
-	void (*interrupt)(struct fiber *f);
+	void (*interrupt)(struct fiber *f, int res);
 	void *wait_obj;             /* what it is suspended on, for interrupt */
 	uint64_t id;
 	uint64_t deadline;          /* absolute ns, NEVER = none */
@@ -349,21 +349,22 @@ void runtime__fiber_trampoline(void);
  * the returned sp calls entry(arg); entry must never return. */
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
-/* Suspend the running fiber until runtime__resume(); cancel calls
- * interrupt(f) meanwhile (NULL: cancel resumes with -ECANCELED). why and
+/* Suspend the running fiber until runtime__resume(); a cancel or an
+ * expiry (runtime_fiber_expire) calls interrupt(f, res) meanwhile, res
+ * -ECANCELED or -ETIMEDOUT; NULL: they resume it with res. why and
  * wait_obj say what it waits for (runtime_dump). Returns what the resumer
  * handed over. */
-int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                      void *wait_obj);
 /* Suspend until resumed or until deadline (NEVER: no limit), when the
  * result is timeout_res. */
-int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *),
+int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                            void *wait_obj, uint64_t deadline, int timeout_res);
 /* Make a suspended fiber of this core ready with res (no-op otherwise). */
 void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
 void runtime__resume_from_anywhere(struct fiber *f, int res);
-void runtime__ignore_interrupt(struct fiber *f);
+void runtime__ignore_interrupt(struct fiber *f, int res);
 /* Every blocking call's entry: the calling fiber in *out; -EPERM outside
  * fiber context, -ECANCELED (cancelled, not in a cleanup) or -ETIMEDOUT
  * (past its deadline) if it may not block; else 0. */
@@ -473,7 +474,7 @@ struct waiter *runtime__waitq_pick(struct waitq *q, bool lifo);
 void runtime__wait_wake(struct wait *w, int res);
 struct wait *runtime__waitq_take_all(struct waitq *q);
 void runtime__wake_list(struct wait *w, int res);
-void runtime__wait_interrupt(struct fiber *f);
+void runtime__wait_interrupt(struct fiber *f, int res);
 void runtime__wait_timer_fire(struct timer *t, enum runtime_timer_why why);
 void runtime__wait_unlink_all(struct wait *w);
 int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *deadline);

@@ -16,24 +16,94 @@
  * Fds accepted after the close (before the cancel lands) are closed at
  * once, and so are those still queued: nothing leaks. On the epoll engine
  * the multishot is the engine accepting at each readiness of the socket.
+ *
+ * One listening socket shared by listeners on several cores must not be
+ * drained by a multishot: the first core's would take every connection
+ * (200 of 200 in a user's trial) while the others sat idle. So listeners
+ * know, process-wide, which sockets (by inode) have listeners on more than
+ * one core, and on such a socket each accept is one plain accept - the
+ * kernel then hands each connection to one of the waiting cores in turn.
+ * A socket per core with SO_REUSEPORT (runtime_serve) keeps the multishot
+ * and spreads connections by the kernel's hash.
  */
 #include "internal.h"
 
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define LISTEN_QUEUE_MAX 256u
+
+/* A listening socket and the listeners open on it, process-wide. */
+struct shared_socket {
+	struct shared_socket *next;
+	dev_t dev;
+	ino_t ino;
+	struct core *first;         /* the first listener's core */
+	unsigned users;             /* listeners open on it */
+	_Atomic bool shared;        /* one of another core opened it too */
+};
+
+static pthread_mutex_t sockets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_socket *sockets;
 
 struct runtime_listener {
 	struct mshot m;             /* first: 16-aligned; m.flags: SOCK_CLOEXEC,
 	                               SOCK_NONBLOCK for accepted sockets */
 	int error;                  /* ended the multishot; returned once */
 	bool idle;                  /* -EAGAIN: poll before arming again */
+	bool accepting;             /* a fiber is in a plain accept on it */
 	unsigned head, len, cap;    /* queued fds: a ring of cap (a power of 2) */
 	int *fds;
+	struct shared_socket *socket; /* NULL: no such fd (the accept says) */
 };
+
+/* Join fd's entry (made if need be) as a listener of core c. */
+static struct shared_socket *socket_join(int fd, struct core *c)
+{
+	struct stat st;
+	struct shared_socket *s;
+
+	if (fstat(fd, &st) < 0)
+		return NULL;
+	pthread_mutex_lock(&sockets_lock);
+	for (s = sockets; s && (s->dev != st.st_dev || s->ino != st.st_ino); s = s->next)
+		;
+	if (!s && (s = calloc(1, sizeof(*s)))) {
+		*s = (struct shared_socket){ .next = sockets, .dev = st.st_dev, .ino = st.st_ino,
+		                             .first = c };
+		sockets = s;
+	}
+	if (s) {
+		s->users++;
+		if (s->first != c)
+			atomic_store_explicit(&s->shared, true, memory_order_relaxed);
+	}
+	pthread_mutex_unlock(&sockets_lock);
+	return s;
+}
+
+static void socket_leave(struct shared_socket *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_lock(&sockets_lock);
+	if (--s->users == 0) {
+		struct shared_socket **p = &sockets;
+		while (*p != s)
+			p = &(*p)->next;
+		*p = s->next;
+		free(s);
+	}
+	pthread_mutex_unlock(&sockets_lock);
+}
+
+static bool shared(const struct runtime_listener *l)
+{
+	return l->socket && atomic_load_explicit(&l->socket->shared, memory_order_relaxed);
+}
 
 static struct runtime_listener *listener_of(struct mshot *m)
 {
@@ -97,6 +167,7 @@ static void listener_release(struct mshot *m)
 
 	while (l->len)
 		sys_close(pop(l));
+	socket_leave(l->socket);
 	free(l->fds);
 	free(l);
 }
@@ -120,12 +191,14 @@ int runtime_listener_open(struct runtime_listener **out, int fd, int flags)
 	if (!l)
 		return -ENOMEM;
 	runtime__mshot_init(&l->m, c, fd, MSHOT_ACCEPT, flags, &listener_ops);
+	l->socket = socket_join(fd, c);
 	*out = l;
 	return 0;
 }
 
-/* A queued connection, registered as runtime_accept would. */
-static int hand_out(struct runtime_listener *l)
+/* A queued connection, registered as runtime_accept would; its peer's
+ * address into addr (if not NULL), as accept(2) gives it. */
+static int hand_out(struct runtime_listener *l, struct sockaddr *addr, socklen_t *addrlen)
 {
 	int fd = pop(l);
 
@@ -133,26 +206,44 @@ static int hand_out(struct runtime_listener *l)
 		runtime__fixed_release(fd); /* a registration under this number is stale */
 		runtime_fd_register(fd);
 	}
+	if (addr && addrlen && getpeername(fd, addr, addrlen) < 0)
+		*addrlen = 0; /* reset before it was asked: no address to give */
 	return fd;
 }
 
-int runtime_listener_accept(struct runtime_listener *l)
+/* On a socket shared with another core: one plain accept. The multishot,
+ * if it ran before the sharing began, is stopped; what it queued still
+ * goes out first. */
+static int accept_shared(struct runtime_listener *l, struct sockaddr *addr,
+                         socklen_t *addrlen)
+{
+	runtime__mshot_stop(&l->m);
+	l->accepting = true;
+	int fd = runtime_accept(l->m.fd, addr, addrlen, l->m.flags);
+	l->accepting = false;
+	return fd;
+}
+
+int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
+                            socklen_t *addrlen)
 {
 	struct fiber *f;
 	int rc = runtime__blocking_begin(&f, __func__);
 
-	if (!l)
+	if (!l || (addr && !addrlen))
 		return -EINVAL;
 	if (rc)
 		return rc;
-	if (l->m.core != f->core || l->m.closed || l->m.waiter)
+	if (l->m.core != f->core || l->m.closed || l->m.waiter || l->accepting)
 		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
 		                       "closed, or another fiber accepts on it");
 	if ((rc = runtime__fault_accept()) < 0)
 		return rc;
 	for (;;) {
 		if (l->len)
-			return hand_out(l);
+			return hand_out(l, addr, addrlen);
+		if (shared(l) && !l->error)
+			return accept_shared(l, addr, addrlen);
 		if (l->error) {
 			rc = l->error;
 			l->error = 0;
@@ -178,7 +269,7 @@ int runtime_listener_close(struct runtime_listener *l)
 		return 0;
 	if (l->m.core != this_core())
 		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
-	if (l->m.waiter)
+	if (l->m.waiter || l->accepting)
 		return -EBUSY;
 	while (l->len)
 		sys_close(pop(l));

@@ -54,7 +54,7 @@ int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned fl
 
 	if (rc < 0)
 		return rc;
-	if (flags & ~RUNTIME_LISTEN_REUSEPORT)
+	if (flags & ~(RUNTIME_LISTEN_REUSEPORT | RUNTIME_LISTEN_NODELAY))
 		return -EINVAL;
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
@@ -62,6 +62,8 @@ int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned fl
 	rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR);
 	if (!rc && (flags & RUNTIME_LISTEN_REUSEPORT))
 		rc = set_flag(fd, SOL_SOCKET, SO_REUSEPORT);
+	if (!rc && (flags & RUNTIME_LISTEN_NODELAY))
+		rc = set_flag(fd, IPPROTO_TCP, TCP_NODELAY);
 	if (!rc && bind(fd, (struct sockaddr *)&ss, len) < 0)
 		rc = -errno;
 	if (!rc && listen(fd, backlog > 0 ? backlog : SOMAXCONN) < 0)

@@ -443,9 +443,9 @@ static void job_give_up(struct offload_wait *ow, int res)
 	/* else DONE: the worker's resume is on its way */
 }
 
-static void offload_interrupt(struct fiber *f)
+static void offload_interrupt(struct fiber *f, int res)
 {
-	job_give_up(f->wait_obj, -ECANCELED);
+	job_give_up(f->wait_obj, res);
 }
 
 static void offload_timeout(struct timer *t, enum runtime_timer_why why)

@@ -175,9 +175,9 @@ static void abandon(struct wait *w, int res)
 	runtime__resume(w->fiber, res);
 }
 
-void runtime__wait_interrupt(struct fiber *f)
+void runtime__wait_interrupt(struct fiber *f, int res)
 {
-	abandon(f->wait_obj, -ECANCELED);
+	abandon(f->wait_obj, res);
 }
 
 void runtime__wait_timer_fire(struct timer *t, enum runtime_timer_why why)

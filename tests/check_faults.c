@@ -185,7 +185,7 @@ static void accepts(void *arg)
 	for (int i = 0; i < 10; i++)
 		ck_assert_int_ge(c[i] = runtime_tcp_connect("127.0.0.1", bound_port(l)), 0);
 	while (accepted < 10) {
-		int fd = lis ? runtime_listener_accept(lis) : runtime_accept(l, NULL, NULL, 0);
+		int fd = lis ? runtime_listener_accept(lis, NULL, NULL) : runtime_accept(l, NULL, NULL, 0);
 		if (fd == -EMFILE || fd == -ENFILE) {
 			*(fd == -EMFILE ? &emfile : &enfile) += 1;
 			continue;

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -366,7 +367,7 @@ START_TEST(test_net_listen_rejects_bad_input)
 	ck_assert_int_eq(runtime_tcp_listen("256.0.0.1", 0, 0, 0), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1 ", 0, 0, 0), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("::g", 0, 0, 0), -EINVAL);
-	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, 0x2), -EINVAL);
+	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, 0x4), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, ~0u), -EINVAL);
 	ck_assert_int_eq(count_fds(), before);
 }
@@ -384,6 +385,7 @@ START_TEST(test_net_listen_socket_options)
 	ck_assert_int_eq(int_sockopt(l, SOL_SOCKET, SO_REUSEADDR), 1);
 	ck_assert_int_eq(int_sockopt(l, SOL_SOCKET, SO_REUSEPORT), 0);
 	ck_assert_int_eq(int_sockopt(l, SOL_SOCKET, SO_TYPE), SOCK_STREAM);
+	ck_assert_int_eq(int_sockopt(l, IPPROTO_TCP, TCP_NODELAY), 0);
 	ck_assert_int_eq(fcntl(l, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
 	ck_assert_int_ge(any, 0);
 	ck_assert_int_eq(getsockname(any, (struct sockaddr *)&sin, &len), 0);
@@ -391,6 +393,22 @@ START_TEST(test_net_listen_socket_options)
 	ck_assert_uint_eq(sin.sin_addr.s_addr, htonl(INADDR_ANY));
 	close(l);
 	close(any);
+	/* Both options at once; accepted sockets inherit TCP_NODELAY. */
+	int both = runtime_tcp_listen("127.0.0.1", 0, 0,
+	                              RUNTIME_LISTEN_REUSEPORT | RUNTIME_LISTEN_NODELAY);
+	ck_assert_int_ge(both, 0);
+	ck_assert_int_eq(int_sockopt(both, SOL_SOCKET, SO_REUSEPORT), 1);
+	ck_assert_int_eq(int_sockopt(both, IPPROTO_TCP, TCP_NODELAY), 1);
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	len = sizeof(sin);
+	ck_assert_int_eq(getsockname(both, (struct sockaddr *)&sin, &len), 0);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&sin, len), 0);
+	int s = accept(both, NULL, NULL);
+	ck_assert_int_ge(s, 0);
+	ck_assert_int_eq(int_sockopt(s, IPPROTO_TCP, TCP_NODELAY), 1);
+	close(s);
+	close(c);
+	close(both);
 }
 END_TEST
 

@@ -115,7 +115,7 @@ static void acceptor(void *arg)
 		fprintf(stderr, "echo-server: listener: %s\n", strerror(-fd));
 		return;
 	}
-	while ((fd = runtime_listener_accept(l)) != -ECANCELED) {
+	while ((fd = runtime_listener_accept(l, NULL, NULL)) != -ECANCELED) {
 		if (fd >= 0) {
 			start_connection(s, fd);
 			continue;

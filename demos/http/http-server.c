@@ -56,7 +56,7 @@ static void start_connection(int fd)
  * measure what the listener saves) one accept SQE each. */
 static int next_connection(struct runtime_listener *l, int lfd)
 {
-	return l ? runtime_listener_accept(l) : runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
+	return l ? runtime_listener_accept(l, NULL, NULL) : runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
 }
 
 /* The core's acceptor, through a listener (one multishot accept: a burst
