@@ -324,6 +324,48 @@ RUNTIME_API void runtime_shutdown(struct runtime *rt);
  */
 RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
 
+/*
+ * Drain: stop gracefully. Every hook of runtime_on_drain runs (those of
+ * runtime_serve stop accepting), runtime_draining turns true and the drain
+ * channel closes, so that fibers can see the stop coming and finish what
+ * they are doing; grace_ns later (saturating) runtime_shutdown cancels
+ * whatever is left. runtime_run returns as soon as every fiber has ended,
+ * which may be well before the grace is over. Any thread, once: a drain
+ * cannot be called off, and a second call changes nothing. Returns 0,
+ * -EINVAL (NULL), -EALREADY (draining already) or -ESHUTDOWN (shut down
+ * already).
+ */
+RUNTIME_API int runtime_drain(struct runtime *rt, uint64_t grace_ns);
+
+/* 1 once a drain has begun, else 0 (also for NULL). Any thread. */
+RUNTIME_API int runtime_draining(const struct runtime *rt);
+
+/*
+ * A channel that a drain closes: a receive (or a select) on it waits until
+ * the drain begins, then gives -EPIPE, so that a fiber can wait for its
+ * work or the drain, whichever comes first. Made on the first call, then
+ * the same channel; the runtime owns it (never destroy it). Any thread.
+ * NULL for NULL, or out of memory.
+ */
+struct runtime_chan;
+RUNTIME_API struct runtime_chan *runtime_drain_chan(struct runtime *rt);
+
+/*
+ * Call fn(arg) when a drain begins (at once if it has begun), once, in the
+ * order they were registered, on the thread that begins the drain (core
+ * 0's loop for a signal): fn must not block - shut a listening socket
+ * down, spawn, post. Hooks live until runtime_destroy. Any thread. Returns
+ * 0, -EINVAL or -ENOMEM.
+ */
+RUNTIME_API int runtime_on_drain(struct runtime *rt, void (*fn)(void *arg), void *arg);
+
+/*
+ * As runtime_shutdown_on_signals, but the first SIGINT or SIGTERM drains
+ * (runtime_drain with grace_ns) and a second one shuts down at once. Same
+ * callers and errors.
+ */
+RUNTIME_API int runtime_drain_on_signals(struct runtime *rt, uint64_t grace_ns);
+
 /* Free the runtime. Only after runtime_run() has returned (or never ran),
  * with no other thread still using it (while it runs, or from its own
  * fiber, destroy is refused as misuse and frees nothing). Fibers that never ran are discarded

@@ -290,6 +290,161 @@ RUNTIME_API int runtime_copy_both(const struct runtime_transport *a,
                                   const struct runtime_transport *b, size_t chunk,
                                   unsigned flags, size_t *a_to_b, size_t *b_to_a);
 
+/* ------------------------------------------------------------ connections */
+
+/*
+ * A connection: a connected socket (read through a receive stream unless
+ * RUNTIME_CONN_PLAIN_RECV), with a read and a write deadline that any
+ * fiber of its core may set or move at any time, as Go's SetReadDeadline
+ * and SetWriteDeadline do: moving one earlier than what a blocked read or
+ * write waits under wakes it, and it fails with -ETIMEDOUT once the
+ * deadline is past (or waits on under the new one until then). A read or
+ * write runs under the earlier of that deadline and the calling fiber's
+ * own. Nothing read is lost to a deadline: a read that completed as it
+ * expired returns its bytes.
+ *
+ * A connection belongs to the core of the fiber that opened it: only
+ * fibers of that core use it (else -EPERM), one reading and one writing
+ * at a time. It offers a transport (runtime_conn_transport) for the
+ * reader, the writer and copy; copy moves its bytes through a buffer, not
+ * splice, so that its deadlines hold there too.
+ */
+struct runtime_conn; /* opaque */
+
+#define RUNTIME_CONN_PLAIN_RECV 0x1u /* a recv per read, no receive stream */
+
+/* Make fd (a connected socket; the connection owns it from now on) a
+ * connection of the calling fiber's core. Fiber context. Returns 0,
+ * -EINVAL (NULL, other flags), -EBADF (fd < 0), -ENOMEM (fd left open),
+ * -EPERM (not a fiber). */
+RUNTIME_API int runtime_conn_open(struct runtime_conn **conn, int fd, unsigned flags);
+
+/* Close the socket and free the connection (after 0, it is gone, as after
+ * free(3)). Returns 0 (also for NULL) or runtime_close's error, -EBUSY (a
+ * fiber reads or writes it: nothing changed), -EPERM (another core). */
+RUNTIME_API int runtime_conn_close(struct runtime_conn *conn);
+
+/*
+ * Read up to len bytes (recv(2)), waiting under the read deadline if none
+ * has come. Returns the bytes (> 0), 0 at end of stream, or -errno:
+ * -ETIMEDOUT (the read deadline or the fiber's), -ECANCELED, -ESHUTDOWN
+ * (the connection is idle - runtime_conn_set_idle - and the runtime
+ * drains: close it), -ECONNRESET and the socket's other errors, -EINVAL,
+ * -EPERM (another core, or another fiber reads it).
+ */
+RUNTIME_API ssize_t runtime_conn_read(struct runtime_conn *conn, void *buf, size_t len);
+
+/* Write all len bytes under the write deadline. Returns len or -errno
+ * (-ETIMEDOUT, -EPIPE, -ECONNRESET, -ECANCELED, -EINVAL, -EPERM); *done
+ * (if not NULL) receives the bytes written either way. */
+RUNTIME_API ssize_t runtime_conn_write(struct runtime_conn *conn, const void *buf, size_t len,
+                                       size_t *done);
+
+/* Half-close: no more writes, the peer reads end of stream. Returns 0 or
+ * -errno. */
+RUNTIME_API int runtime_conn_close_write(struct runtime_conn *conn);
+
+/*
+ * Set or move the read or the write deadline: an absolute runtime_now()
+ * time, 0 for none. A read or write blocked under a later one wakes and
+ * looks again. Any fiber of the connection's core. Returns 0, -EINVAL
+ * (NULL) or -EPERM (another core).
+ */
+RUNTIME_API int runtime_conn_set_read_deadline(struct runtime_conn *conn, uint64_t deadline_ns);
+RUNTIME_API int runtime_conn_set_write_deadline(struct runtime_conn *conn, uint64_t deadline_ns);
+
+/*
+ * Mark the connection idle (waiting for its next request; nonzero) or
+ * busy. While the runtime drains (runtime_drain), an idle connection's
+ * reads give -ESHUTDOWN instead of waiting (unless bytes have come), and
+ * runtime_serve wakes one waiting already: keep-alive connections close
+ * at once while those in the middle of a request finish it. Same callers
+ * and errors as the deadline calls.
+ */
+RUNTIME_API int runtime_conn_set_idle(struct runtime_conn *conn, int idle);
+
+/* The socket (the connection's: do not close it). -EINVAL for NULL. */
+RUNTIME_API int runtime_conn_fd(const struct runtime_conn *conn);
+
+/* The peer's address and its length in *len (may be NULL), or NULL if it
+ * cannot be known (the peer reset before it was asked). Looked up once.
+ * Fibers of its core. */
+RUNTIME_API const struct sockaddr *runtime_conn_peer(struct runtime_conn *conn, socklen_t *len);
+
+/* The connection as a transport (storage inside the connection, valid as
+ * long as it is). NULL for NULL. */
+RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtime_conn *conn);
+
+/* ---------------------------------------------------------------- serving */
+
+/*
+ * Serve TCP on every core of a runtime: a listening socket per core with
+ * SO_REUSEPORT (so that the kernel spreads connections over the cores), an
+ * acceptor fiber per core, and a fiber per connection that runs
+ * handler(conn, arg) and closes the connection when it returns (fibers the
+ * handler started on it must have ended by then: a fiber group). At most
+ * max_conns connections live at once over all cores: one more is accepted
+ * and closed at once, and counted as refused. A drain (runtime_drain)
+ * stops the acceptors and closes the idle connections
+ * (runtime_conn_set_idle); those in the middle of a request go on.
+ */
+typedef void runtime_serve_fn(struct runtime_conn *conn, void *arg);
+
+struct runtime_serve_config {
+	const char *host;      /* a numeric address (runtime_tcp_listen's
+	                          rules: NULL or "" is every IPv4 address,
+	                          "::" every IPv6 one) */
+	uint16_t port;         /* 0: a free port, the same on every core
+	                          (runtime_server_port says which) */
+	int backlog;           /* each socket's; <= 0: SOMAXCONN */
+	unsigned max_conns;    /* 0: no limit */
+	int nodelay;           /* nonzero: TCP_NODELAY on every connection
+	                          (default 1) */
+	int plain_recv;        /* nonzero: connections read with a recv each,
+	                          not a receive stream (default 0) */
+	runtime_serve_fn *handler;
+	void *arg;
+};
+
+/* The defaults above, handler NULL. Any thread. */
+RUNTIME_API void runtime_serve_config_init(struct runtime_serve_config *cfg);
+
+struct runtime_server; /* opaque */
+
+/*
+ * Start serving: the sockets are open and listening when this returns,
+ * and the fibers are spawned (they run with runtime_run). From the
+ * creating thread before runtime_run, or a fiber. The server lives until
+ * runtime_server_destroy, after runtime_run has returned. Returns 0,
+ * -EINVAL (NULL, no handler), -ESHUTDOWN (shut down or draining), -ENOMEM,
+ * or runtime_tcp_listen's error (-EADDRINUSE...; nothing is left open
+ * then). If a fiber could not be spawned (-ENOMEM) *srv is set all the
+ * same, stopped: destroy it after the run.
+ */
+RUNTIME_API int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
+                              struct runtime_server **srv);
+
+/* The port every core listens on. Any thread. 0 for NULL. */
+RUNTIME_API uint16_t runtime_server_port(const struct runtime_server *srv);
+
+struct runtime_server_stats {
+	uint64_t accepted;     /* connections handed to the handler */
+	uint64_t refused;      /* over max_conns, or no memory for them */
+	unsigned live;         /* open now */
+};
+
+/* A snapshot (each figure read atomically). Any thread. Zeroed for NULL. */
+RUNTIME_API void runtime_server_stats(const struct runtime_server *srv,
+                                      struct runtime_server_stats *st);
+
+/* Stop accepting (every core's acceptor ends; live connections go on).
+ * Any thread, any number of times. Returns 0 or -EINVAL (NULL). */
+RUNTIME_API int runtime_server_stop(struct runtime_server *srv);
+
+/* Close the sockets and free the server: after runtime_run has returned
+ * (its fibers have ended). NULL: nothing. */
+RUNTIME_API void runtime_server_destroy(struct runtime_server *srv);
+
 /* ---------------------------------------------------------- rate limits */
 
 /*

@@ -782,7 +782,7 @@ static void signal_event(struct core *c)
 	struct runtime *rt = c->rt;
 
 	if (syscall(SYS_read, rt->signal_fd, &rt->signal_buf, sizeof(rt->signal_buf)) > 0)
-		runtime_shutdown(rt);
+		runtime__signalled(rt);
 }
 
 static void dispatch(struct core *c, const struct epoll_event *e)

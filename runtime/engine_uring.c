@@ -214,7 +214,7 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 	case TAG_SIGNAL:
 		c->signal_armed = false;
 		if (e->res > 0)
-			runtime_shutdown(c->rt);
+			runtime__signalled(c->rt);
 		break;
 	case TAG_MSHOT:
 		mshot_cqe(e->user_data, e->res, e->flags);

@@ -121,6 +121,9 @@ static int handle(struct core *c, struct inbox_node *n)
 	case INBOX_DUMP:
 		runtime__dump_here(c, n);
 		return 0;
+	case INBOX_DRAIN:
+		runtime__drain_here(c, n);
+		return 0;
 	}
 	return 0;
 }
@@ -167,6 +170,7 @@ void runtime__inbox_discard(struct core *c)
 			break;
 		case INBOX_WAKE:
 		case INBOX_SHUTDOWN:
+		case INBOX_DRAIN:
 			break;
 		}
 	}

@@ -216,6 +216,7 @@ enum inbox_kind {
 	INBOX_NAMED_CANCEL, /* a canceller won the race for a named timer */
 	INBOX_FD_RELEASE,   /* unregister a fixed file here (fixed.c) */
 	INBOX_DUMP,         /* write this core's part of a dump (debug.c) */
+	INBOX_DRAIN,        /* core 0: arm the end of a drain's grace (drain.c) */
 };
 
 struct inbox_node {
@@ -748,6 +749,7 @@ struct runtime {
 	struct signalfd_siginfo signal_buf;
 	_Atomic unsigned dump_gen;  /* bumped by the dump signal */
 	struct stall_detector *stall;
+	struct drain *drain;        /* runtime_drain (drain.c) */
 };
 
 static inline void stall_publish(struct core *c, const struct fiber *to)
@@ -880,6 +882,12 @@ int runtime__misuse(int rc, const char *fn, const char *what) __attribute__((col
 #define MISUSE_NOT_JOINABLE "the fiber is not joinable (detached, or spawned so) or " \
 	"another fiber joins it already"
 #define MISUSE_OTHER_CORE "called from another core than the one it belongs to"
+
+/* drain.c */
+int runtime__drain_init(struct runtime *rt);
+void runtime__drain_free(struct runtime *rt);
+void runtime__drain_here(struct core *c, struct inbox_node *n);
+void runtime__signalled(struct runtime *rt);
 
 /* stall.c */
 int runtime__stall_start(struct runtime *rt);

@@ -166,6 +166,8 @@ int runtime_create(struct runtime **out, const struct runtime_config *cfg)
 	if (rc >= 0)
 		rc = runtime__named_init(rt);
 	if (rc >= 0)
+		rc = runtime__drain_init(rt);
+	if (rc >= 0)
 		rc = runtime__offload_init(rt);
 	if (rc >= 0)
 		rc = runtime__dump_signal_install(rt);
@@ -192,6 +194,7 @@ void runtime_destroy(struct runtime *rt)
 	for (unsigned i = 0; i < rt->ncores && rt->cores; i++)
 		core_free(&rt->cores[i]);
 	runtime__named_free(rt);
+	runtime__drain_free(rt);
 	runtime__offload_free(rt);
 	runtime__shutdown_signals_release(rt);
 	runtime__signals_release();

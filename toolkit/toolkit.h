@@ -15,6 +15,27 @@
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 
+/* One direction of a connection (conn.c): its deadline, and the call
+ * blocked in it now. */
+struct side {
+	uint64_t deadline;          /* the connection's, 0: none */
+	struct runtime_fiber *fiber;
+	uint64_t running;           /* the one that call runs under, 0: none */
+};
+
+struct runtime_conn {
+	int fd;
+	int core;                   /* the core it belongs to */
+	struct runtime_stream *rx;  /* NULL: a plain recv per read */
+	struct side rd, wr;
+	bool idle;                  /* between requests: a drain closes it */
+	struct runtime_transport transport;
+	struct sockaddr_storage peer;
+	socklen_t peer_len;         /* 0: not known yet */
+	struct runtime_server *server; /* runtime_serve's, if it made it */
+	struct runtime_conn *prev, *next; /* in the server's list of its core */
+};
+
 /*
  * Write every byte of iov[0..iovcnt) through t's writev, looping over
  * short writes (iov is advanced in place: the caller's array is scratch).

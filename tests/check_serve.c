@@ -1,0 +1,620 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_serve.c - serving a service without hand-written plumbing:
+ * runtime_serve on every core (connections spread over the cores, the
+ * peer's address, IPv4 and IPv6, the connection cap), connections with
+ * deadlines that another fiber moves (runtime_conn_*, runtime_fiber_expire
+ * under them), and the graceful drain (runtime_drain and its channel,
+ * hooks and signals): idle connections close, busy ones finish, the run
+ * ends with the last of them, and what outlives the grace is cancelled.
+ * Clients are plain threads with blocking sockets.
+ */
+#include "testutil.h"
+
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- clients */
+
+/* A blocking client socket to 127.0.0.1:port from source address
+ * 127.0.x.y (spread over 127.0.0.0/8: ports stay plentiful), or -1. */
+static int client(uint16_t port, unsigned source)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in from = { .sin_family = AF_INET,
+	                            .sin_addr.s_addr = htonl(0x7f000000u | (source & 0xffffu) << 8 | 1u) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if ((source && bind(fd, (struct sockaddr *)&from, sizeof(from)) < 0) ||
+	    connect(fd, (struct sockaddr *)&to, sizeof(to)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Read until EOF or n bytes (10 s at most); what was read. */
+static ssize_t read_some(int fd, char *buf, size_t n)
+{
+	size_t got = 0;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	while (got < n && poll(&p, 1, 10000) == 1) {
+		ssize_t r = read(fd, buf + got, n - got);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* ------------------------------------------------- spread and addresses */
+
+#define CLIENTS 400
+
+struct spread {
+	_Atomic int per_core[2], addr_ok, served;
+	uint16_t port;
+	struct runtime_server *srv;
+};
+
+/* Echo one line back, noting the core and whether the peer's address is
+ * the client's own (127.0.x.1 with x its number + 1). */
+static void spread_handler(struct runtime_conn *c, void *arg)
+{
+	struct spread *s = arg;
+	char buf[32];
+	socklen_t len = 0;
+	const struct sockaddr_in *peer = (const struct sockaddr_in *)runtime_conn_peer(c, &len);
+	ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+
+	if (n <= 0)
+		return;
+	unsigned id = (unsigned)atoi(buf);
+	atomic_fetch_add(&s->addr_ok, peer && len == sizeof(*peer) &&
+	                 ntohl(peer->sin_addr.s_addr) == (0x7f000000u | (id + 1) << 8 | 1u));
+	atomic_fetch_add(&s->per_core[runtime_core_index()], 1);
+	runtime_conn_write(c, buf, (size_t)n, NULL);
+	if (atomic_fetch_add(&s->served, 1) + 1 == CLIENTS)
+		runtime_server_stop(s->srv); /* the last: the run can end */
+}
+
+static void *spread_clients(void *arg)
+{
+	struct spread *s = arg;
+
+	for (unsigned i = 0; i < CLIENTS; i++) {
+		char msg[16], back[16];
+		int fd = client(s->port, i + 1);
+		ck_assert_int_ge(fd, 0);
+		int len = snprintf(msg, sizeof(msg), "%u", i);
+		ck_assert_int_eq(write(fd, msg, (size_t)len), len);
+		ck_assert_int_eq(read_some(fd, back, (size_t)len), len);
+		close(fd);
+	}
+	return NULL;
+}
+
+START_TEST(test_serve_spreads_over_cores_with_peer_addresses)
+{
+	static struct spread s;
+	struct runtime_serve_config sc;
+	struct runtime_config cfg;
+	struct runtime *rt;
+	pthread_t th;
+
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = spread_handler;
+	sc.arg = &s;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
+	s.port = runtime_server_port(s.srv);
+	ck_assert_uint_ne(s.port, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, spread_clients, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	pthread_join(th, NULL);
+	struct runtime_server_stats st;
+	runtime_server_stats(s.srv, &st);
+	runtime_server_destroy(s.srv);
+	runtime_destroy(rt);
+	fprintf(stderr, "note: core 0 served %d, core 1 %d\n", s.per_core[0], s.per_core[1]);
+	ck_assert_int_eq(s.served, CLIENTS);
+	ck_assert_int_ge(s.per_core[0], CLIENTS / 10);
+	ck_assert_int_ge(s.per_core[1], CLIENTS / 10);
+	ck_assert_int_eq(s.addr_ok, CLIENTS);
+	ck_assert_uint_eq(st.accepted, CLIENTS);
+	ck_assert_uint_eq(st.refused, 0);
+	ck_assert_uint_eq(st.live, 0);
+}
+END_TEST
+
+/* ----------------------------------------------------- IPv6, bad input */
+
+static void hello_handler(struct runtime_conn *c, void *arg)
+{
+	(void)arg;
+	runtime_conn_write(c, "hello\n", 6, NULL);
+}
+
+static void v6_client(void *arg)
+{
+	struct runtime_server *srv = arg;
+	char buf[8];
+	int fd = runtime_tcp_connect("::1", runtime_server_port(srv));
+
+	if (fd >= 0) {
+		ck_assert_int_eq(runtime_read_exact(fd, buf, 6, NULL), 6);
+		ck_assert_int_eq(memcmp(buf, "hello\n", 6), 0);
+		runtime_close(fd);
+	}
+	runtime_server_stop(srv);
+}
+
+START_TEST(test_serve_ipv6_and_bad_input)
+{
+	struct runtime_serve_config sc;
+	struct runtime_server *srv = (struct runtime_server *)1;
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	ck_assert_int_eq(sc.nodelay, 1);
+	ck_assert_int_eq(runtime_serve(rt, &sc, &srv), -EINVAL); /* no handler */
+	ck_assert_ptr_null(srv);
+	sc.handler = hello_handler;
+	ck_assert_int_eq(runtime_serve(NULL, &sc, &srv), -EINVAL);
+	ck_assert_int_eq(runtime_serve(rt, NULL, &srv), -EINVAL);
+	ck_assert_int_eq(runtime_serve(rt, &sc, NULL), -EINVAL);
+	sc.host = "not an address";
+	ck_assert_int_eq(runtime_serve(rt, &sc, &srv), -EINVAL);
+	sc.host = "::1";
+	int rc = runtime_serve(rt, &sc, &srv);
+	if (rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT) {
+		fprintf(stderr, "note: no IPv6 loopback here: IPv6 not served\n");
+	} else {
+		ck_assert_int_eq(rc, 0);
+		ck_assert_int_eq(runtime_spawn(rt, v6_client, srv), 0);
+		ck_assert_int_eq(runtime_run(rt), 0);
+		runtime_server_destroy(srv);
+	}
+	ck_assert_int_eq(runtime_server_port(NULL), 0);
+	ck_assert_int_eq(runtime_server_stop(NULL), -EINVAL);
+	runtime_server_destroy(NULL);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* --------------------------------------------------------------- the cap */
+
+#define CAP 10
+
+struct cap {
+	uint16_t port;
+	struct runtime_server *srv;
+	struct runtime_waitgroup held;
+	_Atomic int release;
+};
+
+/* Hold the connection until told, then say bye. */
+static void holding_handler(struct runtime_conn *c, void *arg)
+{
+	struct cap *s = arg;
+
+	runtime_waitgroup_done(&s->held);
+	while (!atomic_load(&s->release))
+		runtime_sleep(MS);
+	runtime_conn_write(c, "bye", 3, NULL);
+}
+
+static void cap_main(void *arg)
+{
+	struct cap *s = arg;
+	int fds[CAP + 1];
+	char buf[4];
+
+	for (int i = 0; i < CAP; i++)
+		fds[i] = runtime_tcp_connect("127.0.0.1", s->port);
+	ck_assert_int_eq(runtime_waitgroup_wait(&s->held, 10000 * (int64_t)MS), 0);
+	fds[CAP] = runtime_tcp_connect("127.0.0.1", s->port); /* over the cap */
+	ck_assert_int_ge(fds[CAP], 0);
+	ck_assert_int_le(runtime_read(fds[CAP], buf, sizeof(buf)), 0); /* closed at once */
+	atomic_store(&s->release, 1);
+	for (int i = 0; i < CAP; i++) {
+		ck_assert_int_eq(runtime_read_exact(fds[i], buf, 3, NULL), 3);
+		runtime_close(fds[i]);
+	}
+	runtime_close(fds[CAP]);
+	runtime_server_stop(s->srv);
+}
+
+START_TEST(test_serve_caps_live_connections)
+{
+	static struct cap s = { .held = RUNTIME_WAITGROUP_INIT };
+	struct runtime_serve_config sc;
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.max_conns = CAP;
+	sc.handler = holding_handler;
+	sc.arg = &s;
+	runtime_waitgroup_add(&s.held, CAP);
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
+	s.port = runtime_server_port(s.srv);
+	ck_assert_int_eq(runtime_spawn(rt, cap_main, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	struct runtime_server_stats st;
+	runtime_server_stats(s.srv, &st);
+	runtime_server_destroy(s.srv);
+	runtime_destroy(rt);
+	ck_assert_uint_eq(st.accepted, CAP);
+	ck_assert_uint_eq(st.refused, 1);
+	ck_assert_uint_eq(st.live, 0);
+}
+END_TEST
+
+/* ----------------------------------------------------- moved deadlines */
+
+struct moved {
+	int fd[2];
+	struct runtime_conn *conn;
+	ssize_t early, later, write_rc;
+	size_t written;
+	bool later_waiting;
+};
+
+static void *read_under_conn(void *arg)
+{
+	struct moved *m = arg;
+	char c;
+	return (void *)(intptr_t)runtime_conn_read(m->conn, &c, 1);
+}
+
+static void *write_under_conn(void *arg)
+{
+	struct moved *m = arg;
+	static char big[1 << 22];
+	m->write_rc = runtime_conn_write(m->conn, big, sizeof(big), &m->written);
+	return NULL;
+}
+
+static void moved_main(void *arg)
+{
+	struct moved *m = arg;
+	char c;
+
+	tcp_pair(m->fd);
+	ck_assert_int_eq(runtime_conn_open(&m->conn, m->fd[1], 0), 0);
+	/* Earlier: a blocked read wakes with -ETIMEDOUT once it passes. */
+	struct runtime_fiber *r = start(read_under_conn, m);
+	runtime_sleep(5 * MS);
+	ck_assert_int_eq(runtime_conn_set_read_deadline(m->conn, runtime_now() + 20 * MS), 0);
+	m->early = (ssize_t)join(r);
+	/* Earlier, then later before it passes: the read waits on, and gets
+	 * the byte that comes. */
+	ck_assert_int_eq(runtime_conn_set_read_deadline(m->conn, 0), 0);
+	r = start(read_under_conn, m);
+	runtime_sleep(5 * MS);
+	runtime_conn_set_read_deadline(m->conn, runtime_now() + 30 * MS);
+	runtime_sleep(5 * MS);
+	runtime_conn_set_read_deadline(m->conn, runtime_now() + 10000 * MS);
+	runtime_sleep(60 * MS); /* past the first one */
+	ck_assert_int_eq(runtime_fiber_id(r) != 0, 1);
+	m->later_waiting = runtime_fiber_expire(r) == 0; /* still blocked: expire is harmless */
+	ck_assert_int_eq(runtime_write(m->fd[0], "z", 1), 1);
+	m->later = (ssize_t)join(r);
+	/* A writer blocked on a full socket: the write deadline stops it. */
+	struct runtime_fiber *w = start(write_under_conn, m);
+	runtime_sleep(20 * MS);
+	ck_assert_int_eq(runtime_conn_set_write_deadline(m->conn, runtime_now()), 0);
+	join(w);
+	ck_assert_int_eq(runtime_conn_read(m->conn, &c, 0), 0);
+	ck_assert_int_eq(runtime_conn_close(m->conn), 0);
+	runtime_close(m->fd[0]);
+}
+
+START_TEST(test_conn_deadline_moved_by_another_fiber)
+{
+	struct moved m = { .early = -999, .later = -999, .write_rc = -999 };
+
+	ck_assert_int_eq(run_fiber(NULL, moved_main, &m), 0);
+	ck_assert_int_eq(m.early, -ETIMEDOUT);
+	ck_assert(m.later_waiting);
+	ck_assert_int_eq(m.later, 1);
+	ck_assert_int_eq(m.write_rc, -ETIMEDOUT);
+	ck_assert_uint_gt(m.written, 0); /* what went out before is reported */
+	ck_assert_uint_lt(m.written, 1u << 22);
+}
+END_TEST
+
+static void conn_misuse_elsewhere(void *arg)
+{
+	struct runtime_conn *c = arg;
+	char b;
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), -EPERM);
+	ck_assert_int_eq(runtime_conn_set_read_deadline(c, 1), -EPERM);
+	ck_assert_int_eq(runtime_conn_close(c), -EPERM);
+}
+
+static void conn_misuse_main(void *arg)
+{
+	struct runtime_conn *c;
+	int fd[2];
+	char b;
+
+	(void)arg;
+	ck_assert_int_eq(runtime_conn_open(NULL, 0, 0), -EINVAL);
+	ck_assert_int_eq(runtime_conn_open(&c, -1, 0), -EBADF);
+	ck_assert_int_eq(runtime_conn_open(&c, 0, 0x80), -EINVAL);
+	ck_assert_int_eq(runtime_conn_read(NULL, &b, 1), -EINVAL);
+	ck_assert_int_eq(runtime_conn_close(NULL), 0);
+	ck_assert_ptr_null(runtime_conn_transport(NULL));
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], RUNTIME_CONN_PLAIN_RECV), 0);
+	ck_assert_int_eq(runtime_conn_fd(c), fd[1]);
+	ck_assert_ptr_nonnull(runtime_conn_peer(c, NULL));
+	ck_assert_int_eq(runtime_spawn_on(runtime_current(), 1, conn_misuse_elsewhere, c), 0);
+	runtime_sleep(50 * MS);
+	runtime_close(fd[0]);
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 0); /* EOF */
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+}
+
+START_TEST(test_conn_misuse_gets_clear_errors)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(run_fiber(&cfg, conn_misuse_main, NULL), 0);
+}
+END_TEST
+
+/* ------------------------------------------------------ fiber expire */
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	int first = runtime_sleep(UINT64_MAX);
+	int second = runtime_sleep(MS); /* not sticky */
+	return (void *)(intptr_t)(first == -ETIMEDOUT && second == 0);
+}
+
+static void expire_main(void *arg)
+{
+	int *ok = arg;
+	struct runtime_fiber *f = start(sleeper, NULL);
+
+	ck_assert_int_eq(runtime_fiber_expire(f), -EAGAIN); /* ready, not waiting */
+	runtime_yield();
+	ck_assert_int_eq(runtime_fiber_expire(f), 0);
+	*ok = (int)join(f);
+	ck_assert_int_eq(runtime_fiber_expire(NULL), -EINVAL);
+	ck_assert_int_eq(runtime_fiber_expire(f), -ESRCH);
+}
+
+START_TEST(test_fiber_expire_ends_one_wait)
+{
+	int ok = 0;
+
+	ck_assert_int_eq(run_fiber(NULL, expire_main, &ok), 0);
+	ck_assert_int_eq(ok, 1);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- drain */
+
+struct drain {
+	struct runtime *rt;
+	uint16_t port;
+	uint64_t grace;
+	int idle_fd, busy_fd;
+	char busy_answer[16];
+	ssize_t idle_read, busy_read, refused;
+	int chan_rc, hooks[3], nhooks, late_hook, stubborn_rc;
+	uint64_t begun;
+};
+
+/* Requests are one byte; an answer takes 100 ms. Idle while it waits for
+ * the next request. */
+static void request_handler(struct runtime_conn *c, void *arg)
+{
+	char b;
+	(void)arg;
+	for (;;) {
+		runtime_conn_set_idle(c, 1);
+		ssize_t n = runtime_conn_read(c, &b, 1);
+		runtime_conn_set_idle(c, 0);
+		if (n <= 0)
+			return; /* -ESHUTDOWN in a drain */
+		runtime_sleep(100 * MS);
+		runtime_conn_write(c, "answer", 6, NULL);
+	}
+}
+
+static void hook(void *arg)
+{
+	struct drain *d = arg;
+	d->hooks[d->nhooks] = d->nhooks + 1;
+	d->nhooks++;
+}
+
+static void late_hook(void *arg)
+{
+	((struct drain *)arg)->late_hook++;
+}
+
+static void drain_watch(void *arg)
+{
+	struct drain *d = arg;
+	char b;
+	d->chan_rc = runtime_chan_recv(runtime_drain_chan(d->rt), &b, -1);
+}
+
+/* A plain thread: an idle and a busy connection, then the drain (as a
+ * signal would begin it, off the cores), then what the clients see. */
+static void *drain_clients(void *arg)
+{
+	struct drain *d = arg;
+
+	d->idle_fd = client(d->port, 0);
+	d->busy_fd = client(d->port, 0);
+	ck_assert_int_ge(d->idle_fd, 0);
+	ck_assert_int_ge(d->busy_fd, 0);
+	usleep(50 * 1000); /* both are being served, waiting for requests */
+	ck_assert_int_eq(write(d->busy_fd, "q", 1), 1);
+	usleep(20 * 1000); /* the busy one is in the middle of its request */
+	d->begun = runtime_now();
+	ck_assert_int_eq(runtime_drain(d->rt, d->grace), 0);
+	ck_assert_int_eq(runtime_drain(d->rt, d->grace), -EALREADY);
+	ck_assert_int_eq(runtime_on_drain(d->rt, late_hook, d), 0); /* runs at once */
+	char b[16];
+	d->idle_read = read_some(d->idle_fd, b, sizeof(b)); /* EOF: closed */
+	d->busy_read = read_some(d->busy_fd, d->busy_answer, sizeof(d->busy_answer));
+	int fd = client(d->port, 0);
+	d->refused = fd < 0;
+	if (fd >= 0)
+		close(fd);
+	close(d->idle_fd);
+	close(d->busy_fd);
+	return NULL;
+}
+
+START_TEST(test_drain_closes_idle_lets_busy_finish)
+{
+	static struct drain d = { .grace = 60000 * MS };
+	struct runtime_serve_config sc;
+	struct runtime_server *srv;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&d.rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = request_handler;
+	ck_assert_int_eq(runtime_serve(d.rt, &sc, &srv), 0);
+	d.port = runtime_server_port(srv);
+	ck_assert_int_eq(runtime_on_drain(d.rt, hook, &d), 0);
+	ck_assert_int_eq(runtime_on_drain(d.rt, hook, &d), 0);
+	ck_assert_int_eq(runtime_spawn(d.rt, drain_watch, &d), 0);
+	ck_assert_int_eq(runtime_draining(d.rt), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, drain_clients, &d), 0);
+	ck_assert_int_eq(runtime_run(d.rt), 0);
+	uint64_t ended = runtime_now();
+	pthread_join(th, NULL);
+	ck_assert_int_eq(runtime_draining(d.rt), 1);
+	runtime_server_destroy(srv);
+	runtime_destroy(d.rt);
+	ck_assert_int_eq(d.idle_read, 0);
+	ck_assert_int_eq(d.busy_read, 6);
+	ck_assert_int_eq(memcmp(d.busy_answer, "answer", 6), 0);
+	ck_assert_int_eq(d.refused, 1);
+	ck_assert_int_eq(d.chan_rc, -EPIPE);
+	ck_assert_int_eq(d.nhooks, 2);
+	ck_assert_int_eq(d.hooks[0], 1);
+	ck_assert_int_eq(d.hooks[1], 2);
+	ck_assert_int_eq(d.late_hook, 1);
+	/* The run ended with its last connection, not with the grace. */
+	ck_assert_uint_lt(ended - d.begun, d.grace / 2);
+}
+END_TEST
+
+/* A request that outlives the grace is cancelled when it ends. */
+static void stubborn(void *arg)
+{
+	struct drain *d = arg;
+	d->stubborn_rc = runtime_sleep(UINT64_MAX);
+}
+
+static void grace_main(void *arg)
+{
+	struct drain *d = arg;
+	ck_assert_int_eq(runtime_spawn(d->rt, stubborn, d), 0);
+	runtime_yield();
+	d->begun = runtime_now();
+	ck_assert_int_eq(runtime_drain(d->rt, d->grace), 0);
+}
+
+START_TEST(test_drain_cancels_what_outlives_the_grace)
+{
+	static struct drain d = { .grace = 200 * MS, .stubborn_rc = -999 };
+
+	ck_assert_int_eq(runtime_create(&d.rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(d.rt, grace_main, &d), 0);
+	ck_assert_int_eq(runtime_run(d.rt), 0);
+	ck_assert_uint_ge(runtime_now() - d.begun, d.grace); /* never early */
+	ck_assert_int_eq(d.stubborn_rc, -ECANCELED);
+	ck_assert_int_eq(runtime_drain(d.rt, 0), -ESHUTDOWN);
+	ck_assert_int_eq(runtime_drain(NULL, 0), -EINVAL);
+	ck_assert_int_eq(runtime_on_drain(NULL, hook, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_on_drain(d.rt, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_draining(NULL), 0);
+	ck_assert_ptr_null(runtime_drain_chan(NULL));
+	runtime_destroy(d.rt);
+}
+END_TEST
+
+/* SIGTERM drains; a second one shuts down at once. */
+static void signals_main(void *arg)
+{
+	struct drain *d = arg;
+
+	ck_assert_int_eq(runtime_spawn(d->rt, stubborn, d), 0);
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+	for (int i = 0; i < 10000 && !runtime_draining(d->rt); i++)
+		runtime_sleep(MS);
+	d->hooks[0] = runtime_draining(d->rt);
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+}
+
+START_TEST(test_drain_on_signals_then_shutdown)
+{
+	static struct drain d = { .stubborn_rc = -999 };
+
+	ck_assert_int_eq(runtime_create(&d.rt, NULL), 0);
+	ck_assert_int_eq(runtime_drain_on_signals(d.rt, 60000 * MS), 0);
+	ck_assert_int_eq(runtime_spawn(d.rt, signals_main, &d), 0);
+	ck_assert_int_eq(runtime_run(d.rt), 0);
+	runtime_destroy(d.rt);
+	ck_assert_int_eq(d.hooks[0], 1);
+	ck_assert_int_eq(d.stubborn_rc, -ECANCELED);
+}
+END_TEST
+
+static Suite *serve_suite(void)
+{
+	Suite *s = suite_create("serve");
+	TCase *tc = tcase_create("serve");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_serve_spreads_over_cores_with_peer_addresses);
+	tcase_add_test(tc, test_serve_ipv6_and_bad_input);
+	tcase_add_test(tc, test_serve_caps_live_connections);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("conn");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_conn_deadline_moved_by_another_fiber);
+	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
+	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("drain");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_drain_closes_idle_lets_busy_finish);
+	tcase_add_test(tc, test_drain_cancels_what_outlives_the_grace);
+	tcase_add_test(tc, test_drain_on_signals_then_shutdown);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(serve_suite)

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - a connection: a connected socket, read through a receive
+ * stream (or a plain recv per read), with read and write deadlines that
+ * any fiber of its core may set or move while another is blocked on it,
+ * as Go's SetReadDeadline and SetWriteDeadline do.
+ *
+ * A read or write runs under the earlier of the caller's own deadline and
+ * the connection's, and remembers who is blocked in it. Moving the
+ * connection's deadline earlier than what that call runs under expires it
+ * (runtime_fiber_expire: -ETIMEDOUT, not sticky), and the call then looks
+ * again: past the deadline it fails with -ETIMEDOUT, else it waits on
+ * under the new one. Moving it later needs nothing: the call ends at the
+ * old time and waits on. Nothing read is ever lost: an operation that
+ * completed as it was expired returns its bytes.
+ *
+ * A connection marked idle (between requests) of a draining runtime
+ * reads -ESHUTDOWN instead of waiting, and runtime_serve's drain expires
+ * one that waits already, so that keep-alive connections close at once
+ * while those in the middle of a request finish it.
+ */
+#include "toolkit.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static uint64_t earlier(uint64_t a, uint64_t b) /* 0: none */
+{
+	if (!a || !b)
+		return a ? a : b;
+	return a < b ? a : b;
+}
+
+/* ------------------------------------------------------------ one call */
+
+static void side_enter(struct side *s, uint64_t *own)
+{
+	*own = runtime_deadline_get();
+	s->running = earlier(*own, s->deadline);
+	s->fiber = runtime_fiber_self();
+	runtime_deadline_set(s->running);
+}
+
+static void side_leave(struct side *s, uint64_t own)
+{
+	s->fiber = NULL;
+	s->running = 0;
+	runtime_deadline_set(own);
+}
+
+/* A call of this side ended with -ETIMEDOUT: is a deadline really past
+ * (the caller's own or the connection's), or was it moved? */
+static bool side_expired(const struct side *s, uint64_t own)
+{
+	uint64_t d = earlier(own, s->deadline);
+	return d && runtime_now() >= d;
+}
+
+/* Move the deadline; expire a call blocked under a later one. */
+static int side_move(struct runtime_conn *c, struct side *s, uint64_t deadline)
+{
+	if (runtime_core_index() != c->core)
+		return -EPERM;
+	s->deadline = deadline;
+	if (s->fiber && deadline && (!s->running || deadline < s->running))
+		runtime_fiber_expire(s->fiber);
+	return 0;
+}
+
+/* -------------------------------------------------------------- reading */
+
+static bool idle_and_draining(const struct runtime_conn *c)
+{
+	return c->idle && runtime_draining(runtime_current()) &&
+	       !(c->rx && runtime_stream_buffered(c->rx));
+}
+
+ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	uint64_t own;
+	ssize_t n;
+
+	if (!c || (!buf && len))
+		return -EINVAL;
+	if (runtime_core_index() != c->core || c->rd.fiber)
+		return -EPERM;
+	do {
+		if (idle_and_draining(c))
+			return -ESHUTDOWN;
+		side_enter(&c->rd, &own);
+		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
+		side_leave(&c->rd, own);
+	} while (n == -ETIMEDOUT && !side_expired(&c->rd, own));
+	return n;
+}
+
+/* -------------------------------------------------------------- writing */
+
+/* One writev under the write deadline: bytes written (> 0, may be short)
+ * or -errno. */
+static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
+{
+	struct runtime_conn *c = ctx;
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	uint64_t own;
+	ssize_t n;
+
+	if (runtime_core_index() != c->core || c->wr.fiber)
+		return -EPERM;
+	do {
+		side_enter(&c->wr, &own);
+		n = iovcnt == 1 ? runtime_send(c->fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL)
+		                : runtime_sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		side_leave(&c->wr, own);
+	} while (n == -ETIMEDOUT && !side_expired(&c->wr, own));
+	return n;
+}
+
+ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
+{
+	struct iovec iov = { (void *)buf, len };
+
+	if (done)
+		*done = 0;
+	if (!c || (!buf && len))
+		return -EINVAL;
+	if (!len)
+		return 0;
+	return runtime__transport_write_all(&c->transport, &iov, 1, done);
+}
+
+int runtime_conn_close_write(struct runtime_conn *c)
+{
+	if (!c)
+		return -EINVAL;
+	return runtime_sock_shutdown(c->fd, SHUT_WR);
+}
+
+/* ------------------------------------------------------------ transport */
+
+static ssize_t conn_read(void *ctx, void *buf, size_t len)
+{
+	return runtime_conn_read(ctx, buf, len);
+}
+
+static size_t conn_peek(void *ctx, const void **data)
+{
+	struct runtime_conn *c = ctx;
+	ssize_t n = c->rx ? runtime_stream_peek(c->rx, data) : 0;
+	return n > 0 ? (size_t)n : 0;
+}
+
+static void conn_consume(void *ctx, size_t n)
+{
+	struct runtime_conn *c = ctx;
+	runtime_stream_consume(c->rx, n);
+}
+
+static int conn_close_write(void *ctx)
+{
+	return runtime_conn_close_write(ctx);
+}
+
+/* No fd to splice: a splice would run under the copying fiber's deadline
+ * alone, and the connection's must hold for copies too. */
+static const struct runtime_transport_ops conn_ops = {
+	.read = conn_read,
+	.writev = conn_writev,
+	.peek = conn_peek,
+	.consume = conn_consume,
+	.close_write = conn_close_write,
+};
+
+/* ---------------------------------------------------------------- the rest */
+
+int runtime_conn_open(struct runtime_conn **out, int fd, unsigned flags)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (fd < 0)
+		return -EBADF;
+	if (flags & ~RUNTIME_CONN_PLAIN_RECV)
+		return -EINVAL;
+	if (runtime_core_index() < 0 || !runtime_fiber_self())
+		return -EPERM;
+	struct runtime_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->fd = fd;
+	c->core = runtime_core_index();
+	if (!(flags & RUNTIME_CONN_PLAIN_RECV) && runtime_stream_open(&c->rx, fd) < 0)
+		c->rx = NULL; /* out of memory: plain reads work as well */
+	c->transport = (struct runtime_transport){ .ops = &conn_ops, .ctx = c };
+	*out = c;
+	return 0;
+}
+
+int runtime_conn_close(struct runtime_conn *c)
+{
+	if (!c)
+		return 0;
+	if (runtime_core_index() != c->core)
+		return -EPERM;
+	if (c->rd.fiber || c->wr.fiber)
+		return -EBUSY;
+	runtime_stream_close(c->rx);
+	int rc = runtime_close(c->fd);
+	free(c);
+	return rc;
+}
+
+int runtime_conn_fd(const struct runtime_conn *c)
+{
+	return c ? c->fd : -EINVAL;
+}
+
+const struct sockaddr *runtime_conn_peer(struct runtime_conn *c, socklen_t *len)
+{
+	if (!c)
+		return NULL;
+	if (!c->peer_len) {
+		socklen_t n = sizeof(c->peer);
+		if (getpeername(c->fd, (struct sockaddr *)&c->peer, &n) == 0)
+			c->peer_len = n;
+	}
+	if (len)
+		*len = c->peer_len;
+	return c->peer_len ? (const struct sockaddr *)&c->peer : NULL;
+}
+
+const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)
+{
+	return c ? &c->transport : NULL;
+}
+
+int runtime_conn_set_read_deadline(struct runtime_conn *c, uint64_t deadline_ns)
+{
+	return c ? side_move(c, &c->rd, deadline_ns) : -EINVAL;
+}
+
+int runtime_conn_set_write_deadline(struct runtime_conn *c, uint64_t deadline_ns)
+{
+	return c ? side_move(c, &c->wr, deadline_ns) : -EINVAL;
+}
+
+int runtime_conn_set_idle(struct runtime_conn *c, int idle)
+{
+	if (!c)
+		return -EINVAL;
+	if (runtime_core_index() != c->core)
+		return -EPERM;
+	c->idle = idle != 0;
+	return 0;
+}

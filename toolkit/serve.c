@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * serve.c - serve TCP on every core: a listening socket per core with
+ * SO_REUSEPORT (the kernel spreads connections over them by their
+ * addresses' hash; one socket shared by every core would not), an
+ * acceptor fiber per core taking connections through a listener, and a
+ * fiber per connection running the caller's handler with a connection
+ * (conn.c) whose peer address is known. Over max_conns live connections,
+ * a new one is accepted and closed at once, and counted.
+ *
+ * Each core also has a watcher fiber, waiting for the runtime's drain or
+ * runtime_server_stop (a select over two channels). When one comes it
+ * shuts its core's listening socket down, which ends the acceptor's wait
+ * (-EINVAL), and - on a drain - expires the reads of the core's idle
+ * connections, which then read -ESHUTDOWN and close; connections in the
+ * middle of a request finish it. Everything here uses only public calls.
+ */
+#include "toolkit.h"
+
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A core's live connections, on a cache line of its own. */
+struct core_conns {
+	struct runtime_conn *head;
+} __attribute__((aligned(64)));
+
+struct runtime_server {
+	struct runtime *rt;
+	runtime_serve_fn *handler;
+	void *arg;
+	unsigned max_conns;
+	unsigned conn_flags;        /* for runtime_conn_open */
+	unsigned ncores;
+	int *fds;                   /* each core's listening socket */
+	uint16_t port;
+	struct runtime_chan *stop;  /* closed by runtime_server_stop */
+	_Atomic bool stopped;
+	_Atomic unsigned live;
+	_Atomic uint64_t accepted, refused;
+	struct core_conns *conns;
+};
+
+void runtime_serve_config_init(struct runtime_serve_config *cfg)
+{
+	if (cfg)
+		*cfg = (struct runtime_serve_config){ .nodelay = 1 };
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conns_add(struct runtime_server *srv, struct runtime_conn *c)
+{
+	struct core_conns *l = &srv->conns[c->core];
+
+	c->prev = NULL;
+	c->next = l->head;
+	if (l->head)
+		l->head->prev = c;
+	l->head = c;
+}
+
+static void conns_remove(struct runtime_server *srv, struct runtime_conn *c)
+{
+	struct core_conns *l = &srv->conns[c->core];
+
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		l->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+}
+
+static void conn_fiber(void *arg)
+{
+	struct runtime_conn *c = arg;
+	struct runtime_server *srv = c->server;
+
+	srv->handler(c, srv->arg);
+	conns_remove(srv, c);
+	runtime_conn_close(c);
+	atomic_fetch_sub(&srv->live, 1);
+}
+
+/* A connection accepted on this core: served, or refused over the cap. */
+static void admit(struct runtime_server *srv, int fd, const struct sockaddr_storage *peer,
+                  socklen_t len)
+{
+	struct runtime_conn *c;
+
+	if (srv->max_conns && atomic_fetch_add(&srv->live, 1) >= srv->max_conns) {
+		atomic_fetch_sub(&srv->live, 1);
+		atomic_fetch_add(&srv->refused, 1);
+		runtime_close(fd);
+		return;
+	}
+	if (!srv->max_conns)
+		atomic_fetch_add(&srv->live, 1);
+	if (runtime_conn_open(&c, fd, srv->conn_flags) < 0) {
+		runtime_close(fd);
+		atomic_fetch_sub(&srv->live, 1);
+		atomic_fetch_add(&srv->refused, 1);
+		return;
+	}
+	memcpy(&c->peer, peer, len);
+	c->peer_len = len;
+	c->server = srv;
+	conns_add(srv, c);
+	atomic_fetch_add(&srv->accepted, 1);
+	if (runtime_spawn(srv->rt, conn_fiber, c) < 0) { /* out of memory, or a shutdown */
+		conns_remove(srv, c);
+		runtime_conn_close(c);
+		atomic_fetch_sub(&srv->live, 1);
+	}
+}
+
+/* ------------------------------------------------------------ each core */
+
+static void acceptor(void *arg)
+{
+	struct runtime_server *srv = arg;
+	struct runtime_listener *l;
+
+	if (runtime_listener_open(&l, srv->fds[runtime_core_index()], SOCK_CLOEXEC) < 0)
+		return;
+	while (!atomic_load(&srv->stopped)) {
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		int fd = runtime_listener_accept(l, (struct sockaddr *)&peer, &len);
+		if (fd >= 0 && !atomic_load(&srv->stopped)) {
+			admit(srv, fd, &peer, len);
+		} else if (fd >= 0) {
+			runtime_close(fd);
+		} else if (fd == -ECANCELED || fd == -EINVAL) {
+			break; /* shut down, or the socket was (a stop, a drain) */
+		} else if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED) {
+			break; /* out of fds or memory: back off, then go on */
+		}
+	}
+	runtime_listener_close(l);
+}
+
+/* On a drain: connections waiting for their next request close now. */
+static void close_idle(struct runtime_server *srv)
+{
+	for (struct runtime_conn *c = srv->conns[runtime_core_index()].head; c; c = c->next)
+		if (c->idle && c->rd.fiber)
+			runtime_fiber_expire(c->rd.fiber);
+}
+
+static void watcher(void *arg)
+{
+	struct runtime_server *srv = arg;
+	char byte;
+	struct runtime_chan_op ops[2] = {
+		{ .chan = srv->stop, .dir = RUNTIME_CHAN_RECV, .elem = &byte },
+		{ .chan = runtime_drain_chan(srv->rt), .dir = RUNTIME_CHAN_RECV, .elem = &byte },
+	};
+	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
+
+	shutdown(srv->fds[runtime_core_index()], SHUT_RD); /* ends the accept */
+	if (rc == 1 || runtime_draining(srv->rt))
+		close_idle(srv);
+}
+
+/* ---------------------------------------------------------------- start */
+
+static int open_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
+{
+	unsigned flags = RUNTIME_LISTEN_REUSEPORT | (cfg->nodelay ? RUNTIME_LISTEN_NODELAY : 0);
+	uint16_t port = cfg->port;
+
+	for (unsigned i = 0; i < srv->ncores; i++) {
+		int fd = runtime_tcp_listen(cfg->host, port, cfg->backlog, flags);
+		if (fd < 0)
+			return fd;
+		srv->fds[i] = fd;
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		if (!port && getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+			port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+			                                      : ((struct sockaddr_in *)&ss)->sin_port);
+	}
+	srv->port = port;
+	return 0;
+}
+
+/* Every core's watcher, then its acceptor. A spawn can fail only for want
+ * of memory (or a shutdown): then the server is stopped, the fibers that
+ * did start end by themselves, and the caller still destroys it. */
+static int start_fibers(struct runtime_server *srv)
+{
+	for (unsigned i = 0; i < srv->ncores; i++) {
+		int rc = runtime_spawn_on(srv->rt, i, watcher, srv);
+		if (rc == 0)
+			rc = runtime_spawn_on(srv->rt, i, acceptor, srv);
+		if (rc < 0) {
+			runtime_server_stop(srv);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static struct runtime_server *server_new(struct runtime *rt,
+                                         const struct runtime_serve_config *cfg)
+{
+	struct runtime_server *srv = calloc(1, sizeof(*srv));
+	unsigned n = runtime_cores(rt);
+
+	if (!srv)
+		return NULL;
+	srv->rt = rt;
+	srv->handler = cfg->handler;
+	srv->arg = cfg->arg;
+	srv->max_conns = cfg->max_conns;
+	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
+	srv->ncores = n;
+	srv->fds = malloc(n * sizeof(*srv->fds));
+	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
+	if (!srv->fds || !srv->conns || runtime_chan_create(&srv->stop, 1, 0) < 0) {
+		runtime_server_destroy(srv);
+		return NULL;
+	}
+	memset(srv->conns, 0, n * sizeof(*srv->conns));
+	for (unsigned i = 0; i < n; i++)
+		srv->fds[i] = -1;
+	return srv;
+}
+
+int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
+                  struct runtime_server **out)
+{
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!rt || !cfg || !cfg->handler)
+		return -EINVAL;
+	if (runtime_draining(rt))
+		return -ESHUTDOWN;
+	struct runtime_server *srv = server_new(rt, cfg);
+	if (!srv)
+		return -ENOMEM;
+	int rc = open_sockets(srv, cfg);
+	if (rc < 0) {
+		runtime_server_destroy(srv);
+		return rc;
+	}
+	*out = srv;
+	return start_fibers(srv);
+}
+
+/* ----------------------------------------------------------- the handle */
+
+uint16_t runtime_server_port(const struct runtime_server *srv)
+{
+	return srv ? srv->port : 0;
+}
+
+void runtime_server_stats(const struct runtime_server *srv, struct runtime_server_stats *st)
+{
+	if (!st)
+		return;
+	*st = (struct runtime_server_stats){ 0 };
+	if (!srv)
+		return;
+	st->live = atomic_load(&srv->live);
+	st->accepted = atomic_load(&srv->accepted);
+	st->refused = atomic_load(&srv->refused);
+}
+
+int runtime_server_stop(struct runtime_server *srv)
+{
+	if (!srv)
+		return -EINVAL;
+	if (!atomic_exchange(&srv->stopped, true))
+		runtime_chan_close(srv->stop); /* wakes every core's watcher */
+	return 0;
+}
+
+void runtime_server_destroy(struct runtime_server *srv)
+{
+	if (!srv)
+		return;
+	for (unsigned i = 0; srv->fds && i < srv->ncores; i++)
+		if (srv->fds[i] >= 0)
+			close(srv->fds[i]);
+	runtime_chan_destroy(srv->stop);
+	free(srv->fds);
+	free(srv->conns);
+	free(srv);
+}
