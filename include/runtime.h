@@ -599,6 +599,33 @@ RUNTIME_API int runtime_group_destroy(struct runtime_group *group);
  * group's core changes at once. A NULL group is misuse: reported, and 0. */
 RUNTIME_API unsigned runtime_group_live(const struct runtime_group *group);
 
+/* --------------------------------------------------------------- logging */
+
+/* printf's format checks for runtime_log (a macro, so that the man pages'
+ * prototypes read as plain C). */
+#define RUNTIME_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+
+/*
+ * Log a message to fd (2: stderr) from a fiber without ever blocking its
+ * core: the message (printf's format) goes into a buffer of the core's for
+ * fd, and a fiber of the core writes it out, parking - not the core - while
+ * a pipe or terminal is full; messages of one core come out in order, each
+ * whole. What was logged before a shutdown is still written (for up to a
+ * second). A core's buffer holds at most 256 KiB not yet written: past
+ * that a message is dropped and counted (runtime_log_dropped), never
+ * waited for. Off the cores (a plain thread) the message is written at
+ * once, with write(2). Returns the bytes logged, -EAGAIN (dropped),
+ * -EINVAL (NULL fmt, fd < 0), -ENOMEM, or write(2)'s error off the cores.
+ */
+RUNTIME_API RUNTIME_PRINTF(2, 3) int runtime_log(int fd, const char *fmt, ...);
+
+/* runtime_log of len bytes as they are (at most 256 KiB). */
+RUNTIME_API int runtime_log_write(int fd, const void *buf, size_t len);
+
+/* Messages dropped so far, process-wide (a full buffer, or a write that
+ * failed). Any thread. */
+RUNTIME_API uint64_t runtime_log_dropped(void);
+
 /* ------------------------------------------------------------- debugging */
 
 #define RUNTIME_FIBER_NAME_MAX 24 /* bytes of a fiber's name, with its NUL */

@@ -656,6 +656,7 @@ struct stall_watch {
 static inline void stall_publish(struct core *c, const struct fiber *to);
 
 struct epoll_core;
+struct core_log;
 
 struct core {
 	struct runtime *rt;
@@ -705,6 +706,7 @@ struct core {
 
 	/* The epoll engine's, while a run lasts (engine_epoll.c). */
 	struct epoll_core *epoll;
+	struct core_log *log;       /* runtime_log's buffers (log.c) */
 
 	struct timer_heap timers;
 	struct queue timer_done;    /* public timers whose callback is due */
@@ -882,6 +884,9 @@ int runtime__misuse(int rc, const char *fn, const char *what) __attribute__((col
 #define MISUSE_NOT_JOINABLE "the fiber is not joinable (detached, or spawned so) or " \
 	"another fiber joins it already"
 #define MISUSE_OTHER_CORE "called from another core than the one it belongs to"
+
+/* log.c */
+void runtime__log_free(struct core *c);
 
 /* drain.c */
 int runtime__drain_init(struct runtime *rt);

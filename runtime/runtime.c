@@ -112,6 +112,7 @@ static void core_free(struct core *c)
 		runtime__fiber_release(c, f);
 	}
 	runtime__timers_free(c);
+	runtime__log_free(c);
 	runtime__stacks_free(c);
 	free(c->stack_cache);
 	if (c->wake_fd >= 0)

@@ -69,7 +69,8 @@ for h in "$srcdir/include/runtime.h" "$srcdir/include/runtime_toolkit.h" \
 	awk '/^(RUNTIME_API|__attribute__\(\(visibility\("default"\)\)\)) / { decl = ""; on = 1 }
 	     on { decl = decl " " $0 }
 	     on && /;/ { print decl; on = 0 }' "$h"
-done | sed -e 's/RUNTIME_API//' -e 's/__attribute__((visibility("default")))//' |
+done | sed -e 's/RUNTIME_API//' -e 's/__attribute__((visibility("default")))//' \
+	-e 's/RUNTIME_PRINTF([0-9, ]*)//' |
 	normalise | sed -n 's/^\(.*[ *]\)\?\(runtime_[a-z0-9_]*\)(/\2\t&/p' > "$tmp/protos"
 [ -s "$tmp/protos" ]; result "prototypes read from the headers" $?
 
