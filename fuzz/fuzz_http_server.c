@@ -434,9 +434,20 @@ static void write_pieces(int fd, const struct job *j)
 
 /* ------------------------------------------------------------ one input */
 
+/* The connection's fiber, as runtime_serve would run it (demos/http's
+ * handler): a connection over the fd, served, then closed. */
 static void *serve(void *arg)
 {
-	conn_serve(&srv, (int)(intptr_t)arg);
+	struct runtime_conn *conn;
+	int fd = (int)(intptr_t)arg;
+
+	if (runtime_conn_open(&conn, fd, srv.opt.plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0) < 0) {
+		runtime_close(fd);
+		atomic_fetch_sub(&srv.open, 1);
+		return NULL;
+	}
+	conn_serve(&srv, conn);
+	runtime_conn_close(conn);
 	return NULL;
 }
 

@@ -402,6 +402,9 @@ struct runtime_serve_config {
 	                          (default 1) */
 	int plain_recv;        /* nonzero: connections read with a recv each,
 	                          not a receive stream (default 0) */
+	int plain_accept;      /* nonzero: an accept per connection, not a
+	                          listener's multishot (to measure what the
+	                          listener saves; default 0) */
 	runtime_serve_fn *handler;
 	void *arg;
 };
@@ -430,6 +433,8 @@ RUNTIME_API uint16_t runtime_server_port(const struct runtime_server *srv);
 struct runtime_server_stats {
 	uint64_t accepted;     /* connections handed to the handler */
 	uint64_t refused;      /* over max_conns, or no memory for them */
+	uint64_t errors;       /* accepts that failed (-EMFILE...): each
+	                          core's acceptor backs off 10 ms and goes on */
 	unsigned live;         /* open now */
 };
 

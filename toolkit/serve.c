@@ -35,13 +35,14 @@ struct runtime_server {
 	void *arg;
 	unsigned max_conns;
 	unsigned conn_flags;        /* for runtime_conn_open */
+	bool plain_accept;
 	unsigned ncores;
 	int *fds;                   /* each core's listening socket */
 	uint16_t port;
 	struct runtime_chan *stop;  /* closed by runtime_server_stop */
 	_Atomic bool stopped;
 	_Atomic unsigned live;
-	_Atomic uint64_t accepted, refused;
+	_Atomic uint64_t accepted, refused, errors;
 	struct core_conns *conns;
 };
 
@@ -121,25 +122,37 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 
 /* ------------------------------------------------------------ each core */
 
+static int next_connection(struct runtime_server *srv, struct runtime_listener *l,
+                           struct sockaddr_storage *peer, socklen_t *len)
+{
+	if (srv->plain_accept)
+		return runtime_accept(srv->fds[runtime_core_index()], (struct sockaddr *)peer, len,
+		                      SOCK_CLOEXEC);
+	return runtime_listener_accept(l, (struct sockaddr *)peer, len);
+}
+
 static void acceptor(void *arg)
 {
 	struct runtime_server *srv = arg;
-	struct runtime_listener *l;
+	struct runtime_listener *l = NULL;
 
-	if (runtime_listener_open(&l, srv->fds[runtime_core_index()], SOCK_CLOEXEC) < 0)
+	if (!srv->plain_accept &&
+	    runtime_listener_open(&l, srv->fds[runtime_core_index()], SOCK_CLOEXEC) < 0)
 		return;
 	while (!atomic_load(&srv->stopped)) {
 		struct sockaddr_storage peer;
 		socklen_t len = sizeof(peer);
-		int fd = runtime_listener_accept(l, (struct sockaddr *)&peer, &len);
+		int fd = next_connection(srv, l, &peer, &len);
 		if (fd >= 0 && !atomic_load(&srv->stopped)) {
 			admit(srv, fd, &peer, len);
 		} else if (fd >= 0) {
 			runtime_close(fd);
 		} else if (fd == -ECANCELED || fd == -EINVAL) {
 			break; /* shut down, or the socket was (a stop, a drain) */
-		} else if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED) {
-			break; /* out of fds or memory: back off, then go on */
+		} else {
+			atomic_fetch_add(&srv->errors, 1); /* out of fds or memory: */
+			if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED) /* back off */
+				break;
 		}
 	}
 	runtime_listener_close(l);
@@ -220,6 +233,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->arg = cfg->arg;
 	srv->max_conns = cfg->max_conns;
 	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
+	srv->plain_accept = cfg->plain_accept;
 	srv->ncores = n;
 	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
@@ -272,6 +286,7 @@ void runtime_server_stats(const struct runtime_server *srv, struct runtime_serve
 	st->live = atomic_load(&srv->live);
 	st->accepted = atomic_load(&srv->accepted);
 	st->refused = atomic_load(&srv->refused);
+	st->errors = atomic_load(&srv->errors);
 }
 
 int runtime_server_stop(struct runtime_server *srv)

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * echo-server - the runtime's demo: a TCP echo server written as plain
- * sequential code, one fiber per connection, on io_uring underneath: each
- * core accepts through a listener (one multishot accept) on the shared
- * listening socket, so connections spread over the cores; reads go through
- * a receive stream (one multishot recv per connection; --plain-recv: one
- * recv SQE per read); each send is an SQE. SIGINT/SIGTERM
- * shut the runtime down (runtime_shutdown_on_signals): every connection
- * fiber sees -ECANCELED, closes its socket and ends, and the process exits
- * cleanly.
+ * sequential code, served on every core by runtime_serve (a SO_REUSEPORT
+ * socket, a listener and an acceptor per core: the kernel spreads the
+ * connections), one fiber per connection. Reads go through the
+ * connection's receive stream (one multishot recv per connection;
+ * --plain-recv: one recv per read); each send is one operation. On
+ * io_uring underneath, or epoll where io_uring is refused (--engine).
+ * SIGINT/SIGTERM shut the runtime down (runtime_shutdown_on_signals):
+ * every connection fiber sees -ECANCELED and ends, its connection is
+ * closed, and the process exits cleanly.
  *
  *   echo-server [--host ADDR] [--port P] [--cores N] [--engine E]
  *               [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]
@@ -24,9 +25,6 @@
 
 #include <getopt.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,97 +33,23 @@
 #define BUF_SIZE (64 * 1024)
 
 struct server {
-	int listen_fd;
 	int quiet;
 	int plain_recv;
-	_Atomic unsigned long connections;
 };
 
-/* Echo until EOF or an error, reading through a receive stream (one
- * multishot recv for the whole connection), or with one recv per read. */
-static void echo(int fd, char *buf, size_t size, int plain_recv)
+static struct server srv;
+
+/* Echo until EOF, an error or a cancel; runtime_serve closes the
+ * connection after. */
+static void echo(struct runtime_conn *conn, void *arg)
 {
-	struct runtime_stream *rx = NULL;
-
-	if (!plain_recv && runtime_stream_open(&rx, fd) < 0)
-		rx = NULL;
-	for (;;) {
-		ssize_t n = rx ? runtime_stream_recv(rx, buf, size) : runtime_recv(fd, buf, size, 0);
-		if (n <= 0)
-			break;
-		if (runtime_send_all(fd, buf, (size_t)n, NULL) < 0)
-			break;
-	}
-	runtime_stream_close(rx);
-}
-
-static struct server srv = { .listen_fd = -1 };
-
-/* Errors that come in bursts - accept at the fd limit, spawn out of
- * memory - print at most once a second, with a count of the ones held
- * back: the log must not become the load. */
-static void report_error(const char *what, int rc)
-{
-	static _Atomic uint64_t next_ns;
-	static _Atomic unsigned long held_back;
-	uint64_t now = runtime_now(), next = atomic_load(&next_ns);
-
-	if (now < next || !atomic_compare_exchange_strong(&next_ns, &next, now + 1000000000u)) {
-		atomic_fetch_add(&held_back, 1);
-		return;
-	}
-	unsigned long n = atomic_exchange(&held_back, 0);
-	if (n)
-		fprintf(stderr, "echo-server: %s: %s (and %lu more errors since the last report)\n",
-		        what, strerror(-rc), n);
-	else
-		fprintf(stderr, "echo-server: %s: %s\n", what, strerror(-rc));
-}
-
-static void connection(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
 	char buf[BUF_SIZE];
-	int one = 1;
+	ssize_t n;
 
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	echo(fd, buf, sizeof(buf), srv.plain_recv);
-	runtime_close(fd);
-}
-
-static void start_connection(struct server *s, int fd)
-{
-	atomic_fetch_add_explicit(&s->connections, 1, memory_order_relaxed);
-	int rc = runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd);
-	if (rc < 0) {
-		report_error("spawn", rc);
-		runtime_close(fd);
-	}
-}
-
-/* Accepts through a listener (one multishot accept), so a burst of
- * connections is taken in one loop turn, not one per turn. */
-static void acceptor(void *arg)
-{
-	struct server *s = arg;
-	struct runtime_listener *l;
-	int fd = runtime_listener_open(&l, s->listen_fd, SOCK_CLOEXEC);
-
-	if (fd < 0) {
-		fprintf(stderr, "echo-server: listener: %s\n", strerror(-fd));
-		return;
-	}
-	while ((fd = runtime_listener_accept(l, NULL, NULL)) != -ECANCELED) {
-		if (fd >= 0) {
-			start_connection(s, fd);
-			continue;
-		}
-		/* Out of fds or memory: back off, keep serving the rest. */
-		report_error("accept", fd);
-		if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED)
+	(void)arg;
+	while ((n = runtime_conn_read(conn, buf, sizeof(buf))) > 0)
+		if (runtime_conn_write(conn, buf, (size_t)n, NULL) < 0)
 			break;
-	}
-	runtime_listener_close(l);
 }
 
 static void usage(FILE *to)
@@ -224,6 +148,9 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 int main(int argc, char **argv)
 {
 	struct runtime_config cfg;
+	struct runtime_serve_config sc;
+	struct runtime_server *server;
+	struct runtime *rt;
 	const char *host = "0.0.0.0";
 	long port = 7000;
 
@@ -235,38 +162,36 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	demo_raise_fd_limit();
-
-	srv.listen_fd = runtime_tcp_listen(host, (uint16_t)port, 4096, 0);
-	if (srv.listen_fd < 0) {
-		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port,
-		        strerror(-srv.listen_fd));
-		return 1;
-	}
-	struct runtime *rt;
 	int rc = runtime_create(&rt, &cfg);
 	if (rc < 0) {
 		demo_create_failed("echo-server", rc, &cfg);
 		return 1;
 	}
-	rc = runtime_shutdown_on_signals(rt);
-	for (unsigned i = 0; rc == 0 && i < runtime_cores(rt); i++)
-		rc = runtime_spawn_on(rt, i, acceptor, &srv);
-	if (rc < 0) {
-		fprintf(stderr, "echo-server: start: %s\n", strerror(-rc));
+	runtime_serve_config_init(&sc);
+	sc.host = host;
+	sc.port = (uint16_t)port;
+	sc.backlog = 4096;
+	sc.plain_recv = srv.plain_recv;
+	sc.handler = echo;
+	if ((rc = runtime_shutdown_on_signals(rt)) < 0 || (rc = runtime_serve(rt, &sc, &server)) < 0) {
+		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port, strerror(-rc));
 		return 1;
 	}
 	if (!srv.quiet) {
 		char engine[600];
 		demo_engine_line(engine, sizeof(engine), rt);
-		fprintf(stderr, "echo-server: listening on %s:%ld, %u core%s, %s\n", host, port,
-		        runtime_cores(rt), runtime_cores(rt) == 1 ? "" : "s", engine);
+		fprintf(stderr, "echo-server: listening on %s:%u, %u core%s, %s\n", host,
+		        runtime_server_port(server), runtime_cores(rt),
+		        runtime_cores(rt) == 1 ? "" : "s", engine);
 	}
 	rc = runtime_run(rt);
+	struct runtime_server_stats st;
+	runtime_server_stats(server, &st);
+	runtime_server_destroy(server);
 	runtime_destroy(rt);
-	close(srv.listen_fd);
 	if (!srv.quiet)
-		fprintf(stderr, "echo-server: stopped after %lu connections\n",
-		        atomic_load(&srv.connections));
+		fprintf(stderr, "echo-server: stopped after %llu connections\n",
+		        (unsigned long long)st.accepted);
 	if (rc < 0) {
 		fprintf(stderr, "echo-server: %s\n", strerror(-rc));
 		return 1;

@@ -21,8 +21,8 @@
 
 struct conn {
 	struct server *srv;
-	int fd;
-	struct runtime_stream *rx;      /* reads, unless --plain-recv */
+	struct runtime_conn *rc;        /* runtime_serve's: the reads */
+	int fd;                         /* its socket: the writes */
 	struct runtime_fiber *fiber;
 	struct conn *prev, *next;       /* this core's live connections */
 	bool idle;                      /* waiting for a request: a drain ends it */
@@ -47,11 +47,13 @@ struct conn_list {
 	_Atomic uint64_t requests;
 } __attribute__((aligned(64)));
 
-void conn_lists_init(struct server *srv)
+int conn_lists_init(struct server *srv)
 {
 	srv->live = aligned_alloc(64, runtime_cores(srv->rt) * sizeof(*srv->live));
-	if (srv->live)
-		memset(srv->live, 0, runtime_cores(srv->rt) * sizeof(*srv->live));
+	if (!srv->live)
+		return -ENOMEM;
+	memset(srv->live, 0, runtime_cores(srv->rt) * sizeof(*srv->live));
+	return 0;
 }
 
 uint64_t conn_requests(const struct server *srv)
@@ -318,7 +320,7 @@ static ssize_t fill(struct conn *c, uint64_t deadline)
 	runtime_deadline_set(deadline);
 	char *to = c->in + c->in_len;
 	size_t room = IN_SIZE - c->in_len;
-	ssize_t n = c->rx ? runtime_stream_recv(c->rx, to, room) : runtime_recv(c->fd, to, room, 0);
+	ssize_t n = runtime_conn_read(c->rc, to, room);
 	runtime_deadline_set(0);
 	if (n > 0)
 		c->in_len += (size_t)n;
@@ -540,27 +542,23 @@ static int serve_one(struct conn *c)
 	return rc < 0 || ex.close ? -1 : 0;
 }
 
-void conn_serve(struct server *srv, int fd)
+/* Serve rc until it closes; the caller closes rc after. */
+void conn_serve(struct server *srv, struct runtime_conn *rc)
 {
 	struct conn *c = malloc(sizeof(*c));
 
-	if (!c) {
-		runtime_close(fd);
-		return;
+	if (c) {
+		memset(c, 0, offsetof(struct conn, out));
+		c->srv = srv;
+		c->rc = rc;
+		c->fd = runtime_conn_fd(rc);
+		c->fiber = runtime_fiber_self();
+		live_add(c);
+		while (serve_one(c) == 0)
+			;
+		flush(c);
+		live_remove(c);
+		free(c);
 	}
-	memset(c, 0, offsetof(struct conn, out));
-	c->srv = srv;
-	c->fd = fd;
-	c->fiber = runtime_fiber_self();
-	if (!srv->opt.plain_recv && runtime_stream_open(&c->rx, fd) < 0)
-		c->rx = NULL;
-	live_add(c);
-	while (serve_one(c) == 0)
-		;
-	flush(c);
-	live_remove(c);
-	runtime_stream_close(c->rx);
-	runtime_close(fd);
-	free(c);
 	atomic_fetch_sub(&srv->open, 1);
 }

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http-server - the runtime's HTTP/1.1 demo: one fiber per connection, one
- * listener and one acceptor fiber per core (SO_REUSEPORT spreads the
- * connections), a strict parser (http_parser.c), and a graceful stop: on
- * SIGINT or SIGTERM it stops accepting, lets the requests in flight finish
- * (up to a grace period), and exits 0. A second signal stops at once.
+ * http-server - the runtime's HTTP/1.1 demo: served on every core by
+ * runtime_serve (a SO_REUSEPORT socket and an acceptor per core, a fiber
+ * per connection), a strict parser (http_parser.c), and a graceful stop
+ * (runtime_drain_on_signals): on SIGINT or SIGTERM it stops accepting,
+ * closes the connections waiting for a request, lets the requests in
+ * flight finish (up to a grace period), and exits 0. A second signal
+ * stops at once.
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -13,80 +15,21 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #define MS 1000000ull
 
 static struct server srv;
-static int signal_fd = -1;
 
-/* --------------------------------------------------------------- accept */
-
-static void connection(void *arg)
+/* A connection from runtime_serve, which closes it when this returns. */
+static void connection(struct runtime_conn *conn, void *arg)
 {
-	conn_serve(&srv, (int)(intptr_t)arg);
-}
-
-static void start_connection(int fd)
-{
-	if (atomic_load(&srv.open) >= srv.opt.max_conns) {
-		runtime_close(fd); /* over --max-conns: refused at once, and counted */
-		atomic_fetch_add(&srv.refused, 1);
-		return;
-	}
-	atomic_fetch_add(&srv.open, 1);
-	atomic_fetch_add(&srv.accepted, 1);
-	if (runtime_spawn(runtime_current(), connection, (void *)(intptr_t)fd) < 0) {
-		atomic_fetch_sub(&srv.open, 1);
-		runtime_close(fd);
-	}
-}
-
-/* The next connection: from the listener, or with --plain-accept (to
- * measure what the listener saves) one accept SQE each. */
-static int next_connection(struct runtime_listener *l, int lfd)
-{
-	return l ? runtime_listener_accept(l, NULL, NULL) : runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
-}
-
-/* The core's acceptor, through a listener (one multishot accept: a burst
- * of connections is taken in one loop turn). Ends when the listening
- * socket is shut down (a drain) or the fiber is cancelled. */
-static void acceptor(void *arg)
-{
-	int lfd = srv.listeners[(intptr_t)arg];
-	struct runtime_listener *l = NULL;
-	int fd = srv.opt.plain_accept ? 0 : runtime_listener_open(&l, lfd, SOCK_CLOEXEC);
-
-	if (fd < 0) {
-		fprintf(stderr, "http-server: listener: %s\n", strerror(-fd));
-		return;
-	}
-	for (;;) {
-		fd = next_connection(l, lfd);
-		if (fd == -ECANCELED || fd == -EINVAL || atomic_load(&srv.draining)) {
-			if (fd >= 0)
-				runtime_close(fd);
-			break;
-		}
-		if (fd >= 0) {
-			start_connection(fd);
-			continue;
-		}
-		if (runtime_sleep(10 * MS) == -ECANCELED) /* out of fds: back off */
-			break;
-	}
-	runtime_listener_close(l);
+	(void)arg;
+	atomic_fetch_add(&srv.open, 1); /* conn_serve takes it off */
+	conn_serve(&srv, conn);
 }
 
 /* ------------------------------------------------------------------ stop */
@@ -97,32 +40,14 @@ static void drain_core(void *arg)
 	conn_drain_core(&srv);
 }
 
-/* Stop accepting, close idle connections, let busy ones finish within the
- * grace period (or until a second signal), then shut the runtime down. */
-static void drain(void)
+/* A drain began (a signal): answers from now on close their connection,
+ * and each core's connections waiting for a request close now. */
+static void on_drain(void *arg)
 {
-	struct signalfd_siginfo si;
-	uint64_t until = runtime_now() + srv.opt.grace_ms * MS;
-
-	atomic_store(&srv.draining, true);
-	for (unsigned i = 0; i < runtime_cores(srv.rt); i++) {
-		shutdown(srv.listeners[i], SHUT_RDWR); /* wakes its acceptor */
-		runtime_spawn_on(srv.rt, i, drain_core, NULL);
-	}
-	while (atomic_load(&srv.open) && runtime_now() < until)
-		if (runtime_poll(signal_fd, POLLIN, (int64_t)(10 * MS)) > 0 &&
-		    runtime_read(signal_fd, &si, sizeof(si)) == sizeof(si))
-			break;
-	runtime_shutdown(srv.rt);
-}
-
-static void signal_watch(void *arg)
-{
-	struct signalfd_siginfo si;
 	(void)arg;
-
-	if (runtime_read(signal_fd, &si, sizeof(si)) == sizeof(si))
-		drain();
+	atomic_store(&srv.draining, true);
+	for (unsigned i = 0; i < runtime_cores(srv.rt); i++)
+		runtime_spawn_on(srv.rt, i, drain_core, NULL);
 }
 
 /* -------------------------------------------------------------- startup */
@@ -202,74 +127,47 @@ static int parse_options(int argc, char **argv)
 	return -1;
 }
 
-/* One listener per core on the same port (port 0: the first one's), with
- * TCP_NODELAY, which accepted sockets inherit: an answer must not wait for
- * the ACK of the one before it (Nagle), as it would when a pipelined batch
- * is answered in several sends (--no-batch, a large file after a head). */
-static int open_listeners(void)
+static int serve(void)
 {
-	srv.listeners = calloc(srv.opt.cores, sizeof(*srv.listeners));
-	if (!srv.listeners)
-		return -ENOMEM;
-	for (unsigned i = 0; i < srv.opt.cores; i++) {
-		int fd = runtime_tcp_listen(srv.opt.host, (uint16_t)srv.opt.port, 4096,
-		                            RUNTIME_LISTEN_REUSEPORT);
-		if (fd < 0)
-			return fd;
-		srv.listeners[i] = fd;
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
-		if (srv.opt.port == 0) {
-			struct sockaddr_storage ss;
-			socklen_t len = sizeof(ss);
-			getsockname(fd, (struct sockaddr *)&ss, &len);
-			srv.opt.port = ntohs(ss.ss_family == AF_INET6
-			                     ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			                     : ((struct sockaddr_in *)&ss)->sin_port);
-		}
-	}
-	return 0;
-}
+	struct runtime_serve_config sc;
 
-/* SIGINT and SIGTERM, blocked here (and so in the core threads) and read
- * from a signalfd by a fiber: the drain needs fibers running. */
-static int watch_signals(void)
-{
-	sigset_t set;
-
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
-		return -errno;
-	signal_fd = signalfd(-1, &set, SFD_CLOEXEC);
-	return signal_fd < 0 ? -errno : 0;
+	runtime_serve_config_init(&sc);
+	sc.host = srv.opt.host;
+	sc.port = (uint16_t)srv.opt.port;
+	sc.backlog = 4096;
+	sc.max_conns = srv.opt.max_conns;
+	sc.plain_recv = srv.opt.plain_recv;
+	sc.plain_accept = srv.opt.plain_accept;
+	sc.handler = connection;
+	int rc = runtime_serve(srv.rt, &sc, &srv.server);
+	if (rc == 0)
+		srv.opt.port = runtime_server_port(srv.server);
+	return rc;
 }
 
 static int start(void)
 {
-	struct runtime_config config, *cfg = &config;
+	struct runtime_config cfg;
 	int rc;
 
-	if ((rc = watch_signals()) < 0 || (rc = open_listeners()) < 0)
-		return rc;
 	if (srv.opt.root && (srv.root_fd = open(srv.opt.root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
-	runtime_config_init(cfg);
-	cfg->cores = srv.opt.cores;
-	cfg->fixed_files = srv.opt.fixed_files;
-	cfg->engine = srv.opt.engine;
-	if ((rc = runtime_create(&srv.rt, cfg)) < 0) {
-		demo_create_failed("http-server", rc, cfg);
+	runtime_config_init(&cfg);
+	cfg.cores = srv.opt.cores;
+	cfg.fixed_files = srv.opt.fixed_files;
+	cfg.engine = srv.opt.engine;
+	if ((rc = runtime_create(&srv.rt, &cfg)) < 0) {
+		demo_create_failed("http-server", rc, &cfg);
 		return 1;
 	}
-	if ((rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
-		return rc;
 	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
 		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
-	conn_lists_init(&srv);
-	for (unsigned i = 0; i < srv.opt.cores && rc == 0; i++)
-		rc = runtime_spawn_on(srv.rt, i, acceptor, (void *)(intptr_t)i);
-	return rc ? rc : runtime_spawn_on(srv.rt, 0, signal_watch, NULL);
+	if ((rc = runtime_drain_on_signals(srv.rt, srv.opt.grace_ms * MS)) < 0 ||
+	    (rc = runtime_on_drain(srv.rt, on_drain, NULL)) < 0 ||
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0 ||
+	    (rc = conn_lists_init(&srv)) < 0)
+		return rc;
+	return serve();
 }
 
 int main(int argc, char **argv)
@@ -294,9 +192,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	rc = runtime_run(srv.rt);
 	uint64_t requests = conn_requests(&srv);
+	runtime_server_destroy(srv.server);
 	runtime_destroy(srv.rt);
-	for (unsigned i = 0; i < srv.opt.cores; i++)
-		close(srv.listeners[i]);
 	fprintf(stderr, "http-server: stopped after %llu requests\n", (unsigned long long)requests);
 	if (rc < 0) {
 		fprintf(stderr, "http-server: %s\n", strerror(-rc));

@@ -120,11 +120,13 @@ static int stats(struct server *srv, struct exchange *ex)
 	struct runtime_core_stats cs[64];
 	struct runtime_offload_stats pool;
 	struct runtime_sem_stats backend;
+	struct runtime_server_stats served;
 	char body[8192];
 	unsigned n = runtime_stats(srv->rt, cs, 64, &pool);
 	size_t len = 0;
 
 	runtime_sem_stats(srv->backend, &backend);
+	runtime_server_stats(srv->server, &served);
 	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"engine\":\"%s\",\"cores\":[",
 	                        runtime_engine_name(runtime_engine(srv->rt)));
 	for (unsigned i = 0; i < n && i < 64; i++)
@@ -142,8 +144,8 @@ static int stats(struct server *srv, struct exchange *ex)
 	        "\"server\":{\"open\":%u,\"accepted\":%llu,\"refused\":%llu,\"requests\":%llu}}\n",
 	        pool.alive, pool.idle, pool.largest, pool.queued, (unsigned long long)pool.completed,
 	        (unsigned long long)pool.rejected, backend.in_use, backend.waiting,
-	        atomic_load(&srv->open), (unsigned long long)atomic_load(&srv->accepted),
-	        (unsigned long long)atomic_load(&srv->refused),
+	        atomic_load(&srv->open), (unsigned long long)served.accepted,
+	        (unsigned long long)served.refused,
 	        (unsigned long long)conn_requests(srv));
 	return respond(ex, 200, "application/json", NULL, body, len < sizeof(body) ? len : 0);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.h - the demo HTTP server's parts: main and the listeners
+ * server.h - the demo HTTP server's parts: main, serving and the stop
  * (http-server.c), one fiber per connection (conn.c), the routes (routes.c)
  * and static files (files.c).
  */
@@ -44,12 +44,11 @@ struct server {
 	struct options opt;
 	struct runtime *rt;
 	struct http_limits limits;
-	int *listeners;           /* one per core (SO_REUSEPORT) */
+	struct runtime_server *server; /* runtime_serve's: a socket per core */
 	int root_fd;              /* --root, or -1 */
 	struct runtime_sem *backend; /* /limited's slots */
 	_Atomic bool draining;    /* a signal came: finish and close */
 	_Atomic unsigned open;    /* connections now */
-	_Atomic uint64_t accepted, refused;
 	struct conn_list *live;   /* per core: connections, for the drain */
 };
 
@@ -64,9 +63,9 @@ struct exchange {
 };
 
 /* conn.c */
-void conn_serve(struct server *srv, int fd);
+void conn_serve(struct server *srv, struct runtime_conn *conn);
 void conn_drain_core(struct server *srv);
-void conn_lists_init(struct server *srv);
+int conn_lists_init(struct server *srv);
 int respond(struct exchange *ex, int status, const char *type, const char *extra_headers,
             const void *body, size_t len);
 int respond_head(struct exchange *ex, int status, const char *type, const char *extra_headers,
