@@ -279,12 +279,12 @@ RUNTIME_API ssize_t runtime_copy(const struct runtime_transport *dst,
  * context. Returns 0, the first error, -ECANCELED or -ETIMEDOUT (the
  * caller's), -EINVAL, -ENOMEM, -ESHUTDOWN, -EPERM (not a fiber).
  *
- * A caller cancelled while it waits cannot wait any more (<runtime.h>:
- * cancellation is sticky): it cancels both fibers and returns at once,
- * and they end on their own as soon as their transport calls have
- * stopped - until then a and b's contexts must stay valid (a receive
- * stream refuses runtime_stream_close with -EBUSY meanwhile). A deadline
- * does not have this gap: the fibers are waited for.
+ * A caller cancelled (or past its deadline) while it waits still waits
+ * for both fibers to end, inside a cleanup (runtime_cleanup_begin):
+ * they are cancelled and end as soon as their transport calls return,
+ * so a and b may be freed once this returns. Only a transport that does
+ * not honour cancellation for 10 s leaves a fiber running past the return
+ * (detached; a and b must then outlive it).
  */
 RUNTIME_API int runtime_copy_both(const struct runtime_transport *a,
                                   const struct runtime_transport *b, size_t chunk,

@@ -15,10 +15,11 @@
  * back to the buffer path, bytes already in the pipe included.
  *
  * Both ways: each direction runs in a fiber of its own and the caller
- * waits on a condition for the first error or both ends. The state they
- * share is on the heap, counted: a caller cancelled while it waits cannot
- * wait for the two fibers (cancellation is sticky and every wait of
- * <runtime.h> refuses), so it lets go and the last one out frees it.
+ * waits on a condition for the first error or both ends, then cancels
+ * what still runs and joins it inside a cleanup (runtime_cleanup_begin),
+ * so that even a cancelled caller returns only once both fibers have
+ * ended. The state they share is on the heap, counted, for the one case
+ * left: a fiber that outlives the cleanup's bound is detached.
  */
 #include "toolkit.h"
 
@@ -264,23 +265,29 @@ static int wait_directions(struct both *b)
 	return rc;
 }
 
+/* How long a caller waits for the cancelled fibers to end. They end as
+ * soon as their transport call returns, which a cancel makes at once: the
+ * bound is for a transport that does not honour cancellation. */
+#define REAP_BOUND_NS (10 * 1000 * 1000 * 1000ull)
+
 /*
- * Cancel what still runs and wait for it. Past the caller's deadline a
- * join would refuse, so the deadline is lifted for it (the cancelled
- * fibers end promptly). A cancelled caller cannot wait at all: it
- * detaches them (see the file comment).
+ * Cancel what still runs and wait for it, inside a cleanup: neither the
+ * caller's cancel nor its deadline may keep it from waiting, since the
+ * fibers use a and b, which the caller's caller may free as soon as this
+ * returns. Past the bound (see above) a fiber is detached and ends on its
+ * own (the shared state is counted).
  */
 static void reap(struct both *b, int started)
 {
-	uint64_t deadline = runtime_deadline_get();
+	struct runtime_cleanup cl;
 
 	for (int i = 0; i < started; i++)
 		runtime_fiber_cancel(b->dir[i].fiber); /* -ESRCH once it has ended */
-	runtime_deadline_set(0);
+	runtime_cleanup_begin(&cl, (int64_t)REAP_BOUND_NS);
 	for (int i = 0; i < started; i++)
 		if (runtime_fiber_join(b->dir[i].fiber, NULL) < 0)
 			runtime_fiber_detach(b->dir[i].fiber);
-	runtime_deadline_set(deadline);
+	runtime_cleanup_end(&cl);
 }
 
 static struct both *both_new(const struct runtime_transport *a, const struct runtime_transport *b,
