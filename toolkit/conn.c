@@ -110,14 +110,6 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 
 /* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
  * (> 0, may be short) or -errno. */
-static inline ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt == 1)
-		return runtime_send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return runtime_sendmsg(fd, &msg, MSG_NOSIGNAL);
-}
-
 /* Inlined: a write is a send and little more (the echo demo's path). */
 static inline __attribute__((always_inline)) ssize_t
 send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)

@@ -36,6 +36,17 @@ struct runtime_conn {
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
 
+/* sendmsg, or send for one iovec (the shorter path through the kernel):
+ * MSG_NOSIGNAL, so a gone peer is -EPIPE even off the core threads'
+ * SIGPIPE mask. */
+static inline ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt)
+{
+	if (iovcnt == 1)
+		return runtime_send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	return runtime_sendmsg(fd, &msg, MSG_NOSIGNAL);
+}
+
 /*
  * Write every byte of iov[0..iovcnt) through t's writev, looping over
  * short writes (iov is advanced in place: the caller's array is scratch).

@@ -19,17 +19,6 @@ static int fd_of(void *ctx)
 	return (int)(intptr_t)ctx;
 }
 
-/* sendmsg, or send for one iovec (the shorter path through the kernel):
- * MSG_NOSIGNAL, so a gone peer is -EPIPE even off the core threads'
- * SIGPIPE mask. */
-static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt)
-{
-	if (iovcnt == 1)
-		return runtime_send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return runtime_sendmsg(fd, &msg, MSG_NOSIGNAL);
-}
-
 /* ------------------------------------------------------------- sockets */
 
 static ssize_t sock_read(void *ctx, void *buf, size_t len)
