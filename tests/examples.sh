@@ -13,9 +13,12 @@
 # upstream that answers only after it: tests/tcp_pipe), closes an idle
 # connection after its timeout, closes a client's connection when the
 # upstream refuses, and on SIGTERM refuses new connections, lets an open
-# one go on, exits 0 - or cuts it when the grace is over. Every run must
-# also leave stderr empty (a sanitizer's report, a misuse report or a leak
-# fails it).
+# one go on, exits 0 - or cuts it when the grace is over; kv_server
+# answers 6 clients at once on 2 cores, pipelined commands in order,
+# refuses a line too long and closes, refuses a burst past its rate limit,
+# and on SIGTERM closes a connection waiting for a command at once while
+# one in the middle of a command finishes it. Every run must also leave
+# stderr empty (a sanitizer's report, a misuse report or a leak fails it).
 # It asserts behaviour, not speed: it waits for conditions, never for a
 # time window, and the time bound (per program) is only there so that a
 # hang fails instead of hanging CI (TSan on a loaded machine: 10-50x).
@@ -204,7 +207,7 @@ peak=$(sed -n 's/^peak: \([0-9]*\) of 50 clients.*/\1/p' "$tmp/out")
 check "preload_blocking: 50 blocking clients all done, several at once" eval \
 	'ok && has "^50 clients done, 150 echoes verified$" && [ "${peak:-0}" -ge 2 ]'
 
-# ---- servers in the background: proxy (and its upstreams)
+# ---- servers in the background: proxy, kv_server (and their upstreams)
 # start_bg NAME REGEX CMD...: CMD in the background, stdout in
 # $tmp/NAME.out and stderr in $tmp/NAME.err; waits for a line of stdout
 # matching REGEX, whose first number is the port it listens on. Sets
@@ -386,6 +389,113 @@ else
 fi
 kill -TERM "$echo_pid" 2>/dev/null && wait_exit "$echo_pid"
 
+# ---- kv_server
+# kv ID: a client of its own keys, one command at a time: 20 SETs, 20
+# GETs, 10 DELs, then a GET of a deleted key and QUIT, every reply checked.
+kv() {
+	local id=$1 j line
+	exec 3<>"/dev/tcp/127.0.0.1/$kv_port" || return 1
+	ask() { # ask COMMAND REPLY
+		printf '%s\n' "$1" >&3
+		IFS= read -r -t "$bound" line <&3 && [ "$line" = "$2" ] ||
+			{ echo "kv $id: '$1' got '${line:-}', not '$2'" >&2; return 1; }
+	}
+	for ((j = 0; j < 20; j++)); do ask "SET k$id.$j v$id $j" OK || return 1; done
+	for ((j = 0; j < 20; j++)); do ask "GET k$id.$j" "VALUE v$id $j" || return 1; done
+	for ((j = 0; j < 20; j += 2)); do ask "DEL k$id.$j" DELETED || return 1; done
+	ask "GET k$id.0" NOT_FOUND && ask QUIT OK || return 1
+	IFS= read -r -t "$bound" line <&3
+	closed $? || { echo "kv $id: not closed after QUIT" >&2; return 1; }
+}
+# replies PORT TEXT: TEXT in one write, then every reply line on stdout,
+# and "<closed>" if the server closed the connection (not a timeout).
+replies() {
+	local line st
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf '%s' "$2" >&3
+	while IFS= read -r -t "$bound" line <&3; st=$?; [ "$st" -eq 0 ]; do
+		printf '%s\n' "$line"
+	done
+	closed "$st" && echo "<closed>"
+	exec 3<&-
+}
+# same GOT WANT: equal, or both said on stderr.
+same() {
+	[ "$1" = "$2" ] && return 0
+	printf 'got:\n%s\nwanted:\n%s\n' "$1" "$2" | sed 's/^/    /' >&2
+	return 1
+}
+
+if start_bg kv "^kv_server: listening on [0-9]*$" "$ex/kv_server" 0 --cores 2; then
+	kv_pid=$bg_pid kv_port=$bg_port
+	cpids=
+	for i in 1 2 3 4 5 6; do
+		kv "$i" 2>>"$tmp/kv.clients" &
+		cpids="$cpids $!"
+	done
+	bad=0
+	for p in $cpids; do wait "$p" || bad=$((bad + 1)); done
+	check "kv_server: 6 clients at once SET, GET and DEL keys (on 2 cores)" eval \
+		'[ "$bad" -eq 0 ] || { cat "$tmp/kv.clients" >&2; false; }'
+
+	got=$(replies "$kv_port" $'SET p 1\nGET p\nSET p two words\nGET p\nDEL p\nDEL p\nGET p\nCOUNT\nGET\nBOGUS x\nQUIT\nCOUNT\n')
+	want=$'OK\nVALUE 1\nOK\nVALUE two words\nDELETED\nNOT_FOUND\nNOT_FOUND\nCOUNT 60'
+	want+=$'\nERR unknown command or wrong arguments\nERR unknown command or wrong arguments\nOK'
+	want+=$'\n<closed>'
+	check "kv_server: pipelined commands in one write, every reply in order, none after QUIT" \
+		same "$got" "$want"
+
+	got=$(replies "$kv_port" "SET long $(head -c 2000 /dev/zero | tr '\0' x)"$'\nCOUNT\n')
+	check "kv_server: a line too long gets ERR, and the connection is closed" \
+		same "$got" $'ERR line too long\n<closed>'
+
+	# SIGTERM: a connection waiting for its next command is closed at
+	# once; one with half a command in (read with a COUNT before it, in
+	# the same write) finishes it. If the idle one had waited for the
+	# grace, the other would have been cut with it.
+	exec 4<>"/dev/tcp/127.0.0.1/$kv_port"
+	printf 'COUNT\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = "COUNT 60" ] || fail "kv_server: idle connection got '${line:-}'"
+	exec 5<>"/dev/tcp/127.0.0.1/$kv_port"
+	printf 'COUNT\nSET late ' >&5
+	IFS= read -r -t "$bound" line <&5
+	[ "${line:-}" = "COUNT 60" ] || fail "kv_server: busy connection got '${line:-}'"
+	kill -TERM "$kv_pid"
+	IFS= read -r -t "$bound" line <&4
+	check "kv_server: SIGTERM closes a connection waiting for a command" closed $?
+	printf 'value\n' >&5
+	IFS= read -r -t "$bound" line <&5
+	check "kv_server: a command half in when SIGTERM came is finished" [ "${line:-}" = OK ]
+	IFS= read -r -t "$bound" line <&5
+	check "kv_server: ... and then its connection is closed" closed $?
+	exec 4<&- 5<&-
+	finish "$kv_pid" kv
+	check "kv_server exits 0 after the drain" eval \
+		'ok && has "^kv_server: stopped after [0-9]* connections, 61 keys$"'
+else
+	fail "kv_server did not start: $(cat "$tmp/kv.err")"
+fi
+
+# The rate limit: 5 commands at once, then 1 a second; 20 in one write
+# get 5 answers and then "ERR rate limited" (at least once: a slow
+# machine may earn a token or two meanwhile). QUIT is never refused.
+if start_bg rate "^kv_server: listening on [0-9]*$" "$ex/kv_server" 0 --cores 1 \
+	--rate 1 --burst 5; then
+	got=$(replies "$bg_port" "$(printf 'GET r\n%.0s' {1..20})"$'\nQUIT\n')
+	limited=$(grep -c '^ERR rate limited$' <<<"$got")
+	rate_ok() { # 5 answers first; the rest answered or refused; QUIT's OK; closed
+		[ "$(head -n 5 <<<"$got" | grep -c '^NOT_FOUND$')" -eq 5 ] && [ "$limited" -ge 1 ] &&
+			[ "$(grep -c -v '^\(NOT_FOUND\|ERR rate limited\)$' <<<"$got")" -eq 2 ] &&
+			[ "$(tail -n 2 <<<"$got")" = $'OK\n<closed>' ] ||
+			{ printf '%s\n' "$got" | sed 's/^/    got: /' >&2; false; }
+	}
+	check "kv_server: a burst past the rate limit is refused ($limited of 20)" rate_ok
+	stop "$bg_pid" rate
+	check "kv_server (rate limited) stops on SIGTERM" ok
+else
+	fail "kv_server --rate did not start: $(cat "$tmp/rate.err")"
+fi
 check "tcp_pipe, the test's client, saw no error" eval '! [ -s "$tmp/pipe.err" ]'
 
 echo "$passed passed, $failed failed"
