@@ -210,7 +210,8 @@ static void proxy_conn(struct runtime_conn *client, void *arg)
 	peer_name(client, peer, sizeof(peer));
 	int rc = connect_upstream(&up);
 	if (rc < 0) { /* the client sees its connection closed */
-		runtime_log(1, "%s: upstream %s: %s\n", peer, opt.upstream, strerror(-rc));
+		runtime_log(1, "%s: upstream %s: %s\n", peer, opt.upstream,
+		            rc == -ENOENT ? "no such host" : strerror(-rc)); /* EAI_NONAME */
 		return;
 	}
 	side_init(&s, 0, client, "client");
