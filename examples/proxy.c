@@ -59,6 +59,8 @@ static struct {
  * -ETIMEDOUT and copy_both cancels the other direction. Write deadlines
  * count too: a peer that stops reading (after its half-close, say) would
  * otherwise hold a writer for ever. No extra fiber, no timer of our own.
+ * (A connection's deadlines are set from fibers of its core: copy_both's
+ * run on the handler's, where both connections were opened.)
  */
 struct session;
 
@@ -192,11 +194,11 @@ static const char *why(const struct session *s, int rc, char *buf, size_t len)
  * cannot wait any more, so copy_both, if this fiber were cancelled (the
  * drain's grace is over: runtime_shutdown), would return at once while its
  * two fibers still read and write both connections - and we would close
- * them under their feet. A cleanup holds the cancel back; the shutdown
- * cancels the two copy fibers as well, so copy_both returns -ECANCELED as
- * soon as they have let go. Its bound is no limit (INT64_MAX): it becomes
- * this fiber's deadline, which the copy fibers inherit, and a connection
- * may last as long as bytes flow.
+ * them, and leave the session on this stack, under their feet. A cleanup
+ * holds the cancel back; the shutdown cancels the two copy fibers as well,
+ * so copy_both returns -ECANCELED as soon as they have let go. Its bound
+ * is no limit (INT64_MAX): it becomes this fiber's deadline, which the
+ * copy fibers inherit, and a connection may last as long as bytes flow.
  */
 static void proxy_conn(struct runtime_conn *client, void *arg)
 {
