@@ -8,8 +8,17 @@
 # guarded_backend reports its wait timeouts and its try_get rejection;
 # offload_dns resolves localhost and numeric addresses (no network needed);
 # preload_blocking's 50 blocking clients all finish, several in progress at
-# once on one core. Every run must also leave stderr empty (a sanitizer's
-# report, a misuse report or a leak fails it).
+# once on one core; proxy, in front of the echo demo, gives back every byte
+# (5000 bytes, 1 MiB, 4 x 1 MiB at once), passes a half-close on (to an
+# upstream that answers only after it: tests/tcp_pipe), closes an idle
+# connection after its timeout, closes a client's connection when the
+# upstream refuses, and on SIGTERM refuses new connections, lets an open
+# one go on, exits 0 - or cuts it when the grace is over; kv_server
+# answers 6 clients at once on 2 cores, pipelined commands in order,
+# refuses a line too long and closes, refuses a burst past its rate limit,
+# and on SIGTERM closes a connection waiting for a command at once while
+# one in the middle of a command finishes it. Every run must also leave
+# stderr empty (a sanitizer's report, a misuse report or a leak fails it).
 # It asserts behaviour, not speed: it waits for conditions, never for a
 # time window, and the time bound (per program) is only there so that a
 # hang fails instead of hanging CI (TSan on a loaded machine: 10-50x).
@@ -197,6 +206,297 @@ run preload_blocking
 peak=$(sed -n 's/^peak: \([0-9]*\) of 50 clients.*/\1/p' "$tmp/out")
 check "preload_blocking: 50 blocking clients all done, several at once" eval \
 	'ok && has "^50 clients done, 150 echoes verified$" && [ "${peak:-0}" -ge 2 ]'
+
+# ---- servers in the background: proxy, kv_server (and their upstreams)
+# start_bg NAME REGEX CMD...: CMD in the background, stdout in
+# $tmp/NAME.out and stderr in $tmp/NAME.err; waits for a line of stdout
+# matching REGEX, whose first number is the port it listens on. Sets
+# bg_pid and bg_port; false if it never says so.
+start_bg() {
+	local name=$1 regex=$2
+	shift 2
+	: >"$tmp/$name.out"
+	"$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	bg_pid=$!
+	pids="$pids $bg_pid"
+	bg_port=
+	wait_for "$tmp/$name.out" "$regex" "$bg_pid" &&
+		bg_port=$(grep -m1 -e "$regex" "$tmp/$name.out" | sed 's/^[^0-9]*\([0-9]*\).*/\1/')
+	[ -n "$bg_port" ]
+}
+# finish PID NAME: wait for PID's exit ($rc); NAME's output becomes
+# $tmp/out and $tmp/err, for ok and has. stop PID NAME: SIGTERM first.
+finish() {
+	wait_exit "$1"
+	cp "$tmp/$2.out" "$tmp/out"
+	cp "$tmp/$2.err" "$tmp/err"
+}
+stop() {
+	kill -TERM "$1"
+	finish "$@"
+}
+# closed ST: a read's status ST says end of stream or an error (1..128),
+# not a timeout (> 128) nor a line (0).
+closed() { [ "$1" -ge 1 ] && [ "$1" -le 128 ]; }
+# until_refused PORT PID: until nothing accepts on PORT (PID still runs).
+until_refused() {
+	local i
+	for ((i = 0; i < bound * 10; i++)); do
+		(exec 5<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.1
+	done
+	return 1
+}
+# pipe PORT <IN >OUT: tests/tcp_pipe, bounded; its status in $rc.
+pipe() {
+	timeout -k 10 "$bound" ./tests/tcp_pipe "$1" 2>>"$tmp/pipe.err"
+	rc=$?
+}
+
+# ---- proxy, in front of the echo demo
+# The echo demo prints its port on stderr.
+"./demos/echo/echo-server" --host 127.0.0.1 --port 0 2>"$tmp/echo.out" >/dev/null &
+echo_pid=$!
+pids="$pids $echo_pid"
+echo_port=
+wait_for "$tmp/echo.out" "listening on 127.0.0.1:[0-9]" "$echo_pid" &&
+	echo_port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$tmp/echo.out")
+head -c 5000 /dev/urandom >"$tmp/small"
+head -c 1048576 /dev/urandom >"$tmp/big"
+: >"$tmp/pipe.err"
+
+if [ -z "$echo_port" ]; then
+	fail "the echo demo did not start: $(cat "$tmp/echo.out")"
+elif start_bg proxy "^proxy: listening on [0-9]* -> 127.0.0.1:$echo_port$" \
+	"$ex/proxy" 0 "127.0.0.1:$echo_port" --cores 2; then
+	p_pid=$bg_pid p_port=$bg_port
+	# tcp_pipe half-closes at the end of its input and exits 0 at the
+	# end of stream, which the echo demo gives only after its own.
+	pipe "$p_port" <"$tmp/small" >"$tmp/small.got"
+	check "proxy: 5000 bytes come back exactly, half-closes pass both ways" eval \
+		'[ "$rc" -eq 0 ] && cmp -s "$tmp/small" "$tmp/small.got"'
+	pipe "$p_port" <"$tmp/big" >"$tmp/big.got"
+	check "proxy: 1 MiB comes back exactly" eval \
+		'[ "$rc" -eq 0 ] && cmp -s "$tmp/big" "$tmp/big.got"'
+	cpids=
+	for i in 1 2 3 4; do
+		(pipe "$p_port" <"$tmp/big" >"$tmp/big.got$i"; exit "$rc") &
+		cpids="$cpids $!"
+	done
+	bad=0
+	for p in $cpids; do wait "$p" || bad=$((bad + 1)); done
+	for i in 1 2 3 4; do cmp -s "$tmp/big" "$tmp/big.got$i" || bad=$((bad + 1)); done
+	check "proxy: 4 clients of 1 MiB at once, every byte back" [ "$bad" -eq 0 ]
+
+	# SIGTERM with a connection open: new connections are refused, the
+	# open one goes on until its client closes, then the proxy exits.
+	exec 4<>"/dev/tcp/127.0.0.1/$p_port"
+	printf 'ping\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = ping ] || fail "proxy: open connection answered '${line:-}'"
+	kill -TERM "$p_pid"
+	check "proxy: refuses new connections once SIGTERM drains it" until_refused "$p_port" "$p_pid"
+	printf 'again\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	check "proxy: a connection open across SIGTERM goes on" [ "${line:-}" = again ]
+	exec 4>&-
+	finish "$p_pid" proxy
+	check "proxy: exits 0 once its last connection has closed, logging it" eval \
+		'ok && has ": 11 bytes up, 11 bytes down: client closed$" && has "^proxy: stopped$" &&
+		has ": 1048576 bytes up, 1048576 bytes down: client closed$"'
+else
+	fail "proxy did not start: $(cat "$tmp/proxy.err")"
+fi
+
+# An upstream that answers only after its client's end of stream.
+"./tests/tcp_pipe" --after-eof >"$tmp/after.out" 2>/dev/null &
+after_pid=$!
+pids="$pids $after_pid"
+after_port=
+wait_for "$tmp/after.out" "^port [0-9]*$" "$after_pid" && after_port=$(sed -n 's/^port //p' "$tmp/after.out")
+if [ -n "$after_port" ] && start_bg half "^proxy: listening on [0-9]" \
+	"$ex/proxy" 0 "127.0.0.1:$after_port" --cores 1; then
+	head -c 3000 "$tmp/small" | pipe "$bg_port" >"$tmp/half.got"
+	check "proxy: a client's half-close reaches the upstream, whose answer comes back after it" \
+		eval '[ "$rc" -eq 0 ] && [ "$(cat "$tmp/half.got")" = "3000 bytes" ]'
+	stop "$bg_pid" half
+	check "proxy logs the half-closed connection and stops on SIGTERM" eval \
+		'ok && has ": 3000 bytes up, 11 bytes down: client closed$"'
+else
+	fail "proxy or its upstream did not start: $(cat "$tmp/half.err" 2>/dev/null)"
+fi
+kill -TERM "$after_pid" 2>/dev/null
+wait "$after_pid" 2>/dev/null
+
+# The idle timeout: a connection that sends nothing is closed after it
+# (at least that long: what a loaded machine adds is not measured).
+if [ -n "$echo_port" ] && start_bg idle "^proxy: listening on [0-9]" \
+	"$ex/proxy" 0 "127.0.0.1:$echo_port" --idle-timeout 200; then
+	i_pid=$bg_pid i_port=$bg_port
+	exec 3<>"/dev/tcp/127.0.0.1/$i_port"
+	t0=$(date +%s%N)
+	IFS= read -r -t "$bound" line <&3
+	st=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	exec 3<&-
+	check "proxy closes a connection idle for 200 ms (after $ms ms)" eval \
+		'closed "$st" && [ "$ms" -ge 200 ]'
+	check "proxy logs the idle timeout" wait_for "$tmp/idle.out" ": 0 bytes up, 0 bytes down: idle for 200 ms$" "$i_pid"
+
+	# The upstream gone: the client sees its connection closed.
+	kill -TERM "$echo_pid"
+	wait_exit "$echo_pid"
+	exec 3<>"/dev/tcp/127.0.0.1/$i_port"
+	IFS= read -r -t "$bound" line <&3
+	st=$?
+	exec 3<&-
+	check "proxy: an upstream that refuses, and the client sees its connection closed" closed "$st"
+	check "proxy logs the refusal" wait_for "$tmp/idle.out" \
+		": upstream 127.0.0.1:$echo_port: Connection refused$" "$i_pid"
+	stop "$i_pid" idle
+	check "proxy stops on SIGTERM with nothing open" eval 'ok && has "^proxy: stopped$"'
+else
+	fail "proxy (idle timeout) did not start: $(cat "$tmp/idle.err" 2>/dev/null)"
+fi
+
+# A connection that outlives the drain's grace is cut, and the proxy
+# still exits 0 (its copy fibers have let go of the connections first).
+"./demos/echo/echo-server" --host 127.0.0.1 --port 0 2>"$tmp/echo.out" >/dev/null &
+echo_pid=$!
+pids="$pids $echo_pid"
+echo_port=
+wait_for "$tmp/echo.out" "listening on 127.0.0.1:[0-9]" "$echo_pid" &&
+	echo_port=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$tmp/echo.out")
+if [ -n "$echo_port" ] && start_bg grace "^proxy: listening on [0-9]" \
+	"$ex/proxy" 0 "127.0.0.1:$echo_port" --cores 2 --grace 200; then
+	g_pid=$bg_pid
+	exec 4<>"/dev/tcp/127.0.0.1/$bg_port"
+	printf 'ping\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = ping ] || fail "proxy: open connection answered '${line:-}'"
+	kill -TERM "$g_pid"
+	IFS= read -r -t "$bound" line <&4
+	st=$?
+	exec 4>&-
+	check "proxy cuts a connection still open when the grace is over" closed "$st"
+	finish "$g_pid" grace
+	check "proxy exits 0 after the grace, logging the cut connection" eval \
+		'ok && has ": 5 bytes up, 5 bytes down: cut at the end of the drain$" &&
+		has "^proxy: stopped$"'
+else
+	fail "proxy (grace) did not start: $(cat "$tmp/grace.err" 2>/dev/null)"
+fi
+kill -TERM "$echo_pid" 2>/dev/null && wait_exit "$echo_pid"
+
+# ---- kv_server
+# kv ID: a client of its own keys, one command at a time: 20 SETs, 20
+# GETs, 10 DELs, then a GET of a deleted key and QUIT, every reply checked.
+kv() {
+	local id=$1 j line
+	exec 3<>"/dev/tcp/127.0.0.1/$kv_port" || return 1
+	ask() { # ask COMMAND REPLY
+		printf '%s\n' "$1" >&3
+		IFS= read -r -t "$bound" line <&3 && [ "$line" = "$2" ] ||
+			{ echo "kv $id: '$1' got '${line:-}', not '$2'" >&2; return 1; }
+	}
+	for ((j = 0; j < 20; j++)); do ask "SET k$id.$j v$id $j" OK || return 1; done
+	for ((j = 0; j < 20; j++)); do ask "GET k$id.$j" "VALUE v$id $j" || return 1; done
+	for ((j = 0; j < 20; j += 2)); do ask "DEL k$id.$j" DELETED || return 1; done
+	ask "GET k$id.0" NOT_FOUND && ask QUIT OK || return 1
+	IFS= read -r -t "$bound" line <&3
+	closed $? || { echo "kv $id: not closed after QUIT" >&2; return 1; }
+}
+# replies PORT TEXT: TEXT in one write, then every reply line on stdout,
+# and "<closed>" if the server closed the connection (not a timeout).
+replies() {
+	local line st
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
+	printf '%s' "$2" >&3
+	while IFS= read -r -t "$bound" line <&3; st=$?; [ "$st" -eq 0 ]; do
+		printf '%s\n' "$line"
+	done
+	closed "$st" && echo "<closed>"
+	exec 3<&-
+}
+# same GOT WANT: equal, or both said on stderr.
+same() {
+	[ "$1" = "$2" ] && return 0
+	printf 'got:\n%s\nwanted:\n%s\n' "$1" "$2" | sed 's/^/    /' >&2
+	return 1
+}
+
+if start_bg kv "^kv_server: listening on [0-9]*$" "$ex/kv_server" 0 --cores 2; then
+	kv_pid=$bg_pid kv_port=$bg_port
+	cpids=
+	for i in 1 2 3 4 5 6; do
+		kv "$i" 2>>"$tmp/kv.clients" &
+		cpids="$cpids $!"
+	done
+	bad=0
+	for p in $cpids; do wait "$p" || bad=$((bad + 1)); done
+	check "kv_server: 6 clients at once SET, GET and DEL keys (on 2 cores)" eval \
+		'[ "$bad" -eq 0 ] || { cat "$tmp/kv.clients" >&2; false; }'
+
+	got=$(replies "$kv_port" $'SET p 1\nGET p\nSET p two words\nGET p\nDEL p\nDEL p\nGET p\nCOUNT\nGET\nBOGUS x\nQUIT\nCOUNT\n')
+	want=$'OK\nVALUE 1\nOK\nVALUE two words\nDELETED\nNOT_FOUND\nNOT_FOUND\nCOUNT 60'
+	want+=$'\nERR unknown command or wrong arguments\nERR unknown command or wrong arguments\nOK'
+	want+=$'\n<closed>'
+	check "kv_server: pipelined commands in one write, every reply in order, none after QUIT" \
+		same "$got" "$want"
+
+	got=$(replies "$kv_port" "SET long $(head -c 2000 /dev/zero | tr '\0' x)"$'\nCOUNT\n')
+	check "kv_server: a line too long gets ERR, and the connection is closed" \
+		same "$got" $'ERR line too long\n<closed>'
+
+	# SIGTERM: a connection waiting for its next command is closed at
+	# once; one with half a command in (read with a COUNT before it, in
+	# the same write) finishes it. If the idle one had waited for the
+	# grace, the other would have been cut with it.
+	exec 4<>"/dev/tcp/127.0.0.1/$kv_port"
+	printf 'COUNT\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = "COUNT 60" ] || fail "kv_server: idle connection got '${line:-}'"
+	exec 5<>"/dev/tcp/127.0.0.1/$kv_port"
+	printf 'COUNT\nSET late ' >&5
+	IFS= read -r -t "$bound" line <&5
+	[ "${line:-}" = "COUNT 60" ] || fail "kv_server: busy connection got '${line:-}'"
+	kill -TERM "$kv_pid"
+	IFS= read -r -t "$bound" line <&4
+	check "kv_server: SIGTERM closes a connection waiting for a command" closed $?
+	printf 'value\n' >&5
+	IFS= read -r -t "$bound" line <&5
+	check "kv_server: a command half in when SIGTERM came is finished" [ "${line:-}" = OK ]
+	IFS= read -r -t "$bound" line <&5
+	check "kv_server: ... and then its connection is closed" closed $?
+	exec 4<&- 5<&-
+	finish "$kv_pid" kv
+	check "kv_server exits 0 after the drain" eval \
+		'ok && has "^kv_server: stopped after [0-9]* connections, 61 keys$"'
+else
+	fail "kv_server did not start: $(cat "$tmp/kv.err")"
+fi
+
+# The rate limit: 5 commands at once, then 1 a second; 20 in one write
+# get 5 answers and then "ERR rate limited" (at least once: a slow
+# machine may earn a token or two meanwhile). QUIT is never refused.
+if start_bg rate "^kv_server: listening on [0-9]*$" "$ex/kv_server" 0 --cores 1 \
+	--rate 1 --burst 5; then
+	got=$(replies "$bg_port" "$(printf 'GET r\n%.0s' {1..20})"$'\nQUIT\n')
+	limited=$(grep -c '^ERR rate limited$' <<<"$got")
+	rate_ok() { # 5 answers first; the rest answered or refused; QUIT's OK; closed
+		[ "$(head -n 5 <<<"$got" | grep -c '^NOT_FOUND$')" -eq 5 ] && [ "$limited" -ge 1 ] &&
+			[ "$(grep -c -v '^\(NOT_FOUND\|ERR rate limited\)$' <<<"$got")" -eq 2 ] &&
+			[ "$(tail -n 2 <<<"$got")" = $'OK\n<closed>' ] ||
+			{ printf '%s\n' "$got" | sed 's/^/    got: /' >&2; false; }
+	}
+	check "kv_server: a burst past the rate limit is refused ($limited of 20)" rate_ok
+	stop "$bg_pid" rate
+	check "kv_server (rate limited) stops on SIGTERM" ok
+else
+	fail "kv_server --rate did not start: $(cat "$tmp/rate.err")"
+fi
+check "tcp_pipe, the test's client, saw no error" eval '! [ -s "$tmp/pipe.err" ]'
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
