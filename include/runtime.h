@@ -1260,6 +1260,16 @@ RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
 RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
 
 /*
+ * An address as text for a log: "192.0.2.1:80", "[2001:db8::1]:443",
+ * "unix:/path" ("unix:@name" for an abstract one). Any thread. Returns the
+ * length written (NUL-terminated), -EINVAL (NULL, len too short for the
+ * family), -EAFNOSUPPORT (another family) or -ENOSPC (size too small;
+ * buf then holds what fits).
+ */
+RUNTIME_API int runtime_sockaddr_name(const struct sockaddr *sa, socklen_t len, char *buf,
+                                      size_t size);
+
+/*
  * Write all len bytes, looping over short writes. Returns len, or -errno
  * (-EIO if a write took no byte); *done (if not NULL) always receives the
  * bytes written, so nothing is lost.

@@ -354,14 +354,40 @@ RUNTIME_API int runtime_conn_set_read_deadline(struct runtime_conn *conn, uint64
 RUNTIME_API int runtime_conn_set_write_deadline(struct runtime_conn *conn, uint64_t deadline_ns);
 
 /*
+ * An idle timeout: a read or write fails with -ETIMEDOUT once no byte has
+ * moved either way on the connection for timeout_ns (0: none), whatever
+ * the direction that waits - for a proxy, a connection whose two sides
+ * are both silent. Each byte read or written starts it again; once it
+ * has run out, every call fails -ETIMEDOUT until it is set again. Same
+ * callers and errors as the deadline calls.
+ */
+RUNTIME_API int runtime_conn_set_idle_timeout(struct runtime_conn *conn, uint64_t timeout_ns);
+
+/*
  * Mark the connection idle (waiting for its next request; nonzero) or
  * busy. While the runtime drains (runtime_drain), an idle connection's
- * reads give -ESHUTDOWN instead of waiting (unless bytes have come), and
- * runtime_serve wakes one waiting already: keep-alive connections close
- * at once while those in the middle of a request finish it. Same callers
- * and errors as the deadline calls.
+ * reads give -ESHUTDOWN instead of waiting (unless bytes have come to its
+ * receive stream), and runtime_serve wakes one waiting already: keep-alive
+ * connections close at once while those in the middle of a request
+ * finish it. Mark it idle only while nothing of the next request has been
+ * read: with a buffered reader, around runtime_reader_peek(r, 1), not
+ * around a read_line that may have taken half a line already. Same
+ * callers and errors as the deadline calls.
  */
 RUNTIME_API int runtime_conn_set_idle(struct runtime_conn *conn, int idle);
+
+/*
+ * Finish gracefully (a lingering close): shut the write side down, so that
+ * the peer reads everything sent and then end of stream, and read and drop
+ * what the peer still sends until its end of stream or timeout_ns. A
+ * close with input unread makes the kernel reset the connection, which can
+ * destroy the last reply before the peer reads it (an error answer to a
+ * request whose body was not read). Close the connection after. Returns 0
+ * (the peer's end of stream), -ETIMEDOUT, or the socket's error; a
+ * cancelled fiber gets -ECANCELED at once (finish inside a cleanup,
+ * runtime_cleanup_begin, to finish anyway).
+ */
+RUNTIME_API int runtime_conn_finish(struct runtime_conn *conn, uint64_t timeout_ns);
 
 /* The socket (the connection's: do not close it). -EINVAL for NULL. */
 RUNTIME_API int runtime_conn_fd(const struct runtime_conn *conn);

@@ -13,6 +13,7 @@
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* Fill *ss from a numeric IPv4/IPv6 address; NULL or "" is INADDR_ANY. */
@@ -125,6 +126,33 @@ int runtime_tcp_connect(const char *host, uint16_t port)
 	if (strchr(host, ':')) /* NULL parsed as 0.0.0.0 above */
 		return -EINVAL; /* not a name: a malformed IPv6 address */
 	return connect_by_name(host, port);
+}
+
+int runtime_sockaddr_name(const struct sockaddr *sa, socklen_t len, char *buf, size_t size)
+{
+	char host[INET6_ADDRSTRLEN];
+	int n;
+
+	if (!sa || !buf || !size || len < (socklen_t)sizeof(sa->sa_family))
+		return -EINVAL;
+	if (sa->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		n = snprintf(buf, size, "%s:%u", host, ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		n = snprintf(buf, size, "[%s]:%u", host, ntohs(in6->sin6_port));
+	} else if (sa->sa_family == AF_UNIX) {
+		const struct sockaddr_un *un = (const struct sockaddr_un *)sa;
+		size_t path = (size_t)len - offsetof(struct sockaddr_un, sun_path);
+		bool abstract = path && !un->sun_path[0];
+		n = snprintf(buf, size, "unix:%s%.*s", abstract ? "@" : "", (int)(path - abstract),
+		             un->sun_path + abstract);
+	} else {
+		return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
+	}
+	return (size_t)n < size ? n : -ENOSPC;
 }
 
 /* The loop of runtime_write_all and runtime_send_all: a send that finds no

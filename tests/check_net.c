@@ -22,6 +22,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/un.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -409,6 +410,37 @@ START_TEST(test_net_listen_socket_options)
 	close(s);
 	close(c);
 	close(both);
+}
+END_TEST
+
+START_TEST(test_net_sockaddr_name)
+{
+	struct sockaddr_in in = { .sin_family = AF_INET, .sin_port = htons(80) };
+	struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons(443) };
+	struct sockaddr_un un = { .sun_family = AF_UNIX, .sun_path = "/run/x" };
+	struct sockaddr_un abs = { .sun_family = AF_UNIX, .sun_path = "\0name" };
+	char buf[64];
+
+	inet_pton(AF_INET, "192.0.2.1", &in.sin_addr);
+	inet_pton(AF_INET6, "2001:db8::1", &in6.sin6_addr);
+	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, sizeof(in), buf, sizeof(buf)),
+	                 12);
+	ck_assert_str_eq(buf, "192.0.2.1:80");
+	ck_assert_int_gt(runtime_sockaddr_name((struct sockaddr *)&in6, sizeof(in6), buf, sizeof(buf)),
+	                 0);
+	ck_assert_str_eq(buf, "[2001:db8::1]:443");
+	ck_assert_int_gt(runtime_sockaddr_name((struct sockaddr *)&un, sizeof(un), buf, sizeof(buf)),
+	                 0);
+	ck_assert_str_eq(buf, "unix:/run/x");
+	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 5);
+	ck_assert_int_gt(runtime_sockaddr_name((struct sockaddr *)&abs, alen, buf, sizeof(buf)), 0);
+	ck_assert_str_eq(buf, "unix:@name");
+	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, sizeof(in), buf, 5), -ENOSPC);
+	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, 4, buf, sizeof(buf)), -EINVAL);
+	ck_assert_int_eq(runtime_sockaddr_name(NULL, sizeof(in), buf, sizeof(buf)), -EINVAL);
+	in.sin_family = AF_APPLETALK;
+	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, sizeof(in), buf, sizeof(buf)),
+	                 -EAFNOSUPPORT);
 }
 END_TEST
 
@@ -1171,6 +1203,7 @@ static Suite *net_suite(void)
 	tc = tcase_create("listen");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_net_listen_rejects_bad_input);
+	tcase_add_test(tc, test_net_sockaddr_name);
 	tcase_add_test(tc, test_net_listen_socket_options);
 	tcase_add_test(tc, test_net_listen_port_in_use);
 	tcase_add_test(tc, test_net_listen_reuseport_shares_port);

@@ -382,6 +382,123 @@ START_TEST(test_conn_misuse_gets_clear_errors)
 }
 END_TEST
 
+/* The idle timeout: bytes either way keep it off; silence on both ends
+ * it, for a read and for a write alike. */
+struct idle {
+	int fd[2];
+	struct runtime_conn *conn;
+	ssize_t read_rc;
+	int kept;
+};
+
+static void *idle_reader(void *arg)
+{
+	struct idle *s = arg;
+	char buf[16];
+	ssize_t n;
+
+	while ((n = runtime_conn_read(s->conn, buf, sizeof(buf))) > 0)
+		s->kept++;
+	s->read_rc = n;
+	return NULL;
+}
+
+static void idle_main(void *arg)
+{
+	struct idle *s = arg;
+
+	tcp_pair(s->fd);
+	ck_assert_int_eq(runtime_conn_open(&s->conn, s->fd[1], 0), 0);
+	ck_assert_int_eq(runtime_conn_set_idle_timeout(s->conn, 200 * MS), 0);
+	struct runtime_fiber *r = start(idle_reader, s);
+	uint64_t t0 = runtime_now();
+	for (int i = 0; i < 10; i++) { /* a byte each 50 ms: never idle 200 */
+		runtime_sleep(50 * MS);
+		ck_assert_int_eq(runtime_write(s->fd[0], "b", 1), 1);
+	}
+	join(r); /* then silence: the read fails */
+	ck_assert_uint_ge(runtime_now() - t0, 700 * MS); /* the bytes kept it alive */
+	/* Run out, it stays out until set again. */
+	ck_assert_int_eq(runtime_conn_write(s->conn, "x", 1, NULL), -ETIMEDOUT);
+	ck_assert_int_eq(runtime_conn_set_idle_timeout(s->conn, 200 * MS), 0);
+	/* A write blocked on a full socket, with nothing read back: idle too. */
+	static char big[1 << 22];
+	size_t done = 0;
+	ck_assert_int_eq(runtime_conn_write(s->conn, big, sizeof(big), &done), -ETIMEDOUT);
+	ck_assert_uint_gt(done, 0);
+	ck_assert_int_eq(runtime_conn_set_idle_timeout(NULL, 1), -EINVAL);
+	ck_assert_int_eq(runtime_conn_close(s->conn), 0);
+	runtime_close(s->fd[0]);
+}
+
+START_TEST(test_conn_idle_timeout)
+{
+	struct idle s = { .read_rc = -999 };
+
+	ck_assert_int_eq(run_fiber(NULL, idle_main, &s), 0);
+	ck_assert_int_eq(s.read_rc, -ETIMEDOUT);
+	ck_assert_int_ge(s.kept, 5);
+}
+END_TEST
+
+/* finish: the last answer reaches a peer that is still sending (a close
+ * would reset the connection and could destroy it), then the peer's end
+ * of stream. */
+struct finish {
+	int fd[2];
+	int rc, timeout_rc;
+	char got[8];
+	ssize_t got_n;
+};
+
+static void *finish_peer(void *arg)
+{
+	struct finish *s = arg;
+	char junk[4096] = { 0 };
+
+	for (int i = 0; i < 8; i++) /* unread input on the other side */
+		runtime_write(s->fd[0], junk, sizeof(junk));
+	s->got_n = runtime_read_exact(s->fd[0], s->got, 6, NULL);
+	char c;
+	ck_assert_int_eq(runtime_read(s->fd[0], &c, 1), 0); /* end of stream */
+	runtime_sock_shutdown(s->fd[0], SHUT_WR);
+	return NULL;
+}
+
+static void finish_main(void *arg)
+{
+	struct finish *s = arg;
+	struct runtime_conn *conn;
+
+	tcp_pair(s->fd);
+	ck_assert_int_eq(runtime_conn_open(&conn, s->fd[1], 0), 0);
+	struct runtime_fiber *p = start(finish_peer, s);
+	runtime_sleep(20 * MS);
+	ck_assert_int_eq(runtime_conn_write(conn, "answer", 6, NULL), 6);
+	s->rc = runtime_conn_finish(conn, 10000 * MS);
+	join(p);
+	ck_assert_int_eq(runtime_conn_close(conn), 0);
+	runtime_close(s->fd[0]);
+	/* A peer that never stops: the timeout. */
+	tcp_pair(s->fd);
+	ck_assert_int_eq(runtime_conn_open(&conn, s->fd[1], 0), 0);
+	s->timeout_rc = runtime_conn_finish(conn, 50 * MS);
+	ck_assert_int_eq(runtime_conn_close(conn), 0);
+	runtime_close(s->fd[0]);
+}
+
+START_TEST(test_conn_finish_lets_the_last_answer_through)
+{
+	struct finish s = { .rc = -999, .timeout_rc = -999 };
+
+	ck_assert_int_eq(run_fiber(NULL, finish_main, &s), 0);
+	ck_assert_int_eq(s.rc, 0);
+	ck_assert_int_eq(s.got_n, 6);
+	ck_assert_int_eq(memcmp(s.got, "answer", 6), 0);
+	ck_assert_int_eq(s.timeout_rc, -ETIMEDOUT);
+}
+END_TEST
+
 /* ------------------------------------------------------ fiber expire */
 
 static void *sleeper(void *arg)
@@ -607,6 +724,8 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_conn_deadline_moved_by_another_fiber);
 	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
+	tcase_add_test(tc, test_conn_idle_timeout);
+	tcase_add_test(tc, test_conn_finish_lets_the_last_answer_through);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("drain");
 	tcase_set_timeout(tc, 60);

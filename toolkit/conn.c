@@ -32,22 +32,38 @@ static uint64_t earlier(uint64_t a, uint64_t b) /* 0: none */
 	return a < b ? a : b;
 }
 
+/* now + ns, saturating (0 would mean none). */
+static uint64_t deadline_after(uint64_t ns)
+{
+	uint64_t now = runtime_now();
+	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
 /* ------------------------------------------------------------ one call */
+
+/* What a side's call runs under, of the connection's limits (0: none):
+ * its deadline, and the idle timeout's. */
+static inline uint64_t side_limit(const struct runtime_conn *c, const struct side *s)
+{
+	return earlier(s->deadline, c->idle_until);
+}
 
 /*
  * A call of one side: who makes it, and under what deadline. With no
- * deadline of the connection's (the common case) the fiber's own deadline
- * is left alone: nothing to set and restore.
+ * limit of the connection's (the common case) the fiber's own deadline is
+ * left alone: nothing to set and restore.
  */
-static inline bool side_begin(struct side *s, uint64_t *own)
+static inline bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
 {
+	uint64_t limit = side_limit(c, s);
+
 	s->fiber = runtime_fiber_self();
-	if (!s->deadline) {
+	if (!limit) {
 		s->running = 0;
 		return false;
 	}
 	*own = runtime_deadline_get();
-	s->running = earlier(*own, s->deadline);
+	s->running = earlier(*own, limit);
 	runtime_deadline_set(s->running);
 	return true;
 }
@@ -60,23 +76,29 @@ static inline void side_end(struct side *s, bool set, uint64_t own)
 		runtime_deadline_set(own);
 }
 
-/* A call of this side ended with -ETIMEDOUT: is a deadline really past
- * (the caller's own, or the connection's), or was it moved (go on)? */
-static bool side_expired(const struct side *s)
+/* A call of this side ended with -ETIMEDOUT: is a limit really past (the
+ * caller's own deadline, or one of the connection's), or was it moved
+ * (go on)? */
+static bool side_expired(const struct runtime_conn *c, const struct side *s)
 {
-	uint64_t d = earlier(runtime_deadline_get(), s->deadline);
+	uint64_t d = earlier(runtime_deadline_get(), side_limit(c, s));
 	return d && runtime_now() >= d;
 }
 
-/* Move the deadline; expire a call blocked under a later one. */
-static int side_move(struct runtime_conn *c, struct side *s, uint64_t deadline)
+/* A limit moved: expire a call blocked under a later one. */
+static void side_recheck(const struct runtime_conn *c, const struct side *s)
 {
-	if (runtime_core_index() != c->core)
-		return -EPERM;
-	s->deadline = deadline;
-	if (s->fiber && deadline && (!s->running || deadline < s->running))
+	uint64_t limit = side_limit(c, s);
+
+	if (s->fiber && limit && (!s->running || limit < s->running))
 		runtime_fiber_expire(s->fiber);
-	return 0;
+}
+
+/* Bytes moved: the idle timeout starts again (later: nobody to wake). */
+static inline void touch(struct runtime_conn *c)
+{
+	if (c->idle_ns)
+		c->idle_until = deadline_after(c->idle_ns);
 }
 
 /* -------------------------------------------------------------- reading */
@@ -99,10 +121,12 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 	do {
 		if (idle_and_draining(c))
 			return -ESHUTDOWN;
-		bool set = side_begin(&c->rd, &own);
+		bool set = side_begin(c, &c->rd, &own);
 		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
 		side_end(&c->rd, set, own);
-	} while (n == -ETIMEDOUT && !side_expired(&c->rd));
+	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
+	if (n > 0)
+		touch(c);
 	return n;
 }
 
@@ -118,10 +142,12 @@ send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 
 	do {
-		bool set = side_begin(&c->wr, &own);
+		bool set = side_begin(c, &c->wr, &own);
 		n = send_iov(c->fd, iov, iovcnt);
 		side_end(&c->wr, set, own);
-	} while (n == -ETIMEDOUT && !side_expired(&c->wr));
+	} while (n == -ETIMEDOUT && !side_expired(c, &c->wr));
+	if (n > 0)
+		touch(c);
 	return n;
 }
 
@@ -261,22 +287,75 @@ const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)
 	return c ? &c->transport : NULL;
 }
 
+/* The caller's core is c's, or -errno. */
+static int mine(const struct runtime_conn *c)
+{
+	if (!c)
+		return -EINVAL;
+	return runtime_core_index() == c->core ? 0 : -EPERM;
+}
+
 int runtime_conn_set_read_deadline(struct runtime_conn *c, uint64_t deadline_ns)
 {
-	return c ? side_move(c, &c->rd, deadline_ns) : -EINVAL;
+	int rc = mine(c);
+
+	if (rc == 0) {
+		c->rd.deadline = deadline_ns;
+		side_recheck(c, &c->rd);
+	}
+	return rc;
 }
 
 int runtime_conn_set_write_deadline(struct runtime_conn *c, uint64_t deadline_ns)
 {
-	return c ? side_move(c, &c->wr, deadline_ns) : -EINVAL;
+	int rc = mine(c);
+
+	if (rc == 0) {
+		c->wr.deadline = deadline_ns;
+		side_recheck(c, &c->wr);
+	}
+	return rc;
+}
+
+int runtime_conn_set_idle_timeout(struct runtime_conn *c, uint64_t timeout_ns)
+{
+	int rc = mine(c);
+
+	if (rc == 0) {
+		c->idle_ns = timeout_ns;
+		c->idle_until = timeout_ns ? deadline_after(timeout_ns) : 0;
+		side_recheck(c, &c->rd);
+		side_recheck(c, &c->wr);
+	}
+	return rc;
+}
+
+/* Lingering close: after the last reply, the peer must be able to read
+ * it - a close with its input unread would make the kernel send a reset,
+ * which can destroy the reply in flight. */
+int runtime_conn_finish(struct runtime_conn *c, uint64_t timeout_ns)
+{
+	char sink[4096]; /* dropped bytes */
+	int rc = mine(c);
+	ssize_t n;
+
+	if (rc < 0)
+		return rc;
+	rc = runtime_sock_shutdown(c->fd, SHUT_WR);
+	if (rc < 0 && rc != -ENOTCONN)
+		return rc;
+	c->idle = false;
+	c->rd.deadline = earlier(c->rd.deadline, deadline_after(timeout_ns));
+	while ((n = runtime_conn_read(c, sink, sizeof(sink))) > 0)
+		;
+	return (int)n;
 }
 
 int runtime_conn_set_idle(struct runtime_conn *c, int idle)
 {
-	if (!c)
-		return -EINVAL;
-	if (runtime_core_index() != c->core)
-		return -EPERM;
-	c->idle = idle != 0;
-	return 0;
+	int rc = mine(c);
+
+	if (rc == 0)
+		c->idle = idle != 0;
+	return rc;
 }

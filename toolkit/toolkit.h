@@ -29,6 +29,8 @@ struct runtime_conn {
 	struct runtime_stream *rx;  /* NULL: a plain recv per read */
 	struct side rd, wr;
 	bool idle;                  /* between requests: a drain closes it */
+	uint64_t idle_ns;           /* the idle timeout, 0: none */
+	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;         /* 0: not known yet */
