@@ -21,8 +21,9 @@
  *
  * Shows: runtime_serve on every core, runtime_reader_read_line with a
  * maximum, runtime_writer_printf, runtime_reader_flush_before_wait,
- * runtime_conn_set_idle, runtime_drain_on_signals, a runtime_mutex per
- * hash bucket shared by fibers of every core, runtime_ratelimit_try_take.
+ * runtime_conn_set_idle, runtime_conn_finish, runtime_drain_on_signals,
+ * a runtime_mutex per hash bucket shared by fibers of every core,
+ * runtime_ratelimit_try_take.
  *
  *   ./kv_server PORT [--cores N] [--rate PER_SEC [--burst N]]
  *   ./kv_server 7100 --cores 2 &
@@ -222,18 +223,15 @@ static int run(struct client *c, char *line)
 }
 
 /*
- * "ERR line too long", then a lingering close: closing a socket that has
- * input unread sends a reset, which can destroy the reply before the
- * client reads it. So we half-close, and drop what still comes until the
- * client closes too, for a second at most.
+ * "ERR line too long", then a lingering close (runtime_conn_finish):
+ * closing a socket that has input unread sends a reset, which can destroy
+ * the reply before the client reads it.
  */
 static void refuse_line(struct client *c)
 {
-	if (runtime_writer_printf(c->w, "ERR line too long\n") < 0 || runtime_writer_flush(c->w) < 0)
-		return;
-	runtime_conn_close_write(c->conn);
-	runtime_conn_set_read_deadline(c->conn, runtime_now() + LINGER_NS);
-	runtime_reader_discard(c->r, SIZE_MAX); /* to the end of stream */
+	if (runtime_writer_printf(c->w, "ERR line too long\n") >= 0 &&
+	    runtime_writer_flush(c->w) >= 0)
+		runtime_conn_finish(c->conn, LINGER_NS);
 }
 
 /* The next command: 1 to go on, 0 to end the connection. */

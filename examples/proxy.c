@@ -11,10 +11,8 @@
  *
  * Shows: runtime_serve on every core, runtime_tcp_connect (a name is
  * resolved off the core), runtime_conn_open on a socket of one's own,
- * runtime_copy_both, a transport wrapping a connection's (to see bytes
- * flow), runtime_conn_set_read_deadline / _write_deadline as an idle
- * timeout, runtime_drain_on_signals, runtime_cleanup_begin / _end,
- * runtime_log.
+ * runtime_copy_both, runtime_conn_set_idle_timeout,
+ * runtime_drain_on_signals, runtime_sockaddr_name, runtime_log.
  *
  *   ./proxy LISTEN_PORT UPSTREAM_HOST:PORT [--idle-timeout MS] [--cores N]
  *           [--grace MS]
@@ -25,13 +23,11 @@
  * Defaults: idle timeout 60000 ms, one core per CPU (--cores 0), grace
  * 30000 ms. LISTEN_PORT 0 takes a free port. It listens on every IPv4
  * address, prints "proxy: listening on PORT -> UPSTREAM", and logs to
- * stdout, e.g. "127.0.0.1:40312: 5 bytes up, 5 bytes down: client closed".
+ * stdout, e.g. "127.0.0.1:40312: 5 bytes up, 5 bytes down: closed".
  */
 #include <runtime.h>
 
-#include <arpa/inet.h>
 #include <getopt.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,114 +44,7 @@ static struct {
 	unsigned cores;
 } opt = { .idle_ns = 60000 * MS, .grace_ns = 30000 * MS };
 
-/*
- * The idle timeout. runtime_copy_both runs each direction in a fiber of
- * its own, and neither says when bytes pass; but it reads and writes
- * through the transports we give it. So each side is a transport of our
- * own over its connection's: every read or write that moves bytes pushes
- * the read and write deadlines of both connections to now + idle. A
- * direction blocked under the old deadline wakes then, sees it moved and
- * waits on; when nothing moved for the whole timeout, its call fails with
- * -ETIMEDOUT and copy_both cancels the other direction. Write deadlines
- * count too: a peer that stops reading (after its half-close, say) would
- * otherwise hold a writer for ever. No extra fiber, no timer of our own.
- * (A connection's deadlines are set from fibers of its core: copy_both's
- * run on the handler's, where both connections were opened.)
- */
-struct session;
-
-struct side {
-	struct runtime_transport t;            /* ours, handed to copy_both */
-	const struct runtime_transport *inner; /* the connection's */
-	struct runtime_conn *conn;
-	struct session *s;
-	const char *name;                      /* "client", "upstream" */
-};
-
-struct session {
-	struct side side[2];
-	const char *eof_by, *err_by; /* who ended first, for the log */
-};
-
-static void touch(struct session *s)
-{
-	uint64_t d = runtime_now() + opt.idle_ns;
-
-	for (int i = 0; i < 2; i++) {
-		runtime_conn_set_read_deadline(s->side[i].conn, d);
-		runtime_conn_set_write_deadline(s->side[i].conn, d);
-	}
-}
-
-static ssize_t side_read(void *ctx, void *buf, size_t len)
-{
-	struct side *sd = ctx;
-	ssize_t n = sd->inner->ops->read(sd->inner->ctx, buf, len);
-
-	if (n > 0)
-		touch(sd->s);
-	else if (n == 0 && !sd->s->eof_by)
-		sd->s->eof_by = sd->name;
-	else if (n < 0 && !sd->s->err_by)
-		sd->s->err_by = sd->name;
-	return n;
-}
-
-static ssize_t side_writev(void *ctx, const struct iovec *iov, int iovcnt)
-{
-	struct side *sd = ctx;
-	ssize_t n = sd->inner->ops->writev(sd->inner->ctx, iov, iovcnt);
-
-	if (n > 0)
-		touch(sd->s);
-	else if (n < 0 && !sd->s->err_by)
-		sd->s->err_by = sd->name;
-	return n;
-}
-
-static int side_close_write(void *ctx)
-{
-	struct side *sd = ctx;
-
-	return sd->inner->ops->close_write(sd->inner->ctx);
-}
-
-/* No peek (copy reads into its buffer) and no fds to splice: a
- * connection's transport offers none, so that its deadlines hold. */
-static const struct runtime_transport_ops side_ops = {
-	.read = side_read,
-	.writev = side_writev,
-	.close_write = side_close_write,
-};
-
-static void side_init(struct session *s, int i, struct runtime_conn *conn, const char *name)
-{
-	struct side *sd = &s->side[i];
-
-	*sd = (struct side){ .t = { &side_ops, sd }, .inner = runtime_conn_transport(conn),
-	                     .conn = conn, .s = s, .name = name };
-}
-
 /* ------------------------------------------------------------ a connection */
-
-/* "ADDR:PORT" or "[ADDR]:PORT" of the client, for the log. */
-static void peer_name(struct runtime_conn *conn, char *out, size_t len)
-{
-	const struct sockaddr *sa = runtime_conn_peer(conn, NULL);
-	char addr[INET6_ADDRSTRLEN] = "?";
-	unsigned port = 0;
-
-	if (sa && sa->sa_family == AF_INET) {
-		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
-		inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr));
-		port = ntohs(in->sin_port);
-	} else if (sa && sa->sa_family == AF_INET6) {
-		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
-		inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr));
-		port = ntohs(in6->sin6_port);
-	}
-	snprintf(out, len, sa && sa->sa_family == AF_INET6 ? "[%s]:%u" : "%s:%u", addr, port);
-}
 
 /* The upstream socket as a connection of this core: 0 or -errno. */
 static int connect_upstream(struct runtime_conn **up)
@@ -174,57 +63,51 @@ static int connect_upstream(struct runtime_conn **up)
 }
 
 /* Why the copy ended, for the log. */
-static const char *why(const struct session *s, int rc, char *buf, size_t len)
+static const char *why(int rc, char *buf, size_t len)
 {
 	if (rc == 0)
-		snprintf(buf, len, "%s closed", s->eof_by ? s->eof_by : "both");
+		snprintf(buf, len, "closed");
 	else if (rc == -ETIMEDOUT)
 		snprintf(buf, len, "idle for %llu ms", (unsigned long long)(opt.idle_ns / MS));
 	else if (rc == -ECANCELED)
 		snprintf(buf, len, "cut at the end of the drain");
 	else
-		snprintf(buf, len, "%s: %s", s->err_by ? s->err_by : "proxy", strerror(-rc));
+		snprintf(buf, len, "%s", strerror(-rc));
 	return buf;
 }
 
 /*
- * One client connection (runtime_serve closes it when this returns).
- *
- * The cleanup around runtime_copy_both: a fiber cancelled while it waits
- * cannot wait any more, so copy_both, if this fiber were cancelled (the
- * drain's grace is over: runtime_shutdown), would return at once while its
- * two fibers still read and write both connections - and we would close
- * them, and leave the session on this stack, under their feet. A cleanup
- * holds the cancel back; the shutdown cancels the two copy fibers as well,
- * so copy_both returns -ECANCELED as soon as they have let go. Its bound
- * is no limit (INT64_MAX): it becomes this fiber's deadline, which the
- * copy fibers inherit, and a connection may last as long as bytes flow.
+ * One client connection (runtime_serve closes it when this returns). Both
+ * connections get the idle timeout: a read or write waiting on either
+ * fails once no byte has moved on it for that long, and copy_both then
+ * cancels the other direction. When the drain's grace is over,
+ * runtime_shutdown cancels this fiber and copy_both's two: copy_both
+ * returns -ECANCELED once they have let go of both connections.
  */
 static void proxy_conn(struct runtime_conn *client, void *arg)
 {
-	struct session s = { 0 };
 	struct runtime_conn *up;
-	struct runtime_cleanup cl;
-	char peer[INET6_ADDRSTRLEN + 8], reason[128];
+	char peer[RUNTIME_SOCKADDR_NAME_MAX], reason[128];
 	size_t up_bytes = 0, down_bytes = 0;
+	socklen_t plen;
 
 	(void)arg;
-	peer_name(client, peer, sizeof(peer));
+	const struct sockaddr *sa = runtime_conn_peer(client, &plen);
+	if (!sa || runtime_sockaddr_name(sa, plen, peer, sizeof(peer)) < 0)
+		snprintf(peer, sizeof(peer), "?");
 	int rc = connect_upstream(&up);
 	if (rc < 0) { /* the client sees its connection closed */
 		runtime_log(1, "%s: upstream %s: %s\n", peer, opt.upstream,
 		            rc == -ENOENT ? "no such host" : strerror(-rc)); /* EAI_NONAME */
 		return;
 	}
-	side_init(&s, 0, client, "client");
-	side_init(&s, 1, up, "upstream");
-	touch(&s);
-	runtime_cleanup_begin(&cl, INT64_MAX);
-	rc = runtime_copy_both(&s.side[0].t, &s.side[1].t, 0, 0, &up_bytes, &down_bytes);
-	runtime_cleanup_end(&cl);
+	runtime_conn_set_idle_timeout(client, opt.idle_ns);
+	runtime_conn_set_idle_timeout(up, opt.idle_ns);
+	rc = runtime_copy_both(runtime_conn_transport(client), runtime_conn_transport(up), 0, 0,
+	                       &up_bytes, &down_bytes);
 	runtime_conn_close(up);
 	runtime_log(1, "%s: %zu bytes up, %zu bytes down: %s\n", peer, up_bytes, down_bytes,
-	            why(&s, rc, reason, sizeof(reason)));
+	            why(rc, reason, sizeof(reason)));
 }
 
 /* ------------------------------------------------------------------ main */

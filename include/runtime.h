@@ -1264,8 +1264,9 @@ RUNTIME_API int runtime_tcp_connect(const char *host, uint16_t port);
  * "unix:/path" ("unix:@name" for an abstract one). Any thread. Returns the
  * length written (NUL-terminated), -EINVAL (NULL, len too short for the
  * family), -EAFNOSUPPORT (another family) or -ENOSPC (size too small;
- * buf then holds what fits).
+ * buf then holds what fits). RUNTIME_SOCKADDR_NAME_MAX bytes fit any.
  */
+#define RUNTIME_SOCKADDR_NAME_MAX 128
 RUNTIME_API int runtime_sockaddr_name(const struct sockaddr *sa, socklen_t len, char *buf,
                                       size_t size);
 

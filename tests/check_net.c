@@ -438,6 +438,16 @@ START_TEST(test_net_sockaddr_name)
 	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, sizeof(in), buf, 5), -ENOSPC);
 	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, 4, buf, sizeof(buf)), -EINVAL);
 	ck_assert_int_eq(runtime_sockaddr_name(NULL, sizeof(in), buf, sizeof(buf)), -EINVAL);
+	/* The longest of each family fits in RUNTIME_SOCKADDR_NAME_MAX. */
+	char big[RUNTIME_SOCKADDR_NAME_MAX];
+	memset(abs.sun_path, 'z', sizeof(abs.sun_path));
+	abs.sun_path[0] = '\0';
+	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&abs, sizeof(abs), big, sizeof(big)),
+	                 6 + sizeof(abs.sun_path) - 1);
+	inet_pton(AF_INET6, "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255", &in6.sin6_addr);
+	in6.sin6_port = htons(65535);
+	ck_assert_int_gt(runtime_sockaddr_name((struct sockaddr *)&in6, sizeof(in6), big, sizeof(big)),
+	                 0);
 	in.sin_family = AF_APPLETALK;
 	ck_assert_int_eq(runtime_sockaddr_name((struct sockaddr *)&in, sizeof(in), buf, sizeof(buf)),
 	                 -EAFNOSUPPORT);

@@ -303,8 +303,8 @@ elif start_bg proxy "^proxy: listening on [0-9]* -> 127.0.0.1:$echo_port$" \
 	exec 4>&-
 	finish "$p_pid" proxy
 	check "proxy: exits 0 once its last connection has closed, logging it" eval \
-		'ok && has ": 11 bytes up, 11 bytes down: client closed$" && has "^proxy: stopped$" &&
-		has ": 1048576 bytes up, 1048576 bytes down: client closed$"'
+		'ok && has ": 11 bytes up, 11 bytes down: closed$" && has "^proxy: stopped$" &&
+		has ": 1048576 bytes up, 1048576 bytes down: closed$"'
 else
 	fail "proxy did not start: $(cat "$tmp/proxy.err")"
 fi
@@ -322,7 +322,7 @@ if [ -n "$after_port" ] && start_bg half "^proxy: listening on [0-9]" \
 		eval '[ "$rc" -eq 0 ] && [ "$(cat "$tmp/half.got")" = "3000 bytes" ]'
 	stop "$bg_pid" half
 	check "proxy logs the half-closed connection and stops on SIGTERM" eval \
-		'ok && has ": 3000 bytes up, 11 bytes down: client closed$"'
+		'ok && has ": 3000 bytes up, 11 bytes down: closed$"'
 else
 	fail "proxy or its upstream did not start: $(cat "$tmp/half.err" 2>/dev/null)"
 fi
