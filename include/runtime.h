@@ -610,12 +610,15 @@ RUNTIME_API unsigned runtime_group_live(const struct runtime_group *group);
  * core: the message (printf's format) goes into a buffer of the core's for
  * fd, and a fiber of the core writes it out, parking - not the core - while
  * a pipe or terminal is full; messages of one core come out in order, each
- * whole. What was logged before a shutdown is still written (for up to a
- * second). A core's buffer holds at most 256 KiB not yet written: past
+ * whole. However long the fd stays full, nothing is lost; what was logged
+ * before a shutdown is still written, for up to a second after it. A
+ * core's buffer for an fd holds at most 256 KiB not yet written: past
  * that a message is dropped and counted (runtime_log_dropped), never
- * waited for. Off the cores (a plain thread) the message is written at
- * once, with write(2). Returns the bytes logged, -EAGAIN (dropped),
- * -EINVAL (NULL fmt, fd < 0), -ENOMEM, or write(2)'s error off the cores.
+ * waited for; so are the messages a failed write (EPIPE, say) did not
+ * write whole. Any number of fds. Off the cores (a plain thread) the
+ * message is written at once, with write(2). Returns the bytes logged,
+ * -EAGAIN (dropped), -EINVAL (NULL fmt, fd < 0, a message over 256 KiB),
+ * -ENOMEM, or write(2)'s error off the cores.
  */
 RUNTIME_API RUNTIME_PRINTF(2, 3) int runtime_log(int fd, const char *fmt, ...);
 

@@ -8,10 +8,13 @@
  * LOG_BUFFER_MAX drops the message and counts it: a logger must not
  * become the load, nor take the memory.
  *
- * The flusher runs inside a cleanup, so that what was logged before a
- * shutdown still goes out (for up to LOG_GRACE_NS), and ends once the
- * buffers are empty: it keeps the run alive only while output is pending.
- * Off the cores (a plain thread), runtime_log writes at once.
+ * The flusher writes for as long as the fd takes (a reader that pauses
+ * loses nothing); a shutdown's cancel gives it LOG_GRACE_NS more, inside
+ * a cleanup, so that what was logged before it still goes out. It ends
+ * once the buffers are empty: it keeps the run alive only while output is
+ * pending. A write that fails loses its batch: the messages not fully
+ * written count as dropped. Off the cores (a plain thread), runtime_log
+ * writes at once.
  */
 #include "internal.h"
 
@@ -22,62 +25,100 @@
 
 #define LOG_BUFFER_MAX (256u * 1024)
 #define LOG_GRACE_NS (1000 * 1000 * 1000ull)
-#define LOG_FDS 4 /* distinct fds per core; more are written at once */
+
+/* One of the two buffers of an fd: its bytes, and where each message
+ * ends (to count those a failed write loses). */
+struct log_buf {
+	char *bytes;
+	size_t len, cap;
+	uint32_t *ends;
+	size_t n, ends_cap;
+};
 
 struct log_out {
-	bool used;
+	struct log_out *next;       /* the core's, one per fd logged to */
 	int fd;
-	char *buf[2];               /* fill buf[fill]; the flusher writes the other */
-	size_t len[2], cap[2];
+	struct log_buf buf[2];      /* fill buf[fill]; the flusher writes the other */
 	uint8_t fill;
 	bool flushing;              /* a flusher fiber runs for it */
 };
 
 struct core_log {
-	struct log_out out[LOG_FDS];
+	struct log_out *outs;
 };
 
 static _Atomic uint64_t dropped;
+
+static void count_dropped(uint64_t n)
+{
+	atomic_fetch_add_explicit(&dropped, n, memory_order_relaxed);
+}
 
 static struct log_out *out_for(struct core *c, int fd)
 {
 	if (!c->log && !(c->log = calloc(1, sizeof(*c->log))))
 		return NULL;
-	struct log_out *free_slot = NULL;
-	for (unsigned i = 0; i < LOG_FDS; i++) {
-		struct log_out *o = &c->log->out[i];
-		if (o->used && o->fd == fd)
+	for (struct log_out *o = c->log->outs; o; o = o->next)
+		if (o->fd == fd)
 			return o;
-		if (!o->used && !free_slot)
-			free_slot = o;
+	struct log_out *o = calloc(1, sizeof(*o));
+	if (o) {
+		o->fd = fd;
+		o->next = c->log->outs;
+		c->log->outs = o;
 	}
-	if (free_slot) {
-		free_slot->used = true;
-		free_slot->fd = fd;
-	}
-	return free_slot; /* NULL: LOG_FDS fds in use on this core */
+	return o;
 }
 
-/* Room for n more bytes in o's filling buffer. False: over the bound,
- * which counts both buffers (what is being written is not written yet). */
+/* Grow *p (of *cap elements of size) to hold want. */
+static bool grow(void **p, size_t *cap, size_t want, size_t size, size_t first)
+{
+	if (want <= *cap)
+		return true;
+	size_t cap2 = *cap ? *cap : first;
+	while (cap2 < want)
+		cap2 *= 2;
+	void *q = realloc(*p, cap2 * size);
+	if (!q)
+		return false;
+	*p = q;
+	*cap = cap2;
+	return true;
+}
+
+/* Room for a message of n more bytes in o's filling buffer. False: over
+ * the bound, which counts both buffers (what is being written is not
+ * written yet), or no memory. */
 static bool room(struct log_out *o, size_t n)
 {
-	unsigned b = o->fill;
-	size_t want = o->len[b] + n;
+	struct log_buf *b = &o->buf[o->fill];
 
-	if (o->len[0] + o->len[1] + n > LOG_BUFFER_MAX)
+	if (o->buf[0].len + o->buf[1].len + n > LOG_BUFFER_MAX)
 		return false;
-	if (want <= o->cap[b])
-		return true;
-	size_t cap = o->cap[b] ? o->cap[b] : 4096;
-	while (cap < want)
-		cap *= 2;
-	char *p = realloc(o->buf[b], cap);
-	if (!p)
-		return false;
-	o->buf[b] = p;
-	o->cap[b] = cap;
-	return true;
+	return grow((void **)&b->bytes, &b->cap, b->len + n, 1, 4096) &&
+	       grow((void **)&b->ends, &b->ends_cap, b->n + 1, sizeof(*b->ends), 64);
+}
+
+/* Write b out. A shutdown's cancel starts the grace (*grace: the cleanup
+ * is open). On failure, the messages not fully written are dropped. */
+static void write_out(struct log_out *o, struct log_buf *b, struct runtime_cleanup *cl,
+                      bool *grace)
+{
+	size_t done = 0, more = 0;
+	ssize_t rc = runtime_write_all(o->fd, b->bytes, b->len, &done);
+
+	if (rc == -ECANCELED && !*grace) {
+		*grace = runtime_cleanup_begin(cl, LOG_GRACE_NS) == 0;
+		rc = runtime_write_all(o->fd, b->bytes + done, b->len - done, &more);
+		done += more;
+	}
+	if (rc < 0) {
+		size_t whole = 0;
+		while (whole < b->n && b->ends[whole] <= done)
+			whole++;
+		count_dropped(b->n - whole);
+	}
+	b->len = b->n = 0;
 }
 
 /* The core's flusher for o: swap, write, until nothing is left. */
@@ -85,17 +126,16 @@ static void flusher(void *arg)
 {
 	struct log_out *o = arg;
 	struct runtime_cleanup cl;
+	bool grace = false;
 
-	runtime_cleanup_begin(&cl, LOG_GRACE_NS); /* a shutdown waits for the log */
-	while (o->len[o->fill]) {
-		unsigned b = o->fill;
+	while (o->buf[o->fill].len) {
+		struct log_buf *b = &o->buf[o->fill];
 		o->fill ^= 1;
-		if (runtime_write_all(o->fd, o->buf[b], o->len[b], NULL) < 0)
-			atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
-		o->len[b] = 0;
+		write_out(o, b, &cl, &grace);
 	}
 	o->flushing = false;
-	runtime_cleanup_end(&cl);
+	if (grace)
+		runtime_cleanup_end(&cl);
 }
 
 static int queue(struct core *c, int fd, const char *msg, size_t n)
@@ -103,11 +143,13 @@ static int queue(struct core *c, int fd, const char *msg, size_t n)
 	struct log_out *o = out_for(c, fd);
 
 	if (!o || !room(o, n)) {
-		atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
+		count_dropped(1);
 		return -EAGAIN;
 	}
-	memcpy(o->buf[o->fill] + o->len[o->fill], msg, n);
-	o->len[o->fill] += n;
+	struct log_buf *b = &o->buf[o->fill];
+	memcpy(b->bytes + b->len, msg, n);
+	b->len += n;
+	b->ends[b->n++] = (uint32_t)b->len;
 	if (!o->flushing && runtime__fiber_spawn_here(c, flusher, o) == 0)
 		o->flushing = true; /* else the next message tries again */
 	return (int)n;
@@ -161,9 +203,13 @@ void runtime__log_free(struct core *c)
 {
 	if (!c->log)
 		return;
-	for (unsigned i = 0; i < LOG_FDS; i++) {
-		free(c->log->out[i].buf[0]);
-		free(c->log->out[i].buf[1]);
+	for (struct log_out *o = c->log->outs, *next; o; o = next) {
+		next = o->next;
+		for (int i = 0; i < 2; i++) {
+			free(o->buf[i].bytes);
+			free(o->buf[i].ends);
+		}
+		free(o);
 	}
 	free(c->log);
 	c->log = NULL;
