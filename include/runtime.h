@@ -325,10 +325,10 @@ RUNTIME_API void runtime_shutdown(struct runtime *rt);
 RUNTIME_API int runtime_shutdown_on_signals(struct runtime *rt);
 
 /*
- * Drain: stop gracefully. Every hook of runtime_on_drain runs (those of
- * runtime_serve stop accepting), runtime_draining turns true and the drain
- * channel closes, so that fibers can see the stop coming and finish what
- * they are doing; grace_ns later (saturating) runtime_shutdown cancels
+ * Drain: stop gracefully. Every hook of runtime_on_drain runs,
+ * runtime_draining turns true and the drain channel closes (runtime_serve's
+ * fibers wait on it and stop accepting), so that fibers can see the stop
+ * coming and finish what they are doing; grace_ns later (saturating) runtime_shutdown cancels
  * whatever is left. runtime_run returns as soon as every fiber has ended,
  * which may be well before the grace is over. Any thread, once: a drain
  * cannot be called off, and a second call changes nothing. Returns 0,
@@ -362,7 +362,7 @@ RUNTIME_API int runtime_on_drain(struct runtime *rt, void (*fn)(void *arg), void
 /*
  * As runtime_shutdown_on_signals, but the first SIGINT or SIGTERM drains
  * (runtime_drain with grace_ns) and a second one shuts down at once. Same
- * callers and errors.
+ * callers and errors. Of the two calls, the later decides.
  */
 RUNTIME_API int runtime_drain_on_signals(struct runtime *rt, uint64_t grace_ns);
 
@@ -468,8 +468,10 @@ RUNTIME_API int runtime_fiber_cancel(struct runtime_fiber *fiber);
  * fiber's next calls block as usual. A call that a cancel would not end
  * (close) is left alone. This is how a deadline that belongs to something
  * shared - a connection's read deadline moved by another fiber
- * (runtime_conn_set_read_deadline) - reaches a fiber already waiting.
- * Same callers as runtime_fiber_cancel. Returns 0, -EAGAIN (the fiber is
+ * (runtime_conn_set_read_deadline) - reaches a fiber already waiting. As
+ * a deadline does, it ends a call inside a cleanup too. An expire that
+ * finds the fiber not waiting is not kept for later. Same callers as
+ * runtime_fiber_cancel. Returns 0, -EAGAIN (the fiber is
  * not waiting in a call: nothing happened), -EINVAL (NULL), -ESRCH (the
  * fiber has ended) or -EPERM (another thread).
  */

@@ -319,9 +319,10 @@ struct runtime_conn; /* opaque */
  * -EPERM (not a fiber). */
 RUNTIME_API int runtime_conn_open(struct runtime_conn **conn, int fd, unsigned flags);
 
-/* Close the socket and free the connection (after 0, it is gone, as after
- * free(3)). Returns 0 (also for NULL) or runtime_close's error, -EBUSY (a
- * fiber reads or writes it: nothing changed), -EPERM (another core). */
+/* Close the socket and free the connection. Returns 0 (also for NULL) or
+ * runtime_close's error (the connection is gone all the same, as after
+ * free(3)), or -EBUSY (a fiber reads or writes it) or -EPERM (another
+ * core): nothing changed then. */
 RUNTIME_API int runtime_conn_close(struct runtime_conn *conn);
 
 /*
@@ -335,13 +336,14 @@ RUNTIME_API int runtime_conn_close(struct runtime_conn *conn);
 RUNTIME_API ssize_t runtime_conn_read(struct runtime_conn *conn, void *buf, size_t len);
 
 /* Write all len bytes under the write deadline. Returns len or -errno
- * (-ETIMEDOUT, -EPIPE, -ECONNRESET, -ECANCELED, -EINVAL, -EPERM); *done
+ * (-ETIMEDOUT, -EPIPE, -ECONNRESET, -ECANCELED, -EINVAL, -EPERM, -EIO: a
+ * send took no byte); *done
  * (if not NULL) receives the bytes written either way. */
 RUNTIME_API ssize_t runtime_conn_write(struct runtime_conn *conn, const void *buf, size_t len,
                                        size_t *done);
 
-/* Half-close: no more writes, the peer reads end of stream. Returns 0 or
- * -errno. */
+/* Half-close: no more writes, the peer reads end of stream. Fibers of its
+ * core. Returns 0 or -errno (-EPERM: another core). */
 RUNTIME_API int runtime_conn_close_write(struct runtime_conn *conn);
 
 /*
@@ -393,8 +395,8 @@ RUNTIME_API int runtime_conn_finish(struct runtime_conn *conn, uint64_t timeout_
 RUNTIME_API int runtime_conn_fd(const struct runtime_conn *conn);
 
 /* The peer's address and its length in *len (may be NULL), or NULL if it
- * cannot be known (the peer reset before it was asked). Looked up once.
- * Fibers of its core. */
+ * cannot be known (the peer reset before it was asked). Looked up until
+ * found, then kept. Fibers of its core. */
 RUNTIME_API const struct sockaddr *runtime_conn_peer(struct runtime_conn *conn, socklen_t *len);
 
 /* The connection as a transport (storage inside the connection, valid as
@@ -446,9 +448,10 @@ struct runtime_server; /* opaque */
  * creating thread before runtime_run, or a fiber. The server lives until
  * runtime_server_destroy, after runtime_run has returned. Returns 0,
  * -EINVAL (NULL, no handler), -ESHUTDOWN (shut down or draining), -ENOMEM,
- * or runtime_tcp_listen's error (-EADDRINUSE...; nothing is left open
- * then). If a fiber could not be spawned (-ENOMEM) *srv is set all the
- * same, stopped: destroy it after the run.
+ * or runtime_tcp_listen's error (-EADDRINUSE...); *srv is NULL and
+ * nothing is left open then - except when some of the server's fibers
+ * started and a later one could not be (-ENOMEM, or -ESHUTDOWN: shut down
+ * meanwhile): *srv is set all the same, stopped; destroy it after the run.
  */
 RUNTIME_API int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
                               struct runtime_server **srv);

@@ -159,14 +159,18 @@ int runtime_on_drain(struct runtime *rt, void (*fn)(void *arg), void *arg)
 	return 0;
 }
 
+void runtime__signals_drain(struct runtime *rt, bool drain, uint64_t grace_ns)
+{
+	rt->drain->signal_grace = grace_ns;
+	rt->drain->on_signals = drain;
+}
+
 int runtime_drain_on_signals(struct runtime *rt, uint64_t grace_ns)
 {
 	int rc = runtime_shutdown_on_signals(rt);
 
-	if (rc == 0) {
-		rt->drain->signal_grace = grace_ns;
-		rt->drain->on_signals = true;
-	}
+	if (rc == 0)
+		runtime__signals_drain(rt, true, grace_ns);
 	return rc;
 }
 

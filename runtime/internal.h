@@ -893,6 +893,10 @@ int runtime__drain_init(struct runtime *rt);
 void runtime__drain_free(struct runtime *rt);
 void runtime__drain_here(struct core *c, struct inbox_node *n);
 void runtime__signalled(struct runtime *rt);
+/* What the first SIGINT or SIGTERM does: drain for grace_ns, or (false)
+ * shut down: the later of runtime_drain_on_signals and
+ * runtime_shutdown_on_signals decides. */
+void runtime__signals_drain(struct runtime *rt, bool drain, uint64_t grace_ns);
 
 /* stall.c */
 int runtime__stall_start(struct runtime *rt);

@@ -223,6 +223,7 @@ int runtime_shutdown_on_signals(struct runtime *rt)
 		return -EINVAL;
 	if (!runtime__on_owner_thread(rt) || runtime__is_running(rt))
 		return -EPERM;
+	runtime__signals_drain(rt, false, 0); /* runtime_drain_on_signals sets it after */
 	if (rt->signal_fd >= 0)
 		return 0;
 	sigemptyset(&set);

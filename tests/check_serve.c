@@ -192,6 +192,17 @@ START_TEST(test_serve_ipv6_and_bad_input)
 	ck_assert_int_eq(runtime_server_stop(NULL), -EINVAL);
 	runtime_server_destroy(NULL);
 	runtime_destroy(rt);
+
+	/* A runtime shut down: refused, and nothing is left open. */
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_shutdown(rt);
+	int fds = count_fds();
+	sc.host = NULL;
+	srv = (struct runtime_server *)1;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &srv), -ESHUTDOWN);
+	ck_assert_ptr_null(srv);
+	ck_assert_int_eq(count_fds(), fds);
+	runtime_destroy(rt);
 }
 END_TEST
 
@@ -609,6 +620,39 @@ static void *drain_clients(void *arg)
 	return NULL;
 }
 
+/* An idle connection whose peer's bytes have come reads them in a drain,
+ * with or without a receive stream; then -ESHUTDOWN. */
+static void drain_reads_main(void *arg)
+{
+	(void)arg;
+	for (unsigned flags = 0; flags <= RUNTIME_CONN_PLAIN_RECV; flags++) {
+		struct runtime_conn *c;
+		int fd[2];
+		char b[4];
+
+		tcp_pair(fd);
+		ck_assert_int_eq(runtime_conn_open(&c, fd[1], flags), 0);
+		ck_assert_int_eq(runtime_write(fd[0], "ab", 2), 2);
+		if (!flags) /* the stream has taken them in */
+			ck_assert_int_eq(runtime_conn_read(c, b, 1), 1);
+		else
+			runtime_sleep(20 * MS); /* they are in the socket */
+		if (!runtime_draining(runtime_current()))
+			ck_assert_int_eq(runtime_drain(runtime_current(), 60000 * MS), 0);
+		runtime_conn_set_idle(c, 1);
+		ck_assert_int_gt(runtime_conn_read(c, b, sizeof(b)), 0);
+		ck_assert_int_eq(runtime_conn_read(c, b, sizeof(b)), -ESHUTDOWN);
+		ck_assert_int_eq(runtime_conn_close(c), 0);
+		runtime_close(fd[0]);
+	}
+}
+
+START_TEST(test_drain_reads_what_has_come)
+{
+	ck_assert_int_eq(run_fiber(NULL, drain_reads_main, NULL), 0);
+}
+END_TEST
+
 START_TEST(test_drain_closes_idle_lets_busy_finish)
 {
 	static struct drain d = { .grace = 60000 * MS };
@@ -709,6 +753,31 @@ START_TEST(test_drain_on_signals_then_shutdown)
 }
 END_TEST
 
+/* The later of the two calls decides: here, a shutdown at once. */
+static void shutdown_signal_main(void *arg)
+{
+	struct drain *d = arg;
+
+	ck_assert_int_eq(runtime_spawn(d->rt, stubborn, d), 0);
+	runtime_yield();
+	ck_assert_int_eq(kill(getpid(), SIGTERM), 0);
+}
+
+START_TEST(test_shutdown_on_signals_after_drain_on_signals)
+{
+	static struct drain d = { .stubborn_rc = -999 };
+
+	ck_assert_int_eq(runtime_create(&d.rt, NULL), 0);
+	ck_assert_int_eq(runtime_drain_on_signals(d.rt, 60000 * MS), 0);
+	ck_assert_int_eq(runtime_shutdown_on_signals(d.rt), 0);
+	ck_assert_int_eq(runtime_spawn(d.rt, shutdown_signal_main, &d), 0);
+	ck_assert_int_eq(runtime_run(d.rt), 0);
+	ck_assert_int_eq(runtime_draining(d.rt), 0); /* never drained */
+	runtime_destroy(d.rt);
+	ck_assert_int_eq(d.stubborn_rc, -ECANCELED);
+}
+END_TEST
+
 static Suite *serve_suite(void)
 {
 	Suite *s = suite_create("serve");
@@ -730,8 +799,10 @@ static Suite *serve_suite(void)
 	tc = tcase_create("drain");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_drain_closes_idle_lets_busy_finish);
+	tcase_add_test(tc, test_drain_reads_what_has_come);
 	tcase_add_test(tc, test_drain_cancels_what_outlives_the_grace);
 	tcase_add_test(tc, test_drain_on_signals_then_shutdown);
+	tcase_add_test(tc, test_shutdown_on_signals_after_drain_on_signals);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -23,6 +23,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 static uint64_t earlier(uint64_t a, uint64_t b) /* 0: none */
@@ -103,10 +104,29 @@ static inline void touch(struct runtime_conn *c)
 
 /* -------------------------------------------------------------- reading */
 
+/* The caller's core is c's, or -errno. */
+static int mine(const struct runtime_conn *c)
+{
+	if (!c)
+		return -EINVAL;
+	return runtime_core_index() == c->core ? 0 : -EPERM;
+}
+
+
+/* Bytes of the peer's wait to be read (a drain's rare path: a syscall
+ * without a stream). */
+static bool bytes_waiting(const struct runtime_conn *c)
+{
+	int n = 0;
+
+	if (c->rx)
+		return runtime_stream_buffered(c->rx) > 0;
+	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 static bool idle_and_draining(const struct runtime_conn *c)
 {
-	return c->idle && runtime_draining(runtime_current()) &&
-	       !(c->rx && runtime_stream_buffered(c->rx));
+	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
 ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
@@ -184,9 +204,9 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 
 int runtime_conn_close_write(struct runtime_conn *c)
 {
-	if (!c)
-		return -EINVAL;
-	return runtime_sock_shutdown(c->fd, SHUT_WR);
+	int rc = mine(c);
+
+	return rc < 0 ? rc : runtime_sock_shutdown(c->fd, SHUT_WR);
 }
 
 /* ------------------------------------------------------------ transport */
@@ -253,7 +273,7 @@ int runtime_conn_close(struct runtime_conn *c)
 {
 	if (!c)
 		return 0;
-	if (runtime_core_index() != c->core)
+	if (mine(c) < 0)
 		return -EPERM;
 	if (c->rd.fiber || c->wr.fiber)
 		return -EBUSY;
@@ -285,14 +305,6 @@ const struct sockaddr *runtime_conn_peer(struct runtime_conn *c, socklen_t *len)
 const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)
 {
 	return c ? &c->transport : NULL;
-}
-
-/* The caller's core is c's, or -errno. */
-static int mine(const struct runtime_conn *c)
-{
-	if (!c)
-		return -EINVAL;
-	return runtime_core_index() == c->core ? 0 : -EPERM;
 }
 
 int runtime_conn_set_read_deadline(struct runtime_conn *c, uint64_t deadline_ns)

@@ -206,18 +206,23 @@ static int open_sockets(struct runtime_server *srv, const struct runtime_serve_c
 /* Every core's watcher, then its acceptor. A spawn can fail only for want
  * of memory (or a shutdown): then the server is stopped, the fibers that
  * did start end by themselves, and the caller still destroys it. */
-static int start_fibers(struct runtime_server *srv)
+/* Spawn each core's fibers. Returns how many started; *rc the error that
+ * stopped it (the server is stopped then: those started end by
+ * themselves). */
+static unsigned start_fibers(struct runtime_server *srv, int *rc)
 {
-	for (unsigned i = 0; i < srv->ncores; i++) {
-		int rc = runtime_spawn_on(srv->rt, i, watcher, srv);
-		if (rc == 0)
-			rc = runtime_spawn_on(srv->rt, i, acceptor, srv);
-		if (rc < 0) {
-			runtime_server_stop(srv);
-			return rc;
-		}
+	unsigned started = 0;
+
+	*rc = 0;
+	for (unsigned i = 0; i < srv->ncores && *rc == 0; i++) {
+		if ((*rc = runtime_spawn_on(srv->rt, i, watcher, srv)) == 0)
+			started++;
+		if (*rc == 0 && (*rc = runtime_spawn_on(srv->rt, i, acceptor, srv)) == 0)
+			started++;
 	}
-	return 0;
+	if (*rc < 0)
+		runtime_server_stop(srv);
+	return started;
 }
 
 static struct runtime_server *server_new(struct runtime *rt,
@@ -265,8 +270,11 @@ int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
 		runtime_server_destroy(srv);
 		return rc;
 	}
-	*out = srv;
-	return start_fibers(srv);
+	if (start_fibers(srv, &rc) > 0 || rc == 0)
+		*out = srv; /* a fiber uses it: destroyed after the run */
+	else
+		runtime_server_destroy(srv);
+	return rc;
 }
 
 /* ----------------------------------------------------------- the handle */
