@@ -1313,7 +1313,8 @@ RUNTIME_API int runtime_fd_register(int fd);
 #endif
 
 /* The toolkit (buffered streams, copy, serving, drain...) built on the
- * calls above. */
+ * calls above, and TLS on its connections. */
 #include "runtime_toolkit.h"
+#include "runtime_tls.h"
 
 #endif /* RUNTIME_H */

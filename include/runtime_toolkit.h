@@ -433,6 +433,9 @@ struct runtime_serve_config {
 	int plain_accept;      /* nonzero: an accept per connection, not a
 	                          listener's multishot (to measure what the
 	                          listener saves; default 0) */
+	struct runtime_tls *tls; /* TLS: each connection's handshake
+	                          (runtime_conn_tls_accept) is done before
+	                          the handler sees it; NULL: plain TCP */
 	runtime_serve_fn *handler;
 	void *arg;
 };
@@ -464,6 +467,7 @@ struct runtime_server_stats {
 	uint64_t refused;      /* over max_conns, or no memory for them */
 	uint64_t errors;       /* accepts that failed (-EMFILE...): each
 	                          core's acceptor backs off 10 ms and goes on */
+	uint64_t tls_failed;   /* handshakes that failed (closed unserved) */
 	unsigned live;         /* open now */
 };
 

@@ -18,6 +18,10 @@
  * reads -ESHUTDOWN instead of waiting, and runtime_serve's drain expires
  * one that waits already, so that keep-alive connections close at once
  * while those in the middle of a request finish it.
+ *
+ * A layer (TLS, tls/) may sit between the public calls and the socket:
+ * the calls then go through its operations, and it does its own socket
+ * I/O with runtime__conn_raw_read and _send, under the same deadlines.
  */
 #include "toolkit.h"
 
@@ -102,6 +106,11 @@ static inline void touch(struct runtime_conn *c)
 		c->idle_until = deadline_after(c->idle_ns);
 }
 
+void runtime__conn_touch(struct runtime_conn *c)
+{
+	touch(c);
+}
+
 /* -------------------------------------------------------------- reading */
 
 /* The caller's core is c's, or -errno. */
@@ -112,13 +121,14 @@ static int mine(const struct runtime_conn *c)
 	return runtime_core_index() == c->core ? 0 : -EPERM;
 }
 
-
-/* Bytes of the peer's wait to be read (a drain's rare path: a syscall
- * without a stream). */
+/* Bytes of the peer's wait to be read, in the layer or the socket (a
+ * drain's rare path: a syscall without a stream). */
 static bool bytes_waiting(const struct runtime_conn *c)
 {
 	int n = 0;
 
+	if (c->layer && c->layer->pending(c))
+		return true;
 	if (c->rx)
 		return runtime_stream_buffered(c->rx) > 0;
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
@@ -129,15 +139,11 @@ static bool idle_and_draining(const struct runtime_conn *c)
 	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
-ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
+ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	uint64_t own = 0;
 	ssize_t n;
 
-	if (!c || (!buf && len))
-		return -EINVAL;
-	if (runtime_core_index() != c->core || c->rd.fiber)
-		return -EPERM;
 	do {
 		if (idle_and_draining(c))
 			return -ESHUTDOWN;
@@ -150,11 +156,24 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 	return n;
 }
 
+ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	if (!c || (!buf && len))
+		return -EINVAL;
+	if (runtime_core_index() != c->core || c->rd.fiber)
+		return -EPERM;
+	if (!c->layer)
+		return runtime__conn_raw_read(c, buf, len);
+	if (idle_and_draining(c))
+		return -ESHUTDOWN;
+	return c->layer->read(c, buf, len);
+}
+
 /* -------------------------------------------------------------- writing */
 
 /* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
- * (> 0, may be short) or -errno. */
-/* Inlined: a write is a send and little more (the echo demo's path). */
+ * (> 0, may be short) or -errno. Inlined: a write is a send and little
+ * more (the echo demo's path). */
 static inline __attribute__((always_inline)) ssize_t
 send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 {
@@ -171,13 +190,24 @@ send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 	return n;
 }
 
+ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	return send_once(c, iov, iovcnt);
+}
+
+/* One write, of the layer or the socket. */
+static inline ssize_t write_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	return c->layer ? c->layer->writev(c, iov, iovcnt) : send_once(c, iov, iovcnt);
+}
+
 static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 {
 	struct runtime_conn *c = ctx;
 
 	if (runtime_core_index() != c->core || c->wr.fiber)
 		return -EPERM;
-	return send_once(c, iov, iovcnt);
+	return write_once(c, iov, iovcnt);
 }
 
 ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
@@ -191,7 +221,7 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 		n = -EPERM;
 	while (n >= 0 && off < len) {
 		struct iovec iov = { (char *)buf + off, len - off };
-		n = send_once(c, &iov, 1);
+		n = write_once(c, &iov, 1);
 		if (n > 0)
 			off += (size_t)n;
 		else if (n == 0)
@@ -206,7 +236,9 @@ int runtime_conn_close_write(struct runtime_conn *c)
 {
 	int rc = mine(c);
 
-	return rc < 0 ? rc : runtime_sock_shutdown(c->fd, SHUT_WR);
+	if (rc < 0)
+		return rc;
+	return c->layer ? c->layer->close_write(c) : runtime_sock_shutdown(c->fd, SHUT_WR);
 }
 
 /* ------------------------------------------------------------ transport */
@@ -216,10 +248,12 @@ static ssize_t conn_read(void *ctx, void *buf, size_t len)
 	return runtime_conn_read(ctx, buf, len);
 }
 
+/* The stream's bytes in place; none through a layer (they are not the
+ * plaintext). */
 static size_t conn_peek(void *ctx, const void **data)
 {
 	struct runtime_conn *c = ctx;
-	ssize_t n = c->rx ? runtime_stream_peek(c->rx, data) : 0;
+	ssize_t n = c->rx && !c->layer ? runtime_stream_peek(c->rx, data) : 0;
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -276,6 +310,8 @@ int runtime_conn_close(struct runtime_conn *c)
 	if (mine(c) < 0)
 		return -EPERM;
 	if (c->rd.fiber || c->wr.fiber)
+		return -EBUSY;
+	if (c->layer && c->layer->close(c) < 0)
 		return -EBUSY;
 	runtime_stream_close(c->rx);
 	int rc = runtime_close(c->fd);
@@ -353,7 +389,7 @@ int runtime_conn_finish(struct runtime_conn *c, uint64_t timeout_ns)
 
 	if (rc < 0)
 		return rc;
-	rc = runtime_sock_shutdown(c->fd, SHUT_WR);
+	rc = runtime_conn_close_write(c);
 	if (rc < 0 && rc != -ENOTCONN)
 		return rc;
 	c->idle = false;

@@ -36,13 +36,14 @@ struct runtime_server {
 	unsigned max_conns;
 	unsigned conn_flags;        /* for runtime_conn_open */
 	bool plain_accept;
+	struct runtime_tls *tls;    /* the caller's: outlives the server */
 	unsigned ncores;
 	int *fds;                   /* each core's listening socket */
 	uint16_t port;
 	struct runtime_chan *stop;  /* closed by runtime_server_stop */
 	_Atomic bool stopped;
 	_Atomic unsigned live;
-	_Atomic uint64_t accepted, refused, errors;
+	_Atomic uint64_t accepted, refused, errors, tls_failed;
 	struct core_conns *conns;
 };
 
@@ -82,7 +83,10 @@ static void conn_fiber(void *arg)
 	struct runtime_conn *c = arg;
 	struct runtime_server *srv = c->server;
 
-	srv->handler(c, srv->arg);
+	if (srv->tls && runtime_conn_tls_accept(c, srv->tls) < 0)
+		atomic_fetch_add(&srv->tls_failed, 1);
+	else
+		srv->handler(c, srv->arg);
 	conns_remove(srv, c);
 	runtime_conn_close(c);
 	atomic_fetch_sub(&srv->live, 1);
@@ -239,6 +243,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->max_conns = cfg->max_conns;
 	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
 	srv->plain_accept = cfg->plain_accept;
+	srv->tls = cfg->tls;
 	srv->ncores = n;
 	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
@@ -295,6 +300,7 @@ void runtime_server_stats(const struct runtime_server *srv, struct runtime_serve
 	st->accepted = atomic_load(&srv->accepted);
 	st->refused = atomic_load(&srv->refused);
 	st->errors = atomic_load(&srv->errors);
+	st->tls_failed = atomic_load(&srv->tls_failed);
 }
 
 int runtime_server_stop(struct runtime_server *srv)

@@ -23,6 +23,25 @@ struct side {
 	uint64_t running;           /* the one that call runs under, 0: none */
 };
 
+/*
+ * A layer between a connection's public calls and its socket (TLS,
+ * tls/): when set, runtime_conn_read, _write, the transport's writev,
+ * _close_write (so _finish) and _close go through it, after conn.c's
+ * checks (core, arguments, the drain). Its own socket I/O goes through
+ * runtime__conn_raw_read and _send, under the connection's deadlines.
+ */
+struct conn_layer {
+	ssize_t (*read)(struct runtime_conn *c, void *buf, size_t len);
+	ssize_t (*writev)(struct runtime_conn *c, const struct iovec *iov, int iovcnt);
+	int (*close_write)(struct runtime_conn *c);
+	/* Bytes of the peer's held in the layer (a drain reads them). */
+	bool (*pending)(const struct runtime_conn *c);
+	/* From runtime_conn_close, before the socket closes: never waits;
+	 * frees the layer's state (0), or -EBUSY (a fiber is in it: nothing
+	 * changed). */
+	int (*close)(struct runtime_conn *c);
+};
+
 struct runtime_conn {
 	int fd;
 	int core;                   /* the core it belongs to */
@@ -34,9 +53,21 @@ struct runtime_conn {
 	struct runtime_transport transport;
 	struct sockaddr_storage peer;
 	socklen_t peer_len;         /* 0: not known yet */
+	const struct conn_layer *layer; /* NULL: plain */
+	void *layer_state;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
+
+/* A connection's socket I/O, under its deadlines, idle timeout and
+ * drain (conn.c): what runtime_conn_read and a write's one send are
+ * without a layer. Bytes (> 0, a send may be short), 0 at end of stream,
+ * or -errno. */
+ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len);
+ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt);
+/* Bytes moved outside those calls (a layer took the stream's in place):
+ * the idle timeout starts again. */
+void runtime__conn_touch(struct runtime_conn *c);
 
 /* sendmsg, or send for one iovec (the shorter path through the kernel):
  * MSG_NOSIGNAL, so a gone peer is -EPIPE even off the core threads'

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * certs.c - certificates and keys into a context: PEM from a file or from
+ * memory through one path (a BIO either way). Each goes into an SSL_CTX
+ * of its own with the context's settings (context.c), for SNI; the first
+ * one's becomes the context's own (nothing uses the context before its
+ * first certificate, and a failed load leaves it as it was).
+ */
+#include "tls.h"
+
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <stdlib.h>
+
+/* PEM text to read: a file, or memory with RUNTIME_TLS_PEM. */
+static BIO *pem_source(const char *what, unsigned flags, int *rc)
+{
+	BIO *b;
+
+	errno = 0;
+	b = flags & RUNTIME_TLS_PEM ? BIO_new_mem_buf(what, -1) : BIO_new_file(what, "r");
+	if (!b) {
+		*rc = errno && !(flags & RUNTIME_TLS_PEM) ? -errno : -ENOMEM;
+		runtime__tls_config_error(what);
+	}
+	return b;
+}
+
+/* A read of PEM objects ended: at the end of the text (fine), or on bad
+ * text. */
+static bool pem_ended_cleanly(void)
+{
+	unsigned long e = ERR_peek_last_error();
+	bool clean = ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE;
+
+	if (clean)
+		ERR_clear_error();
+	return clean;
+}
+
+/* The leaf, then the chain after it. 0 or -errno. */
+static int load_chain(SSL_CTX *ctx, BIO *b)
+{
+	X509 *x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+
+	if (!x || !SSL_CTX_use_certificate(ctx, x)) {
+		X509_free(x);
+		runtime__tls_config_error("the certificate");
+		return -EPROTO;
+	}
+	X509_free(x); /* the context holds its own reference */
+	while ((x = PEM_read_bio_X509(b, NULL, NULL, NULL))) {
+		if (!SSL_CTX_add0_chain_cert(ctx, x)) {
+			X509_free(x);
+			runtime__tls_config_error("the certificate chain");
+			return -ENOMEM;
+		}
+	}
+	if (!pem_ended_cleanly()) {
+		runtime__tls_config_error("the certificate chain");
+		return -EPROTO;
+	}
+	return 0;
+}
+
+static int load_key(SSL_CTX *ctx, BIO *b)
+{
+	EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	int ok = key && SSL_CTX_use_PrivateKey(ctx, key);
+
+	EVP_PKEY_free(key);
+	if (!ok) {
+		runtime__tls_config_error("the private key");
+		return -EPROTO;
+	}
+	if (!SSL_CTX_check_private_key(ctx)) {
+		runtime__tls_config_error("the private key does not match the certificate");
+		return -EKEYREJECTED;
+	}
+	return 0;
+}
+
+/* cert and key into ctx: 0 or -errno. */
+static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, unsigned flags)
+{
+	int rc = 0;
+	BIO *b = pem_source(cert, flags, &rc);
+
+	if (!b)
+		return rc;
+	rc = load_chain(ctx, b);
+	BIO_free(b);
+	if (rc < 0 || !(b = pem_source(key, flags, &rc)))
+		return rc;
+	rc = load_key(ctx, b);
+	BIO_free(b);
+	return rc;
+}
+
+int runtime_tls_add_cert(struct runtime_tls *t, const char *cert, const char *key, unsigned flags)
+{
+	int rc = 0;
+
+	if (!t || !cert || !key || (flags & ~RUNTIME_TLS_PEM))
+		return -EINVAL;
+	if (t->side == RUNTIME_TLS_CLIENT && t->ncerts)
+		return -EEXIST; /* a client presents one */
+	struct tls_cert *certs = realloc(t->certs, (t->ncerts + 1) * sizeof(*certs));
+	if (!certs)
+		return -ENOMEM;
+	t->certs = certs;
+	SSL_CTX *ctx = runtime__tls_new_ctx(t, &rc);
+	if (!ctx)
+		return rc;
+	if ((rc = load_pair(ctx, cert, key, flags)) < 0) {
+		SSL_CTX_free(ctx);
+		return rc;
+	}
+	if (t->ncerts == 0) { /* the first: it becomes the context's own */
+		SSL_CTX_free(t->ctx);
+		t->ctx = ctx;
+	}
+	certs[t->ncerts++] = (struct tls_cert){ .ctx = ctx, .leaf = SSL_CTX_get0_certificate(ctx) };
+	return 0;
+}

@@ -1,0 +1,713 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session.c - TLS on one connection, as the connection's layer.
+ *
+ * OpenSSL never touches the socket and never waits. Its BIO is ours: a
+ * read takes the bytes this session holds (those one read brought, then
+ * those queued in the connection's receive stream, in place), else says
+ * "retry"; a write appends to an output block. Around each SSL call the
+ * fiber does the waiting: on SSL_ERROR_WANT_READ it reads the socket
+ * through the connection (runtime__conn_raw_read: its deadlines, idle
+ * timeout and drain hold) into a small buffer on its stack, offers those
+ * bytes to the next SSL call and keeps whatever OpenSSL left; after a
+ * call that produced output it sends the block (runtime__conn_raw_send).
+ * So no fiber ever parks inside OpenSSL, and a reader and a writer fiber
+ * can share one SSL: their SSL calls never overlap.
+ *
+ * Output goes out in order from one fiber at a time: the one flushing
+ * swaps the blocks (new output fills the other, never the one the kernel
+ * is reading) and sends until both are empty; a fiber that needs its
+ * bytes out while another flushes parks until it is done. A failed flush
+ * ends writing for good: the TLS stream would be cut inside a record.
+ *
+ * Memory: an idle connection holds the SSL (OpenSSL frees its record
+ * buffers between records: SSL_MODE_RELEASE_BUFFERS) and this struct; the
+ * output blocks come from a per-thread cache and go back once sent.
+ */
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define FEED_SIZE 2048           /* one socket read, on the reader's stack */
+#define OUT_BLOCK (64u * 1024)   /* encrypted bytes to send */
+#define PLAIN_MAX (16u * 1024)   /* plaintext per SSL_write: one record */
+#define OUT_CACHE 8              /* blocks kept per thread */
+
+struct out {
+	char *buf;                   /* NULL: none held */
+	size_t len;
+};
+
+struct tls_session {
+	SSL *ssl;
+	struct runtime_tls *tls;
+	struct runtime_conn *conn;
+	/* reading */
+	const char *feed;            /* bytes just read, offered to OpenSSL */
+	size_t feed_len;
+	char *extra;                 /* feed bytes OpenSSL left, for later */
+	size_t extra_len, extra_off;
+	int raw_end;                 /* the socket's end: 1 EOF, < 0 its error */
+	struct runtime_fiber *reader, *writer; /* in a call now */
+	/* writing */
+	struct out out[2];           /* fill out[fill]; a flush sends the other */
+	uint8_t fill;
+	bool flushing;
+	struct runtime_fiber *flush_waiter;
+	int write_err;               /* sticky: writing has ended */
+	/* the rest */
+	bool handshaken, sent_close;
+	struct tls_failure failure;
+	char *alpn, *host;
+};
+
+/* ------------------------------------------------------- output blocks */
+
+static __thread struct {
+	char *blocks[OUT_CACHE];
+	unsigned n;
+} cache;
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_drop(void *unused)
+{
+	(void)unused;
+	while (cache.n)
+		free(cache.blocks[--cache.n]);
+}
+
+static void cache_init(void)
+{
+	pthread_key_create(&cache_key, cache_drop);
+}
+
+static char *block_get(void)
+{
+	if (cache.n)
+		return cache.blocks[--cache.n];
+	pthread_once(&cache_once, cache_init);
+	pthread_setspecific(cache_key, &cache); /* frees the cache as the thread ends */
+	return malloc(OUT_BLOCK);
+}
+
+static void block_put(struct out *o)
+{
+	if (o->buf && cache.n < OUT_CACHE)
+		cache.blocks[cache.n++] = o->buf;
+	else
+		free(o->buf);
+	o->buf = NULL;
+	o->len = 0;
+}
+
+/* ----------------------------------------------------------------- BIO */
+
+/* Up to len of the bytes this session can hand OpenSSL now. */
+static size_t take_input(struct tls_session *t, char *dst, size_t len)
+{
+	size_t n = 0;
+	const void *p;
+
+	if (t->extra_off < t->extra_len) {
+		n = MIN(len, t->extra_len - t->extra_off);
+		memcpy(dst, t->extra + t->extra_off, n);
+		if ((t->extra_off += n) == t->extra_len) {
+			free(t->extra);
+			t->extra = NULL;
+			t->extra_len = t->extra_off = 0;
+		}
+	} else if (t->feed_len) {
+		n = MIN(len, t->feed_len);
+		memcpy(dst, t->feed, n);
+		t->feed += n;
+		t->feed_len -= n;
+	} else if (t->conn->rx) {
+		ssize_t q = runtime_stream_peek(t->conn->rx, &p);
+		if (q > 0) {
+			n = MIN(len, (size_t)q);
+			memcpy(dst, p, n);
+			runtime_stream_consume(t->conn->rx, n);
+			runtime__conn_touch(t->conn);
+		}
+	}
+	return n;
+}
+
+static int bio_read(BIO *b, char *dst, size_t len, size_t *got)
+{
+	struct tls_session *t = BIO_get_data(b);
+
+	BIO_clear_retry_flags(b);
+	*got = take_input(t, dst, len);
+	if (*got)
+		return 1;
+	if (!t->raw_end)
+		BIO_set_retry_read(b);
+	return 0; /* retry, or the end: OpenSSL tells EOF from close_notify */
+}
+
+static int bio_write(BIO *b, const char *src, size_t len, size_t *put)
+{
+	struct tls_session *t = BIO_get_data(b);
+	struct out *o = &t->out[t->fill];
+
+	BIO_clear_retry_flags(b);
+	*put = 0;
+	if (!o->buf && !(o->buf = block_get()))
+		return 0; /* no memory: OpenSSL fails the call */
+	if (o->len == OUT_BLOCK) {
+		BIO_set_retry_write(b); /* full: flush, then again */
+		return 0;
+	}
+	*put = MIN(len, OUT_BLOCK - o->len);
+	memcpy(o->buf + o->len, src, *put);
+	o->len += *put;
+	return 1;
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	(void)b, (void)num, (void)ptr;
+	return cmd == BIO_CTRL_FLUSH; /* flushing is ours, after each call */
+}
+
+static BIO_METHOD *bio_method;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static void bio_method_init(void)
+{
+	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "runtime_conn");
+
+	if (m && BIO_meth_set_read_ex(m, bio_read) && BIO_meth_set_write_ex(m, bio_write) &&
+	    BIO_meth_set_ctrl(m, bio_ctrl))
+		bio_method = m;
+	else
+		BIO_meth_free(m);
+}
+
+/* After an SSL call: what it left of the feed (on a stack about to go)
+ * is kept on the heap. False: no memory (the bytes are lost). */
+static bool keep_feed(struct tls_session *t)
+{
+	bool ok = true;
+
+	if (t->feed_len) { /* the extra bytes went first: there are none */
+		ok = (t->extra = malloc(t->feed_len)) != NULL;
+		if (ok)
+			memcpy(t->extra, t->feed, t->feed_len);
+		t->extra_len = ok ? t->feed_len : 0;
+		t->extra_off = 0;
+	}
+	t->feed = NULL;
+	t->feed_len = 0;
+	return ok;
+}
+
+/* ------------------------------------------------------------- waiting */
+
+static bool transient(int rc)
+{
+	return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -ESHUTDOWN || rc == -EPERM;
+}
+
+/* A failure of this session's, for runtime_conn_tls_error: rc back. */
+static int note(struct tls_session *t, int rc)
+{
+	t->failure = (struct tls_failure){ .err = rc, .in_handshake = !t->handshaken };
+	return rc;
+}
+
+/* An SSL call failed (ssl_error: SSL_get_error's): -errno, recorded. */
+static int failed(struct tls_session *t, int ssl_error)
+{
+	runtime__tls_failure(&t->failure, t->ssl, ssl_error, t->raw_end);
+	t->failure.in_handshake = !t->handshaken;
+	return t->failure.err;
+}
+
+/* Wait for bytes from the socket into feed (the caller's stack), offered
+ * to the next SSL call. 0 - also at the socket's end, which that call
+ * sees - or -errno: a deadline, cancel or drain (the session goes on), or
+ * the socket's error (it ends). */
+static int fill(struct tls_session *t, char *feed, size_t size)
+{
+	ssize_t n = runtime__conn_raw_read(t->conn, feed, size);
+
+	if (n > 0) {
+		t->feed = feed;
+		t->feed_len = (size_t)n;
+		return 0;
+	}
+	if (n == 0 || !transient((int)n))
+		t->raw_end = n == 0 ? 1 : (int)n;
+	return n == 0 ? 0 : note(t, (int)n);
+}
+
+/* Park while another fiber flushes (it sends what we added too). */
+static int wait_flusher(struct tls_session *t)
+{
+	while (t->flushing) {
+		t->flush_waiter = runtime_fiber_self();
+		int rc = runtime_park(-1);
+		t->flush_waiter = NULL;
+		if (rc < 0)
+			return rc;
+	}
+	return t->write_err;
+}
+
+static int send_block(struct tls_session *t, const struct out *o)
+{
+	for (size_t off = 0; off < o->len;) {
+		struct iovec iov = { o->buf + off, o->len - off };
+		ssize_t n = runtime__conn_raw_send(t->conn, &iov, 1);
+		if (n <= 0)
+			return n < 0 ? (int)n : -EIO;
+		off += (size_t)n;
+	}
+	return 0;
+}
+
+/* Send every byte OpenSSL wrote, in order. 0 or -errno (then writing has
+ * ended: the peer would get a record cut short). */
+static int flush(struct tls_session *t)
+{
+	int rc = wait_flusher(t);
+
+	if (rc < 0)
+		return rc;
+	t->flushing = true;
+	while (rc == 0 && t->out[t->fill].len) {
+		struct out *o = &t->out[t->fill];
+		t->fill ^= 1; /* new output goes to the other block meanwhile */
+		rc = send_block(t, o);
+		block_put(o);
+	}
+	t->flushing = false;
+	if (rc < 0) {
+		t->write_err = rc;
+		block_put(&t->out[t->fill]);
+	}
+	if (t->flush_waiter)
+		runtime_fiber_unpark(t->flush_waiter);
+	return rc < 0 ? note(t, rc) : 0;
+}
+
+/* What SSL_get_error asked for: wait for it (0: call again) or fail. */
+static int wait_for(struct tls_session *t, int ssl_error, char *feed)
+{
+	if (ssl_error == SSL_ERROR_WANT_READ)
+		return fill(t, feed, FEED_SIZE);
+	if (ssl_error == SSL_ERROR_WANT_WRITE)
+		return flush(t);
+	return failed(t, ssl_error);
+}
+
+/* ----------------------------------------------------------- handshake */
+
+static int handshake(struct tls_session *t)
+{
+	char feed[FEED_SIZE];
+
+	for (;;) {
+		ERR_clear_error();
+		int e = SSL_get_error(t->ssl, SSL_do_handshake(t->ssl));
+		int rc = keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
+		if (e == SSL_ERROR_NONE)
+			return rc;
+		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+			return failed(t, e);
+		if (rc < 0 || (rc = wait_for(t, e, feed)) < 0)
+			return rc;
+	}
+}
+
+/* The handshake under the context's timeout, or an earlier deadline. */
+static int handshake_timed(struct tls_session *t)
+{
+	uint64_t own = runtime_deadline_get(), limit = own;
+	uint64_t timeout = t->tls->handshake_timeout_ns;
+
+	if (timeout) {
+		uint64_t now = runtime_now();
+		uint64_t end = timeout > UINT64_MAX - now ? UINT64_MAX : now + timeout;
+		if (!limit || end < limit)
+			limit = end;
+	}
+	runtime_deadline_set(limit);
+	int rc = handshake(t);
+	runtime_deadline_set(own);
+	if (rc == 0) {
+		const unsigned char *alpn;
+		unsigned len;
+		t->handshaken = true;
+		SSL_get0_alpn_selected(t->ssl, &alpn, &len);
+		if (len && !(t->alpn = strndup((const char *)alpn, len)))
+			rc = -ENOMEM;
+	}
+	return rc;
+}
+
+/* ---------------------------------------------------- reading, writing */
+
+/* Before the handshake, or after it failed: what a read or write says. */
+static int not_ready(const struct tls_session *t)
+{
+	return t->failure.err && t->failure.in_handshake ? t->failure.err : -ENOTCONN;
+}
+
+static ssize_t tls_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	struct tls_session *t = c->layer_state;
+	char feed[FEED_SIZE];
+	ssize_t rc;
+
+	if (!t->handshaken)
+		return not_ready(t);
+	if (t->reader)
+		return -EPERM;
+	if (!len)
+		return 0;
+	t->reader = runtime_fiber_self();
+	for (;;) {
+		size_t n = 0;
+		ERR_clear_error();
+		int e = SSL_read_ex(t->ssl, buf, len, &n) ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
+		if (!keep_feed(t)) {
+			rc = note(t, -ENOMEM);
+			break;
+		}
+		if (t->out[t->fill].len && !t->flushing)
+			flush(t); /* what reading made: an alert, a key update (a failure sticks) */
+		if (e == SSL_ERROR_NONE || e == SSL_ERROR_ZERO_RETURN) {
+			rc = (ssize_t)n; /* 0: the peer's close_notify */
+			break;
+		}
+		if ((rc = wait_for(t, e, feed)) < 0)
+			break;
+	}
+	t->reader = NULL;
+	return rc;
+}
+
+static __thread char gathered[PLAIN_MAX]; /* small iovecs made one record */
+
+struct cursor {
+	int i;                       /* the iovec */
+	size_t off;                  /* bytes of it taken */
+};
+
+/* The next record's plaintext: in place when one iovec holds it, else
+ * small iovecs copied together (one record, not one each). Use it before
+ * anything parks: the copy is the thread's. */
+static size_t next_record(const struct iovec *iov, int iovcnt, struct cursor *k,
+                          const char **p)
+{
+	size_t n = 0;
+
+	while (k->i < iovcnt && k->off == iov[k->i].iov_len)
+		k->i++, k->off = 0;
+	if (k->i == iovcnt)
+		return 0;
+	size_t here = iov[k->i].iov_len - k->off;
+	if (here >= PLAIN_MAX || k->i == iovcnt - 1) {
+		*p = (const char *)iov[k->i].iov_base + k->off;
+		n = MIN(here, PLAIN_MAX);
+		k->off += n;
+		return n;
+	}
+	for (; k->i < iovcnt && n < PLAIN_MAX; k->i++, k->off = 0) {
+		size_t m = MIN(iov[k->i].iov_len - k->off, PLAIN_MAX - n);
+		memcpy(gathered + n, (const char *)iov[k->i].iov_base + k->off, m);
+		n += m;
+		if ((k->off += m) < iov[k->i].iov_len)
+			break;
+	}
+	*p = gathered;
+	return n;
+}
+
+/* Room in the output block for one more record, with its overhead. */
+static bool room_for_record(const struct tls_session *t)
+{
+	return t->out[t->fill].len + PLAIN_MAX + 512 <= OUT_BLOCK;
+}
+
+/* Records into the output block while it has room, then one flush. The
+ * room is checked first, so SSL_write never waits on the block: nothing
+ * parks between gathering a record and encrypting it. */
+static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int iovcnt)
+{
+	struct cursor k = { 0, 0 };
+	size_t taken = 0, n, w;
+	const char *p;
+
+	while (room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
+		ERR_clear_error();
+		if (!SSL_write_ex(t->ssl, p, n, &w)) {
+			int rc = failed(t, SSL_get_error(t->ssl, 0));
+			t->write_err = rc;
+			return rc;
+		}
+		taken += w;
+	}
+	int rc = flush(t);
+	return rc < 0 ? rc : (ssize_t)taken;
+}
+
+static ssize_t tls_writev(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	struct tls_session *t = c->layer_state;
+
+	if (!t->handshaken)
+		return not_ready(t);
+	if (t->writer)
+		return -EPERM;
+	if (t->write_err || t->sent_close)
+		return t->write_err ? t->write_err : -EPIPE;
+	t->writer = runtime_fiber_self();
+	ssize_t rc = write_records(t, iov, iovcnt);
+	t->writer = NULL;
+	return rc;
+}
+
+/* close_notify, then the socket's half-close. */
+static int tls_close_write(struct runtime_conn *c)
+{
+	struct tls_session *t = c->layer_state;
+	int rc = 0;
+
+	if (t->writer)
+		return -EPERM;
+	if (t->handshaken && !t->sent_close && !t->write_err) {
+		t->writer = runtime_fiber_self();
+		ERR_clear_error();
+		SSL_shutdown(t->ssl); /* 0: sent, the peer's not come yet: fine */
+		ERR_clear_error();
+		t->sent_close = true;
+		rc = flush(t);
+		t->writer = NULL;
+	}
+	return rc < 0 ? rc : runtime_sock_shutdown(c->fd, SHUT_WR);
+}
+
+static bool tls_pending(const struct runtime_conn *c)
+{
+	const struct tls_session *t = c->layer_state;
+
+	return SSL_has_pending(t->ssl) || t->extra_off < t->extra_len;
+}
+
+/* ------------------------------------------------------------ sessions */
+
+static void session_free(struct tls_session *t)
+{
+	SSL_free(t->ssl); /* and its BIO */
+	block_put(&t->out[0]);
+	block_put(&t->out[1]);
+	free(t->extra);
+	free(t->alpn);
+	free(t->host);
+	runtime__tls_unref(t->tls);
+	free(t);
+}
+
+/* One try at sending what is queued, without waiting: close never waits. */
+static void send_now(struct tls_session *t)
+{
+	const struct out *o = &t->out[t->fill];
+
+	if (o->len) /* a raw syscall: nothing may park here, nor interpose */
+		syscall(SYS_sendto, t->conn->fd, o->buf, o->len, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+}
+
+/* From runtime_conn_close: a close_notify if it can go at once, then the
+ * session goes. -EBUSY while a fiber reads, writes or flushes. */
+static int tls_close(struct runtime_conn *c)
+{
+	struct tls_session *t = c->layer_state;
+
+	if (t->reader || t->writer || t->flushing)
+		return -EBUSY;
+	if (t->handshaken && !t->sent_close && !t->write_err) {
+		ERR_clear_error();
+		SSL_shutdown(t->ssl);
+		ERR_clear_error();
+		send_now(t);
+	}
+	session_free(t);
+	c->layer = NULL;
+	c->layer_state = NULL;
+	return 0;
+}
+
+static const struct conn_layer tls_layer = {
+	.read = tls_read,
+	.writev = tls_writev,
+	.close_write = tls_close_write,
+	.pending = tls_pending,
+	.close = tls_close,
+};
+
+static struct tls_session *session_new(struct runtime_conn *c, struct runtime_tls *tls)
+{
+	pthread_once(&bio_once, bio_method_init);
+	struct tls_session *t = bio_method ? calloc(1, sizeof(*t)) : NULL;
+	BIO *b = NULL;
+
+	if (!t || !(t->ssl = SSL_new(tls->ctx)) || !(b = BIO_new(bio_method))) {
+		if (t)
+			SSL_free(t->ssl);
+		free(t);
+		return NULL;
+	}
+	BIO_set_data(b, t);
+	BIO_set_init(b, 1);
+	SSL_set_bio(t->ssl, b, b);
+	SSL_set_app_data(t->ssl, t);
+	atomic_fetch_add(&tls->refs, 1);
+	t->tls = tls;
+	t->conn = c;
+	return t;
+}
+
+/* Checks common to accept and connect: 0 or -errno. */
+static int can_start(struct runtime_conn *c, struct runtime_tls *tls, int side)
+{
+	if (!c || !tls || tls->side != side)
+		return -EINVAL;
+	if (runtime_core_index() != c->core || c->rd.fiber || c->wr.fiber)
+		return -EPERM;
+	if (c->layer)
+		return -EALREADY;
+	return side == RUNTIME_TLS_SERVER && !tls->ncerts ? -EINVAL : 0;
+}
+
+/* A new session on c, as its layer. 0 or -ENOMEM. */
+static int attach(struct runtime_conn *c, struct runtime_tls *tls, struct tls_session **out)
+{
+	struct tls_session *t = session_new(c, tls);
+
+	if (!t)
+		return -ENOMEM;
+	c->layer = &tls_layer;
+	c->layer_state = t;
+	*out = t;
+	return 0;
+}
+
+int runtime_conn_tls_accept(struct runtime_conn *c, struct runtime_tls *tls)
+{
+	struct tls_session *t;
+	int rc = can_start(c, tls, RUNTIME_TLS_SERVER);
+
+	if (rc < 0 || (rc = attach(c, tls, &t)) < 0)
+		return rc;
+	SSL_set_accept_state(t->ssl);
+	return handshake_timed(t);
+}
+
+/* The name to check the server's certificate against, and to send. */
+static int set_host(struct tls_session *t, const char *host)
+{
+	unsigned char addr[16];
+	bool numeric = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+
+	if (!(t->host = strdup(host)))
+		return -ENOMEM;
+	if (!numeric && !SSL_set_tlsext_host_name(t->ssl, host)) /* SNI: names only */
+		return -EINVAL;
+	if (!t->tls->verify)
+		return 0;
+	if (numeric ? !X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), host)
+	            : !SSL_set1_host(t->ssl, host))
+		return -EINVAL;
+	return 0;
+}
+
+const char *runtime__tls_host_of(SSL *ssl)
+{
+	const struct tls_session *t = SSL_get_app_data(ssl);
+
+	return t ? t->host : NULL;
+}
+
+/* Resume with the session the context kept for this host, if any. */
+static void resume(struct tls_session *t)
+{
+	SSL_SESSION *sess = runtime__client_session_take(t->tls->sessions, t->host);
+
+	if (sess) {
+		SSL_set_session(t->ssl, sess);
+		SSL_SESSION_free(sess); /* the SSL holds its own reference */
+	}
+}
+
+int runtime_conn_tls_connect(struct runtime_conn *c, struct runtime_tls *tls, const char *host)
+{
+	struct tls_session *t;
+	int rc = can_start(c, tls, RUNTIME_TLS_CLIENT);
+
+	if (rc == 0 && !host && tls->verify)
+		rc = -EINVAL; /* nothing to check the certificate against */
+	if (rc < 0 || (rc = attach(c, tls, &t)) < 0)
+		return rc;
+	SSL_set_connect_state(t->ssl);
+	if (host && (rc = set_host(t, host)) < 0)
+		return note(t, rc);
+	if (host)
+		resume(t);
+	return handshake_timed(t);
+}
+
+/* ---------------------------------------------------------- what it is */
+
+static struct tls_session *session_of(struct runtime_conn *c)
+{
+	return c && c->layer == &tls_layer ? c->layer_state : NULL;
+}
+
+int runtime_conn_tls_info(struct runtime_conn *c, struct runtime_tls_info *info)
+{
+	struct tls_session *t = session_of(c);
+
+	if (!c || !info)
+		return -EINVAL;
+	if (!t || !t->handshaken)
+		return -ENOTCONN;
+	X509 *peer = SSL_get0_peer_certificate(t->ssl);
+	*info = (struct runtime_tls_info){
+		.version = SSL_get_version(t->ssl),
+		.cipher = SSL_get_cipher_name(t->ssl),
+		.alpn = t->alpn,
+		.server_name = t->host ? t->host : SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name),
+		.resumed = SSL_session_reused(t->ssl),
+		.peer_cert = peer && SSL_get_verify_result(t->ssl) == X509_V_OK,
+	};
+	return 0;
+}
+
+int runtime_conn_tls_error(struct runtime_conn *c, char *buf, size_t size)
+{
+	struct tls_session *t = session_of(c);
+
+	if (!buf || !size)
+		return 0;
+	buf[0] = '\0';
+	return t ? runtime__tls_failure_text(&t->failure, buf, size) : 0;
+}
+
+void *runtime_conn_tls_ssl(struct runtime_conn *c)
+{
+	struct tls_session *t = session_of(c);
+
+	return t ? t->ssl : NULL;
+}
