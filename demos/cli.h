@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cli.h - what the two demo servers' start-up shares: reading a number
- * or an engine from the command line, room for many connections, and
- * saying which engine runs and why a runtime could not be made.
+ * or an engine from the command line, room for many connections, saying
+ * which engine runs and why a runtime could not be made, and a TLS
+ * context from --tls-cert and --tls-key.
  */
 #ifndef DEMOS_CLI_H
 #define DEMOS_CLI_H
@@ -65,6 +66,36 @@ static inline void demo_create_failed(const char *prog, int rc, const struct run
 		fprintf(stderr, "%s: cannot start: %s\n", prog, why);
 	else
 		fprintf(stderr, "%s: cannot start: runtime: %s\n", prog, strerror(-rc));
+}
+
+/* A server TLS context for --tls-cert FILE --tls-key FILE (both, or
+ * neither: *out NULL) offering alpn. False, said on stderr, if they do
+ * not make one. */
+static inline bool demo_tls(const char *prog, const char *cert, const char *key,
+                            const char *alpn, struct runtime_tls **out)
+{
+	struct runtime_tls_config cfg;
+	char why[256];
+	int rc;
+
+	*out = NULL;
+	if (!cert && !key)
+		return true;
+	if (!cert || !key) {
+		fprintf(stderr, "%s: --tls-cert and --tls-key go together\n", prog);
+		return false;
+	}
+	runtime_tls_config_init(&cfg);
+	cfg.alpn = alpn;
+	if ((rc = runtime_tls_create(out, &cfg)) < 0 ||
+	    (rc = runtime_tls_add_cert(*out, cert, key, 0)) < 0) {
+		runtime_tls_error_text(why, sizeof(why));
+		fprintf(stderr, "%s: TLS: %s%s%s\n", prog, strerror(-rc), *why ? ": " : "", why);
+		runtime_tls_destroy(*out);
+		*out = NULL;
+		return false;
+	}
+	return true;
 }
 
 /* The soft fd limit up to the hard one: a connection is an fd. */

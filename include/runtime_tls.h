@@ -140,9 +140,11 @@ RUNTIME_API int runtime_conn_tls_accept(struct runtime_conn *conn, struct runtim
 /*
  * The client handshake on conn: host is the server's name (sent with SNI
  * unless it is a numeric address) that its certificate must match, unless
- * the context skips verification (then host may be NULL). Otherwise as
- * runtime_conn_tls_accept; -EINVAL also for a server context, or a NULL
- * host with verification on.
+ * the context skips verification (then host may be NULL). The context
+ * keeps the last session (ticket) each of its last 64 hosts gave, and the
+ * next connection to that host resumes with it (a ticket is used once).
+ * Otherwise as runtime_conn_tls_accept; -EINVAL also for a server
+ * context, or a NULL host with verification on.
  */
 RUNTIME_API int runtime_conn_tls_connect(struct runtime_conn *conn, struct runtime_tls *tls,
                                          const char *host);

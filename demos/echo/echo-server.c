@@ -9,12 +9,14 @@
  * io_uring underneath, or epoll where io_uring is refused (--engine).
  * SIGINT/SIGTERM shut the runtime down (runtime_shutdown_on_signals):
  * every connection fiber sees -ECANCELED and ends, its connection is
- * closed, and the process exits cleanly.
+ * closed, and the process exits cleanly. With --tls-cert and --tls-key it
+ * echoes over TLS (runtime_serve does each handshake).
  *
  *   echo-server [--host ADDR] [--port P] [--cores N] [--engine E]
  *               [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]
  *               [--plain-recv] [--stream-buffers N]
- *               [--stream-buffer-size BYTES] [--quiet] [--help]
+ *               [--stream-buffer-size BYTES] [--tls-cert FILE --tls-key FILE]
+ *               [--quiet] [--help]
  *
  * The soft fd limit is raised to the hard one at start, for 10,000 and
  * more connections.
@@ -35,6 +37,7 @@
 struct server {
 	int quiet;
 	int plain_recv;
+	const char *tls_cert, *tls_key;
 };
 
 static struct server srv;
@@ -57,7 +60,7 @@ static void usage(FILE *to)
 	fputs("usage: echo-server [--host ADDR] [--port P] [--cores N] [--engine E]\n"
 	      "       [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]\n"
 	      "       [--plain-recv] [--stream-buffers N] [--stream-buffer-size BYTES]\n"
-	      "       [--quiet] [--help]\n"
+	      "       [--tls-cert FILE --tls-key FILE] [--quiet] [--help]\n"
 	      "A TCP echo server, one fiber per connection; SIGINT/SIGTERM stop it cleanly.\n"
 	      "  --host ADDR        address to listen on (default 0.0.0.0)\n"
 	      "  --port P           TCP port (default 7000)\n"
@@ -72,6 +75,8 @@ static void usage(FILE *to)
 	      "  --stream-buffers N, --stream-buffer-size BYTES\n"
 	      "                     the provided-buffer ring of each core's receive streams\n"
 	      "                     (default 1024 x 4096)\n"
+	      "  --tls-cert FILE, --tls-key FILE\n"
+	      "                     echo over TLS: the certificate chain and key (PEM)\n"
 	      "  --quiet            no start banner\n",
 	      to);
 }
@@ -103,6 +108,8 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		{ "plain-recv", no_argument, NULL, 'P' },
 		{ "stream-buffers", required_argument, NULL, 'B' },
 		{ "stream-buffer-size", required_argument, NULL, 'S' },
+		{ "tls-cert", required_argument, NULL, 'C' },
+		{ "tls-key", required_argument, NULL, 'K' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
@@ -112,7 +119,7 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 
 	/* Long options only: i then always names the option found. */
 	while ((c = getopt_long(argc, argv, "", opts, &i)) != -1) {
-		if (c != '?' && c != 'h' && c != 'e' && opts[i].has_arg &&
+		if (c != '?' && c != 'h' && c != 'e' && c != 'C' && c != 'K' && opts[i].has_arg &&
 		    parse_number(opts[i].name, optarg, c == 'p' ? 65535 : UINT_MAX, &n) < 0)
 			return -1;
 		switch (c) {
@@ -133,6 +140,8 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		case 'P': srv.plain_recv = 1; break;
 		case 'B': cfg->stream_buffers = (unsigned)n; break;
 		case 'S': cfg->stream_buffer_size = (unsigned)n; break;
+		case 'C': srv.tls_cert = optarg; break;
+		case 'K': srv.tls_key = optarg; break;
 		case 'q': srv.quiet = 1; break;
 		case 'H': *port = -1; return 0;
 		default: fputs("echo-server: --help lists the options\n", stderr); return -1;
@@ -150,6 +159,7 @@ int main(int argc, char **argv)
 	struct runtime_config cfg;
 	struct runtime_serve_config sc;
 	struct runtime_server *server;
+	struct runtime_tls *tls;
 	struct runtime *rt;
 	const char *host = "0.0.0.0";
 	long port = 7000;
@@ -161,6 +171,8 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!demo_tls("echo-server", srv.tls_cert, srv.tls_key, NULL, &tls))
+		return 1;
 	demo_raise_fd_limit();
 	int rc = runtime_create(&rt, &cfg);
 	if (rc < 0) {
@@ -172,6 +184,7 @@ int main(int argc, char **argv)
 	sc.port = (uint16_t)port;
 	sc.backlog = 4096;
 	sc.plain_recv = srv.plain_recv;
+	sc.tls = tls;
 	sc.handler = echo;
 	if ((rc = runtime_shutdown_on_signals(rt)) < 0 || (rc = runtime_serve(rt, &sc, &server)) < 0) {
 		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port, strerror(-rc));
@@ -180,8 +193,8 @@ int main(int argc, char **argv)
 	if (!srv.quiet) {
 		char engine[600];
 		demo_engine_line(engine, sizeof(engine), rt);
-		fprintf(stderr, "echo-server: listening on %s:%u, %u core%s, %s\n", host,
-		        runtime_server_port(server), runtime_cores(rt),
+		fprintf(stderr, "echo-server: listening on %s:%u%s, %u core%s, %s\n", host,
+		        runtime_server_port(server), tls ? " (TLS)" : "", runtime_cores(rt),
 		        runtime_cores(rt) == 1 ? "" : "s", engine);
 	}
 	rc = runtime_run(rt);
@@ -189,6 +202,7 @@ int main(int argc, char **argv)
 	runtime_server_stats(server, &st);
 	runtime_server_destroy(server);
 	runtime_destroy(rt);
+	runtime_tls_destroy(tls);
 	if (!srv.quiet)
 		fprintf(stderr, "echo-server: stopped after %llu connections\n",
 		        (unsigned long long)st.accepted);

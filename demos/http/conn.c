@@ -146,7 +146,7 @@ static int write_by(struct conn *c, const void *p, size_t len, uint64_t deadline
 		runtime_deadline_set(deadline);
 	else
 		write_deadline_set(c->srv);
-	ssize_t rc = runtime_send_all(c->fd, p, len, NULL);
+	ssize_t rc = runtime_conn_write(c->rc, p, len, NULL);
 	runtime_deadline_set(0);
 	return rc < 0 ? (int)rc : 0;
 }
@@ -174,9 +174,19 @@ int respond_flush(struct exchange *ex)
 	return flush(ex->conn);
 }
 
+int respond_write(struct exchange *ex, const void *p, size_t len)
+{
+	return runtime_conn_write(ex->conn->rc, p, len, NULL) < 0 ? -1 : 0;
+}
+
 int conn_fd(const struct exchange *ex)
 {
 	return ex->conn->fd;
+}
+
+bool conn_tls(const struct exchange *ex)
+{
+	return runtime_conn_tls_ssl(ex->conn->rc) != NULL;
 }
 
 struct text {

@@ -190,7 +190,7 @@ static int copy_out(const struct server *srv, struct exchange *ex, int fd, uint6
 		size_t step = size - off < SPLICE_STEP ? (size_t)(size - off) : SPLICE_STEP;
 		write_deadline_set(srv); /* per step: a stalled reader is cut off */
 		ssize_t in = runtime_pread(fd, buf, step, (off_t)off);
-		if (in <= 0 || runtime_send_all(conn_fd(ex), buf, (size_t)in, NULL) < 0)
+		if (in <= 0 || respond_write(ex, buf, (size_t)in) < 0)
 			rc = -1; /* a shrunk file, a gone client or a deadline */
 		else
 			off += (uint64_t)in;
@@ -214,7 +214,7 @@ static int send_file(const struct server *srv, struct exchange *ex, int fd, uint
 		return -1;
 	if (ex->head_only || size == 0)
 		return 0;
-	if (size > COPY_MAX && !srv->opt.file_copy)
+	if (size > COPY_MAX && !srv->opt.file_copy && !conn_tls(ex))
 		return splice_out(srv, ex, fd, size);
 	if (size > SMALL_FILE)
 		return copy_out(srv, ex, fd, size);

@@ -6,7 +6,9 @@
  * (runtime_drain_on_signals): on SIGINT or SIGTERM it stops accepting,
  * closes the connections waiting for a request, lets the requests in
  * flight finish (up to a grace period), and exits 0. A second signal
- * stops at once.
+ * stops at once. With --tls-cert and --tls-key it serves HTTPS (ALPN
+ * http/1.1; runtime_serve does each handshake); large files then go
+ * through user space, not splice.
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -59,6 +61,7 @@ static void usage(FILE *to)
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
+	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy\n"
 	        "turn off the receive stream, the listener, response batching, splice.\n"
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
@@ -79,6 +82,7 @@ static int parse_options(int argc, char **argv)
 		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
 		{ "plain-recv", 0, NULL, 'P' }, { "plain-accept", 0, NULL, 'A' },
 		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
+		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
@@ -109,6 +113,8 @@ static int parse_options(int argc, char **argv)
 		case 'A': o->plain_accept = true; break;
 		case 'B': o->no_batch = true; break;
 		case 'C': o->file_copy = true; break;
+		case 'T': o->tls_cert = optarg; break;
+		case 'K': o->tls_key = optarg; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -138,6 +144,7 @@ static int serve(void)
 	sc.max_conns = srv.opt.max_conns;
 	sc.plain_recv = srv.opt.plain_recv;
 	sc.plain_accept = srv.opt.plain_accept;
+	sc.tls = srv.tls;
 	sc.handler = connection;
 	int rc = runtime_serve(srv.rt, &sc, &srv.server);
 	if (rc == 0)
@@ -152,6 +159,8 @@ static int start(void)
 
 	if (srv.opt.root && (srv.root_fd = open(srv.opt.root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
+	if (!demo_tls("http-server", srv.opt.tls_cert, srv.opt.tls_key, "http/1.1", &srv.tls))
+		return 1;
 	runtime_config_init(&cfg);
 	cfg.cores = srv.opt.cores;
 	cfg.fixed_files = srv.opt.fixed_files;
@@ -186,14 +195,15 @@ int main(int argc, char **argv)
 	}
 	char engine[600];
 	demo_engine_line(engine, sizeof(engine), srv.rt);
-	printf("http-server: listening on %s:%u, %u core%s, root %s, %s\n", srv.opt.host,
-	       srv.opt.port, srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
+	printf("http-server: listening on %s:%u%s, %u core%s, root %s, %s\n", srv.opt.host,
+	       srv.opt.port, srv.tls ? " (HTTPS)" : "", srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
 	       srv.opt.root ? srv.opt.root : "(none)", engine);
 	fflush(stdout);
 	rc = runtime_run(srv.rt);
 	uint64_t requests = conn_requests(&srv);
 	runtime_server_destroy(srv.server);
 	runtime_destroy(srv.rt);
+	runtime_tls_destroy(srv.tls);
 	fprintf(stderr, "http-server: stopped after %llu requests\n", (unsigned long long)requests);
 	if (rc < 0) {
 		fprintf(stderr, "http-server: %s\n", strerror(-rc));

@@ -38,6 +38,7 @@ struct options {
 	bool plain_accept;        /* one accept per connection, no listener */
 	bool no_batch;            /* one send per response, even pipelined */
 	bool file_copy;           /* large files read and sent, not spliced */
+	const char *tls_cert, *tls_key; /* HTTPS: both, or neither */
 };
 
 struct server {
@@ -45,6 +46,7 @@ struct server {
 	struct runtime *rt;
 	struct http_limits limits;
 	struct runtime_server *server; /* runtime_serve's: a socket per core */
+	struct runtime_tls *tls;  /* HTTPS, NULL: HTTP */
 	int root_fd;              /* --root, or -1 */
 	struct runtime_sem *backend; /* /limited's slots */
 	_Atomic bool draining;    /* a signal came: finish and close */
@@ -72,7 +74,11 @@ int respond_head(struct exchange *ex, int status, const char *type, const char *
                  uint64_t length);
 int respond_body(struct exchange *ex, const void *body, size_t len);
 int respond_flush(struct exchange *ex);
+/* All of p[0..len) to the client, through its connection (TLS too). */
+int respond_write(struct exchange *ex, const void *p, size_t len);
 int conn_fd(const struct exchange *ex);
+/* The connection speaks TLS: nothing may be spliced into its socket. */
+bool conn_tls(const struct exchange *ex);
 size_t http_date(char out[32]);
 /* Requests answered so far, over all cores. */
 uint64_t conn_requests(const struct server *srv);
