@@ -209,6 +209,219 @@ START_TEST(test_tls_hello_on_1_3_and_1_2)
 }
 END_TEST
 
+/* --------------------------------------------- what a client refuses */
+
+static void refused_case(const struct pem *leaf, const char *host, int want_client,
+                         int want_server, const char *words)
+{
+	struct duo d = { .host = host };
+
+	d.server = server_ctx(leaf, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_msg(d.connect_rc == want_client, "%s: client %d (%s)", host, d.connect_rc, d.cerr);
+	ck_assert_msg(strstr(d.cerr, words), "%s: client says '%s'", host, d.cerr);
+	ck_assert_msg(d.accept_rc == want_server, "%s: server %d (%s)", host, d.accept_rc, d.serr);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+
+START_TEST(test_tls_client_refuses_bad_certificates)
+{
+	refused_case(&stranger, "a.test", -EKEYREJECTED, -EKEYREJECTED,
+	             "unable to get local issuer certificate");
+	refused_case(&leaf_a, "c.test", -EKEYREJECTED, -EKEYREJECTED, "hostname mismatch");
+	refused_case(&leaf_a, "127.0.0.2", -EKEYREJECTED, -EKEYREJECTED, "IP address mismatch");
+	refused_case(&expired, "a.test", -EKEYEXPIRED, -EKEYEXPIRED, "certificate has expired");
+}
+END_TEST
+
+/* ----------------------------------------------------- SNI and ALPN */
+
+/* The common name of the certificate the client was shown. */
+static char shown_cn[64];
+
+static void note_cert(struct duo *d)
+{
+	X509 *x = SSL_get0_peer_certificate(runtime_conn_tls_ssl(d->cconn));
+	ck_assert_ptr_nonnull(x);
+	X509_NAME_get_text_by_NID(X509_get_subject_name(x), NID_commonName, shown_cn,
+	                          sizeof(shown_cn));
+}
+
+static void sni_case(struct runtime_tls *server, const char *host, const char *want_cn)
+{
+	struct duo d = { .host = host, .server = server, .client_then = note_cert };
+
+	d.client = client_ctx(NULL, NULL, 0);
+	shown_cn[0] = '\0';
+	duo_run(&d);
+	ck_assert_msg(d.connect_rc == 0, "%s: %d %s", host, d.connect_rc, d.cerr);
+	ck_assert_str_eq(shown_cn, want_cn);
+	runtime_tls_destroy(d.client);
+}
+
+START_TEST(test_tls_sni_picks_the_certificate)
+{
+	struct runtime_tls *server = server_ctx(&leaf_a, NULL, 0);
+
+	ck_assert_int_eq(runtime_tls_add_cert(server, leaf_b.cert, leaf_b.key, RUNTIME_TLS_PEM), 0);
+	sni_case(server, "b.test", "b.test");
+	sni_case(server, "x.b.test", "b.test"); /* its wildcard */
+	sni_case(server, "a.test", "a.test");
+	sni_case(server, "127.0.0.1", "a.test"); /* no SNI: the first */
+	runtime_tls_destroy(server);
+}
+END_TEST
+
+static void no_common_case(struct runtime_tls *server, struct runtime_tls *client,
+                           const char *words)
+{
+	struct duo d = { .host = "a.test", .server = server, .client = client };
+
+	duo_run(&d);
+	ck_assert_msg(d.accept_rc == -ENOPROTOOPT, "server %d (%s)", d.accept_rc, d.serr);
+	ck_assert_msg(d.connect_rc == -ENOPROTOOPT, "client %d (%s)", d.connect_rc, d.cerr);
+	ck_assert_msg(strstr(d.serr, words), "server says '%s'", d.serr);
+	runtime_tls_destroy(server);
+	runtime_tls_destroy(client);
+}
+
+START_TEST(test_tls_nothing_in_common)
+{
+	no_common_case(server_ctx(&leaf_a, "http/1.1", 0), client_ctx("h2", NULL, 0),
+	               "no application protocol");
+	struct runtime_tls *old = client_ctx(NULL, NULL, 0);
+	SSL_CTX_set_max_proto_version(runtime_tls_ssl_ctx(old), TLS1_2_VERSION);
+	no_common_case(server_ctx(&leaf_a, NULL, 1), old, "unsupported protocol");
+
+	/* A client without ALPN is served by a server with it: none agreed. */
+	struct duo d = { .host = "a.test" };
+	d.server = server_ctx(&leaf_a, "http/1.1", 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.connect_rc, 0);
+	ck_assert_str_eq(d.sinfo.alpn, "(none)");
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* ------------------------------------------------------- resumption */
+
+/* One connection of client to server; did it resume (both sides agree)? */
+static int resumed(struct runtime_tls *server, struct runtime_tls *client)
+{
+	struct duo d = { .host = "a.test", .server = server, .client = client,
+	                 .server_then = shout_back, .client_then = say_hello };
+
+	duo_run(&d);
+	ck_assert_msg(d.connect_rc == 0 && d.accept_rc == 0, "%s / %s", d.cerr, d.serr);
+	ck_assert_int_eq(d.sinfo.resumed, d.cinfo.resumed);
+	ck_assert_int_eq(d.sinfo.peer_cert, 0);
+	return d.cinfo.resumed;
+}
+
+START_TEST(test_tls_resumption_and_ticket_rotation)
+{
+	for (int v = 0; v < 2; v++) { /* 1.3, then 1.2 */
+		struct runtime_tls_config cfg;
+		struct runtime_tls *server, *client = client_ctx(NULL, NULL, 0);
+
+		if (v)
+			SSL_CTX_set_max_proto_version(runtime_tls_ssl_ctx(client), TLS1_2_VERSION);
+		runtime_tls_config_init(&cfg);
+		cfg.ticket_rotation_ns = 2000 * MS;
+		ck_assert_int_eq(runtime_tls_create(&server, &cfg), 0);
+		ck_assert_int_eq(runtime_tls_add_cert(server, leaf_a.cert, leaf_a.key,
+		                                      RUNTIME_TLS_PEM), 0);
+		ck_assert_int_eq(resumed(server, client), 0); /* the first: full */
+		ck_assert_msg(resumed(server, client) == 1, "TLS 1.%d: not resumed", v ? 2 : 3);
+		ck_assert_int_eq(resumed(server, client), 1); /* a new ticket each time */
+		/* Past two rotations, the key that made the last ticket is gone. */
+		usleep(4200 * 1000);
+		ck_assert_int_eq(resumed(server, client), 0);
+		ck_assert_int_eq(resumed(server, client), 1);
+		runtime_tls_destroy(server);
+		runtime_tls_destroy(client);
+	}
+}
+END_TEST
+
+START_TEST(test_tls_no_tickets_no_resumption)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *server, *client = client_ctx(NULL, NULL, 0);
+
+	runtime_tls_config_init(&cfg);
+	cfg.ticket_rotation_ns = 0;
+	ck_assert_int_eq(runtime_tls_create(&server, &cfg), 0);
+	ck_assert_int_eq(runtime_tls_add_cert(server, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM), 0);
+	ck_assert_int_eq(resumed(server, client), 0);
+	ck_assert_int_eq(resumed(server, client), 0);
+	runtime_tls_destroy(server);
+	runtime_tls_destroy(client);
+}
+END_TEST
+
+/* ------------------------------------------------ client certificates */
+
+static struct runtime_tls *asking_server(int mode)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *t;
+
+	runtime_tls_config_init(&cfg);
+	cfg.client_certs = mode;
+	cfg.ca_file = ca_path;
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), 0);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM), 0);
+	return t;
+}
+
+/* In TLS 1.3 the client's handshake ends before the server has checked
+ * its certificate: the refusal reaches it at its first read. */
+static int client_read_rc;
+
+static void read_verdict(struct duo *d)
+{
+	char b[4];
+	client_read_rc = (int)runtime_conn_read(d->cconn, b, sizeof(b));
+	runtime_conn_tls_error(d->cconn, d->cerr, sizeof(d->cerr));
+}
+
+static void client_cert_case(int mode, const struct pem *mine, int want_server, int want_read,
+                             int want_peer_cert)
+{
+	struct duo d = { .host = "a.test", .client_then = read_verdict };
+
+	d.server = asking_server(mode);
+	d.client = client_ctx(NULL, NULL, 0);
+	if (mine)
+		ck_assert_int_eq(runtime_tls_add_cert(d.client, mine->cert, mine->key,
+		                                      RUNTIME_TLS_PEM), 0);
+	client_read_rc = 1;
+	duo_run(&d);
+	ck_assert_msg(d.accept_rc == want_server, "server %d (%s)", d.accept_rc, d.serr);
+	ck_assert_int_eq(d.connect_rc, 0);
+	ck_assert_msg(client_read_rc == want_read, "client read %d (%s)", client_read_rc, d.cerr);
+	if (want_server == 0)
+		ck_assert_int_eq(d.sinfo.peer_cert, want_peer_cert);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+
+START_TEST(test_tls_client_certificates)
+{
+	/* Served: the server closes (close_notify) without a word: 0. */
+	client_cert_case(RUNTIME_TLS_CLIENT_CERT_REQUIRED, &client_leaf, 0, 0, 1);
+	client_cert_case(RUNTIME_TLS_CLIENT_CERT_OPTIONAL, NULL, 0, 0, 0);
+	client_cert_case(RUNTIME_TLS_CLIENT_CERT_OPTIONAL, &client_leaf, 0, 0, 1);
+	client_cert_case(RUNTIME_TLS_CLIENT_CERT_REQUIRED, NULL, -EKEYREJECTED, -EKEYREJECTED, 0);
+	client_cert_case(RUNTIME_TLS_CLIENT_CERT_REQUIRED, &stranger, -EKEYREJECTED, -EKEYREJECTED, 0);
+}
+END_TEST
+
 static Suite *tls_suite(void)
 {
 	Suite *s = suite_create("tls");
@@ -217,6 +430,12 @@ static Suite *tls_suite(void)
 	tcase_add_unchecked_fixture(tc, make_certs, drop_certs);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_tls_hello_on_1_3_and_1_2);
+	tcase_add_test(tc, test_tls_client_refuses_bad_certificates);
+	tcase_add_test(tc, test_tls_sni_picks_the_certificate);
+	tcase_add_test(tc, test_tls_nothing_in_common);
+	tcase_add_test(tc, test_tls_resumption_and_ticket_rotation);
+	tcase_add_test(tc, test_tls_no_tickets_no_resumption);
+	tcase_add_test(tc, test_tls_client_certificates);
 	suite_add_tcase(s, tc);
 	return s;
 }

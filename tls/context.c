@@ -104,7 +104,9 @@ static int set_protocols(const struct runtime_tls *t, SSL_CTX *ctx)
 	long opts = SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
 	            SSL_OP_NO_COMPRESSION;
 
-	SSL_CTX_set_options(ctx, opts | (t->tickets ? 0 : SSL_OP_NO_TICKET));
+	if (t->side == RUNTIME_TLS_SERVER && !t->tickets)
+		opts |= SSL_OP_NO_TICKET; /* a client takes the tickets it is given */
+	SSL_CTX_set_options(ctx, opts);
 	if (!SSL_CTX_set_min_proto_version(ctx, t->tls13_only ? TLS1_3_VERSION : TLS1_2_VERSION) ||
 	    !SSL_CTX_set_cipher_list(ctx, t->ciphers ? t->ciphers : TLS12_SUITES) ||
 	    !SSL_CTX_set_ciphersuites(ctx, TLS13_SUITES) || !SSL_CTX_set1_groups_list(ctx, GROUPS)) {
@@ -170,7 +172,10 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 		return rc;
 	if (t->side == RUNTIME_TLS_CLIENT)
 		return configure_client(t, ctx);
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF); /* tickets carry the state */
+	/* Tickets carry the state: nothing stored, but a session ID is still
+	 * sent (with none, a TLS 1.2 client - OpenSSL's, curl's - keeps no
+	 * session to resume with). */
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER | SSL_SESS_CACHE_NO_INTERNAL);
 	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
 	if (t->alpn)
 		SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);

@@ -6,8 +6,8 @@
  * knows, and resumes a session from a ticket without any state of its
  * own. The key is random, made in the process, and replaced every
  * rotation period; the one before stays valid for one more period, so a
- * ticket lives at least one period and at most two. A ticket under the
- * old key is accepted and renewed under the new one. One set of keys
+ * ticket lives at least one period and at most two. Every resumption gets
+ * a new ticket, under the current key. One set of keys
  * serves every core (a lock held for a copy of 80 bytes).
  *
  * The ticket's own cipher (AES-256-CBC, then HMAC-SHA256 over it) is
@@ -87,18 +87,17 @@ static void rotate(struct tickets *tk, uint64_t now)
 		memset(&tk->old, 0, sizeof(tk->old));
 }
 
-/* The key to encrypt with (enc), or the one named (NULL: none). */
-static bool key_for(struct tickets *tk, const unsigned char *name, struct ticket_key *k,
-                    bool *current)
+/* The key to encrypt with (name NULL), or the one named (false: none). */
+static bool key_for(struct tickets *tk, const unsigned char *name, struct ticket_key *k)
 {
 	bool found = true;
 
 	pthread_mutex_lock(&tk->lock);
 	rotate(tk, runtime_now());
 	if (!name || memcmp(name, tk->now.name, sizeof(k->name)) == 0)
-		*k = tk->now, *current = true;
+		*k = tk->now;
 	else if (tk->old.born && memcmp(name, tk->old.name, sizeof(k->name)) == 0)
-		*k = tk->old, *current = false;
+		*k = tk->old;
 	else
 		found = false;
 	pthread_mutex_unlock(&tk->lock);
@@ -116,18 +115,17 @@ static bool mac_init(EVP_MAC_CTX *hctx, unsigned char *key)
 }
 
 /* OpenSSL's ticket callback: enc 1 makes a ticket (1: done, -1: failed),
- * enc 0 opens one (1: good, 2: good but renew it, 0: unknown key - a
- * full handshake, -1: failed). */
+ * enc 0 opens one (2: good, and renew it - under the current key; 0: an
+ * unknown key, a full handshake; -1: failed). */
 int runtime__tickets_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CIPHER_CTX *ectx,
                         EVP_MAC_CTX *hctx, int enc)
 {
 	struct runtime_tls *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
 	struct tickets *tk = t->tickets;
 	struct ticket_key k;
-	bool current;
 	int rc = -1;
 
-	if (!key_for(tk, enc ? NULL : name, &k, &current))
+	if (!key_for(tk, enc ? NULL : name, &k))
 		return 0;
 	if (enc) {
 		memcpy(name, k.name, sizeof(k.name));
@@ -135,7 +133,8 @@ int runtime__tickets_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CI
 		    EVP_EncryptInit_ex2(ectx, tk->aes, k.aes, iv, NULL) == 1 && mac_init(hctx, k.hmac))
 			rc = 1;
 	} else if (EVP_DecryptInit_ex2(ectx, tk->aes, k.aes, iv, NULL) == 1 && mac_init(hctx, k.hmac)) {
-		rc = current ? 1 : 2;
+		rc = 2; /* renew: a TLS 1.3 server sends no new ticket otherwise, and a
+		           client uses each once */
 	}
 	OPENSSL_cleanse(&k, sizeof(k));
 	return rc;

@@ -330,6 +330,20 @@ static int handshake(struct tls_session *t)
 	}
 }
 
+/* A TLS 1.2 client that resumed got its renewed ticket in the handshake,
+ * and OpenSSL calls no new-session callback for a resumed 1.2 session:
+ * keep it here. (TLS 1.3 tickets come later, through the callback.) */
+static void keep_renewed(struct tls_session *t)
+{
+	SSL_SESSION *sess;
+
+	if (!t->host || !SSL_session_reused(t->ssl) || SSL_version(t->ssl) >= TLS1_3_VERSION)
+		return;
+	if ((sess = SSL_get1_session(t->ssl)) &&
+	    !runtime__client_session_keep(t->tls->sessions, t->host, sess))
+		SSL_SESSION_free(sess);
+}
+
 /* The handshake under the context's timeout, or an earlier deadline. */
 static int handshake_timed(struct tls_session *t)
 {
@@ -349,6 +363,7 @@ static int handshake_timed(struct tls_session *t)
 		const unsigned char *alpn;
 		unsigned len;
 		t->handshaken = true;
+		keep_renewed(t);
 		SSL_get0_alpn_selected(t->ssl, &alpn, &len);
 		if (len && !(t->alpn = strndup((const char *)alpn, len)))
 			rc = -ENOMEM;
