@@ -422,6 +422,138 @@ START_TEST(test_tls_client_certificates)
 }
 END_TEST
 
+/* ------------------------------------------ bulk, both ways at once */
+
+#define BULK (1u << 20)
+
+/* The server echoes through runtime_copy over its TLS transport. */
+static void echo_back(struct duo *d)
+{
+	const struct runtime_transport *t = runtime_conn_transport(d->sconn);
+	size_t done = 0;
+	ck_assert_int_eq(runtime_copy(t, t, 0, 0, &done), BULK);
+	ck_assert_uint_eq(done, BULK);
+}
+
+static void *bulk_writer(void *arg)
+{
+	struct duo *d = arg;
+	char *buf = malloc(BULK);
+
+	for (size_t i = 0; i < BULK; i++)
+		buf[i] = (char)(i * 7 + i / 4093);
+	ck_assert_int_eq(runtime_conn_write(d->cconn, buf, BULK, NULL), BULK);
+	ck_assert_int_eq(runtime_conn_close_write(d->cconn), 0);
+	free(buf);
+	return NULL;
+}
+
+/* A writer fiber and this one, the reader, share the client's session:
+ * 1 MiB goes out while the echo comes back. */
+static void send_and_check_bulk(struct duo *d)
+{
+	struct runtime_fiber *w = start(bulk_writer, d);
+	char *got = malloc(BULK + 1);
+	size_t n = 0;
+	ssize_t r;
+
+	while ((r = runtime_conn_read(d->cconn, got + n, BULK + 1 - n)) > 0)
+		n += (size_t)r;
+	ck_assert_int_eq(r, 0);
+	ck_assert_uint_eq(n, BULK);
+	for (size_t i = 0; i < BULK; i++)
+		ck_assert_int_eq(got[i], (char)(i * 7 + i / 4093));
+	join(w);
+	free(got);
+}
+
+START_TEST(test_tls_bulk_both_ways_with_copy)
+{
+	struct duo d = { .host = "a.test", .server_then = echo_back,
+	                 .client_then = send_and_check_bulk };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.connect_rc, 0);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* ----------------------------------------- the buffered reader on TLS */
+
+static void lines_out(struct duo *d)
+{
+	struct iovec iov[3] = { { "first line\r\nsec", 15 }, { "ond line\n", 9 }, { "tail", 4 } };
+	const struct runtime_transport *t = runtime_conn_transport(d->sconn);
+	ck_assert_int_eq(t->ops->writev(t->ctx, iov, 3), 28); /* one record of three */
+	ck_assert_int_eq(runtime_conn_close_write(d->sconn), 0);
+}
+
+static void lines_in(struct duo *d)
+{
+	struct runtime_reader *r;
+	const char *line;
+
+	ck_assert_int_eq(runtime_reader_create(&r, runtime_conn_transport(d->cconn), 64), 0);
+	ck_assert_int_eq(runtime_reader_read_line(r, 64, &line), 12);
+	ck_assert_int_eq(memcmp(line, "first line\r\n", 12), 0);
+	ck_assert_int_eq(runtime_reader_read_line(r, 64, &line), 12);
+	ck_assert_int_eq(memcmp(line, "second line\n", 12), 0);
+	ck_assert_int_eq(runtime_reader_read_line(r, 64, &line), -ENODATA); /* "tail", then EOF */
+	runtime_reader_destroy(r);
+}
+
+START_TEST(test_tls_reader_reads_lines)
+{
+	struct duo d = { .host = "a.test", .server_then = lines_out, .client_then = lines_in };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.connect_rc, 0);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* -------------------------------------- close_notify, or a cut stream */
+
+static void cut_short(struct duo *d)
+{
+	ck_assert_int_eq(runtime_conn_write(d->sconn, "abc", 3, NULL), 3);
+	/* The socket's end, without close_notify: a truncation attack. */
+	ck_assert_int_eq(runtime_sock_shutdown(runtime_conn_fd(d->sconn), SHUT_WR), 0);
+	char b[4];
+	ck_assert_int_eq(runtime_conn_read(d->sconn, b, sizeof(b)), -ECONNABORTED);
+}
+
+static int cut_rc;
+
+static void see_cut(struct duo *d)
+{
+	char b[8];
+	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 3);
+	cut_rc = (int)runtime_conn_read(d->cconn, b, sizeof(b));
+	runtime_conn_tls_error(d->cconn, d->cerr, sizeof(d->cerr));
+	ck_assert_int_eq(runtime_sock_shutdown(runtime_conn_fd(d->cconn), SHUT_WR), 0);
+}
+
+START_TEST(test_tls_truncation_is_no_clean_end)
+{
+	struct duo d = { .host = "a.test", .server_then = cut_short, .client_then = see_cut };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(cut_rc, -ECONNABORTED);
+	ck_assert_msg(strstr(d.cerr, "close_notify"), "'%s'", d.cerr);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
 static Suite *tls_suite(void)
 {
 	Suite *s = suite_create("tls");
@@ -436,6 +568,9 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_resumption_and_ticket_rotation);
 	tcase_add_test(tc, test_tls_no_tickets_no_resumption);
 	tcase_add_test(tc, test_tls_client_certificates);
+	tcase_add_test(tc, test_tls_bulk_both_ways_with_copy);
+	tcase_add_test(tc, test_tls_reader_reads_lines);
+	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
