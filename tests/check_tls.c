@@ -554,6 +554,205 @@ START_TEST(test_tls_truncation_is_no_clean_end)
 }
 END_TEST
 
+/* ---------------------------------- deadlines, idle timeout, drain */
+
+static int waits_rc[3];
+
+/* A read deadline ends a TLS read as it ends a plain one, and the session
+ * goes on; then the idle timeout; then a drain ends an idle read. */
+static void waits(struct duo *d)
+{
+	char b[8];
+
+	runtime_conn_set_read_deadline(d->sconn, runtime_now() + 100 * MS);
+	waits_rc[0] = (int)runtime_conn_read(d->sconn, b, sizeof(b));
+	runtime_conn_set_read_deadline(d->sconn, 0);
+	ck_assert_int_eq(runtime_conn_read(d->sconn, b, sizeof(b)), 2); /* "go" */
+	runtime_conn_set_idle_timeout(d->sconn, 100 * MS);
+	waits_rc[1] = (int)runtime_conn_read(d->sconn, b, sizeof(b));
+	runtime_conn_set_idle_timeout(d->sconn, 0);
+	runtime_conn_set_idle(d->sconn, 1);
+	ck_assert_int_eq(runtime_drain(runtime_current(), 60000 * MS), 0);
+	waits_rc[2] = (int)runtime_conn_read(d->sconn, b, sizeof(b));
+	ck_assert_int_eq(runtime_conn_write(d->sconn, "bye", 3, NULL), 3); /* writes go on */
+}
+
+static void go_later(struct duo *d)
+{
+	char b[8];
+	runtime_sleep(300 * MS);
+	ck_assert_int_eq(runtime_conn_write(d->cconn, "go", 2, NULL), 2);
+	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 3);
+}
+
+START_TEST(test_tls_deadlines_idle_and_drain)
+{
+	struct duo d = { .host = "a.test", .server_then = waits, .client_then = go_later };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(waits_rc[0], -ETIMEDOUT);
+	ck_assert_int_eq(waits_rc[1], -ETIMEDOUT);
+	ck_assert_int_eq(waits_rc[2], -ESHUTDOWN);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* ------------------------------------------------ runtime_serve on TLS */
+
+struct served {
+	uint16_t port;
+	struct runtime_server *srv;
+	struct runtime_tls *client;
+	int good_rc;
+};
+
+static void greet(struct runtime_conn *c, void *arg)
+{
+	struct runtime_tls_info info;
+	(void)arg;
+	ck_assert_int_eq(runtime_conn_tls_info(c, &info), 0); /* handshaken already */
+	runtime_conn_write(c, "hi", 2, NULL);
+}
+
+static void serve_clients(void *arg)
+{
+	struct served *s = arg;
+	struct runtime_conn *c;
+	char b[8];
+
+	int fd = runtime_tcp_connect("127.0.0.1", s->port); /* garbage, no handshake */
+	ck_assert_int_eq(runtime_write(fd, "GET / HTTP/1.1\r\n\r\n", 18), 18);
+	ck_assert_int_ge(runtime_read(fd, b, sizeof(b)), 0); /* closed at once (an alert maybe) */
+	runtime_close(fd);
+	fd = runtime_tcp_connect("127.0.0.1", s->port);
+	ck_assert_int_eq(runtime_conn_open(&c, fd, 0), 0);
+	s->good_rc = runtime_conn_tls_connect(c, s->client, "a.test");
+	ck_assert_int_eq(runtime_conn_read(c, b, sizeof(b)), 2);
+	runtime_conn_close(c);
+	runtime_server_stop(s->srv);
+}
+
+START_TEST(test_tls_runtime_serve_handshakes_first)
+{
+	struct runtime_serve_config sc;
+	struct runtime_server_stats st;
+	struct served s = { .client = client_ctx(NULL, NULL, 0) };
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	sc.handler = greet;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
+	s.port = runtime_server_port(s.srv);
+	ck_assert_int_eq(runtime_spawn(rt, serve_clients, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_server_stats(s.srv, &st);
+	ck_assert_int_eq(s.good_rc, 0);
+	ck_assert_uint_eq(st.accepted, 2);
+	ck_assert_uint_eq(st.tls_failed, 1);
+	runtime_server_destroy(s.srv);
+	runtime_destroy(rt);
+	runtime_tls_destroy(sc.tls); /* after the server: it may still be in use */
+	runtime_tls_destroy(s.client);
+}
+END_TEST
+
+/* ------------------------------------------------------- bad input */
+
+START_TEST(test_tls_bad_input_gets_clear_errors)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *t, *c;
+	char why[256];
+
+	runtime_tls_config_init(&cfg);
+	ck_assert_int_eq(runtime_tls_create(NULL, &cfg), -EINVAL);
+	cfg.side = 7;
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EINVAL);
+	ck_assert_ptr_null(t);
+	runtime_tls_config_init(&cfg);
+	cfg.alpn = "h2,,http/1.1";
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EINVAL);
+	cfg.alpn = NULL;
+	cfg.ciphers = "NO-SUCH-SUITE";
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EPROTO);
+	ck_assert_int_gt(runtime_tls_error_text(why, sizeof(why)), 0);
+	cfg.ciphers = NULL;
+	cfg.ca_file = "/nonexistent/ca.pem";
+	cfg.client_certs = RUNTIME_TLS_CLIENT_CERT_REQUIRED;
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -ENOENT);
+	ck_assert_ptr_nonnull(strstr((runtime_tls_error_text(why, sizeof(why)), why), "/nonexistent"));
+	ck_assert_int_eq(runtime_tls_create(&t, NULL), 0); /* a server's defaults */
+
+	ck_assert_int_eq(runtime_tls_add_cert(t, "/nonexistent.pem", "/x.pem", 0), -ENOENT);
+	ck_assert_int_eq(runtime_tls_add_cert(t, "not PEM", leaf_a.key, RUNTIME_TLS_PEM), -EPROTO);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, "not PEM", RUNTIME_TLS_PEM), -EPROTO);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_b.key, RUNTIME_TLS_PEM),
+	                 -EKEYREJECTED);
+	runtime_tls_error_text(why, sizeof(why));
+	ck_assert_ptr_nonnull(strstr(why, "does not match"));
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, 0x80), -EINVAL);
+	ck_assert_int_eq(runtime_tls_add_cert(NULL, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM),
+	                 -EINVAL);
+	ck_assert_int_eq(runtime_tls_insecure_skip_verify(t), -EINVAL); /* a server */
+	ck_assert_int_eq(runtime_tls_insecure_skip_verify(NULL), -EINVAL);
+
+	c = client_ctx(NULL, NULL, 0);
+	ck_assert_int_eq(runtime_tls_add_cert(c, client_leaf.cert, client_leaf.key,
+	                                      RUNTIME_TLS_PEM), 0);
+	ck_assert_int_eq(runtime_tls_add_cert(c, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM),
+	                 -EEXIST);
+	ck_assert_int_eq(runtime_tls_destroy(NULL), 0);
+	runtime_tls_destroy(t);
+	runtime_tls_destroy(c);
+}
+END_TEST
+
+/* Misuse on connections: checked before anything is sent. */
+static void conn_misuse(void *arg)
+{
+	struct runtime_tls *server = server_ctx(&leaf_a, NULL, 0), *client = client_ctx(NULL, NULL, 0);
+	struct runtime_tls *bare;
+	struct runtime_tls_info info;
+	struct runtime_conn *c;
+	int fd[2];
+	char why[64];
+
+	(void)arg;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], 0), 0);
+	ck_assert_int_eq(runtime_conn_tls_accept(c, client), -EINVAL);
+	ck_assert_int_eq(runtime_conn_tls_connect(c, server, "a.test"), -EINVAL);
+	ck_assert_int_eq(runtime_conn_tls_connect(c, client, NULL), -EINVAL); /* verify, no host */
+	ck_assert_int_eq(runtime_tls_create(&bare, NULL), 0);
+	ck_assert_int_eq(runtime_conn_tls_accept(c, bare), -EINVAL); /* no certificate */
+	ck_assert_int_eq(runtime_conn_tls_accept(NULL, server), -EINVAL);
+	ck_assert_int_eq(runtime_conn_tls_info(c, &info), -ENOTCONN);
+	ck_assert_int_eq(runtime_conn_tls_info(NULL, &info), -EINVAL);
+	ck_assert_int_eq(runtime_conn_tls_error(c, why, sizeof(why)), 0);
+	ck_assert_ptr_null(runtime_conn_tls_ssl(c));
+	ck_assert_ptr_null(runtime_tls_ssl_ctx(NULL));
+	/* Plain still works after refused TLS calls. */
+	ck_assert_int_eq(runtime_write(fd[0], "x", 1), 1);
+	ck_assert_int_eq(runtime_conn_read(c, why, 1), 1);
+	runtime_conn_close(c);
+	runtime_close(fd[0]);
+	runtime_tls_destroy(bare);
+	runtime_tls_destroy(server);
+	runtime_tls_destroy(client);
+}
+
+START_TEST(test_tls_conn_misuse)
+{
+	ck_assert_int_eq(run_fiber(NULL, conn_misuse, NULL), 0);
+}
+END_TEST
+
 static Suite *tls_suite(void)
 {
 	Suite *s = suite_create("tls");
@@ -571,6 +770,10 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_bulk_both_ways_with_copy);
 	tcase_add_test(tc, test_tls_reader_reads_lines);
 	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
+	tcase_add_test(tc, test_tls_deadlines_idle_and_drain);
+	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
+	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);
+	tcase_add_test(tc, test_tls_conn_misuse);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <openssl/x509err.h>
 #include <stdlib.h>
 
 /* PEM text to read: a file, or memory with RUNTIME_TLS_PEM. */
@@ -64,21 +65,29 @@ static int load_chain(SSL_CTX *ctx, BIO *b)
 	return 0;
 }
 
+/* The key refused for not being the certificate's (OpenSSL checks it as
+ * the key goes in, or in SSL_CTX_check_private_key). */
+static bool key_mismatch(void)
+{
+	unsigned long e = ERR_peek_last_error();
+
+	return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
+}
+
 static int load_key(SSL_CTX *ctx, BIO *b)
 {
 	EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
-	int ok = key && SSL_CTX_use_PrivateKey(ctx, key);
+	int ok = key && SSL_CTX_use_PrivateKey(ctx, key) && SSL_CTX_check_private_key(ctx);
 
 	EVP_PKEY_free(key);
-	if (!ok) {
-		runtime__tls_config_error("the private key");
-		return -EPROTO;
-	}
-	if (!SSL_CTX_check_private_key(ctx)) {
+	if (ok)
+		return 0;
+	if (key && key_mismatch()) {
 		runtime__tls_config_error("the private key does not match the certificate");
 		return -EKEYREJECTED;
 	}
-	return 0;
+	runtime__tls_config_error("the private key");
+	return -EPROTO;
 }
 
 /* cert and key into ctx: 0 or -errno. */
