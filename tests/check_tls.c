@@ -24,7 +24,7 @@
  * 127.0.0.1, one for "b.test", one expired, one from an unknown CA. */
 static struct pem ca, other_ca, leaf_a, leaf_b, expired, stranger, client_leaf;
 static char ca_path[512];
-static char tmpdir[] = "/tmp/check_tls.XXXXXX";
+static char tmpdir[64];
 
 static void make_certs(void)
 {
@@ -35,6 +35,7 @@ static void make_certs(void)
 	expired = tls_make_cert(&ca, "a.test", "DNS:a.test", -7200, -3600);
 	stranger = tls_make_cert(&other_ca, "a.test", "DNS:a.test", -3600, 86400);
 	client_leaf = tls_make_cert(&ca, "client", "DNS:client", -3600, 86400);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_tls.XXXXXX"); /* each test case's */
 	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 	snprintf(ca_path, sizeof(ca_path), "%s", tls_write_file(tmpdir, "ca.pem", ca.cert));
 }
@@ -753,6 +754,188 @@ START_TEST(test_tls_conn_misuse)
 }
 END_TEST
 
+/* ----------------------------------------------------------- hostile */
+
+/*
+ * A ClientHello from an OpenSSL client of versions [min, max] and TLS 1.2
+ * suites ciphers (NULL: its defaults), at security level 0 so that old
+ * protocols and weak suites are offered at all; made in memory.
+ */
+static size_t client_hello(unsigned char *out, size_t size, int min, int max,
+                           const char *ciphers)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_security_level(ctx, 0);
+	SSL_CTX_set_min_proto_version(ctx, min);
+	SSL_CTX_set_max_proto_version(ctx, max);
+	if (ciphers)
+		ck_assert_int_eq(SSL_CTX_set_cipher_list(ctx, ciphers), 1);
+	SSL *ssl = SSL_new(ctx);
+	BIO *rd = BIO_new(BIO_s_mem()), *wr = BIO_new(BIO_s_mem());
+	SSL_set_bio(ssl, rd, wr);
+	SSL_set_connect_state(ssl);
+	ck_assert_int_le(SSL_do_handshake(ssl), 0); /* wants the server's answer */
+	int n = BIO_read(wr, out, (int)size);
+	ck_assert_int_gt(n, 0);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	return (size_t)n;
+}
+
+/* One hostile connection against a server with a short handshake timeout,
+ * while a good client is served on another (it must not be disturbed). */
+struct attack {
+	void (*send)(struct attack *a, int fd);
+	int fd[2];
+	int accept_rc;
+	char why[160];
+	uint64_t took;
+	bool server_done;
+	struct runtime_tls *server;
+};
+
+#define HANDSHAKE_TIMEOUT (300 * MS)
+
+static struct runtime_tls *short_server(void)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *t;
+
+	runtime_tls_config_init(&cfg);
+	cfg.handshake_timeout_ns = HANDSHAKE_TIMEOUT;
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), 0);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM), 0);
+	return t;
+}
+
+static void *attacked_server(void *arg)
+{
+	struct attack *a = arg;
+	struct runtime_conn *c;
+
+	ck_assert_int_eq(runtime_conn_open(&c, a->fd[1], 0), 0);
+	uint64_t t0 = runtime_now();
+	a->accept_rc = runtime_conn_tls_accept(c, a->server);
+	a->took = runtime_now() - t0;
+	runtime_conn_tls_error(c, a->why, sizeof(a->why));
+	a->server_done = true;
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	return NULL;
+}
+
+static void *attacker(void *arg)
+{
+	struct attack *a = arg;
+	a->send(a, a->fd[0]);
+	return NULL;
+}
+
+static void attack_main(void *arg)
+{
+	struct attack *a = arg;
+	struct duo good = { .host = "a.test", .server = a->server,
+	                    .server_then = shout_back, .client_then = say_hello };
+
+	good.client = client_ctx(NULL, NULL, 0);
+	tcp_pair(a->fd);
+	tcp_pair(good.fd);
+	struct runtime_fiber *s = start(attacked_server, a), *x = start(attacker, a);
+	struct runtime_fiber *gs = start(server_side, &good), *gc = start(client_side, &good);
+	join(gc);
+	join(gs);
+	ck_assert_int_eq(good.accept_rc, 0); /* the good client was served */
+	ck_assert_int_eq(good.connect_rc, 0);
+	join(s);
+	join(x);
+	runtime_close(a->fd[0]);
+	runtime_tls_destroy(good.client);
+}
+
+static void attack(struct attack *a, int want, const char *words)
+{
+	a->server = short_server();
+	ck_assert_int_eq(run_fiber(NULL, attack_main, a), 0);
+	ck_assert_msg(a->accept_rc == want, "accept %d, want %d (%s)", a->accept_rc, want, a->why);
+	ck_assert_msg(strstr(a->why, words), "says '%s', want '%s'", a->why, words);
+	runtime_tls_destroy(a->server);
+}
+
+/* Writes, then waits for the server's verdict with the socket open. */
+static void send_and_wait(int fd, const void *p, size_t n, const struct attack *a)
+{
+	ck_assert_int_eq(runtime_write(fd, p, n), (ssize_t)n);
+	while (!a->server_done)
+		runtime_sleep(10 * MS);
+}
+
+static void garbage(struct attack *a, int fd)
+{
+	unsigned char junk[300];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (unsigned char)(i * 37 + 11);
+	send_and_wait(fd, junk, sizeof(junk), a);
+}
+
+static void hello_cut_then_close(struct attack *a, int fd)
+{
+	unsigned char hello[2048];
+	(void)a;
+	client_hello(hello, sizeof(hello), TLS1_2_VERSION, TLS1_3_VERSION, NULL);
+	ck_assert_int_eq(runtime_write(fd, hello, 40), 40);
+	runtime_sock_shutdown(fd, SHUT_WR);
+}
+
+static void hello_cut_then_stall(struct attack *a, int fd)
+{
+	unsigned char hello[2048];
+	client_hello(hello, sizeof(hello), TLS1_2_VERSION, TLS1_3_VERSION, NULL);
+	send_and_wait(fd, hello, 40, a);
+}
+
+static void oversized_record(struct attack *a, int fd)
+{
+	unsigned char rec[5 + 64] = { 22, 3, 3, 0x48, 0x01 }; /* 18433 bytes, over the limit */
+	send_and_wait(fd, rec, sizeof(rec), a);
+}
+
+static void tls10_only(struct attack *a, int fd)
+{
+	unsigned char hello[2048];
+	size_t n = client_hello(hello, sizeof(hello), TLS1_VERSION, TLS1_VERSION, NULL);
+	send_and_wait(fd, hello, n, a);
+}
+
+static void weak_suites_only(struct attack *a, int fd)
+{
+	unsigned char hello[2048];
+	size_t n = client_hello(hello, sizeof(hello), TLS1_2_VERSION, TLS1_2_VERSION,
+	                        "AES128-SHA:DES-CBC3-SHA:NULL-SHA256:RC4-SHA");
+	send_and_wait(fd, hello, n, a);
+}
+
+START_TEST(test_tls_hostile_handshakes)
+{
+	struct attack a = { .send = garbage };
+	attack(&a, -EPROTO, "wrong version number");
+
+	a = (struct attack){ .send = hello_cut_then_close };
+	attack(&a, -ECONNABORTED, "during the handshake");
+
+	a = (struct attack){ .send = hello_cut_then_stall };
+	attack(&a, -ETIMEDOUT, "handshake timed out");
+	ck_assert_uint_ge(a.took, HANDSHAKE_TIMEOUT);
+
+	a = (struct attack){ .send = oversized_record };
+	attack(&a, -EPROTO, "too long");
+
+	a = (struct attack){ .send = tls10_only };
+	attack(&a, -ENOPROTOOPT, "unsupported protocol");
+
+	a = (struct attack){ .send = weak_suites_only };
+	attack(&a, -ENOPROTOOPT, "no shared cipher");
+}
+END_TEST
+
 static Suite *tls_suite(void)
 {
 	Suite *s = suite_create("tls");
@@ -774,6 +957,11 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
 	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);
 	tcase_add_test(tc, test_tls_conn_misuse);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("hostile");
+	tcase_add_unchecked_fixture(tc, make_certs, drop_certs);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_tls_hostile_handshakes);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -301,17 +301,36 @@ static int flush(struct tls_session *t)
 	return rc < 0 ? note(t, rc) : 0;
 }
 
-/* What SSL_get_error asked for: wait for it (0: call again) or fail. */
+/* What SSL_get_error asked for (verdict): wait for it (0: call again),
+ * or the failure verdict recorded. */
 static int wait_for(struct tls_session *t, int ssl_error, char *feed)
 {
 	if (ssl_error == SSL_ERROR_WANT_READ)
 		return fill(t, feed, FEED_SIZE);
 	if (ssl_error == SSL_ERROR_WANT_WRITE)
 		return flush(t);
-	return failed(t, ssl_error);
+	return t->failure.err;
 }
 
 /* ----------------------------------------------------------- handshake */
+
+/* SSL_get_error's verdict on an SSL call, a failure recorded at once:
+ * OpenSSL's error queue is the thread's, which other fibers clear as soon
+ * as this one parks. */
+static bool fatal(int e)
+{
+	return e != SSL_ERROR_NONE && e != SSL_ERROR_ZERO_RETURN && e != SSL_ERROR_WANT_READ &&
+	       e != SSL_ERROR_WANT_WRITE;
+}
+
+static int verdict(struct tls_session *t, int ret)
+{
+	int e = SSL_get_error(t->ssl, ret);
+
+	if (fatal(e))
+		failed(t, e);
+	return e;
+}
 
 static int handshake(struct tls_session *t)
 {
@@ -319,12 +338,12 @@ static int handshake(struct tls_session *t)
 
 	for (;;) {
 		ERR_clear_error();
-		int e = SSL_get_error(t->ssl, SSL_do_handshake(t->ssl));
+		int e = verdict(t, SSL_do_handshake(t->ssl));
 		int rc = keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
 		if (e == SSL_ERROR_NONE)
 			return rc;
-		if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
-			return failed(t, e);
+		if (fatal(e))
+			return t->failure.err;
 		if (rc < 0 || (rc = wait_for(t, e, feed)) < 0)
 			return rc;
 	}
@@ -395,7 +414,7 @@ static ssize_t tls_read(struct runtime_conn *c, void *buf, size_t len)
 	for (;;) {
 		size_t n = 0;
 		ERR_clear_error();
-		int e = SSL_read_ex(t->ssl, buf, len, &n) ? SSL_ERROR_NONE : SSL_get_error(t->ssl, 0);
+		int e = SSL_read_ex(t->ssl, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
 		if (!keep_feed(t)) {
 			rc = note(t, -ENOMEM);
 			break;
@@ -468,9 +487,11 @@ static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int
 	while (room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
 		ERR_clear_error();
 		if (!SSL_write_ex(t->ssl, p, n, &w)) {
-			int rc = failed(t, SSL_get_error(t->ssl, 0));
-			t->write_err = rc;
-			return rc;
+			/* The block had room: no verdict here is one to wait for
+			 * (a renegotiation's WANT_READ is refused as well). */
+			int e = verdict(t, 0);
+			t->write_err = fatal(e) ? t->failure.err : note(t, -EPROTO);
+			return t->write_err;
 		}
 		taken += w;
 	}
