@@ -8,14 +8,17 @@
  * unknown CA, a wrong name, an expired certificate) and what a server
  * refuses (no shared protocol, no client certificate); resumption and
  * ticket rotation; close_notify and truncation; bad input to the API.
- * Hostile clients (garbage, stalls, cut records, renegotiation, old
- * protocols) are in check_tls_hostile.c.
+ * And hostile clients, each while a good one is served: garbage, a
+ * ClientHello cut short or stalled, oversized and cut records, old
+ * protocols and weak suites only, a renegotiation.
  */
 #include "testutil.h"
 #include "tlsutil.h"
 
 #include <openssl/ssl.h>
 
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -936,6 +939,123 @@ START_TEST(test_tls_hostile_handshakes)
 }
 END_TEST
 
+/*
+ * A client of OpenSSL's own on a plain thread (blocking), to do what our
+ * client never would: renegotiate, or write raw bytes after a handshake.
+ */
+struct rogue {
+	int fd;
+	int max_version;
+	void (*after)(struct rogue *r, SSL *ssl); /* once the handshake is done */
+	int reneg_rc;                            /* SSL_do_handshake's, renegotiating */
+	int server_read;                         /* what the server's read said */
+};
+
+static void *rogue_client(void *arg)
+{
+	struct rogue *r = arg;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_max_proto_version(ctx, r->max_version);
+	SSL *ssl = SSL_new(ctx);
+
+	fcntl(r->fd, F_SETFL, fcntl(r->fd, F_GETFL) & ~O_NONBLOCK); /* blocking, whatever made it */
+	SSL_set_fd(ssl, r->fd);
+	ck_assert_int_eq(SSL_connect(ssl), 1);
+	r->after(r, ssl);
+	SSL_free(ssl);
+	SSL_CTX_free(ctx);
+	close(r->fd);
+	return NULL;
+}
+
+static void renegotiate(struct rogue *r, SSL *ssl)
+{
+	ck_assert_int_eq(SSL_write(ssl, "a", 1), 1);
+	SSL_renegotiate(ssl);
+	r->reneg_rc = SSL_do_handshake(ssl);
+	if (r->reneg_rc == 1) { /* it went through? then it must have been refused */
+		char b;
+		r->reneg_rc = SSL_read(ssl, &b, 1) > 0 ? 1 : 0;
+	}
+}
+
+static void raw_oversized(struct rogue *r, SSL *ssl)
+{
+	unsigned char rec[5 + 64] = { 23, 3, 3, 0x48, 0x01 }; /* application data, too long */
+	(void)ssl;
+	ck_assert_int_eq(write(r->fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));
+	usleep(200 * 1000);
+}
+
+static void raw_truncated(struct rogue *r, SSL *ssl)
+{
+	unsigned char rec[5 + 20] = { 23, 3, 3, 0, 100 }; /* 100 announced, 20 come */
+	(void)ssl;
+	ck_assert_int_eq(write(r->fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));
+	shutdown(r->fd, SHUT_WR);
+}
+
+struct rogue_run {
+	struct rogue *r;
+	struct runtime_tls *tls;
+	int listener;
+};
+
+static void rogue_server(void *arg)
+{
+	struct rogue_run *run = arg;
+	struct rogue *r = run->r;
+	struct runtime_tls *tls = run->tls;
+	struct runtime_conn *c;
+	char b[8];
+
+	int fd = runtime_accept(run->listener, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(runtime_conn_open(&c, fd, 0), 0);
+	ck_assert_int_eq(runtime_conn_tls_accept(c, tls), 0);
+	ssize_t n;
+	while ((n = runtime_conn_read(c, b, sizeof(b))) > 0)
+		;
+	r->server_read = (int)n;
+	runtime_conn_close(c);
+}
+
+static void rogue_run(struct rogue *r)
+{
+	struct runtime_tls *tls = server_ctx(&leaf_a, NULL, 0);
+	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+	struct rogue_run args = { r, tls, l };
+	pthread_t th;
+
+	ck_assert_int_ge(l, 0);
+	r->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(bound_port(l)),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, rogue_client, r), 0);
+	ck_assert_int_eq(run_fiber(NULL, rogue_server, &args), 0);
+	pthread_join(th, NULL);
+	close(l);
+	runtime_tls_destroy(tls);
+}
+
+START_TEST(test_tls_hostile_after_the_handshake)
+{
+	struct rogue r = { .max_version = TLS1_2_VERSION, .after = renegotiate, .reneg_rc = 1 };
+	rogue_run(&r);
+	ck_assert_int_le(r.reneg_rc, 0); /* refused */
+	ck_assert_int_le(r.server_read, 0);
+
+	r = (struct rogue){ .max_version = TLS1_3_VERSION, .after = raw_oversized };
+	rogue_run(&r);
+	ck_assert_int_eq(r.server_read, -EPROTO);
+
+	r = (struct rogue){ .max_version = TLS1_3_VERSION, .after = raw_truncated };
+	rogue_run(&r);
+	ck_assert_int_eq(r.server_read, -ECONNABORTED);
+}
+END_TEST
+
 static Suite *tls_suite(void)
 {
 	Suite *s = suite_create("tls");
@@ -962,6 +1082,7 @@ static Suite *tls_suite(void)
 	tcase_add_unchecked_fixture(tc, make_certs, drop_certs);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_tls_hostile_handshakes);
+	tcase_add_test(tc, test_tls_hostile_after_the_handshake);
 	suite_add_tcase(s, tc);
 	return s;
 }
