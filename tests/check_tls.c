@@ -19,6 +19,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -666,6 +667,66 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 }
 END_TEST
 
+/* Every core at once on one server context and one client context: the
+ * ticket keys, the client's sessions and the counts are shared. */
+#define MANY 40
+
+struct crowd {
+	uint16_t port;
+	struct runtime_server *srv;
+	struct runtime_tls *client;
+	_Atomic int served, resumed, left;
+};
+
+static void crowd_client(void *arg)
+{
+	struct crowd *s = arg;
+	struct runtime_conn *c;
+	struct runtime_tls_info info;
+	char b[8];
+
+	int fd = runtime_tcp_connect("127.0.0.1", s->port);
+	ck_assert_int_eq(runtime_conn_open(&c, fd, 0), 0);
+	if (runtime_conn_tls_connect(c, s->client, "a.test") == 0 &&
+	    runtime_conn_read(c, b, sizeof(b)) == 2) {
+		atomic_fetch_add(&s->served, 1);
+		runtime_conn_tls_info(c, &info);
+		atomic_fetch_add(&s->resumed, info.resumed);
+	}
+	runtime_conn_close(c);
+	if (atomic_fetch_sub(&s->left, 1) == 1)
+		runtime_server_stop(s->srv);
+}
+
+START_TEST(test_tls_every_core_shares_the_contexts)
+{
+	struct runtime_config cfg;
+	struct runtime_serve_config sc;
+	struct crowd s = { .client = client_ctx(NULL, NULL, 0), .left = MANY };
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	sc.handler = greet;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
+	s.port = runtime_server_port(s.srv);
+	for (int i = 0; i < MANY; i++)
+		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)i % 2, crowd_client, &s), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(atomic_load(&s.served), MANY);
+	/* Those that came after a ticket resumed; the first of each host did not. */
+	ck_assert_int_lt(atomic_load(&s.resumed), MANY);
+	runtime_server_destroy(s.srv);
+	runtime_destroy(rt);
+	runtime_tls_destroy(sc.tls);
+	runtime_tls_destroy(s.client);
+}
+END_TEST
+
 /* ------------------------------------------------------- bad input */
 
 START_TEST(test_tls_bad_input_gets_clear_errors)
@@ -1075,6 +1136,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
 	tcase_add_test(tc, test_tls_deadlines_idle_and_drain);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
+	tcase_add_test(tc, test_tls_every_core_shares_the_contexts);
 	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);
 	tcase_add_test(tc, test_tls_conn_misuse);
 	suite_add_tcase(s, tc);
