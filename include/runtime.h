@@ -513,6 +513,19 @@ RUNTIME_API int runtime_fiber_unpark(struct runtime_fiber *fiber);
 RUNTIME_API int runtime_yield(void);
 
 /*
+ * Run fn(arg) on the core's own stack (its thread's) instead of the
+ * calling fiber's, and return when fn returns: for deep code that never
+ * waits - cryptography, a recursive parser - so that it does not grow
+ * every fiber's stack (each page a fiber's stack has touched stays its
+ * memory while the fiber lives). fn runs as a timer callback does: no
+ * fiber is current (runtime_fiber_self is NULL), and a call that would
+ * wait refuses (-EPERM, a misuse) rather than switch away. From a fiber;
+ * elsewhere (a callback, a plain thread) fn just runs where it is.
+ * Returns 0, or -EINVAL (NULL fn).
+ */
+RUNTIME_API int runtime_call_on_core_stack(void (*fn)(void *arg), void *arg);
+
+/*
  * Cleanup that a cancel cannot cut short. In a cancelled fiber every
  * blocking call fails at once, so "join my children, flush the reply,
  * close gracefully" could wait for nothing. Between runtime_cleanup_begin

@@ -655,6 +655,65 @@ int runtime_yield(void)
 	return 0;
 }
 
+/* ------------------------------------------------ the core's own stack */
+
+/* Room left above the loop's saved frame (and the red zone below it). */
+#define CORE_STACK_GAP 256
+
+struct borrow {
+	void (*fn)(void *);
+	void *arg;
+	struct core *c;
+	struct fiber *f;            /* the fiber whose call this is */
+	void *fake;                 /* ASan's fake stack, across the switches */
+};
+
+/* On the core's stack: tell ASan which stack this is, run fn, and say
+ * which one we go back to. */
+static void borrowed(void *arg)
+{
+	struct borrow *b = arg;
+
+#ifdef RUNTIME_ASAN
+	__sanitizer_finish_switch_fiber(b->fake, NULL, NULL);
+#endif
+	b->fn(b->arg);
+#ifdef RUNTIME_ASAN
+	__sanitizer_start_switch_fiber(&b->fake, b->f->asan_bottom, b->f->asan_size);
+#endif
+}
+
+/*
+ * The loop is suspended whenever a fiber runs, its frame at loop.sp: all
+ * below is free. For the call the core's current context is the loop's,
+ * so that this_fiber() is NULL and every call that would wait refuses
+ * (misuse) instead of switching away from the borrowed stack.
+ */
+int runtime_call_on_core_stack(void (*fn)(void *arg), void *arg)
+{
+	struct core *c = this_core();
+	struct fiber *f = this_fiber();
+
+	if (!fn)
+		return -EINVAL;
+	if (!f) { /* a callback, the loop, a plain thread: on its own stack already */
+		fn(arg);
+		return 0;
+	}
+	struct borrow b = { fn, arg, c, f, NULL };
+	uintptr_t top = ((uintptr_t)c->loop.sp - CORE_STACK_GAP) & ~(uintptr_t)15;
+	c->current = &c->loop;
+#ifdef RUNTIME_ASAN
+	__sanitizer_start_switch_fiber(&b.fake, c->loop.asan_bottom, c->loop.asan_size);
+#endif
+	runtime__call_on_stack(borrowed, &b, (void *)top);
+#ifdef RUNTIME_ASAN
+	__sanitizer_finish_switch_fiber(b.fake, NULL, NULL);
+#endif
+	c->current = f;
+	return 0;
+}
+
 /* Inside a cleanup the deadline may move earlier than its bound, never
  * later: a helper that sets and clears deadlines of its own cannot let a
  * cleanup outlast its bound. */

@@ -346,6 +346,9 @@ static inline struct fiber *fiber_of_stack(const struct stack *s)
 
 void runtime__switch(void **save_sp, void *next_sp);
 void runtime__fiber_trampoline(void);
+/* fn(arg) with the stack pointer at top (16-byte aligned), then back: a
+ * call on another stack, not a switch (fn returns, and never switches). */
+void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top);
 /* Lay out a first frame below top (16-byte aligned) so that switching to
  * the returned sp calls entry(arg); entry must never return. */
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);

@@ -70,6 +70,35 @@ runtime__fiber_trampoline:
 	.cfi_endproc
 	.size	runtime__fiber_trampoline, .-runtime__fiber_trampoline
 
+/* void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top):
+ * fn(arg) with sp at top (16-byte aligned), then back; see the x86_64
+ * file. x29 keeps the caller's frame, as the CFI says. */
+	.globl	runtime__call_on_stack
+	.hidden	runtime__call_on_stack
+	.type	runtime__call_on_stack, %function
+	.p2align 4
+runtime__call_on_stack:
+	.cfi_startproc
+	stp	x29, x30, [sp, #-16]!
+	.cfi_def_cfa_offset 16
+	.cfi_offset x29, -16
+	.cfi_offset x30, -8
+	mov	x29, sp
+	.cfi_def_cfa_register x29
+	mov	sp, x2
+	mov	x9, x0
+	mov	x0, x1
+	blr	x9
+	mov	sp, x29
+	.cfi_def_cfa_register sp
+	ldp	x29, x30, [sp], #16
+	.cfi_def_cfa_offset 0
+	.cfi_restore x29
+	.cfi_restore x30
+	ret
+	.cfi_endproc
+	.size	runtime__call_on_stack, .-runtime__call_on_stack
+
 #endif
 
 /* Fiber stacks are data: never ask for an executable stack. */

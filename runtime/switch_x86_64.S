@@ -77,6 +77,37 @@ runtime__fiber_trampoline:
 	.cfi_endproc
 	.size	runtime__fiber_trampoline, .-runtime__fiber_trampoline
 
+/*
+ * void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top)
+ *
+ * Call fn(arg) with the stack pointer at top (16-byte aligned, below
+ * anything live on that stack), then come back to the caller's stack. A
+ * plain call, not a switch: fn must return, and must not switch contexts
+ * while on the other stack. rbp keeps the caller's frame, and the CFI
+ * says so, so that debuggers and unwinders walk from fn back across.
+ */
+	.globl	runtime__call_on_stack
+	.hidden	runtime__call_on_stack
+	.type	runtime__call_on_stack, @function
+	.p2align 4
+runtime__call_on_stack:
+	.cfi_startproc
+	pushq	%rbp
+	.cfi_def_cfa_offset 16
+	.cfi_offset %rbp, -16
+	movq	%rsp, %rbp
+	.cfi_def_cfa_register %rbp
+	movq	%rdx, %rsp
+	movq	%rdi, %rax
+	movq	%rsi, %rdi
+	call	*%rax
+	movq	%rbp, %rsp
+	popq	%rbp
+	.cfi_def_cfa %rsp, 8
+	ret
+	.cfi_endproc
+	.size	runtime__call_on_stack, .-runtime__call_on_stack
+
 #endif
 
 /* Fiber stacks are data: never ask for an executable stack. */

@@ -4,13 +4,24 @@
  * qemu-aarch64 by aarch64_switch.sh, so that the aarch64 context switch is
  * exercised on an x86_64 machine: a context entered with its argument,
  * callee-saved general (x19) and FP (d8) registers surviving 1,000 round
- * trips, FP work on the other context's stack, and FPCR kept per context.
+ * trips, FP work on the other context's stack, and FPCR kept per context;
+ * and a call on another stack (runtime__call_on_stack) that comes back.
  */
 #include <stdint.h>
 #include <stdio.h>
 
 void runtime__switch(void **save_sp, void *next_sp);
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
+void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top);
+
+static char other[16384] __attribute__((aligned(16)));
+
+/* Runs on other[]: says whether its locals are there. */
+static void on_other(void *arg)
+{
+	char here;
+	*(int *)arg = &here > other && &here < other + sizeof(other);
+}
 
 static void *main_sp, *co_sp;
 static volatile double acc;
@@ -62,6 +73,11 @@ int main(void)
 	ok = ok && n == 1000 && keep19 == 0x1919 && d8 == 3.25 && acc > 1.0;
 	printf("aarch64 switch: %ld round trips, x19=%#lx d8=%.2f fpcr kept: %s\n", n, keep19,
 	       d8, ok ? "yes" : "NO");
-	printf("%d passed, %d failed\n", ok, !ok);
-	return !ok;
+	int there = 0;
+	runtime__call_on_stack(on_other, &there, other + sizeof(other));
+	__asm__ volatile("" : "+r"(keep19), "+w"(d8));
+	int called = there && keep19 == 0x1919 && d8 == 3.25;
+	printf("aarch64 call on another stack: %s\n", called ? "ran there and came back" : "NO");
+	printf("%d passed, %d failed\n", ok + called, !ok + !called);
+	return !(ok && called);
 }

@@ -1063,6 +1063,66 @@ START_TEST(test_core_stats_count_each_core)
 END_TEST
 
 /* The library loaded is the one this header describes, and errors have names. */
+/* runtime_call_on_core_stack: deep code on the core's stack from a fiber
+ * whose own stack is the smallest there is. */
+struct borrowed {
+	uintptr_t fiber_local;      /* an address on the fiber's stack */
+	uintptr_t there;            /* one on the stack fn ran on */
+	struct runtime_fiber *self;
+	int sleep_rc;
+	unsigned long depth_sum;
+};
+
+/* About 64 KiB deep in all: four times the fiber's stack. */
+static unsigned long deep(int n)
+{
+	volatile char pad[1024];
+	pad[0] = (char)n;
+	return n ? pad[0] + deep(n - 1) : 0;
+}
+
+static void on_core_stack(void *arg)
+{
+	struct borrowed *b = arg;
+	char here;
+
+	b->there = (uintptr_t)&here;
+	b->self = runtime_fiber_self();
+	b->sleep_rc = runtime_sleep(MS); /* would switch away: refused */
+	b->depth_sum = deep(64);
+}
+
+static void borrower(void *arg)
+{
+	struct borrowed *b = arg;
+	char here;
+
+	b->fiber_local = (uintptr_t)&here;
+	ck_assert_int_eq(runtime_call_on_core_stack(on_core_stack, b), 0);
+	ck_assert_int_eq(runtime_call_on_core_stack(NULL, b), -EINVAL);
+	ck_assert_ptr_nonnull(runtime_fiber_self());
+	ck_assert_int_eq(runtime_sleep(MS), 0); /* and it may wait again */
+}
+
+START_TEST(test_core_call_on_core_stack)
+{
+	struct runtime_config cfg;
+	struct borrowed b = { 0 };
+
+	runtime_config_init(&cfg);
+	cfg.stack_size = RUNTIME_MIN_STACK_SIZE; /* 16 KiB: deep() would overflow it */
+	ck_assert_int_eq(run_fiber(&cfg, borrower, &b), 0);
+	uintptr_t dist = b.there > b.fiber_local ? b.there - b.fiber_local : b.fiber_local - b.there;
+	ck_assert_uint_gt(dist, 64 * 1024); /* another stack altogether */
+	ck_assert_ptr_null(b.self);
+	ck_assert_int_eq(b.sleep_rc, -EPERM);
+	ck_assert_uint_eq(b.depth_sum, 64 * 65 / 2);
+	struct borrowed plain = { 0 }; /* off the cores: fn runs where it is */
+	ck_assert_int_eq(runtime_call_on_core_stack(on_core_stack, &plain), 0);
+	ck_assert_uint_eq(plain.depth_sum, 64 * 65 / 2);
+}
+END_TEST
+
 START_TEST(test_core_version_and_error_names)
 {
 	char expect[32];
@@ -1098,6 +1158,7 @@ static Suite *core_suite(void)
 
 	tc = tcase_create("version");
 	tcase_add_test(tc, test_core_version_and_error_names);
+	tcase_add_test(tc, test_core_call_on_core_stack);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("stats");

@@ -211,6 +211,49 @@ static bool keep_feed(struct tls_session *t)
 	return ok;
 }
 
+/* -------------------------------------------------------- OpenSSL's calls */
+
+/*
+ * Each SSL call runs on the core's stack (runtime_call_on_core_stack): a
+ * handshake's signatures and key exchange go tens of KiB deep, and every
+ * page a fiber's stack touches stays its memory for as long as the
+ * connection lives. The BIO never parks, so no SSL call ever waits.
+ */
+enum ssl_op { CALL_HANDSHAKE, CALL_READ, CALL_WRITE, CALL_SHUTDOWN };
+
+struct ssl_call {
+	enum ssl_op op;
+	SSL *ssl;
+	void *buf;
+	size_t len, done;
+	int ret;                     /* the call's return value */
+};
+
+static void ssl_call_here(void *arg)
+{
+	struct ssl_call *k = arg;
+
+	ERR_clear_error(); /* SSL_get_error reads the thread's queue after */
+	switch (k->op) {
+	case CALL_HANDSHAKE: k->ret = SSL_do_handshake(k->ssl); break;
+	case CALL_READ: k->ret = SSL_read_ex(k->ssl, k->buf, k->len, &k->done); break;
+	case CALL_WRITE: k->ret = SSL_write_ex(k->ssl, k->buf, k->len, &k->done); break;
+	case CALL_SHUTDOWN: k->ret = SSL_shutdown(k->ssl); ERR_clear_error(); break;
+	}
+}
+
+/* One SSL call: its return value, and *done its bytes (read, write). */
+static int ssl_call(struct tls_session *t, enum ssl_op op, const void *buf, size_t len,
+                    size_t *done)
+{
+	struct ssl_call k = { op, t->ssl, (void *)buf, len, 0, 0 };
+
+	runtime_call_on_core_stack(ssl_call_here, &k);
+	if (done)
+		*done = k.done;
+	return k.ret;
+}
+
 /* ------------------------------------------------------------- waiting */
 
 static bool transient(int rc)
@@ -337,8 +380,7 @@ static int handshake(struct tls_session *t)
 	char feed[FEED_SIZE];
 
 	for (;;) {
-		ERR_clear_error();
-		int e = verdict(t, SSL_do_handshake(t->ssl));
+		int e = verdict(t, ssl_call(t, CALL_HANDSHAKE, NULL, 0, NULL));
 		int rc = keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
 		if (e == SSL_ERROR_NONE)
 			return rc;
@@ -413,8 +455,7 @@ static ssize_t tls_read(struct runtime_conn *c, void *buf, size_t len)
 	t->reader = runtime_fiber_self();
 	for (;;) {
 		size_t n = 0;
-		ERR_clear_error();
-		int e = SSL_read_ex(t->ssl, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
+		int e = ssl_call(t, CALL_READ, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
 		if (!keep_feed(t)) {
 			rc = note(t, -ENOMEM);
 			break;
@@ -485,8 +526,7 @@ static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int
 	const char *p;
 
 	while (room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
-		ERR_clear_error();
-		if (!SSL_write_ex(t->ssl, p, n, &w)) {
+		if (!ssl_call(t, CALL_WRITE, p, n, &w)) {
 			/* The block had room: no verdict here is one to wait for
 			 * (a renegotiation's WANT_READ is refused as well). */
 			int e = verdict(t, 0);
@@ -525,9 +565,7 @@ static int tls_close_write(struct runtime_conn *c)
 		return -EPERM;
 	if (t->handshaken && !t->sent_close && !t->write_err) {
 		t->writer = runtime_fiber_self();
-		ERR_clear_error();
-		SSL_shutdown(t->ssl); /* 0: sent, the peer's not come yet: fine */
-		ERR_clear_error();
+		ssl_call(t, CALL_SHUTDOWN, NULL, 0, NULL); /* 0: sent; the peer's to come */
 		t->sent_close = true;
 		rc = flush(t);
 		t->writer = NULL;
@@ -574,9 +612,7 @@ static int tls_close(struct runtime_conn *c)
 	if (t->reader || t->writer || t->flushing)
 		return -EBUSY;
 	if (t->handshaken && !t->sent_close && !t->write_err) {
-		ERR_clear_error();
-		SSL_shutdown(t->ssl);
-		ERR_clear_error();
+		ssl_call(t, CALL_SHUTDOWN, NULL, 0, NULL);
 		send_now(t);
 	}
 	session_free(t);
