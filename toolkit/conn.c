@@ -139,7 +139,10 @@ static bool idle_and_draining(const struct runtime_conn *c)
 	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
-ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
+/* Inlined into runtime_conn_read: a read is a stream read and little more
+ * (the echo demo's path). */
+static inline __attribute__((always_inline)) ssize_t
+raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	uint64_t own = 0;
 	ssize_t n;
@@ -156,14 +159,19 @@ ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 	return n;
 }
 
+ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	return raw_read(c, buf, len);
+}
+
 ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	if (!c || (!buf && len))
 		return -EINVAL;
 	if (runtime_core_index() != c->core || c->rd.fiber)
 		return -EPERM;
-	if (!c->layer)
-		return runtime__conn_raw_read(c, buf, len);
+	if (__builtin_expect(!c->layer, 1))
+		return raw_read(c, buf, len);
 	if (idle_and_draining(c))
 		return -ESHUTDOWN;
 	return c->layer->read(c, buf, len);
