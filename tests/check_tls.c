@@ -590,6 +590,40 @@ static void go_later(struct duo *d)
 	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 3);
 }
 
+/* A cancel ends a TLS read (and a handshake) as it ends a plain one. */
+static void *tls_reader(void *arg)
+{
+	char b[8];
+	return (void *)(intptr_t)runtime_conn_read(arg, b, sizeof(b));
+}
+
+static void cancel_read(struct duo *d)
+{
+	struct runtime_fiber *r = start(tls_reader, d->sconn);
+	runtime_sleep(50 * MS);
+	ck_assert_int_eq(runtime_fiber_cancel(r), 0);
+	ck_assert_int_eq(join(r), -ECANCELED);
+}
+
+static void stay_a_while(struct duo *d)
+{
+	(void)d;
+	runtime_sleep(300 * MS);
+}
+
+START_TEST(test_tls_cancel_ends_a_read)
+{
+	struct duo d = { .host = "a.test", .server_then = cancel_read, .client_then = stay_a_while };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.accept_rc, 0);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
 START_TEST(test_tls_deadlines_idle_and_drain)
 {
 	struct duo d = { .host = "a.test", .server_then = waits, .client_then = go_later };
@@ -1135,6 +1169,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_reader_reads_lines);
 	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
 	tcase_add_test(tc, test_tls_deadlines_idle_and_drain);
+	tcase_add_test(tc, test_tls_cancel_ends_a_read);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
 	tcase_add_test(tc, test_tls_every_core_shares_the_contexts);
 	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);
