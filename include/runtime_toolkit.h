@@ -3,7 +3,7 @@
  * runtime_toolkit.h - the toolkit: what a service needs between the core
  * calls of <runtime.h> and its own logic, so that it does not write it by
  * hand: buffered reading and writing over a small transport interface
- * (a socket, a receive stream, later TLS), copying between connections,
+ * (a socket, a receive stream, TLS), copying between connections,
  * connections with read and write deadlines, serving on every core,
  * graceful drain and rate limiting. Included by <runtime.h>; built into
  * libruntime from toolkit/, using only the core's public calls.
