@@ -739,6 +739,17 @@ RUNTIME_API int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_
                                     runtime_timer_fn *fn, void *arg);
 
 /*
+ * As runtime_timer_start, for housekeeping (a cache's sweep, a stats
+ * tick): the timer fires while the run goes on for other reasons but does
+ * not keep it going - runtime_run returns once only background timers are
+ * left, and they stay armed for the next run; runtime_shutdown or
+ * runtime_destroy ends them with RUNTIME_TIMER_SHUTDOWN. Same callers and
+ * errors.
+ */
+RUNTIME_API int runtime_timer_start_background(struct runtime_timer *timer, uint64_t delay_ns,
+                                               runtime_timer_fn *fn, void *arg);
+
+/*
  * Cancel an armed timer. Same core as runtime_timer_start. Returns 0 when the
  * cancel was taken: the callback runs with RUNTIME_TIMER_CANCELLED from the
  * core's loop after this returns (the storage must stay valid until then).

@@ -233,28 +233,47 @@ static void user_timer_fire(struct timer *t, enum runtime_timer_why why)
 	runtime__load_sub(c); /* after the callback, which may add work */
 }
 
-int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
-                        runtime_timer_fn *fn, void *arg)
+/* A background timer adds no work: nothing to take back. */
+static void background_timer_fire(struct timer *t, enum runtime_timer_why why)
+{
+	t->user_fn((struct runtime_timer *)t, t->user_arg, why);
+}
+
+static int timer_start(struct runtime_timer *timer, uint64_t delay_ns, runtime_timer_fn *fn,
+                       void *arg, bool background, const char *caller)
 {
 	struct core *c = this_core();
 	struct timer *t = (struct timer *)timer;
 
 	if (!c)
-		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_CORE);
+		return runtime__misuse(-EPERM, caller, MISUSE_OUTSIDE_CORE);
 	if (!t || !fn)
 		return -EINVAL;
 	if (t->state != TIMER_IDLE)
-		return runtime__misuse(-EBUSY, __func__, "the timer is armed: its storage is "
+		return runtime__misuse(-EBUSY, caller, "the timer is armed: its storage is "
 		                       "in use until it fires or is cancelled");
 	if (runtime__is_shutting_down(c->rt))
 		return -ESHUTDOWN;
-	t->fire = user_timer_fire;
+	t->fire = background ? background_timer_fire : user_timer_fire;
 	t->on_shutdown = true;
 	t->user_fn = fn;
 	t->user_arg = arg;
-	runtime__load_add(c);
+	if (!background)
+		runtime__load_add(c);
 	runtime__timer_start(c, t, deadline_add(runtime_now(), delay_ns));
 	return 0;
+}
+
+int runtime_timer_start(struct runtime_timer *timer, uint64_t delay_ns,
+                        runtime_timer_fn *fn, void *arg)
+{
+	return timer_start(timer, delay_ns, fn, arg, false, __func__);
+}
+
+int runtime_timer_start_background(struct runtime_timer *timer, uint64_t delay_ns,
+                                   runtime_timer_fn *fn, void *arg)
+{
+	return timer_start(timer, delay_ns, fn, arg, true, __func__);
 }
 
 int runtime_timer_cancel(struct runtime_timer *timer)

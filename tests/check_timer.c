@@ -492,6 +492,50 @@ static void extreme_main(void *p)
 	runtime_close(ex->fd[1]);
 }
 
+/* A background timer fires while the run goes on, and does not keep it
+ * going: the run ends with the last fiber, the timer ends at destroy. */
+struct background {
+	struct runtime_timer t, never;
+	int fired, shutdown;
+};
+
+static void background_fn(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	struct background *b = arg;
+	if (why == RUNTIME_TIMER_FIRED && t == &b->t)
+		b->fired++;
+	if (why == RUNTIME_TIMER_SHUTDOWN)
+		b->shutdown++;
+}
+
+static void background_main(void *arg)
+{
+	struct background *b = arg;
+	ck_assert_int_eq(runtime_timer_start_background(&b->t, 10 * MS, background_fn, b), 0);
+	ck_assert_int_eq(runtime_timer_start_background(&b->never, UINT64_MAX, background_fn, b),
+	                 0);
+	ck_assert_int_eq(runtime_timer_start_background(&b->t, 10 * MS, background_fn, b), -EBUSY);
+	runtime_sleep(200 * MS); /* the run goes on: the first fires */
+}
+
+START_TEST(test_timer_background_keeps_no_run_going)
+{
+	struct background b = { .t = RUNTIME_TIMER_INIT, .never = RUNTIME_TIMER_INIT };
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, background_main, &b), 0);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(runtime_run(rt), 0); /* returns with "never" armed */
+	ck_assert_uint_lt(runtime_now() - t0, 60000 * MS);
+	ck_assert_int_eq(b.fired, 1);
+	ck_assert_int_eq(b.shutdown, 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(b.shutdown, 1); /* "never", at destroy */
+	ck_assert_int_eq(runtime_timer_start_background(&b.t, 1, background_fn, &b), -EPERM);
+}
+END_TEST
+
 START_TEST(test_timer_extreme_delays_mean_never)
 {
 	ex = calloc(1, sizeof(*ex));
@@ -533,6 +577,7 @@ static Suite *timer_suite(void)
 	tcase_add_test(tc, test_timer_cancel_calls_back_from_the_loop);
 	tcase_add_test(tc, test_timer_equal_deadlines_fire_in_start_order);
 	tcase_add_test(tc, test_timer_extreme_delays_mean_never);
+	tcase_add_test(tc, test_timer_background_keeps_no_run_going);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("many");

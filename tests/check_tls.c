@@ -18,6 +18,7 @@
 #include <openssl/ssl.h>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -761,6 +762,44 @@ START_TEST(test_tls_every_core_shares_the_contexts)
 }
 END_TEST
 
+/* An idle connection gives OpenSSL's record buffers back (tls/idle.c):
+ * the server waits for a second request that does not come. */
+static size_t heap_before, heap_after;
+
+static void answer_then_wait(struct duo *d)
+{
+	char b[16];
+	ck_assert_int_eq(runtime_conn_read(d->sconn, b, sizeof(b)), 5);
+	ck_assert_int_eq(runtime_conn_write(d->sconn, "HELLO", 5, NULL), 5);
+	ck_assert_int_eq(runtime_conn_read(d->sconn, b, sizeof(b)), 0); /* long after */
+}
+
+static void hello_then_idle(struct duo *d)
+{
+	char b[16];
+	ck_assert_int_eq(runtime_conn_write(d->cconn, "hello", 5, NULL), 5);
+	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 5);
+	heap_before = mallinfo2().uordblks;
+	runtime_sleep(3500 * MS); /* two ticks of the sweep, and then some */
+	heap_after = mallinfo2().uordblks;
+}
+
+START_TEST(test_tls_idle_connection_frees_its_buffers)
+{
+	struct duo d = { .host = "a.test", .server_then = answer_then_wait,
+	                 .client_then = hello_then_idle };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.accept_rc, 0);
+	/* The server's read and write buffers, some 17 KiB each. */
+	ck_assert_msg(heap_before > heap_after + 20000, "heap %zu -> %zu", heap_before, heap_after);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
 /* ------------------------------------------------------- bad input */
 
 START_TEST(test_tls_bad_input_gets_clear_errors)
@@ -1172,6 +1211,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_cancel_ends_a_read);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
 	tcase_add_test(tc, test_tls_every_core_shares_the_contexts);
+	tcase_add_test(tc, test_tls_idle_connection_frees_its_buffers);
 	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);
 	tcase_add_test(tc, test_tls_conn_misuse);
 	suite_add_tcase(s, tc);

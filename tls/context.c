@@ -165,8 +165,9 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 	int rc;
 
 	SSL_CTX_set_app_data(ctx, t);
-	SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_ENABLE_PARTIAL_WRITE |
-	                          SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* Not SSL_MODE_RELEASE_BUFFERS: buffers freed and made again for every
+	 * record cost more than the records; idle.c frees them when idle. */
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
 	SSL_CTX_set_read_ahead(ctx, 1); /* take what a read brought, not a record at a time */
 	if ((rc = set_protocols(t, ctx)) < 0 || (rc = set_verification(t, ctx)) < 0)
 		return rc;

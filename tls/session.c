@@ -20,196 +20,22 @@
  * bytes out while another flushes parks until it is done. A failed flush
  * ends writing for good: the TLS stream would be cut inside a record.
  *
- * Memory: an idle connection holds the SSL (OpenSSL frees its record
- * buffers between records: SSL_MODE_RELEASE_BUFFERS) and this struct; the
- * output blocks come from a per-thread cache and go back once sent.
+ * Memory: an idle connection holds the SSL and this struct: OpenSSL's
+ * record buffers go once the reader has waited a while (idle.c), and the
+ * output blocks come from a per-thread cache and go back once sent
+ * (bio.c).
  */
 #include "tls.h"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #define FEED_SIZE 2048           /* one socket read, on the reader's stack */
-#define OUT_BLOCK (64u * 1024)   /* encrypted bytes to send */
-#define PLAIN_MAX (16u * 1024)   /* plaintext per SSL_write: one record */
-#define OUT_CACHE 8              /* blocks kept per thread */
-
-struct out {
-	char *buf;                   /* NULL: none held */
-	size_t len;
-};
-
-struct tls_session {
-	SSL *ssl;
-	struct runtime_tls *tls;
-	struct runtime_conn *conn;
-	/* reading */
-	const char *feed;            /* bytes just read, offered to OpenSSL */
-	size_t feed_len;
-	char *extra;                 /* feed bytes OpenSSL left, for later */
-	size_t extra_len, extra_off;
-	int raw_end;                 /* the socket's end: 1 EOF, < 0 its error */
-	struct runtime_fiber *reader, *writer; /* in a call now */
-	/* writing */
-	struct out out[2];           /* fill out[fill]; a flush sends the other */
-	uint8_t fill;
-	bool flushing;
-	struct runtime_fiber *flush_waiter;
-	int write_err;               /* sticky: writing has ended */
-	/* the rest */
-	bool handshaken, sent_close;
-	struct tls_failure failure;
-	char *alpn, *host;
-};
-
-/* ------------------------------------------------------- output blocks */
-
-static __thread struct {
-	char *blocks[OUT_CACHE];
-	unsigned n;
-} cache;
-static pthread_key_t cache_key;
-static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
-
-static void cache_drop(void *unused)
-{
-	(void)unused;
-	while (cache.n)
-		free(cache.blocks[--cache.n]);
-}
-
-static void cache_init(void)
-{
-	pthread_key_create(&cache_key, cache_drop);
-}
-
-static char *block_get(void)
-{
-	if (cache.n)
-		return cache.blocks[--cache.n];
-	pthread_once(&cache_once, cache_init);
-	pthread_setspecific(cache_key, &cache); /* frees the cache as the thread ends */
-	return malloc(OUT_BLOCK);
-}
-
-static void block_put(struct out *o)
-{
-	if (o->buf && cache.n < OUT_CACHE)
-		cache.blocks[cache.n++] = o->buf;
-	else
-		free(o->buf);
-	o->buf = NULL;
-	o->len = 0;
-}
-
-/* ----------------------------------------------------------------- BIO */
-
-/* Up to len of the bytes this session can hand OpenSSL now. */
-static size_t take_input(struct tls_session *t, char *dst, size_t len)
-{
-	size_t n = 0;
-	const void *p;
-
-	if (t->extra_off < t->extra_len) {
-		n = MIN(len, t->extra_len - t->extra_off);
-		memcpy(dst, t->extra + t->extra_off, n);
-		if ((t->extra_off += n) == t->extra_len) {
-			free(t->extra);
-			t->extra = NULL;
-			t->extra_len = t->extra_off = 0;
-		}
-	} else if (t->feed_len) {
-		n = MIN(len, t->feed_len);
-		memcpy(dst, t->feed, n);
-		t->feed += n;
-		t->feed_len -= n;
-	} else if (t->conn->rx) {
-		ssize_t q = runtime_stream_peek(t->conn->rx, &p);
-		if (q > 0) {
-			n = MIN(len, (size_t)q);
-			memcpy(dst, p, n);
-			runtime_stream_consume(t->conn->rx, n);
-			runtime__conn_touch(t->conn);
-		}
-	}
-	return n;
-}
-
-static int bio_read(BIO *b, char *dst, size_t len, size_t *got)
-{
-	struct tls_session *t = BIO_get_data(b);
-
-	BIO_clear_retry_flags(b);
-	*got = take_input(t, dst, len);
-	if (*got)
-		return 1;
-	if (!t->raw_end)
-		BIO_set_retry_read(b);
-	return 0; /* retry, or the end: OpenSSL tells EOF from close_notify */
-}
-
-static int bio_write(BIO *b, const char *src, size_t len, size_t *put)
-{
-	struct tls_session *t = BIO_get_data(b);
-	struct out *o = &t->out[t->fill];
-
-	BIO_clear_retry_flags(b);
-	*put = 0;
-	if (!o->buf && !(o->buf = block_get()))
-		return 0; /* no memory: OpenSSL fails the call */
-	if (o->len == OUT_BLOCK) {
-		BIO_set_retry_write(b); /* full: flush, then again */
-		return 0;
-	}
-	*put = MIN(len, OUT_BLOCK - o->len);
-	memcpy(o->buf + o->len, src, *put);
-	o->len += *put;
-	return 1;
-}
-
-static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
-{
-	(void)b, (void)num, (void)ptr;
-	return cmd == BIO_CTRL_FLUSH; /* flushing is ours, after each call */
-}
-
-static BIO_METHOD *bio_method;
-static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
-
-static void bio_method_init(void)
-{
-	BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "runtime_conn");
-
-	if (m && BIO_meth_set_read_ex(m, bio_read) && BIO_meth_set_write_ex(m, bio_write) &&
-	    BIO_meth_set_ctrl(m, bio_ctrl))
-		bio_method = m;
-	else
-		BIO_meth_free(m);
-}
-
-/* After an SSL call: what it left of the feed (on a stack about to go)
- * is kept on the heap. False: no memory (the bytes are lost). */
-static bool keep_feed(struct tls_session *t)
-{
-	bool ok = true;
-
-	if (t->feed_len) { /* the extra bytes went first: there are none */
-		ok = (t->extra = malloc(t->feed_len)) != NULL;
-		if (ok)
-			memcpy(t->extra, t->feed, t->feed_len);
-		t->extra_len = ok ? t->feed_len : 0;
-		t->extra_off = 0;
-	}
-	t->feed = NULL;
-	t->feed_len = 0;
-	return ok;
-}
 
 /* -------------------------------------------------------- OpenSSL's calls */
 
@@ -233,7 +59,8 @@ static void ssl_call_here(void *arg)
 {
 	struct ssl_call *k = arg;
 
-	ERR_clear_error(); /* SSL_get_error reads the thread's queue after */
+	if (ERR_peek_error()) /* clearing an empty queue costs six times as much */
+		ERR_clear_error(); /* SSL_get_error reads the thread's queue after */
 	switch (k->op) {
 	case CALL_HANDSHAKE: k->ret = SSL_do_handshake(k->ssl); break;
 	case CALL_READ: k->ret = SSL_read_ex(k->ssl, k->buf, k->len, &k->done); break;
@@ -282,7 +109,9 @@ static int failed(struct tls_session *t, int ssl_error)
  * the socket's error (it ends). */
 static int fill(struct tls_session *t, char *feed, size_t size)
 {
+	runtime__tls_wait_begin(t);
 	ssize_t n = runtime__conn_raw_read(t->conn, feed, size);
+	runtime__tls_wait_end(t);
 
 	if (n > 0) {
 		t->feed = feed;
@@ -332,12 +161,12 @@ static int flush(struct tls_session *t)
 		struct out *o = &t->out[t->fill];
 		t->fill ^= 1; /* new output goes to the other block meanwhile */
 		rc = send_block(t, o);
-		block_put(o);
+		runtime__tls_block_put(o);
 	}
 	t->flushing = false;
 	if (rc < 0) {
 		t->write_err = rc;
-		block_put(&t->out[t->fill]);
+		runtime__tls_block_put(&t->out[t->fill]);
 	}
 	if (t->flush_waiter)
 		runtime_fiber_unpark(t->flush_waiter);
@@ -381,7 +210,7 @@ static int handshake(struct tls_session *t)
 
 	for (;;) {
 		int e = verdict(t, ssl_call(t, CALL_HANDSHAKE, NULL, 0, NULL));
-		int rc = keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
+		int rc = runtime__tls_keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
 		if (e == SSL_ERROR_NONE)
 			return rc;
 		if (fatal(e))
@@ -456,7 +285,7 @@ static ssize_t tls_read(struct runtime_conn *c, void *buf, size_t len)
 	for (;;) {
 		size_t n = 0;
 		int e = ssl_call(t, CALL_READ, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
-		if (!keep_feed(t)) {
+		if (!runtime__tls_keep_feed(t)) {
 			rc = note(t, -ENOMEM);
 			break;
 		}
@@ -584,9 +413,10 @@ static bool tls_pending(const struct runtime_conn *c)
 
 static void session_free(struct tls_session *t)
 {
+	runtime__tls_wait_end(t);
 	SSL_free(t->ssl); /* and its BIO */
-	block_put(&t->out[0]);
-	block_put(&t->out[1]);
+	runtime__tls_block_put(&t->out[0]);
+	runtime__tls_block_put(&t->out[1]);
 	free(t->extra);
 	free(t->alpn);
 	free(t->host);
@@ -631,11 +461,11 @@ static const struct conn_layer tls_layer = {
 
 static struct tls_session *session_new(struct runtime_conn *c, struct runtime_tls *tls)
 {
-	pthread_once(&bio_once, bio_method_init);
-	struct tls_session *t = bio_method ? calloc(1, sizeof(*t)) : NULL;
+	BIO_METHOD *method = runtime__tls_bio_method();
+	struct tls_session *t = method ? calloc(1, sizeof(*t)) : NULL;
 	BIO *b = NULL;
 
-	if (!t || !(t->ssl = SSL_new(tls->ctx)) || !(b = BIO_new(bio_method))) {
+	if (!t || !(t->ssl = SSL_new(tls->ctx)) || !(b = BIO_new(method))) {
 		if (t)
 			SSL_free(t->ssl);
 		free(t);

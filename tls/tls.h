@@ -10,6 +10,8 @@
  *   certs.c    certificates and keys into a context
  *   resume.c   resumption: ticket keys (server), sessions by host (client)
  *   session.c  one connection: handshake, read, write, close_notify
+ *   bio.c      the BIO under a session, and its output blocks
+ *   idle.c     record buffers freed from sessions that wait long
  *   errors.c   OpenSSL's failures as -errno and as words
  */
 #ifndef RUNTIME_TLS_INTERNAL_H
@@ -47,6 +49,63 @@ struct runtime_tls {
 	struct client_sessions *sessions; /* a client's, to resume with */
 };
 
+/* What failed (errors.c). */
+struct tls_failure {
+	int err;                    /* -errno, 0: none */
+	unsigned long ssl_err;      /* OpenSSL's code, 0: none */
+	long verify;                /* X509_V_OK, or why verification failed */
+	bool in_handshake;
+};
+
+/* ------------------------------------------------------ one connection */
+
+#define OUT_BLOCK (64u * 1024)   /* encrypted bytes to send */
+#define PLAIN_MAX (16u * 1024)   /* plaintext per SSL_write: one record */
+
+struct out {
+	char *buf;                   /* NULL: none held */
+	size_t len;
+};
+
+struct tls_session {
+	SSL *ssl;
+	struct runtime_tls *tls;
+	struct runtime_conn *conn;
+	/* reading */
+	const char *feed;            /* bytes just read, offered to OpenSSL */
+	size_t feed_len;
+	char *extra;                 /* feed bytes OpenSSL left, for later */
+	size_t extra_len, extra_off;
+	int raw_end;                 /* the socket's end: 1 EOF, < 0 its error */
+	struct runtime_fiber *reader, *writer; /* in a call now */
+	/* writing */
+	struct out out[2];           /* fill out[fill]; a flush sends the other */
+	uint8_t fill;
+	bool flushing;
+	struct runtime_fiber *flush_waiter;
+	int write_err;               /* sticky: writing has ended */
+	/* waiting for the peer (idle.c) */
+	struct tls_session *prev, *next;
+	unsigned waiting_since;      /* the core's tick when the wait began */
+	bool waiting, buffers_freed;
+	/* the rest */
+	bool handshaken, sent_close;
+	struct tls_failure failure;
+	char *alpn, *host;
+};
+
+/* bio.c: the BIO that hands OpenSSL the session's bytes and takes its
+ * output into blocks (NULL: no memory); a block back to the thread's
+ * cache; what an SSL call left of the feed, kept (false: no memory). */
+BIO_METHOD *runtime__tls_bio_method(void);
+void runtime__tls_block_put(struct out *o);
+bool runtime__tls_keep_feed(struct tls_session *t);
+
+/* idle.c: a session's reader begins and ends a wait for the peer's bytes;
+ * a session that waits long has OpenSSL's record buffers freed. */
+void runtime__tls_wait_begin(struct tls_session *t);
+void runtime__tls_wait_end(struct tls_session *t);
+
 /* context.c */
 void runtime__tls_unref(struct runtime_tls *tls);
 /* A new SSL_CTX with tls's settings (no certificate), or NULL (*rc). */
@@ -65,13 +124,6 @@ SSL_SESSION *runtime__client_session_take(struct client_sessions *cs, const char
 /* session.c: the host a client SSL was opened for (NULL: none). */
 const char *runtime__tls_host_of(SSL *ssl);
 
-/* errors.c */
-struct tls_failure {
-	int err;                    /* -errno, 0: none */
-	unsigned long ssl_err;      /* OpenSSL's code, 0: none */
-	long verify;                /* X509_V_OK, or why verification failed */
-	bool in_handshake;
-};
 /* The failure of an SSL call that returned ssl_error (SSL_get_error),
  * from the thread's OpenSSL error queue (then cleared). raw_end: the
  * socket's end as the session saw it (1 EOF, < 0 an error, 0 open). */
