@@ -17,8 +17,9 @@ same() { # NAME FILE1 FILE2: equal sets, and neither empty
 	else diff "$2" "$3" | sed 's/^/  /'; result "$1" 1; fi
 }
 
-sed -n 's/^RUNTIME_API.*[ *]\(runtime_[a-z0-9_]*\)(.*/\1/p' "$srcdir/include/runtime.h" \
-	"$srcdir/include/runtime_toolkit.h" | sort > "$tmp/header"
+# Every public header: runtime.h and those it includes (toolkit, TLS).
+sed -n 's/^RUNTIME_API.*[ *]\(runtime_[a-z0-9_]*\)(.*/\1/p' "$srcdir"/include/runtime*.h |
+	sort > "$tmp/header"
 sed -n 's/^[[:space:]]*\(runtime_[a-z0-9_]*\);.*/\1/p' "$srcdir/runtime/libruntime.map" |
 	sort > "$tmp/map"
 if [ -f "$lib" ]; then

@@ -113,6 +113,7 @@ struct duo {
 	char serr[160], cerr[160];
 	struct runtime_conn *sconn, *cconn;
 	int fd[2];
+	int listener;                /* > 0: connect through it */
 	void (*server_then)(struct duo *d); /* after a good handshake */
 	void (*client_then)(struct duo *d);
 };
@@ -149,11 +150,24 @@ static void *client_side(void *arg)
 	return NULL;
 }
 
+/* A connected pair through listener (a client session is kept by the
+ * server's host and port: resumption needs the same port each time). */
+static void pair_on(int listener, int fd[2])
+{
+	fd[0] = runtime_tcp_connect("127.0.0.1", bound_port(listener));
+	ck_assert_int_ge(fd[0], 0);
+	fd[1] = runtime_accept(listener, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(fd[1], 0);
+}
+
 static void duo_main(void *arg)
 {
 	struct duo *d = arg;
 
-	tcp_pair(d->fd);
+	if (d->listener > 0)
+		pair_on(d->listener, d->fd);
+	else
+		tcp_pair(d->fd);
 	struct runtime_fiber *s = start(server_side, d), *c = start(client_side, d);
 	join(c);
 	join(s);
@@ -315,12 +329,23 @@ END_TEST
 
 /* ------------------------------------------------------- resumption */
 
-/* One connection of client to server; did it resume (both sides agree)? */
+/* One connection of client to server; did it resume (both sides agree)?
+ * The same server port each time (a plain listener of the test's). */
+static int same_port = -1;
+
 static int resumed(struct runtime_tls *server, struct runtime_tls *client)
 {
 	struct duo d = { .host = "a.test", .server = server, .client = client,
 	                 .server_then = shout_back, .client_then = say_hello };
 
+	if (same_port < 0) {
+		same_port = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in sa = { .sin_family = AF_INET,
+		                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		ck_assert_int_eq(bind(same_port, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		ck_assert_int_eq(listen(same_port, 8), 0);
+	}
+	d.listener = same_port;
 	duo_run(&d);
 	ck_assert_msg(d.connect_rc == 0 && d.accept_rc == 0, "%s / %s", d.cerr, d.serr);
 	ck_assert_int_eq(d.sinfo.resumed, d.cinfo.resumed);
@@ -351,6 +376,30 @@ START_TEST(test_tls_resumption_and_ticket_rotation)
 		runtime_tls_destroy(server);
 		runtime_tls_destroy(client);
 	}
+}
+END_TEST
+
+/* A ticket is kept for its server's host and port: another port's server
+ * (another service) is not offered it, and it is not used up there. */
+static int resumed_elsewhere(struct runtime_tls *server, struct runtime_tls *client)
+{
+	struct duo d = { .host = "a.test", .server = server, .client = client,
+	                 .server_then = shout_back, .client_then = say_hello };
+
+	duo_run(&d); /* a pair of its own: a new port */
+	ck_assert_int_eq(d.connect_rc, 0);
+	return d.cinfo.resumed;
+}
+
+START_TEST(test_tls_tickets_kept_by_port)
+{
+	struct runtime_tls *server = server_ctx(&leaf_a, NULL, 0), *client = client_ctx(NULL, NULL, 0);
+
+	ck_assert_int_eq(resumed(server, client), 0);
+	ck_assert_int_eq(resumed_elsewhere(server, client), 0);
+	ck_assert_int_eq(resumed(server, client), 1);
+	runtime_tls_destroy(server);
+	runtime_tls_destroy(client);
 }
 END_TEST
 
@@ -1203,6 +1252,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_nothing_in_common);
 	tcase_add_test(tc, test_tls_resumption_and_ticket_rotation);
 	tcase_add_test(tc, test_tls_no_tickets_no_resumption);
+	tcase_add_test(tc, test_tls_tickets_kept_by_port);
 	tcase_add_test(tc, test_tls_client_certificates);
 	tcase_add_test(tc, test_tls_bulk_both_ways_with_copy);
 	tcase_add_test(tc, test_tls_reader_reads_lines);

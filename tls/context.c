@@ -18,6 +18,7 @@
 #include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* TLS 1.2: ECDHE (forward secrecy) with an AEAD only, fastest first. TLS
  * 1.3's suites are all AEAD; AES-128-GCM first for its speed. */
@@ -129,6 +130,10 @@ static int set_verification(const struct runtime_tls *t, SSL_CTX *ctx)
 	SSL_CTX_set_verify(ctx, mode, NULL);
 	if (mode == SSL_VERIFY_NONE)
 		return 0;
+	if (t->ca_file && access(t->ca_file, R_OK) < 0) { /* OpenSSL would say "system lib" */
+		runtime__tls_config_errno(t->ca_file, errno);
+		return -ENOENT;
+	}
 	if (t->ca_file ? !SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL)
 	               : !SSL_CTX_set_default_verify_paths(ctx)) {
 		runtime__tls_config_error(t->ca_file ? t->ca_file : "the system's CA store");
@@ -146,9 +151,9 @@ static int set_verification(const struct runtime_tls *t, SSL_CTX *ctx)
 static int keep_session(SSL *ssl, SSL_SESSION *sess)
 {
 	struct runtime_tls *t = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
-	const char *host = runtime__tls_host_of(ssl);
+	const char *key = runtime__tls_resume_key_of(ssl);
 
-	return host && t->sessions ? runtime__client_session_keep(t->sessions, host, sess) : 0;
+	return key && t->sessions ? runtime__client_session_keep(t->sessions, key, sess) : 0;
 }
 
 static int configure_client(struct runtime_tls *t, SSL_CTX *ctx)
@@ -182,7 +187,9 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 		SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);
 	SSL_CTX_set_tlsext_servername_callback(ctx, pick_cert);
 	SSL_CTX_set_tlsext_servername_arg(ctx, t);
-	if (t->tickets) {
+	if (!t->tickets) {
+		SSL_CTX_set_num_tickets(ctx, 0); /* TLS 1.3 would send some, of no use */
+	} else {
 		SSL_CTX_set_num_tickets(ctx, 1);
 		SSL_CTX_set_timeout(ctx, (long)(2 * t->ticket_rotation_ns / SEC));
 		SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, runtime__tickets_cb);

@@ -132,6 +132,11 @@ void runtime__tls_config_error(const char *doing)
 	ERR_clear_error();
 }
 
+void runtime__tls_config_errno(const char *what, int err)
+{
+	snprintf(config_error, sizeof(config_error), "%s: %s", what, strerror(err));
+}
+
 int runtime_tls_error_text(char *buf, size_t size)
 {
 	if (!buf || !size)

@@ -31,6 +31,7 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -227,10 +228,10 @@ static void keep_renewed(struct tls_session *t)
 {
 	SSL_SESSION *sess;
 
-	if (!t->host || !SSL_session_reused(t->ssl) || SSL_version(t->ssl) >= TLS1_3_VERSION)
+	if (!t->resume_key || !SSL_session_reused(t->ssl) || SSL_version(t->ssl) >= TLS1_3_VERSION)
 		return;
 	if ((sess = SSL_get1_session(t->ssl)) &&
-	    !runtime__client_session_keep(t->tls->sessions, t->host, sess))
+	    !runtime__client_session_keep(t->tls->sessions, t->resume_key, sess))
 		SSL_SESSION_free(sess);
 }
 
@@ -420,6 +421,7 @@ static void session_free(struct tls_session *t)
 	free(t->extra);
 	free(t->alpn);
 	free(t->host);
+	free(t->resume_key);
 	runtime__tls_unref(t->tls);
 	free(t);
 }
@@ -535,17 +537,36 @@ static int set_host(struct tls_session *t, const char *host)
 	return 0;
 }
 
-const char *runtime__tls_host_of(SSL *ssl)
+const char *runtime__tls_resume_key_of(SSL *ssl)
 {
 	const struct tls_session *t = SSL_get_app_data(ssl);
 
-	return t ? t->host : NULL;
+	return t ? t->resume_key : NULL;
 }
 
-/* Resume with the session the context kept for this host, if any. */
+/* The server's port, from the connection's peer (0: not known). */
+static unsigned peer_port(struct runtime_conn *c)
+{
+	socklen_t len;
+	const struct sockaddr *sa = runtime_conn_peer(c, &len);
+
+	if (sa && sa->sa_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+	if (sa && sa->sa_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+	return 0;
+}
+
+/* Resume with the session the context kept for this host and port, if
+ * any: a ticket from one port's server means nothing to another's. */
 static void resume(struct tls_session *t)
 {
-	SSL_SESSION *sess = runtime__client_session_take(t->tls->sessions, t->host);
+	size_t n = strlen(t->host) + 8;
+
+	if (!(t->resume_key = malloc(n)))
+		return;
+	snprintf(t->resume_key, n, "%s:%u", t->host, peer_port(t->conn));
+	SSL_SESSION *sess = runtime__client_session_take(t->tls->sessions, t->resume_key);
 
 	if (sess) {
 		SSL_set_session(t->ssl, sess);

@@ -92,6 +92,7 @@ struct tls_session {
 	bool handshaken, sent_close;
 	struct tls_failure failure;
 	char *alpn, *host;
+	char *resume_key;            /* a client's: "host:port" */
 };
 
 /* bio.c: the BIO that hands OpenSSL the session's bytes and takes its
@@ -121,8 +122,9 @@ struct client_sessions *runtime__client_sessions_new(void);
 void runtime__client_sessions_free(struct client_sessions *cs);
 int runtime__client_session_keep(struct client_sessions *cs, const char *host, SSL_SESSION *sess);
 SSL_SESSION *runtime__client_session_take(struct client_sessions *cs, const char *host);
-/* session.c: the host a client SSL was opened for (NULL: none). */
-const char *runtime__tls_host_of(SSL *ssl);
+/* session.c: what a client SSL's session is kept under - "host:port" of
+ * the server it was opened for (NULL: none). */
+const char *runtime__tls_resume_key_of(SSL *ssl);
 
 /* The failure of an SSL call that returned ssl_error (SSL_get_error),
  * from the thread's OpenSSL error queue (then cleared). raw_end: the
@@ -132,5 +134,7 @@ int runtime__tls_failure_text(const struct tls_failure *f, char *buf, size_t siz
 /* The thread's text for runtime_tls_error_text: set from OpenSSL's error
  * queue (cleared) with what was being done, or from words alone. */
 void runtime__tls_config_error(const char *doing);
+/* The same text for a system error: "what: strerror(err)". */
+void runtime__tls_config_errno(const char *what, int err);
 
 #endif
