@@ -145,6 +145,19 @@ static void print_info(struct runtime_conn *conn, int n)
 	       info.alpn ? info.alpn : "none", info.resumed ? "yes" : "no");
 }
 
+/* The request: Host names the port unless it is 443, an IPv6 address in
+ * brackets. Its length. */
+static int request(char *buf, size_t size)
+{
+	const char *v6 = strchr(opt.host, ':') ? "[" : "";
+	char port[8] = "";
+
+	if (opt.port != 443)
+		snprintf(port, sizeof(port), ":%u", opt.port);
+	return snprintf(buf, size, "GET %s HTTP/1.1\r\nHost: %s%s%s%s\r\nConnection: close\r\n\r\n",
+	                opt.path, v6, opt.host, *v6 ? "]" : "", port);
+}
+
 /* One connection: handshake, GET, the answer and the TLS line printed.
  * 0 or -errno (said on stderr). */
 static int get(struct runtime_tls *tls, int n)
@@ -160,8 +173,7 @@ static int get(struct runtime_tls *tls, int n)
 			tls_failed(conn, "handshake with", rc);
 		goto out;
 	}
-	int len = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
-	                   opt.path, opt.host);
+	int len = request(req, sizeof(req));
 	if ((rc = (int)runtime_conn_write(conn, req, (size_t)len, NULL)) < 0 ||
 	    (rc = read_answer(conn, &a)) < 0) {
 		tls_failed(conn, "exchange with", rc);
