@@ -8,7 +8,9 @@
 # guarded_backend reports its wait timeouts and its try_get rejection;
 # offload_dns resolves localhost and numeric addresses (no network needed);
 # preload_blocking's 50 blocking clients all finish, several in progress at
-# once on one core; proxy, in front of the echo demo, gives back every byte
+# once on one core; tls_client reports a refused connection, a missing CA
+# file and a usage error (tests/tls_interop.sh runs it against servers);
+# proxy, in front of the echo demo, gives back every byte
 # (5000 bytes, 1 MiB, 4 x 1 MiB at once), passes a half-close on (to an
 # upstream that answers only after it: tests/tcp_pipe), closes an idle
 # connection after its timeout, closes a client's connection when the
@@ -139,6 +141,9 @@ if start_server 600 long; then
 	run hello_client "127.0.0.1:$port"
 	check "hello_client reports a refused connection" eval \
 		'[ "$rc" -eq 1 ] && grep -q "Connection refused" "$tmp/err"'
+	run tls_client --insecure "127.0.0.1:$port" /
+	check "tls_client reports a refused connection" eval \
+		'[ "$rc" -eq 1 ] && grep -q "^tls_client: connect to 127\.0\.0\.1:$port: Connection refused$" "$tmp/err"'
 else
 	fail "tcp_server did not start: $(cat "$tmp/long.err")"
 fi
@@ -155,6 +160,15 @@ if start_server 1 idle; then
 else
 	fail "tcp_server did not start: $(cat "$tmp/idle.err")"
 fi
+
+# ---- tls_client: what needs no server (tests/tls_interop.sh runs it
+# against real ones)
+run tls_client
+check "tls_client without a server to ask prints its usage, exit 2" eval \
+	'[ "$rc" -eq 2 ] && grep -q "^usage: .*HOST\[:PORT\] \[PATH\]$" "$tmp/err"'
+run tls_client --cacert "$tmp/none.pem" 127.0.0.1:1
+check "tls_client says a CA file is unreadable, exit 1" eval \
+	'[ "$rc" -eq 1 ] && grep -q "^tls_client: TLS context: No such file or directory: .*none\.pem" "$tmp/err"'
 
 # ---- worker_pool: 2000 jobs on 8 workers over every core
 run worker_pool 2000 8
@@ -362,6 +376,9 @@ fi
 
 # A connection that outlives the drain's grace is cut, and the proxy
 # still exits 0 (its copy fibers have let go of the connections first).
+# The first echo demo's banner is emptied here: the redirection below may
+# come after wait_for has read it, and sed then finds no port.
+: >"$tmp/echo.out"
 "./demos/echo/echo-server" --host 127.0.0.1 --port 0 2>"$tmp/echo.out" >/dev/null &
 echo_pid=$!
 pids="$pids $echo_pid"
