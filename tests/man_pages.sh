@@ -64,8 +64,7 @@ normalise() {
 	sed -e 's/[[:space:]][[:space:]]*/ /g' -e 's/ *\([(),*;]\) */\1/g' \
 		-e 's/^ //' -e 's/ $//'
 }
-for h in "$srcdir/include/runtime.h" "$srcdir/include/runtime_toolkit.h" \
-	"$srcdir/preload/runtime_preload.h"; do
+for h in "$srcdir"/include/runtime*.h "$srcdir/preload/runtime_preload.h"; do
 	awk '/^(RUNTIME_API|__attribute__\(\(visibility\("default"\)\)\)) / { decl = ""; on = 1 }
 	     on { decl = decl " " $0 }
 	     on && /;/ { print decl; on = 0 }' "$h"
@@ -93,7 +92,7 @@ while read -r sym; do
 	page=${page:-$sym.3}
 	proto=$(awk -F '\t' -v s="$sym" '$1 == s { print $2; exit }' "$tmp/protos")
 	if [ -z "$proto" ]; then
-		result "$sym: declared in include/runtime.h, include/runtime_toolkit.h or preload/runtime_preload.h" 1
+		result "$sym: declared in include/runtime*.h or preload/runtime_preload.h" 1
 	elif [ -f "$man/$page" ] && synopsis "$page" | grep -qF -- "$proto"; then
 		result "$sym: man/$page shows its prototype" 0
 	else
