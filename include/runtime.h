@@ -518,8 +518,9 @@ RUNTIME_API int runtime_yield(void);
  * waits - cryptography, a recursive parser - so that it does not grow
  * every fiber's stack (each page a fiber's stack has touched stays its
  * memory while the fiber lives). fn runs as a timer callback does: no
- * fiber is current (runtime_fiber_self is NULL), and a call that would
- * wait refuses (-EPERM, a misuse) rather than switch away. From a fiber;
+ * fiber is current (runtime_fiber_self is NULL), and every call that
+ * needs a fiber - each that may wait among them - refuses (-EPERM, a
+ * misuse) rather than switch away. From a fiber;
  * elsewhere (a callback, a plain thread) fn just runs where it is.
  * Returns 0, or -EINVAL (NULL fn).
  */

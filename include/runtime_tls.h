@@ -6,7 +6,10 @@
  * one, after which runtime_conn_read, _write, _close_write, _finish, the
  * connection's transport (so the buffered reader and writer, and copy)
  * and its deadlines, idle timeout and drain all work as before, on the
- * plaintext. runtime_serve does the server handshake itself when its
+ * plaintext. (A write cut short by a deadline or cancel has had its bytes
+ * taken whole - encrypted, some not sent yet - and the next write sends
+ * them first; a socket error ends writing for good. runtime_conn_finish
+ * takes a peer's close without close_notify for its end.) runtime_serve does the server handshake itself when its
  * configuration names a context. Included by <runtime.h>; built into
  * libruntime from tls/.
  *
@@ -56,12 +59,14 @@ struct runtime_tls_config {
 	                          of these (-ENOPROTOOPT) */
 	const char *ca_file;   /* PEM bundle of trusted CAs: a client checks
 	                          servers against it (NULL: the system's
-	                          store), a server client certificates */
+	                          store), a server client certificates (read
+	                          only if it asks for them) */
 	int client_certs;      /* server: RUNTIME_TLS_CLIENT_CERT_* (NONE) */
 	int tls13_only;        /* nonzero: TLS 1.3 only (default 1.2 and 1.3) */
-	const char *ciphers;   /* TLS 1.2 suites, OpenSSL's syntax; NULL: ECDHE
-	                          with AES-GCM or ChaCha20-Poly1305 only. TLS
-	                          1.3's are all AEAD and left as OpenSSL has them */
+	const char *ciphers;   /* TLS 1.2 suites, OpenSSL's syntax, used as
+	                          given (the caller's choice: weak ones too);
+	                          NULL: ECDHE with AES-GCM or ChaCha20-Poly1305
+	                          only. TLS 1.3's are all AEAD */
 	uint64_t handshake_timeout_ns; /* default 10 s: runtime_serve's, and
 	                          accept's and connect's when no deadline of
 	                          the caller's is earlier; 0: none */
@@ -79,9 +84,10 @@ RUNTIME_API void runtime_tls_config_init(struct runtime_tls_config *cfg);
  * certificate (runtime_tls_add_cert) before its first handshake. Any
  * thread; once made, a context is used by any number of connections on
  * every core. Returns 0, -EINVAL (NULL tls, a bad field, an ALPN list
- * that does not parse), -ENOENT (ca_file unreadable), -ENOMEM, -EPROTO (a
- * ciphers list that leaves no suite, or OpenSSL refused the setting:
- * runtime_tls_error_text says which).
+ * that does not parse), -ENOENT (ca_file unreadable, or no system store),
+ * -ENOMEM, -EPROTO (no certificate in ca_file, a ciphers list that leaves
+ * no suite, or OpenSSL refused a setting): runtime_tls_error_text says
+ * which.
  */
 RUNTIME_API int runtime_tls_create(struct runtime_tls **tls, const struct runtime_tls_config *cfg);
 
@@ -96,9 +102,11 @@ RUNTIME_API int runtime_tls_create(struct runtime_tls **tls, const struct runtim
  * the server asks for a client certificate (one only). Before the context
  * is in use (no handshake may run meanwhile). Returns 0, -EINVAL (NULL,
  * flags), -ENOENT (a file missing), -EKEYREJECTED (the key does not match
- * the certificate), -EPROTO (not PEM, or not a certificate or key),
- * -EKEYEXPIRED (the certificate has expired), -EEXIST (a client has one),
- * -ENOMEM.
+ * the certificate), -EPROTO (not PEM, not a certificate or key, or an
+ * encrypted key: no passphrase is ever asked for), -EEXIST (a client has
+ * one), -ENOMEM, or the errno of a file that cannot be read (-ENOENT,
+ * -EACCES...). An expired certificate is taken (its clients will refuse
+ * it). runtime_tls_error_text says what failed.
  */
 RUNTIME_API int runtime_tls_add_cert(struct runtime_tls *tls, const char *cert, const char *key,
                                      unsigned flags);
@@ -116,9 +124,11 @@ RUNTIME_API int runtime_tls_insecure_skip_verify(struct runtime_tls *tls);
 RUNTIME_API int runtime_tls_destroy(struct runtime_tls *tls);
 
 /*
- * Why runtime_tls_create or runtime_tls_add_cert failed last on this
- * thread, in words (OpenSSL's reason): into buf, NUL-terminated, cut to
- * size. Returns the length written, 0 if there is nothing to say.
+ * Why the last runtime_tls_create or runtime_tls_add_cert on this thread
+ * failed, in words: into buf, NUL-terminated, cut to size. Each call
+ * clears it first. Returns the length written, 0 if there is nothing to
+ * say (it succeeded, or failed for a reason its errno says: -EINVAL on
+ * NULL, -EEXIST, -ENOMEM).
  */
 RUNTIME_API int runtime_tls_error_text(char *buf, size_t size);
 
@@ -141,8 +151,11 @@ RUNTIME_API int runtime_conn_tls_accept(struct runtime_conn *conn, struct runtim
  * The client handshake on conn: host is the server's name (sent with SNI
  * unless it is a numeric address) that its certificate must match, unless
  * the context skips verification (then host may be NULL). The context
- * keeps the last session (ticket) each of its last 64 hosts gave, and the
- * next connection to that host resumes with it (a ticket is used once).
+ * keeps the last session (ticket) each of its last 64 servers (host and
+ * port) gave, and the next connection to that server resumes with it (a
+ * ticket is used once). A TLS 1.3 ticket comes after the handshake, with
+ * the first bytes the client reads: a connection that reads nothing
+ * leaves none.
  * Otherwise as runtime_conn_tls_accept; -EINVAL also for a server
  * context, or a NULL host with verification on.
  */
@@ -158,7 +171,9 @@ struct runtime_tls_info {
 	                            none; client: the host given */
 	int resumed;             /* 1: a resumed session (no certificate sent) */
 	int peer_cert;           /* 1: the peer presented a certificate, and it
-	                            was verified (a client always has one) */
+	                            was verified (so 1 on a client that
+	                            verifies; 0 if it skips verification and
+	                            the certificate did not check out) */
 };
 
 /* Fill *info for a TLS connection past its handshake. Fibers of its core.
@@ -175,8 +190,10 @@ RUNTIME_API int runtime_conn_tls_error(struct runtime_conn *conn, char *buf, siz
 
 /*
  * OpenSSL's objects, for what this header does not offer: the SSL * of a
- * TLS connection (NULL otherwise) and the SSL_CTX * of a context's first
- * certificate. Change nothing that does I/O on them.
+ * TLS connection (NULL otherwise) and the SSL_CTX * every handshake starts
+ * on (the first certificate's: the same pointer before and after
+ * runtime_tls_add_cert; a setting made on it, a protocol version say,
+ * applies to every connection). Change nothing that does I/O on them.
  */
 RUNTIME_API void *runtime_conn_tls_ssl(struct runtime_conn *conn);
 RUNTIME_API void *runtime_tls_ssl_ctx(struct runtime_tls *tls);

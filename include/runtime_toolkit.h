@@ -435,7 +435,14 @@ struct runtime_serve_config {
 	                          listener saves; default 0) */
 	struct runtime_tls *tls; /* TLS: each connection's handshake
 	                          (runtime_conn_tls_accept) is done before
-	                          the handler sees it; NULL: plain TCP */
+	                          the handler sees it; a server context with
+	                          a certificate (else -EINVAL); NULL: plain TCP */
+	void (*on_tls_error)(struct runtime_conn *conn, int err, void *arg);
+	                       /* with tls: called on the connection's fiber
+	                          when its handshake fails, before it closes -
+	                          runtime_conn_tls_error and runtime_conn_peer
+	                          say why and who (rate-limit a log: a scan
+	                          makes many); NULL: only counted */
 	runtime_serve_fn *handler;
 	void *arg;
 };
@@ -450,7 +457,8 @@ struct runtime_server; /* opaque */
  * and the fibers are spawned (they run with runtime_run). From the
  * creating thread before runtime_run, or a fiber. The server lives until
  * runtime_server_destroy, after runtime_run has returned. Returns 0,
- * -EINVAL (NULL, no handler), -ESHUTDOWN (shut down or draining), -ENOMEM,
+ * -EINVAL (NULL, no handler, a tls context that cannot serve),
+ * -ESHUTDOWN (shut down or draining), -ENOMEM,
  * or runtime_tcp_listen's error (-EADDRINUSE...); *srv is NULL and
  * nothing is left open then - except when some of the server's fibers
  * started and a later one could not be (-ENOMEM, or -ESHUTDOWN: shut down
@@ -463,7 +471,8 @@ RUNTIME_API int runtime_serve(struct runtime *rt, const struct runtime_serve_con
 RUNTIME_API uint16_t runtime_server_port(const struct runtime_server *srv);
 
 struct runtime_server_stats {
-	uint64_t accepted;     /* connections handed to the handler */
+	uint64_t accepted;     /* connections accepted (with TLS, those whose
+	                          handshake failed too: tls_failed) */
 	uint64_t refused;      /* over max_conns, or no memory for them */
 	uint64_t errors;       /* accepts that failed (-EMFILE...): each
 	                          core's acceptor backs off 10 ms and goes on */

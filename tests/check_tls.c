@@ -689,6 +689,89 @@ START_TEST(test_tls_deadlines_idle_and_drain)
 }
 END_TEST
 
+/* A write cut short by its deadline loses nothing: the next one goes on
+ * where it stopped, and every byte arrives in order. */
+#define STALL (4u << 20)
+
+static void write_past_deadline(struct duo *d)
+{
+	char *buf = malloc(STALL);
+	size_t done = 0;
+
+	for (size_t i = 0; i < STALL; i++)
+		buf[i] = (char)(i % 251);
+	runtime_conn_set_write_deadline(d->sconn, runtime_now() + 200 * MS);
+	ck_assert_int_eq(runtime_conn_write(d->sconn, buf, STALL, &done), -ETIMEDOUT);
+	ck_assert_uint_gt(done, 0);
+	ck_assert_uint_lt(done, STALL);
+	runtime_conn_set_write_deadline(d->sconn, 0);
+	ck_assert_int_eq(runtime_conn_write(d->sconn, buf + done, STALL - done, NULL),
+	                 (ssize_t)(STALL - done));
+	ck_assert_int_eq(runtime_conn_close_write(d->sconn), 0);
+	free(buf);
+}
+
+static void read_late(struct duo *d)
+{
+	char *got = malloc(STALL + 1);
+	size_t n = 0;
+	ssize_t r;
+
+	runtime_sleep(600 * MS); /* the server's first write times out meanwhile */
+	while ((r = runtime_conn_read(d->cconn, got + n, STALL + 1 - n)) > 0)
+		n += (size_t)r;
+	ck_assert_int_eq(r, 0);
+	ck_assert_uint_eq(n, STALL);
+	for (size_t i = 0; i < STALL; i++)
+		ck_assert_int_eq(got[i], (char)(i % 251));
+	free(got);
+}
+
+START_TEST(test_tls_write_deadline_loses_nothing)
+{
+	struct duo d = { .host = "a.test", .server_then = write_past_deadline,
+	                 .client_then = read_late };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(d.accept_rc, 0);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* runtime_conn_finish over TLS: a peer that closes without close_notify
+ * (as many do) has ended all the same. */
+static int finish_rc = -999;
+
+static void finish_it(struct duo *d)
+{
+	ck_assert_int_eq(runtime_conn_write(d->sconn, "bye", 3, NULL), 3);
+	finish_rc = runtime_conn_finish(d->sconn, 5000 * MS);
+}
+
+static void read_then_drop(struct duo *d)
+{
+	char b[8];
+	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 3);
+	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 0); /* its close_notify */
+	runtime_sock_shutdown(runtime_conn_fd(d->cconn), SHUT_WR); /* none of ours */
+}
+
+START_TEST(test_tls_finish_takes_a_bare_close)
+{
+	struct duo d = { .host = "a.test", .server_then = finish_it, .client_then = read_then_drop };
+
+	d.server = server_ctx(&leaf_a, NULL, 0);
+	d.client = client_ctx(NULL, NULL, 0);
+	duo_run(&d);
+	ck_assert_int_eq(finish_rc, 0);
+	runtime_tls_destroy(d.server);
+	runtime_tls_destroy(d.client);
+}
+END_TEST
+
 /* ------------------------------------------------ runtime_serve on TLS */
 
 struct served {
@@ -724,18 +807,41 @@ static void serve_clients(void *arg)
 	runtime_server_stop(s->srv);
 }
 
+static int hook_err;
+static char hook_why[128], hook_peer[RUNTIME_SOCKADDR_NAME_MAX];
+
+static void handshake_failed(struct runtime_conn *c, int err, void *arg)
+{
+	socklen_t len;
+	const struct sockaddr *sa = runtime_conn_peer(c, &len);
+
+	(void)arg;
+	hook_err = err;
+	runtime_conn_tls_error(c, hook_why, sizeof(hook_why));
+	ck_assert_ptr_nonnull(sa);
+	ck_assert_int_gt(runtime_sockaddr_name(sa, len, hook_peer, sizeof(hook_peer)), 0);
+}
+
 START_TEST(test_tls_runtime_serve_handshakes_first)
 {
 	struct runtime_serve_config sc;
 	struct runtime_server_stats st;
 	struct served s = { .client = client_ctx(NULL, NULL, 0) };
+	struct runtime_tls *bare;
 	struct runtime *rt;
 
 	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
 	runtime_serve_config_init(&sc);
 	sc.host = "127.0.0.1";
-	sc.tls = server_ctx(&leaf_a, NULL, 0);
 	sc.handler = greet;
+	sc.tls = s.client; /* a client context cannot serve */
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), -EINVAL);
+	ck_assert_int_eq(runtime_tls_create(&bare, NULL), 0);
+	sc.tls = bare; /* nor one without a certificate */
+	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), -EINVAL);
+	runtime_tls_destroy(bare);
+	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	sc.on_tls_error = handshake_failed;
 	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
 	s.port = runtime_server_port(s.srv);
 	ck_assert_int_eq(runtime_spawn(rt, serve_clients, &s), 0);
@@ -744,6 +850,9 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 	ck_assert_int_eq(s.good_rc, 0);
 	ck_assert_uint_eq(st.accepted, 2);
 	ck_assert_uint_eq(st.tls_failed, 1);
+	ck_assert_int_eq(hook_err, -EPROTO); /* told, with why and who */
+	ck_assert_msg(strstr(hook_why, "http request"), "'%s'", hook_why);
+	ck_assert_ptr_nonnull(strstr(hook_peer, "127.0.0.1:"));
 	runtime_server_destroy(s.srv);
 	runtime_destroy(rt);
 	runtime_tls_destroy(sc.tls); /* after the server: it may still be in use */
@@ -812,8 +921,22 @@ START_TEST(test_tls_every_core_shares_the_contexts)
 END_TEST
 
 /* An idle connection gives OpenSSL's record buffers back (tls/idle.c):
- * the server waits for a second request that does not come. */
+ * the server waits for a second request that does not come. The heap in
+ * use, as malloc - or the sanitizer's allocator - counts it. */
 static size_t heap_before, heap_after;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+size_t __sanitizer_get_current_allocated_bytes(void); /* GCC ships no header for it */
+static size_t heap_in_use(void)
+{
+	return __sanitizer_get_current_allocated_bytes();
+}
+#else
+static size_t heap_in_use(void)
+{
+	return mallinfo2().uordblks;
+}
+#endif
 
 static void answer_then_wait(struct duo *d)
 {
@@ -828,9 +951,9 @@ static void hello_then_idle(struct duo *d)
 	char b[16];
 	ck_assert_int_eq(runtime_conn_write(d->cconn, "hello", 5, NULL), 5);
 	ck_assert_int_eq(runtime_conn_read(d->cconn, b, sizeof(b)), 5);
-	heap_before = mallinfo2().uordblks;
+	heap_before = heap_in_use();
 	runtime_sleep(3500 * MS); /* two ticks of the sweep, and then some */
-	heap_after = mallinfo2().uordblks;
+	heap_after = heap_in_use();
 }
 
 START_TEST(test_tls_idle_connection_frees_its_buffers)
@@ -842,6 +965,7 @@ START_TEST(test_tls_idle_connection_frees_its_buffers)
 	d.client = client_ctx(NULL, NULL, 0);
 	duo_run(&d);
 	ck_assert_int_eq(d.accept_rc, 0);
+	ck_assert_int_eq(d.connect_rc, 0);
 	/* The server's read and write buffers, some 17 KiB each. */
 	ck_assert_msg(heap_before > heap_after + 20000, "heap %zu -> %zu", heap_before, heap_after);
 	runtime_tls_destroy(d.server);
@@ -865,6 +989,8 @@ START_TEST(test_tls_bad_input_gets_clear_errors)
 	runtime_tls_config_init(&cfg);
 	cfg.alpn = "h2,,http/1.1";
 	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EINVAL);
+	cfg.alpn = "";
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EINVAL); /* once freed a buffer twice */
 	cfg.alpn = NULL;
 	cfg.ciphers = "NO-SUCH-SUITE";
 	ck_assert_int_eq(runtime_tls_create(&t, &cfg), -EPROTO);
@@ -883,6 +1009,27 @@ START_TEST(test_tls_bad_input_gets_clear_errors)
 	                 -EKEYREJECTED);
 	runtime_tls_error_text(why, sizeof(why));
 	ck_assert_ptr_nonnull(strstr(why, "does not match"));
+	/* An encrypted key: refused, never a passphrase prompt. */
+	BIO *plain = BIO_new_mem_buf(leaf_a.key, -1);
+	EVP_PKEY *k = PEM_read_bio_PrivateKey(plain, NULL, NULL, NULL);
+	BIO_free(plain);
+	BIO *enc = BIO_new(BIO_s_mem());
+	ck_assert_int_eq(PEM_write_bio_PrivateKey(enc, k, EVP_aes_128_cbc(),
+	                                          (unsigned char *)"secret", 6, NULL, NULL), 1);
+	char *enc_pem;
+	long enc_len = BIO_get_mem_data(enc, &enc_pem);
+	char *enc_key = strndup(enc_pem, (size_t)enc_len);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, enc_key, RUNTIME_TLS_PEM), -EPROTO);
+	runtime_tls_error_text(why, sizeof(why));
+	ck_assert_msg(strstr(why, "encrypted"), "'%s'", why);
+	free(enc_key);
+	BIO_free(enc);
+	EVP_PKEY_free(k);
+	/* A success clears the text; the SSL_CTX stays the same one. */
+	void *ctx = runtime_tls_ssl_ctx(t);
+	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM), 0);
+	ck_assert_int_eq(runtime_tls_error_text(why, sizeof(why)), 0);
+	ck_assert_ptr_eq(runtime_tls_ssl_ctx(t), ctx);
 	ck_assert_int_eq(runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, 0x80), -EINVAL);
 	ck_assert_int_eq(runtime_tls_add_cert(NULL, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM),
 	                 -EINVAL);
@@ -1259,6 +1406,8 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
 	tcase_add_test(tc, test_tls_deadlines_idle_and_drain);
 	tcase_add_test(tc, test_tls_cancel_ends_a_read);
+	tcase_add_test(tc, test_tls_write_deadline_loses_nothing);
+	tcase_add_test(tc, test_tls_finish_takes_a_bare_close);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
 	tcase_add_test(tc, test_tls_every_core_shares_the_contexts);
 	tcase_add_test(tc, test_tls_idle_connection_frees_its_buffers);

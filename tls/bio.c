@@ -52,7 +52,7 @@ void runtime__tls_block_put(struct out *o)
 	else
 		free(o->buf);
 	o->buf = NULL;
-	o->len = 0;
+	o->len = o->off = 0;
 }
 
 /* ----------------------------------------------------------------- BIO */

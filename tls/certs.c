@@ -2,9 +2,9 @@
 /*
  * certs.c - certificates and keys into a context: PEM from a file or from
  * memory through one path (a BIO either way). Each goes into an SSL_CTX
- * of its own with the context's settings (context.c), for SNI; the first
- * one's becomes the context's own (nothing uses the context before its
- * first certificate, and a failed load leaves it as it was).
+ * of its own with the context's settings (context.c), for SNI, but the
+ * first, which goes into the context's own once a trial load in a spare
+ * one has shown it loads (a failed load leaves the context as it was).
  */
 #include "tls.h"
 
@@ -74,9 +74,19 @@ static bool key_mismatch(void)
 	return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
 }
 
+/* OpenSSL's passphrase callback: none is ever asked for (OpenSSL's own
+ * would prompt on the terminal and wait); *asked says a key wanted one. */
+static int no_passphrase(char *buf, int size, int rwflag, void *asked)
+{
+	(void)buf, (void)size, (void)rwflag;
+	*(bool *)asked = true;
+	return -1;
+}
+
 static int load_key(SSL_CTX *ctx, BIO *b)
 {
-	EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	bool asked = false;
+	EVP_PKEY *key = PEM_read_bio_PrivateKey(b, NULL, no_passphrase, &asked);
 	int ok = key && SSL_CTX_use_PrivateKey(ctx, key) && SSL_CTX_check_private_key(ctx);
 
 	EVP_PKEY_free(key);
@@ -86,7 +96,9 @@ static int load_key(SSL_CTX *ctx, BIO *b)
 		runtime__tls_config_error("the private key does not match the certificate");
 		return -EKEYREJECTED;
 	}
-	runtime__tls_config_error("the private key");
+	runtime__tls_config_error(asked ? "the private key is encrypted (decrypt it first: "
+	                                  "no passphrase is asked for)"
+	                                : "the private key");
 	return -EPROTO;
 }
 
@@ -107,10 +119,31 @@ static int load_pair(SSL_CTX *ctx, const char *cert, const char *key, unsigned f
 	return rc;
 }
 
+/* The pair loaded in a new SSL_CTX alike (a failure there leaves the
+ * context as it was); the first goes into the context's own instead, once
+ * it is known to load (what the caller set on it with runtime_tls_ssl_ctx
+ * stays). NULL on failure (*rc). */
+static SSL_CTX *ctx_with_pair(struct runtime_tls *t, const char *cert, const char *key,
+                              unsigned flags, int *rc)
+{
+	SSL_CTX *ctx = runtime__tls_new_ctx(t, rc);
+
+	if (ctx && (*rc = load_pair(ctx, cert, key, flags)) < 0) {
+		SSL_CTX_free(ctx);
+		return NULL;
+	}
+	if (ctx && t->ncerts == 0) {
+		SSL_CTX_free(ctx);
+		ctx = (*rc = load_pair(t->ctx, cert, key, flags)) < 0 ? NULL : t->ctx;
+	}
+	return ctx;
+}
+
 int runtime_tls_add_cert(struct runtime_tls *t, const char *cert, const char *key, unsigned flags)
 {
 	int rc = 0;
 
+	runtime__tls_config_error_clear();
 	if (!t || !cert || !key || (flags & ~RUNTIME_TLS_PEM))
 		return -EINVAL;
 	if (t->side == RUNTIME_TLS_CLIENT && t->ncerts)
@@ -119,17 +152,9 @@ int runtime_tls_add_cert(struct runtime_tls *t, const char *cert, const char *ke
 	if (!certs)
 		return -ENOMEM;
 	t->certs = certs;
-	SSL_CTX *ctx = runtime__tls_new_ctx(t, &rc);
+	SSL_CTX *ctx = ctx_with_pair(t, cert, key, flags, &rc);
 	if (!ctx)
 		return rc;
-	if ((rc = load_pair(ctx, cert, key, flags)) < 0) {
-		SSL_CTX_free(ctx);
-		return rc;
-	}
-	if (t->ncerts == 0) { /* the first: it becomes the context's own */
-		SSL_CTX_free(t->ctx);
-		t->ctx = ctx;
-	}
 	certs[t->ncerts++] = (struct tls_cert){ .ctx = ctx, .leaf = SSL_CTX_get0_certificate(ctx) };
 	return 0;
 }

@@ -59,9 +59,13 @@ static int alpn_wire(const char *list, unsigned char **out, size_t *out_len)
 		p += n;
 		s += n + (s[n] == ',');
 	}
+	if (p == w) { /* "": no name at all */
+		free(w);
+		return -EINVAL;
+	}
 	*out = w;
 	*out_len = (size_t)(p - w);
-	return *out_len ? 0 : (free(w), -EINVAL);
+	return 0;
 }
 
 /* Server: the first of our protocols the client offers; none in common
@@ -137,7 +141,7 @@ static int set_verification(const struct runtime_tls *t, SSL_CTX *ctx)
 	if (t->ca_file ? !SSL_CTX_load_verify_locations(ctx, t->ca_file, NULL)
 	               : !SSL_CTX_set_default_verify_paths(ctx)) {
 		runtime__tls_config_error(t->ca_file ? t->ca_file : "the system's CA store");
-		return -ENOENT;
+		return t->ca_file ? -EPROTO : -ENOENT; /* read, but no certificate in it */
 	}
 	if (t->side == RUNTIME_TLS_SERVER && t->ca_file) {
 		STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(t->ca_file);
@@ -254,6 +258,7 @@ int runtime_tls_create(struct runtime_tls **out, const struct runtime_tls_config
 	struct runtime_tls_config defaults;
 	int rc;
 
+	runtime__tls_config_error_clear();
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
@@ -304,6 +309,11 @@ int runtime_tls_insecure_skip_verify(struct runtime_tls *t)
 	t->verify = false;
 	SSL_CTX_set_verify(t->ctx, SSL_VERIFY_NONE, NULL); /* a client's only one */
 	return 0;
+}
+
+int runtime__tls_serve_check(const struct runtime_tls *t)
+{
+	return t->side == RUNTIME_TLS_SERVER && t->ncerts ? 0 : -EINVAL;
 }
 
 void *runtime_tls_ssl_ctx(struct runtime_tls *t)

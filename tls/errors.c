@@ -132,6 +132,11 @@ void runtime__tls_config_error(const char *doing)
 	ERR_clear_error();
 }
 
+void runtime__tls_config_error_clear(void)
+{
+	config_error[0] = '\0';
+}
+
 void runtime__tls_config_errno(const char *what, int err)
 {
 	snprintf(config_error, sizeof(config_error), "%s: %s", what, strerror(err));

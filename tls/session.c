@@ -17,8 +17,9 @@
  * Output goes out in order from one fiber at a time: the one flushing
  * swaps the blocks (new output fills the other, never the one the kernel
  * is reading) and sends until both are empty; a fiber that needs its
- * bytes out while another flushes parks until it is done. A failed flush
- * ends writing for good: the TLS stream would be cut inside a record.
+ * bytes out while another flushes parks until it is done. A flush cut
+ * short by a deadline, a cancel or a drain goes on where it stopped at the
+ * next write; the socket's error ends writing for good.
  *
  * Memory: an idle connection holds the SSL and this struct: OpenSSL's
  * record buffers go once the reader has waited a while (idle.c), and the
@@ -137,20 +138,27 @@ static int wait_flusher(struct tls_session *t)
 	return t->write_err;
 }
 
-static int send_block(struct tls_session *t, const struct out *o)
+/* Send what is left of o, from o->off on: a send cut short by a
+ * deadline, cancel or drain goes on there next time. */
+static int send_block(struct tls_session *t, struct out *o)
 {
-	for (size_t off = 0; off < o->len;) {
-		struct iovec iov = { o->buf + off, o->len - off };
+	while (o->off < o->len) {
+		struct iovec iov = { o->buf + o->off, o->len - o->off };
 		ssize_t n = runtime__conn_raw_send(t->conn, &iov, 1);
 		if (n <= 0)
 			return n < 0 ? (int)n : -EIO;
-		off += (size_t)n;
+		o->off += (size_t)n;
 	}
 	return 0;
 }
 
-/* Send every byte OpenSSL wrote, in order. 0 or -errno (then writing has
- * ended: the peer would get a record cut short). */
+/*
+ * Send every byte OpenSSL wrote, in order: what is left of the block in
+ * flight (out[fill ^ 1]), then the filling one, swapped in first so that
+ * new output goes to the other meanwhile. 0 or -errno: a deadline, cancel
+ * or drain leaves the rest for the next flush; the socket's error ends
+ * writing for good.
+ */
 static int flush(struct tls_session *t)
 {
 	int rc = wait_flusher(t);
@@ -158,16 +166,20 @@ static int flush(struct tls_session *t)
 	if (rc < 0)
 		return rc;
 	t->flushing = true;
-	while (rc == 0 && t->out[t->fill].len) {
-		struct out *o = &t->out[t->fill];
-		t->fill ^= 1; /* new output goes to the other block meanwhile */
-		rc = send_block(t, o);
+	for (;;) {
+		struct out *o = &t->out[t->fill ^ 1];
+		if (o->len && (rc = send_block(t, o)) < 0)
+			break;
 		runtime__tls_block_put(o);
+		if (!t->out[t->fill].len)
+			break;
+		t->fill ^= 1;
 	}
 	t->flushing = false;
-	if (rc < 0) {
+	if (rc < 0 && !transient(rc)) {
 		t->write_err = rc;
-		runtime__tls_block_put(&t->out[t->fill]);
+		runtime__tls_block_put(&t->out[0]);
+		runtime__tls_block_put(&t->out[1]);
 	}
 	if (t->flush_waiter)
 		runtime_fiber_unpark(t->flush_waiter);
@@ -253,11 +265,11 @@ static int handshake_timed(struct tls_session *t)
 	if (rc == 0) {
 		const unsigned char *alpn;
 		unsigned len;
-		t->handshaken = true;
-		keep_renewed(t);
 		SSL_get0_alpn_selected(t->ssl, &alpn, &len);
 		if (len && !(t->alpn = strndup((const char *)alpn, len)))
-			rc = -ENOMEM;
+			return note(t, -ENOMEM); /* not handshaken: unusable */
+		t->handshaken = true;
+		keep_renewed(t);
 	}
 	return rc;
 }
@@ -354,7 +366,10 @@ static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int
 	struct cursor k = { 0, 0 };
 	size_t taken = 0, n, w;
 	const char *p;
+	int rc;
 
+	if (!room_for_record(t) && (rc = flush(t)) < 0) /* what a cut flush left */
+		return rc;
 	while (room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
 		if (!ssl_call(t, CALL_WRITE, p, n, &w)) {
 			/* The block had room: no verdict here is one to wait for
@@ -365,8 +380,10 @@ static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int
 		}
 		taken += w;
 	}
-	int rc = flush(t);
-	return rc < 0 ? rc : (ssize_t)taken;
+	rc = flush(t);
+	if (rc < 0 && !(taken && transient(rc)))
+		return rc;
+	return (ssize_t)taken; /* taken, if not all sent yet: the next flush goes on */
 }
 
 static ssize_t tls_writev(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
@@ -426,13 +443,17 @@ static void session_free(struct tls_session *t)
 	free(t);
 }
 
-/* One try at sending what is queued, without waiting: close never waits. */
+/* One try at sending what is queued, in order, without waiting: close
+ * never waits. A raw syscall: nothing may park here, nor interpose. */
 static void send_now(struct tls_session *t)
 {
-	const struct out *o = &t->out[t->fill];
-
-	if (o->len) /* a raw syscall: nothing may park here, nor interpose */
-		syscall(SYS_sendto, t->conn->fd, o->buf, o->len, MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0);
+	for (int i = 1; i >= 0; i--) {
+		const struct out *o = &t->out[t->fill ^ i];
+		size_t left = o->len - o->off;
+		if (left && syscall(SYS_sendto, t->conn->fd, o->buf + o->off, left,
+		                    MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) != (long)left)
+			return;
+	}
 }
 
 /* From runtime_conn_close: a close_notify if it can go at once, then the

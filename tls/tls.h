@@ -64,7 +64,8 @@ struct tls_failure {
 
 struct out {
 	char *buf;                   /* NULL: none held */
-	size_t len;
+	size_t len;                  /* bytes in it */
+	size_t off;                  /* of them, sent */
 };
 
 struct tls_session {
@@ -134,7 +135,9 @@ int runtime__tls_failure_text(const struct tls_failure *f, char *buf, size_t siz
 /* The thread's text for runtime_tls_error_text: set from OpenSSL's error
  * queue (cleared) with what was being done, or from words alone. */
 void runtime__tls_config_error(const char *doing);
-/* The same text for a system error: "what: strerror(err)". */
+/* The same text for a system error: "what: strerror(err)"; and none, as a
+ * call that reports through it begins. */
 void runtime__tls_config_errno(const char *what, int err);
+void runtime__tls_config_error_clear(void);
 
 #endif

@@ -121,6 +121,14 @@ static int mine(const struct runtime_conn *c)
 	return runtime_core_index() == c->core ? 0 : -EPERM;
 }
 
+/* Another fiber reads (or writes) the connection. With a layer it is the
+ * layer's to say: its socket I/O is not its callers' (a TLS reader sends
+ * the alert its read made while the writer writes). */
+static inline bool busy(const struct runtime_conn *c, const struct side *s)
+{
+	return !c->layer && s->fiber;
+}
+
 /* Bytes of the peer's wait to be read, in the layer or the socket (a
  * drain's rare path: a syscall without a stream). */
 static bool bytes_waiting(const struct runtime_conn *c)
@@ -168,7 +176,7 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	if (!c || (!buf && len))
 		return -EINVAL;
-	if (runtime_core_index() != c->core || c->rd.fiber)
+	if (runtime_core_index() != c->core || busy(c, &c->rd))
 		return -EPERM;
 	if (__builtin_expect(!c->layer, 1))
 		return raw_read(c, buf, len);
@@ -213,7 +221,7 @@ static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 {
 	struct runtime_conn *c = ctx;
 
-	if (runtime_core_index() != c->core || c->wr.fiber)
+	if (runtime_core_index() != c->core || busy(c, &c->wr))
 		return -EPERM;
 	return write_once(c, iov, iovcnt);
 }
@@ -225,7 +233,7 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 
 	if (!c || (!buf && len))
 		n = -EINVAL;
-	else if (runtime_core_index() != c->core || c->wr.fiber)
+	else if (runtime_core_index() != c->core || busy(c, &c->wr))
 		n = -EPERM;
 	while (n >= 0 && off < len) {
 		struct iovec iov = { (char *)buf + off, len - off };
@@ -404,7 +412,7 @@ int runtime_conn_finish(struct runtime_conn *c, uint64_t timeout_ns)
 	c->rd.deadline = earlier(c->rd.deadline, deadline_after(timeout_ns));
 	while ((n = runtime_conn_read(c, sink, sizeof(sink))) > 0)
 		;
-	return (int)n;
+	return n == -ECONNABORTED ? 0 : (int)n; /* TLS: the end, without close_notify */
 }
 
 int runtime_conn_set_idle(struct runtime_conn *c, int idle)

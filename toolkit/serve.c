@@ -37,6 +37,7 @@ struct runtime_server {
 	unsigned conn_flags;        /* for runtime_conn_open */
 	bool plain_accept;
 	struct runtime_tls *tls;    /* the caller's: outlives the server */
+	void (*on_tls_error)(struct runtime_conn *conn, int err, void *arg);
 	unsigned ncores;
 	int *fds;                   /* each core's listening socket */
 	uint16_t port;
@@ -83,10 +84,14 @@ static void conn_fiber(void *arg)
 	struct runtime_conn *c = arg;
 	struct runtime_server *srv = c->server;
 
-	if (srv->tls && runtime_conn_tls_accept(c, srv->tls) < 0)
-		atomic_fetch_add(&srv->tls_failed, 1);
-	else
+	int rc = srv->tls ? runtime_conn_tls_accept(c, srv->tls) : 0;
+	if (rc == 0) {
 		srv->handler(c, srv->arg);
+	} else {
+		atomic_fetch_add(&srv->tls_failed, 1);
+		if (srv->on_tls_error)
+			srv->on_tls_error(c, rc, srv->arg);
+	}
 	conns_remove(srv, c);
 	runtime_conn_close(c);
 	atomic_fetch_sub(&srv->live, 1);
@@ -244,6 +249,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
 	srv->plain_accept = cfg->plain_accept;
 	srv->tls = cfg->tls;
+	srv->on_tls_error = cfg->on_tls_error;
 	srv->ncores = n;
 	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
@@ -263,7 +269,7 @@ int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!rt || !cfg || !cfg->handler)
+	if (!rt || !cfg || !cfg->handler || (cfg->tls && runtime__tls_serve_check(cfg->tls) < 0))
 		return -EINVAL;
 	if (runtime_draining(rt))
 		return -ESHUTDOWN;

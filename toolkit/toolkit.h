@@ -59,6 +59,10 @@ struct runtime_conn {
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
 
+/* tls/: 0 if tls can serve (a server context with a certificate), else
+ * -EINVAL. */
+int runtime__tls_serve_check(const struct runtime_tls *tls);
+
 /* A connection's socket I/O, under its deadlines, idle timeout and
  * drain (conn.c): what runtime_conn_read and a write's one send are
  * without a layer. Bytes (> 0, a send may be short), 0 at end of stream,
