@@ -507,6 +507,8 @@ struct text {
 
 static void append(struct text *t, const uint8_t *p, size_t n)
 {
+	if (!n)
+		return; /* t->p may be NULL yet: no arithmetic on it */
 	if (t->len + n > t->cap) {
 		t->cap = 2 * (t->len + n);
 		if (!(t->p = realloc(t->p, t->cap)))
