@@ -87,13 +87,14 @@ check_here() {
 	fi
 }
 
-# fuzz_run TARGET CORPUS RUNS: a fuzz target of build/ for a fixed number of
-# executions from its seed corpus. libFuzzer adds what it finds to its first
-# corpus directory: a scratch one, never the tree. A failing input is kept
-# in build/fuzz-crashes/ (./fuzz/TARGET FILE runs it again).
+# fuzz_run TARGET CORPUS RUNS [DICT]: a fuzz target of build/ for a fixed
+# number of executions from its seed corpus, with fuzz/DICT (http.dict).
+# libFuzzer adds what it finds to its first corpus directory: a scratch
+# one, never the tree. A failing input is kept in build/fuzz-crashes/
+# (./fuzz/TARGET FILE runs it again).
 fuzz_run() {
 	scratch=$(mktemp -d)
-	if ! "./fuzz/$1" -runs="$3" -timeout=60 -dict="$top/fuzz/http.dict" \
+	if ! "./fuzz/$1" -runs="$3" -timeout=60 -dict="$top/fuzz/${4:-http.dict}" \
 		-artifact_prefix="$scratch/" "$scratch" "$top/fuzz/corpus/$2" >"$scratch.log" 2>&1; then
 		mkdir -p fuzz-crashes
 		cp "$scratch"/crash-* "$scratch"/timeout-* "$scratch"/leak-* fuzz-crashes/ 2>/dev/null || true
@@ -113,6 +114,8 @@ fuzz_short() {
 	cd "$top/build"
 	fuzz_run fuzz_http_parser http 200000
 	fuzz_run fuzz_http_server server 30000
+	# A TLS handshake per input: a few hundred a second.
+	fuzz_run fuzz_https_server https 6000 https.dict
 }
 
 case "${1:-}" in

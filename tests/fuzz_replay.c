@@ -4,7 +4,8 @@
  * LLVMFuzzerTestOneInput without libFuzzer, so that make check replays the
  * fuzzers' corpora and every crash they found (fuzz/regressions/) with the
  * ordinary compiler, in the plain, ASan and TSan builds alike. Linked with
- * one target: tests/replay_http_parser, tests/replay_http_server.
+ * one target: tests/replay_http_parser, tests/replay_http_server,
+ * tests/replay_https_server.
  *
  *   replay_http_xxx FILE|DIR...   (a directory: its files, in name order)
  *

@@ -3,7 +3,8 @@
 # fuzz_replay.sh - make check's share of the fuzzing: every input in the
 # fuzzers' seed corpora and every crash they ever found (fuzz/regressions/)
 # runs again through the same LLVMFuzzerTestOneInput, built with the
-# ordinary compiler (tests/replay_http_parser, tests/replay_http_server).
+# ordinary compiler (tests/replay_http_parser, tests/replay_http_server,
+# tests/replay_https_server).
 # An input that crashes, aborts or trips a sanitizer fails the test; when a
 # batch fails, each of its inputs runs alone to name the culprits.
 set -u
@@ -44,5 +45,6 @@ replay() {
 
 replay replay_http_parser "$fuzz/corpus/http" "$fuzz/regressions/parser"
 replay replay_http_server "$fuzz/corpus/server" "$fuzz/regressions/server"
+replay replay_https_server "$fuzz/corpus/https" "$fuzz/regressions/https"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,1241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * fuzz_https_server.c - libFuzzer target for the demo HTTP server behind
+ * TLS, on the real runtime: one connection per input over an AF_UNIX
+ * socketpair, whose server end does what runtime_serve does with sc.tls -
+ * runtime_conn_tls_accept (tls/, toolkit/conn.c), then demos/http's
+ * conn_serve - and whose other end the input drives. Bit 7 of byte 0
+ * picks how:
+ *
+ *   raw (0): the rest of the input is the client's bytes, sent as they
+ *   are (garbage, a ClientHello cut short, records of any length), cut
+ *   into writes as OPT_CUT says, then the client shuts its write side and
+ *   reads what comes back until EOF. The fuzzer has no keys, so no
+ *   handshake can complete: this is OpenSSL's ClientHello parsing under
+ *   the layer's BIO, its feeding and flushing, alerts, every failure path
+ *   and the handshake timeout.
+ *
+ *   client (1): a real client (OpenSSL over memory BIOs, https_client.c)
+ *   does a handshake as byte 1 says (version, suite, SNI, ALPN, resuming
+ *   the session kept at start-up), then sends the rest, split at every
+ *   0xFF (never sent) into pieces, each its own SSL_write followed by a
+ *   yield, except that a piece that starts with
+ *       0xFE  is sent raw, not encrypted (the client broke the protocol),
+ *       0xFD  first rekeys: a TLS 1.3 KeyUpdate asking for the server's,
+ *             or a TLS 1.2 renegotiation (refused: the client broke it),
+ *       0xFC  sends close_notify (what follows is dropped),
+ *       0xFB  is a count byte k (not 0xFF: it would split), then
+ *             bytes sent k + 1 times in one SSL_write (REPEAT_MAX at
+ *             most): many pipelined requests, full records, the
+ *             server's buffers filled, from a small input,
+ *   and an empty piece is a pause with OPT_SLOW (once). This is the layer
+ *   under the HTTP server: pipelined requests, large answers in many
+ *   records, reads that time out, drains, key updates, truncation.
+ *   At most MAX_PIECES pieces: the last holds the rest, 0xFF included.
+ *
+ * Besides the sanitizers' findings, these abort:
+ *   - a connection that does not end within HANG_NS (a hang);
+ *   - runtime_conn_tls_accept failing with an error its header does not
+ *     list, or without words from runtime_conn_tls_error;
+ *   - raw: a handshake that completes, or that times out though the
+ *     client's end was shut (EOF must end it); bytes from the server that
+ *     are not well-formed TLS records;
+ *   - client: a failed handshake, unless the client offered ALPN without
+ *     http/1.1 (then it must fail, -ENOPROTOOPT); runtime_conn_tls_info
+ *     disagreeing with the client (version, ALPN, SNI, resumed); the
+ *     wrong certificate for the SNI name; no resumption where it must
+ *     resume; a server stream that does not decrypt (a bad record, an
+ *     alert) unless the client broke the protocol; answers that are not
+ *     well-formed HTTP/1.1 framed by Content-Length, more answers than
+ *     requests (+1), a .bin file whose body is not its content, or a
+ *     request that came whole (before one asking to close) left without
+ *     its whole answer - unless the client broke the protocol, or 2 ms
+ *     timeouts or a drain may cut it short;
+ *   - runtime_conn_close failing (a session left busy, a double close), a
+ *     file descriptor or an open connection count left behind.
+ *
+ * Certificates are made in memory at start-up, once per process, with
+ * tests/tlsutil.h (a CA, then leaves for a.test and *.b.test): no files
+ * to find at run time (the binary runs from anywhere, under -jobs and
+ * -fork, and as tests/replay_https_server in make check), no openssl CLI
+ * in the build, nothing that could be committed; about a millisecond per
+ * process. Their keys differ per process, which changes nothing the
+ * fuzzer sees: handshakes are random anyway.
+ *
+ * Speed: a raw input costs about 0.5 ms under ASan; a real client's
+ * full handshake about 3 ms (OpenSSL 3.0's, both ends, ASan's malloc),
+ * 2 ms resumed: OPT_CL_RESUME resumes the session the warm-up kept, one
+ * per version, made at start-up so that an input means the same thing in
+ * every process (TLS 1.2 offers it only with its suite among the
+ * client's: else the server rightly refuses). The server's ticket keys do
+ * not rotate during a run.
+ *
+ * Blind spots: Debian's libssl is not instrumented, so coverage comes
+ * from tls/, toolkit/conn.c and demos/http alone (built with it for this
+ * target; the rest of the runtime is not): the fuzzer finds its way
+ * through OpenSSL's parser only by what those see (how the handshake
+ * ended, which reason, how many reads). Not reached: client certificates,
+ * a context with several ALPN protocols, ticket rotation, a second
+ * connection at once, what the demo never calls (close_write, finish,
+ * deadlines set on the connection, reads and writes from two fibers) and
+ * the runtime's own drain; the epoll engine only in make check's epoll
+ * pass (the replay).
+ *
+ * One runtime (one core) lives for the process on its own thread, as in
+ * fuzz_http_server.c; each input is a fiber spawned onto it. The routes'
+ * runtime_sleep is wrapped (-Wl,--wrap=runtime_sleep) to SLEEP_CAP_NS.
+ * Built with the ordinary compiler into tests/replay_https_server too
+ * (tests/fuzz_replay.c), which replays the corpus and the regressions in
+ * make check.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+
+#include "https_client.h"
+#include "tlsutil.h"
+
+#include <ctype.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MARKER 0xFF
+#define RAW_PIECE 0xFE
+#define REKEY_PIECE 0xFD
+#define CLOSE_PIECE 0xFC
+#define REPEAT_PIECE 0xFB
+#define REPEAT_MAX (64 * 1024)    /* a repeat piece's plaintext at most */
+#define MS 1000000ull
+#define HANG_NS (10000 * MS)      /* an input's connection must end within */
+#define STUCK_S 30                /* the runtime itself must answer within */
+#define SLEEP_CAP_NS (100 * 1000ull)
+#define FAST_TIMEOUT_MS 5000      /* header, idle: the client never waits */
+#define SLOW_TIMEOUT_MS 2         /* ... with OPT_SLOW */
+#define PAUSE_NS (5 * MS)         /* OPT_SLOW's one pause */
+#define HANDSHAKE_NS (5000 * MS)  /* the server's handshake timeout */
+#define HANDSHAKE_SLOW_NS (2 * MS) /* ... raw with OPT_SLOW */
+#define NO_ROTATION_NS (1000ull * 3600 * 1000 * MS) /* ticket keys: 1000 h */
+#define FD_SCAN 128               /* fds checked for leaks: 0 .. FD_SCAN-1 */
+#define MAX_PIECES 64             /* writes per input */
+#define RECORD_MAX (16384 + 2048) /* a TLSCiphertext's bound */
+#define ANSWER_HEAD_MAX 4096
+#define PATTERN "0123456789abcdef" /* the .bin files' content, repeated */
+
+/* Byte 0. */
+enum {
+	OPT_PLAIN_RECV = 0x01,  /* connections read with recv, not a stream */
+	OPT_SLOW = 0x02,        /* timeouts of 2 ms, one pause; raw: a 2 ms
+	                           handshake timeout */
+	OPT_CUT = 0x0c,         /* raw: how the bytes are cut (enum cut) */
+	OPT_NO_BATCH = 0x04,    /* client: --no-batch */
+	OPT_DRAINING = 0x08,    /* client: the server is stopping already */
+	OPT_DRAIN_LATE = 0x10,  /* client: a drain after the last piece */
+	OPT_CLIENT = 0x80,      /* the mode: a real client, byte 1 its options */
+};
+
+/* Raw mode's writes (byte 0's OPT_CUT bits). */
+enum cut {
+	CUT_WHOLE,              /* one write */
+	CUT_BYTES,              /* a byte each */
+	CUT_RECORDS,            /* each record's header, then its body, as the
+	                           input's headers say */
+	CUT_FIVES,              /* 5 bytes each: a header's size */
+};
+
+/* Byte 1, client mode. */
+enum {
+	OPT_CL_TLS12 = 0x01,    /* TLS 1.2, else 1.3 */
+	OPT_CL_SUITE = 0x06,    /* a suite (https_client.c), 3: all */
+	OPT_CL_SNI = 0x18,      /* snis[] */
+	OPT_CL_ALPN = 0x60,     /* alpns[] */
+	OPT_CL_RESUME = 0x80,   /* resume the warm-up's session */
+};
+
+static const char *const snis[] = { NULL, "a.test", "x.b.test", "unknown.test" };
+static const struct {
+	const char *wire;
+	unsigned len;
+	const char *agreed;     /* what the server must pick; NULL: it refuses */
+} alpns[] = {
+	{ NULL, 0, NULL }, /* none offered: none agreed, and no refusal */
+	{ "\x08http/1.1", 9, "http/1.1" },
+	{ "\x02h2\x08http/1.1", 12, "http/1.1" },
+	{ "\x02h2", 3, NULL },
+};
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int __real_runtime_sleep(uint64_t ns);
+int __wrap_runtime_sleep(uint64_t ns);
+
+static struct server srv;
+static struct runtime_tls *tls_main, *tls_slow; /* server contexts */
+static SSL_CTX *client_ctx;
+static SSL_SESSION *kept[2];   /* to resume, by OPT_CL_TLS12 */
+static struct pem ca, leaf_a, leaf_b;
+static pthread_t runtime_thread;
+static sem_t runtime_ready;
+static int runtime_rc;
+static char top_dir[256];      /* holds root/ */
+static struct {                /* fds below FD_SCAN between inputs */
+	bool taken;
+	bool open[FD_SCAN];
+} fds_between;
+
+/* The requests in the client's plaintext, framed as the server frames
+ * them (http_parse_head, then the body). */
+struct requests {
+	struct asked {
+		bool head_only;     /* HEAD: no body in the answer */
+		bool pattern;       /* GET of a .bin file: its body is PATTERN */
+	} *r;                   /* per complete head */
+	size_t heads;
+	size_t complete;        /* of them, with their whole body */
+	size_t owed;            /* complete ones up to the first that asks to
+	                           close: each must be answered */
+};
+
+struct job {
+	const uint8_t *data;    /* past the option bytes */
+	size_t size;
+	unsigned opt, cl;       /* bytes 0 and 1 */
+	bool warm_up;           /* keep the client's session for OPT_CL_RESUME */
+	int fd, server_fd;      /* the client's end, the server's */
+	uint64_t deadline;
+	struct runtime_tls *tls;
+	int accept_rc;          /* the server's runtime_conn_tls_accept */
+	char accept_why[160];   /* ... and runtime_conn_tls_error */
+	struct {                /* runtime_conn_tls_info, copied */
+		char version[16], alpn[32], sni[64];
+		bool has_alpn, has_sni;
+		int resumed;
+	} info;
+	struct fuzz_client client;
+	struct {                /* what the client saw of the handshake */
+		char version[16], alpn[32], cn[64];
+		bool has_alpn;
+		int resumed;
+	} seen;
+	bool broke;             /* the client will break the protocol */
+	struct requests q;
+	bool owed_checked;
+	size_t answered;        /* whole answers other than 1xx */
+	sem_t done;
+};
+
+__attribute__((noreturn)) static void fail(const char *why)
+{
+	fprintf(stderr, "fuzz_https_server: %s\n", why);
+	abort();
+}
+
+int __wrap_runtime_sleep(uint64_t ns)
+{
+	return __real_runtime_sleep(ns < SLEEP_CAP_NS ? ns : SLEEP_CAP_NS);
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+/* --------------------------------------------------------------- fds */
+
+/* Which fds below FD_SCAN are open, in one poll(2) (as fuzz_http_server.c:
+ * an input's fds take the lowest free numbers). */
+static void scan_fds(bool open[FD_SCAN])
+{
+	static struct pollfd pfd[FD_SCAN];
+
+	for (int i = 0; i < FD_SCAN; i++)
+		pfd[i] = (struct pollfd){ .fd = i };
+	if (poll(pfd, FD_SCAN, 0) < 0)
+		fail("poll");
+	for (int i = 0; i < FD_SCAN; i++)
+		open[i] = !(pfd[i].revents & POLLNVAL);
+}
+
+/* The same fds open as between the first inputs, or fail naming each
+ * that differs: opened (a leak) or closed (someone else's: a double close). */
+static void check_fds(void)
+{
+	bool now[FD_SCAN], same = true;
+
+	scan_fds(now);
+	if (!fds_between.taken) {
+		memcpy(fds_between.open, now, sizeof(now));
+		fds_between.taken = true;
+		return;
+	}
+	for (int i = 0; i < FD_SCAN; i++) {
+		if (now[i] == fds_between.open[i])
+			continue;
+		same = false;
+		fprintf(stderr, "fuzz_https_server: fd %d %s\n", i,
+		        now[i] ? "open, a leak" : "closed by someone");
+	}
+	if (!same)
+		fail("a file descriptor leaked, or another's was closed");
+}
+
+/* ------------------------------------------------------------ the server */
+
+static void note_info(struct job *j, struct runtime_conn *conn)
+{
+	struct runtime_tls_info in;
+
+	if (runtime_conn_tls_info(conn, &in) < 0)
+		fail("runtime_conn_tls_info failed after a handshake");
+	snprintf(j->info.version, sizeof(j->info.version), "%s", in.version);
+	snprintf(j->info.alpn, sizeof(j->info.alpn), "%s", in.alpn ? in.alpn : "");
+	snprintf(j->info.sni, sizeof(j->info.sni), "%s", in.server_name ? in.server_name : "");
+	j->info.has_alpn = in.alpn != NULL;
+	j->info.has_sni = in.server_name != NULL;
+	j->info.resumed = in.resumed;
+}
+
+/* The connection's fiber, as runtime_serve runs one with a TLS context:
+ * the handshake, then demos/http's handler, then the close. */
+static void *serve(void *arg)
+{
+	struct job *j = arg;
+	struct runtime_conn *conn;
+
+	if (runtime_conn_open(&conn, j->server_fd, srv.opt.plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0) < 0)
+		fail("runtime_conn_open");
+	j->accept_rc = runtime_conn_tls_accept(conn, j->tls);
+	if (j->accept_rc == 0) {
+		note_info(j, conn);
+		atomic_fetch_add(&srv.open, 1); /* conn_serve takes it off */
+		conn_serve(&srv, conn);
+	} else {
+		runtime_conn_tls_error(conn, j->accept_why, sizeof(j->accept_why));
+	}
+	if (runtime_conn_close(conn) < 0)
+		fail("runtime_conn_close failed: a TLS session left busy, or its fd closed twice");
+	return NULL;
+}
+
+/* runtime_conn_tls_accept's result is one runtime_tls.h lists. */
+static void check_accept(const struct job *j)
+{
+	static const int listed[] = { 0, -EPROTO, -ENOPROTOOPT, -EKEYREJECTED, -EKEYEXPIRED,
+		                      -ECONNABORTED, -ETIMEDOUT, -ECANCELED, -ECONNRESET, -EPIPE,
+		                      -ENOMEM };
+	bool known = false;
+
+	for (size_t i = 0; i < sizeof(listed) / sizeof(listed[0]); i++)
+		known |= j->accept_rc == listed[i];
+	if (!known) {
+		fprintf(stderr, "fuzz_https_server: accept: %s (%s)\n", strerror(-j->accept_rc),
+		        j->accept_why);
+		fail("runtime_conn_tls_accept failed with an error runtime_tls.h does not list");
+	}
+	if (j->accept_rc < 0 && !j->accept_why[0])
+		fail("a failed handshake without words from runtime_conn_tls_error");
+}
+
+static void join_or_fail(struct runtime_fiber *f, const char *what)
+{
+	int rc = runtime_fiber_join(f, NULL);
+
+	if (rc == -ETIMEDOUT)
+		fail(what);
+	if (rc < 0)
+		fail("join");
+}
+
+/* ----------------------------------------------------------- raw mode */
+
+/* The length of the next write of the n > 0 bytes at p; *body carries a
+ * record's length from its header to its body (CUT_RECORDS). */
+static size_t next_cut(enum cut how, const uint8_t *p, size_t n, size_t *body)
+{
+	size_t k;
+
+	switch (how) {
+	case CUT_WHOLE:
+		return n;
+	case CUT_BYTES:
+		return 1;
+	case CUT_FIVES:
+		return min_size(n, 5);
+	default:
+		if (*body) {
+			k = min_size(*body, n);
+			*body = 0;
+			return k;
+		}
+		if (n >= 5)
+			*body = (size_t)p[3] << 8 | p[4];
+		return min_size(n, 5);
+	}
+}
+
+/* The input as the client's bytes, cut as OPT_CUT says (MAX_PIECES
+ * writes at most: the last takes the rest); with OPT_SLOW a pause once
+ * half is sent. Stops early if the server has closed. */
+static void write_raw(const struct job *j)
+{
+	enum cut how = (enum cut)((j->opt & OPT_CUT) >> 2);
+	const uint8_t *p = j->data;
+	size_t left = j->size, body = 0;
+	bool pause = j->opt & OPT_SLOW;
+	unsigned pieces = 0;
+
+	while (left) {
+		size_t n = ++pieces < MAX_PIECES ? next_cut(how, p, left, &body) : left;
+		ssize_t rc = runtime_send_all(j->fd, p, n, NULL);
+		if (rc == -ETIMEDOUT)
+			fail("the server stopped reading (hang)");
+		if (rc < 0)
+			return; /* -EPIPE, -ECONNRESET: it closed, as it may */
+		p += n;
+		left -= n;
+		if (pause && left <= j->size / 2) {
+			__real_runtime_sleep(PAUSE_NS);
+			pause = false;
+		} else {
+			runtime_yield();
+		}
+	}
+}
+
+/* The server's bytes as TLS records: a header's type, major version and
+ * length are checked when it is whole, its body skipped. Not the minor
+ * version: OpenSSL answers a record of a version it does not speak with
+ * an alert in that version (03 0c, say). */
+struct records {
+	uint8_t head[5];
+	size_t head_len;
+	size_t body_left;
+};
+
+static void check_records(struct records *r, const uint8_t *p, size_t n)
+{
+	while (n) {
+		if (r->body_left) {
+			size_t k = min_size(r->body_left, n);
+			r->body_left -= k;
+			p += k;
+			n -= k;
+			continue;
+		}
+		r->head[r->head_len++] = *p++;
+		n--;
+		if (r->head_len < 5)
+			continue;
+		r->head_len = 0;
+		r->body_left = (size_t)r->head[3] << 8 | r->head[4];
+		if (r->head[0] < 20 || r->head[0] > 23 || r->head[1] != 3 || !r->body_left ||
+		    r->body_left > RECORD_MAX) {
+			fprintf(stderr, "fuzz_https_server: record header %02x %02x %02x %02x %02x\n",
+			        r->head[0], r->head[1], r->head[2], r->head[3], r->head[4]);
+			fail("the server sent a malformed TLS record");
+		}
+	}
+}
+
+static void *raw_reader(void *arg)
+{
+	const struct job *j = arg;
+	static uint8_t buf[16 * 1024];
+	struct records r = { .head_len = 0 };
+	ssize_t n;
+
+	runtime_deadline_set(j->deadline);
+	while ((n = runtime_read(j->fd, buf, sizeof(buf))) > 0)
+		check_records(&r, buf, (size_t)n);
+	if (n == -ETIMEDOUT)
+		fail("the server did not close the connection in time (hang)");
+	if (n < 0 && n != -ECONNRESET)
+		fail("reading the server's bytes failed");
+	return NULL;
+}
+
+static void drive_raw(struct job *j)
+{
+	struct runtime_fiber *server, *rd;
+
+	if (runtime_fiber_spawn(srv.rt, &server, serve, j) < 0 ||
+	    runtime_fiber_spawn(srv.rt, &rd, raw_reader, j) < 0)
+		fail("spawn");
+	write_raw(j);
+	shutdown(j->fd, SHUT_WR); /* not the ring's: io_uring runs it on an io-wq thread */
+	join_or_fail(rd, "the server did not close the connection in time (hang)");
+	join_or_fail(server, "the connection's fiber did not end in time (hang)");
+	if (j->accept_rc == 0)
+		fail("a handshake completed with a client that has no keys");
+	if (j->accept_rc == -ETIMEDOUT && !(j->opt & OPT_SLOW))
+		fail("the handshake timed out though the client's end was shut (EOF unseen)");
+}
+
+/* ------------------------------------------------ client mode: pieces */
+
+struct piece {
+	const uint8_t *p;
+	size_t n;
+	bool last;
+};
+
+/* The piece at *at of the client's part, split at MARKER; the
+ * MAX_PIECES-th holds the rest. False past the last. */
+static bool next_piece(const struct job *j, size_t *at, unsigned *count, struct piece *pc)
+{
+	if (*at > j->size)
+		return false;
+	const uint8_t *p = j->data + *at, *end = j->data + j->size;
+	const uint8_t *m = ++*count < MAX_PIECES ? memchr(p, MARKER, (size_t)(end - p)) : NULL;
+
+	*pc = (struct piece){ .p = p, .n = (size_t)((m ? m : end) - p), .last = !m };
+	*at = m ? (size_t)(m + 1 - j->data) : j->size + 1;
+	return true;
+}
+
+/* Plaintext being put together. */
+struct text {
+	char *p;
+	size_t len, cap;
+};
+
+static void append(struct text *t, const uint8_t *p, size_t n)
+{
+	if (!n)
+		return; /* t->p may be NULL yet: no arithmetic on it */
+	if (t->len + n > t->cap) {
+		t->cap = 2 * (t->len + n);
+		if (!(t->p = realloc(t->p, t->cap)))
+			fail("out of memory");
+	}
+	memcpy(t->p + t->len, p, n);
+	t->len += n;
+}
+
+/* A piece's plaintext onto out: its bytes after the command byte, if any;
+ * a repeat's count + 1 copies of what follows the count (REPEAT_MAX at
+ * most). */
+static void plain_of(const struct piece *pc, struct text *out)
+{
+	uint8_t first = pc->n ? pc->p[0] : 0;
+
+	if (first != REPEAT_PIECE) {
+		append(out, pc->p + (first == REKEY_PIECE), pc->n - (first == REKEY_PIECE));
+		return;
+	}
+	if (pc->n < 3)
+		return;
+	size_t n = pc->n - 2, copies = (size_t)pc->p[1] + 1;
+	for (size_t i = 0; i < copies && (i + 1) * n <= REPEAT_MAX; i++)
+		append(out, pc->p + 2, n);
+}
+
+/*
+ * The plaintext SSL_write will get, in order, into out: plain, repeated
+ * and rekeying pieces, up to a close_notify or a TLS 1.2 renegotiation
+ * (after which the client writes no more). Sets j->broke if a raw piece
+ * or a renegotiation comes first.
+ */
+static void plaintext(struct job *j, struct text *out)
+{
+	size_t at = 0;
+	unsigned count = 0;
+	struct piece pc;
+
+	while (next_piece(j, &at, &count, &pc)) {
+		uint8_t first = pc.n ? pc.p[0] : 0;
+		if (first == CLOSE_PIECE)
+			break;
+		if (first == RAW_PIECE || (first == REKEY_PIECE && (j->cl & OPT_CL_TLS12))) {
+			j->broke = true;
+			if (first == REKEY_PIECE)
+				break;
+			continue;
+		}
+		plain_of(&pc, out);
+	}
+}
+
+/* A piece's plaintext through the client, in one SSL_write. */
+static int write_plain(struct job *j, const struct piece *pc)
+{
+	struct text t = { NULL, 0, 0 };
+	int rc;
+
+	plain_of(pc, &t);
+	rc = fuzz_client_write(&j->client, t.p, t.len);
+	free(t.p);
+	return rc;
+}
+
+/* One piece through the client: 0 or -errno (the server closed). */
+static int send_piece(struct job *j, const struct piece *pc, bool *may_pause)
+{
+	struct fuzz_client *c = &j->client;
+	int rc;
+
+	if (!pc->n) { /* a pause, once, with OPT_SLOW */
+		if (pc->last || !*may_pause)
+			return 0;
+		*may_pause = false;
+		return __real_runtime_sleep(PAUSE_NS);
+	}
+	switch (pc->p[0]) {
+	case RAW_PIECE:
+		return fuzz_client_raw(c, pc->p + 1, pc->n - 1);
+	case CLOSE_PIECE:
+		return fuzz_client_close_notify(c);
+	case REKEY_PIECE:
+		if ((rc = fuzz_client_rekey(c)) < 0)
+			return rc;
+		/* fall through */
+	default:
+		return write_plain(j, pc);
+	}
+}
+
+/* Every piece, a yield after each; stops early if the server closed. */
+static void write_pieces(struct job *j)
+{
+	bool may_pause = j->opt & OPT_SLOW;
+	size_t at = 0;
+	unsigned count = 0;
+	struct piece pc;
+
+	while (next_piece(j, &at, &count, &pc)) {
+		int rc = send_piece(j, &pc, &may_pause);
+		if (rc == -ETIMEDOUT)
+			fail("the server stopped reading (hang)");
+		if (rc < 0)
+			return;
+		if (!pc.last)
+			runtime_yield();
+	}
+}
+
+/* ------------------------------------------- client mode: the answers */
+
+/* Past the body of req, which starts at in[*off] (chunked: decoded in
+ * place, as the input is a copy): false if it is not all there. */
+static bool skip_body(char *in, size_t len, size_t *off, const struct http_request *req)
+{
+	struct http_chunked ch;
+	size_t used, made;
+	int rc;
+
+	switch (req->body) {
+	case HTTP_BODY_NONE:
+		return true;
+	case HTTP_BODY_LENGTH:
+		if (len - *off < req->content_length)
+			return false;
+		*off += req->content_length;
+		return true;
+	default:
+		http_chunked_init(&ch, &srv.limits);
+		rc = http_chunked_decode(&ch, in + *off, len - *off, in + *off, &used, &made);
+		*off += used;
+		return rc == 1;
+	}
+}
+
+static bool is_slice(const struct http_slice *s, const char *text)
+{
+	return s->len == strlen(text) && !memcmp(s->p, text, s->len);
+}
+
+/* Frame the client's plaintext (in, len: a copy, changed) into j->q. */
+static void frame_requests(struct job *j, char *in, size_t len)
+{
+	static struct http_request req;
+	struct requests *q = &j->q;
+	size_t off = 0;
+	bool closing = false; /* a request asked to close after its answer */
+
+	*q = (struct requests){ .r = malloc((len / 16 + 1) * sizeof(*q->r)) }; /* a head is 16+ bytes */
+	if (!q->r)
+		fail("out of memory");
+	while (off < len) {
+		int rc = http_parse_head(in + off, len - off, &srv.limits, &req);
+		if (rc <= 0)
+			break;
+		bool get = is_slice(&req.method, "GET");
+		q->r[q->heads++] = (struct asked){
+			.head_only = is_slice(&req.method, "HEAD"),
+			.pattern = get && (is_slice(&req.target, "/mid.bin") ||
+			                   is_slice(&req.target, "/big.bin")),
+		};
+		off += (size_t)rc;
+		if (!skip_body(in, len, &off, &req))
+			break;
+		if (!closing)
+			q->owed = q->complete + 1;
+		q->complete++;
+		closing |= !req.keep_alive;
+	}
+}
+
+/*
+ * What the reader has seen of the answers, as they arrive: well-formed
+ * HTTP/1.1 responses, each with a Content-Length (no body for 1xx, 304
+ * and HEAD), at most one per request that came whole plus one (the answer
+ * to one cut short or refused, after which the server closes).
+ */
+struct answers {
+	const struct requests *q;
+	char head[ANSWER_HEAD_MAX];
+	size_t head_len;
+	uint64_t body_left, body_off;
+	bool pattern;              /* this body must be PATTERN's */
+	size_t finals;             /* answers other than 1xx */
+};
+
+/* A complete answer head, a->head[0..len): sets the body to come. */
+static void answer_head(struct answers *a, size_t len)
+{
+	static const char cl[] = "\r\nContent-Length: ";
+	const char *h = a->head, *p;
+	char *end;
+
+	a->head[len] = '\0'; /* room: len < ANSWER_HEAD_MAX */
+	if (len < 16 || memcmp(h, "HTTP/1.1 ", 9) || h[12] != ' ' ||
+	    strspn(h + 9, "0123456789") != 3 || h[9] < '1' || h[9] > '5')
+		fail("an answer whose status line is not HTTP/1.1's");
+	if (h[9] == '1') {
+		if (strcmp(h, "HTTP/1.1 100 Continue\r\n\r\n") != 0)
+			fail("an interim answer other than 100 Continue");
+		return;
+	}
+	if (!(p = strstr(h, cl)) || !isdigit((unsigned char)p[sizeof(cl) - 1]))
+		fail("an answer without a Content-Length");
+	uint64_t length = strtoull(p + sizeof(cl) - 1, &end, 10);
+	if (end[0] != '\r')
+		fail("an answer with a bad Content-Length");
+	if (++a->finals > a->q->complete + 1)
+		fail("more answers than requests (a request answered twice?)");
+	const struct asked *r = a->finals <= a->q->heads ? &a->q->r[a->finals - 1] : NULL;
+	bool no_body = (r && r->head_only) || !memcmp(h + 9, "304", 3);
+	a->body_left = no_body ? 0 : length;
+	a->body_off = 0;
+	a->pattern = r && r->pattern && !memcmp(h + 9, "200", 3);
+}
+
+static void answer_body(struct answers *a, const char *p, size_t k)
+{
+	for (size_t i = 0; a->pattern && i < k; i++)
+		if (p[i] != PATTERN[(a->body_off + i) % (sizeof(PATTERN) - 1)])
+			fail("a file's body arrived changed (bytes lost, repeated or reordered)");
+	a->body_off += k;
+	a->body_left -= k;
+}
+
+static void check_answers(struct answers *a, const char *p, size_t n)
+{
+	while (n) {
+		size_t k = (size_t)(n < a->body_left ? n : a->body_left);
+		if (k) {
+			answer_body(a, p, k);
+		} else { /* in a head: up to its blank line */
+			size_t from = a->head_len > 3 ? a->head_len - 3 : 0;
+			k = min_size(n, ANSWER_HEAD_MAX - 1 - a->head_len);
+			memcpy(a->head + a->head_len, p, k);
+			a->head_len += k;
+			char *end = memmem(a->head + from, a->head_len - from, "\r\n\r\n", 4);
+			if (end) {
+				size_t len = (size_t)(end + 4 - a->head);
+				k -= a->head_len - len; /* what follows is the body's */
+				a->head_len = 0;
+				answer_head(a, len);
+			} else if (a->head_len == ANSWER_HEAD_MAX - 1) {
+				fail("an answer head too long");
+			}
+		}
+		p += k;
+		n -= k;
+	}
+}
+
+/* Read (and drop) until the server closes: it must not block writing. */
+static void drain(int fd)
+{
+	static char sink[16 * 1024];
+	ssize_t n;
+
+	while ((n = runtime_read(fd, sink, sizeof(sink))) > 0)
+		;
+	if (n == -ETIMEDOUT)
+		fail("the server did not close the connection in time (hang)");
+}
+
+/* Decrypts the answers until the server's stream ends. */
+static void *client_reader(void *arg)
+{
+	struct job *j = arg;
+	static struct answers a;
+	static char buf[64 * 1024];
+	ssize_t n;
+
+	a = (struct answers){ .q = &j->q };
+	runtime_deadline_set(j->deadline);
+	while ((n = fuzz_client_read(&j->client, buf, sizeof(buf))) > 0)
+		check_answers(&a, buf, (size_t)n);
+	if (n == -ETIMEDOUT)
+		fail("the server did not close the connection in time (hang)");
+	if (n == -EPROTO && !j->client.broke) {
+		fprintf(stderr, "fuzz_https_server: client: %s\n", j->client.why);
+		fail("the server's TLS stream broke (a bad record, or an alert) for a client that kept the rules");
+	}
+	if (n < 0 && n != -EPROTO)
+		fail("reading the answers failed");
+	if (n < 0)
+		drain(j->fd);
+	j->answered = a.finals - (a.body_left > 0); /* the last one cut short */
+	return NULL;
+}
+
+/* ------------------------------------------------ client mode: checks */
+
+/* The warm-up's sessions have the server's first suite, AES-128-GCM with
+ * SHA-256. A TLS 1.2 client offers one only with that suite among its
+ * own: else the server refuses it (a client's error, not the server's). */
+static bool may_offer(const struct job *j)
+{
+	unsigned suite = (j->cl & OPT_CL_SUITE) >> 1;
+
+	return (j->cl & OPT_CL_RESUME) && (!(j->cl & OPT_CL_TLS12) || suite == 0 || suite == 3);
+}
+
+/* Where it must resume: TLS 1.3 with a suite of SHA-256; TLS 1.2 without
+ * SNI (a session belongs to its name, and the warm-up sent none). */
+static bool must_resume(const struct job *j)
+{
+	unsigned suite = (j->cl & OPT_CL_SUITE) >> 1;
+
+	if (!may_offer(j))
+		return false;
+	return j->cl & OPT_CL_TLS12 ? !(j->cl & OPT_CL_SNI) : suite != 1;
+}
+
+static struct fuzz_client_opts client_opts(const struct job *j)
+{
+	unsigned alpn = (j->cl & OPT_CL_ALPN) >> 5;
+	bool tls12 = j->cl & OPT_CL_TLS12;
+
+	return (struct fuzz_client_opts){
+		.tls12 = tls12,
+		.suite = (j->cl & OPT_CL_SUITE) >> 1,
+		.sni = snis[(j->cl & OPT_CL_SNI) >> 3],
+		.alpn = (const unsigned char *)alpns[alpn].wire,
+		.alpn_len = alpns[alpn].len,
+		.resume = may_offer(j) ? kept[tls12] : NULL,
+	};
+}
+
+static bool same(bool has, const char *got, const char *want)
+{
+	return want ? has && strcmp(got, want) == 0 : !has;
+}
+
+/* What the client saw of its handshake, taken at once (a renegotiation
+ * would change it). */
+static void note_client(struct job *j)
+{
+	SSL *ssl = j->client.ssl;
+	X509 *peer = SSL_get0_peer_certificate(ssl);
+	const unsigned char *sel;
+	unsigned len;
+
+	snprintf(j->seen.version, sizeof(j->seen.version), "%s", SSL_get_version(ssl));
+	j->seen.resumed = SSL_session_reused(ssl);
+	SSL_get0_alpn_selected(ssl, &sel, &len);
+	snprintf(j->seen.alpn, sizeof(j->seen.alpn), "%.*s", (int)len, (const char *)sel);
+	j->seen.has_alpn = len > 0;
+	if (peer)
+		X509_NAME_get_text_by_NID(X509_get_subject_name(peer), NID_commonName, j->seen.cn,
+		                          sizeof(j->seen.cn));
+}
+
+/* runtime_conn_tls_info says what the client saw; the certificate is
+ * the one for the SNI name. */
+static void check_info(const struct job *j)
+{
+	const char *cn = (j->cl & OPT_CL_SNI) >> 3 == 2 ? "b.test" : "a.test";
+	int resumed = j->seen.resumed;
+
+	if (strcmp(j->info.version, j->seen.version) != 0)
+		fail("runtime_conn_tls_info: another version than the client's");
+	if (j->info.resumed != resumed)
+		fail("runtime_conn_tls_info: resumed, and the client says otherwise");
+	if (!resumed && must_resume(j))
+		fail("a session that must resume did not");
+	if (!same(j->info.has_alpn, j->info.alpn, j->seen.has_alpn ? j->seen.alpn : NULL) ||
+	    !same(j->seen.has_alpn, j->seen.alpn, alpns[(j->cl & OPT_CL_ALPN) >> 5].agreed))
+		fail("ALPN: not what was offered, or not what the client saw");
+	/* A resumed TLS 1.2 session keeps the name of the one it resumes. */
+	if ((!resumed || !(j->cl & OPT_CL_TLS12)) &&
+	    !same(j->info.has_sni, j->info.sni, snis[(j->cl & OPT_CL_SNI) >> 3]))
+		fail("runtime_conn_tls_info: a server_name the client did not send");
+	if (!resumed && strcmp(j->seen.cn, cn) != 0) {
+		fprintf(stderr, "fuzz_https_server: got %s's certificate, not %s's\n", j->seen.cn, cn);
+		fail("SNI picked the wrong certificate");
+	}
+}
+
+/* A real client's handshake succeeds, unless it offered no protocol the
+ * server has. */
+static void check_handshake(const struct job *j, int hs)
+{
+	if (!alpns[(j->cl & OPT_CL_ALPN) >> 5].agreed && j->cl & OPT_CL_ALPN) {
+		if (hs == 0 || j->accept_rc == 0)
+			fail("a client without http/1.1 in its ALPN list was accepted");
+		if (j->accept_rc != -ENOPROTOOPT) {
+			fprintf(stderr, "fuzz_https_server: accept: %s (%s)\n",
+			        strerror(-j->accept_rc), j->accept_why);
+			fail("no ALPN protocol in common, and accept did not say -ENOPROTOOPT");
+		}
+		return;
+	}
+	if (hs < 0 || j->accept_rc < 0) {
+		fprintf(stderr, "fuzz_https_server: client: %s; accept: %s (%s)\n",
+		        hs < 0 ? j->client.why : "done", strerror(-j->accept_rc), j->accept_why);
+		fail("a real client's handshake failed");
+	}
+	check_info(j);
+}
+
+/* The client's side after the handshake: the pieces, and the reader
+ * fiber checking the answers. */
+static void converse(struct job *j)
+{
+	struct runtime_fiber *rd;
+	struct text plain = { NULL, 0, 0 };
+
+	plaintext(j, &plain);
+	frame_requests(j, plain.p, plain.len);
+	free(plain.p);
+	j->owed_checked = !j->broke && !(j->opt & (OPT_SLOW | OPT_DRAINING | OPT_DRAIN_LATE));
+	if (runtime_fiber_spawn(srv.rt, &rd, client_reader, j) < 0)
+		fail("spawn");
+	write_pieces(j);
+	if (j->opt & OPT_DRAIN_LATE) { /* as http-server.c's drain does */
+		atomic_store(&srv.draining, true);
+		conn_drain_core(&srv);
+	}
+	fuzz_client_flush(&j->client); /* what reading made: an alert */
+	shutdown(j->fd, SHUT_WR);
+	join_or_fail(rd, "the server did not close the connection in time (hang)");
+	if (j->owed_checked && j->answered < j->q.owed)
+		fail("a request that came whole got no answer, or part of one");
+	free(j->q.r);
+}
+
+static void keep_session(const struct job *j)
+{
+	SSL_SESSION **slot = &kept[(j->cl & OPT_CL_TLS12) != 0];
+
+	SSL_SESSION *now = SSL_get_session(j->client.ssl);
+
+	SSL_SESSION_free(*slot);
+	*slot = now ? SSL_SESSION_dup(now) : NULL; /* OpenSSL marks the SSL's own
+	                                              unresumable when it goes
+	                                              without close_notify */
+	if (!*slot || !SSL_SESSION_is_resumable(*slot))
+		fail("the warm-up got no session to resume");
+}
+
+static void drive_client(struct job *j)
+{
+	struct fuzz_client_opts o = client_opts(j);
+	struct runtime_fiber *server;
+	int hs;
+
+	if (fuzz_client_init(&j->client, client_ctx, j->fd, &o) < 0)
+		fail("the client refused its settings");
+	if (runtime_fiber_spawn(srv.rt, &server, serve, j) < 0)
+		fail("spawn");
+	if ((hs = fuzz_client_handshake(&j->client)) == 0) {
+		note_client(j);
+		converse(j);
+	}
+	else
+		shutdown(j->fd, SHUT_WR);
+	join_or_fail(server, "the connection's fiber did not end in time (hang)");
+	check_handshake(j, hs);
+	if (j->warm_up)
+		keep_session(j);
+	fuzz_client_free(&j->client);
+}
+
+/* ------------------------------------------------------------ one input */
+
+static void set_options(struct job *j)
+{
+	bool client = j->opt & OPT_CLIENT;
+	uint64_t timeout = j->opt & OPT_SLOW ? SLOW_TIMEOUT_MS : FAST_TIMEOUT_MS;
+
+	srv.opt.plain_recv = j->opt & OPT_PLAIN_RECV;
+	srv.opt.no_batch = client && (j->opt & OPT_NO_BATCH);
+	srv.opt.header_timeout_ms = srv.opt.idle_timeout_ms = timeout;
+	atomic_store(&srv.draining, client && (j->opt & OPT_DRAINING));
+	j->tls = !client && (j->opt & OPT_SLOW) ? tls_slow : tls_main;
+}
+
+/* One connection, on the runtime: the server's fiber on one end, this
+ * fiber (and a reader) on the other. */
+static void drive(void *arg)
+{
+	struct job *j = arg;
+	int sv[2];
+
+	if (!fds_between.taken) /* the first input: the runtime's ring is open by now */
+		check_fds();
+	runtime_deadline_set(j->deadline);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		fail("socketpair");
+	j->fd = sv[0];
+	j->server_fd = sv[1];
+	set_options(j);
+	if (j->opt & OPT_CLIENT)
+		drive_client(j);
+	else
+		drive_raw(j);
+	check_accept(j);
+	if (runtime_close(sv[0]) < 0)
+		fail("the client's fd was closed by someone else (a double close)");
+	runtime_deadline_set(0);
+	if (atomic_load(&srv.open) != 0)
+		fail("the open connection count did not go back to 0");
+	atomic_store(&srv.draining, false);
+	check_fds();
+	sem_post(&j->done);
+}
+
+static void run_job(struct job *j)
+{
+	struct timespec until;
+
+	j->deadline = runtime_now() + HANG_NS;
+	sem_init(&j->done, 0, 0);
+	if (runtime_spawn(srv.rt, drive, j) < 0)
+		fail("spawn");
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += STUCK_S;
+	while (sem_timedwait(&j->done, &until) < 0)
+		if (errno != EINTR)
+			fail("the runtime stopped answering (stuck)");
+	sem_destroy(&j->done);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct job j = { .opt = size ? data[0] : 0, .cl = size > 1 ? data[1] : 0 };
+	size_t skip = min_size(j.opt & OPT_CLIENT ? 2 : 1, size);
+
+	j.data = data + skip;
+	j.size = size - skip;
+	run_job(&j);
+	return 0;
+}
+
+/* ------------------------------------------------------- the set-up */
+
+static void write_file(const char *dir, const char *name, const char *text, size_t size)
+{
+	char path[512];
+	size_t len = strlen(text);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (!(f = fopen(path, "w")))
+		fail("cannot create the root's files");
+	for (size_t done = 0; done < size; done += len)
+		fwrite(text, 1, min_size(size - done, len), f);
+	fclose(f);
+}
+
+static const char *const root_files[] = { "hello.txt", "mid.bin", "big.bin" };
+
+/* A root with a small file, one just over a batch (64 KiB: read and
+ * written in steps), and one at the largest a TLS connection copies
+ * (256 KiB + 1: over plain HTTP it would be spliced). */
+static void make_root(void)
+{
+	const char *tmp = getenv("TMPDIR");
+	char root[300];
+
+	snprintf(top_dir, sizeof(top_dir), "%s/fuzz_https_server.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(top_dir))
+		fail("mkdtemp");
+	snprintf(root, sizeof(root), "%s/root", top_dir);
+	if (mkdir(root, 0700) < 0)
+		fail("mkdir");
+	write_file(root, root_files[0], "hello\n", 6);
+	write_file(root, root_files[1], PATTERN, 64 * 1024 + 1);
+	write_file(root, root_files[2], PATTERN, 256 * 1024 + 1);
+	srv.root_fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (srv.root_fd < 0)
+		fail("open root");
+}
+
+static void remove_root(void)
+{
+	char path[600];
+
+	for (size_t i = 0; i < sizeof(root_files) / sizeof(root_files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/root/%s", top_dir, root_files[i]);
+		unlink(path);
+	}
+	snprintf(path, sizeof(path), "%s/root", top_dir);
+	rmdir(path);
+	rmdir(top_dir);
+}
+
+/* A server context as http-server's (ALPN http/1.1), with both leaves:
+ * a.test first (the default), then *.b.test for SNI. */
+static struct runtime_tls *server_tls(uint64_t handshake_ns)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *t;
+	char why[256];
+
+	runtime_tls_config_init(&cfg);
+	cfg.alpn = "http/1.1";
+	cfg.handshake_timeout_ns = handshake_ns;
+	cfg.ticket_rotation_ns = NO_ROTATION_NS;
+	if (runtime_tls_create(&t, &cfg) < 0 ||
+	    runtime_tls_add_cert(t, leaf_a.cert, leaf_a.key, RUNTIME_TLS_PEM) < 0 ||
+	    runtime_tls_add_cert(t, leaf_b.cert, leaf_b.key, RUNTIME_TLS_PEM) < 0) {
+		runtime_tls_error_text(why, sizeof(why));
+		fprintf(stderr, "fuzz_https_server: TLS: %s\n", why);
+		fail("no server context");
+	}
+	return t;
+}
+
+/* Certificates, the server's contexts and the client's. */
+static void make_tls(void)
+{
+	ca = tls_make_cert(NULL, "Fuzz CA", NULL, -3600, 10 * 365 * 86400L);
+	leaf_a = tls_make_cert(&ca, "a.test", "DNS:a.test", -3600, 10 * 365 * 86400L);
+	leaf_b = tls_make_cert(&ca, "b.test", "DNS:b.test,DNS:*.b.test", -3600, 10 * 365 * 86400L);
+	if (!leaf_a.cert || !leaf_b.cert)
+		fail("no certificates");
+	tls_main = server_tls(HANDSHAKE_NS);
+	tls_slow = server_tls(HANDSHAKE_SLOW_NS);
+	if (!(client_ctx = SSL_CTX_new(TLS_client_method())))
+		fail("no client context");
+	SSL_CTX_set_verify(client_ctx, SSL_VERIFY_NONE, NULL); /* the name is checked by hand */
+}
+
+/* One exchange per version, whose sessions OPT_CL_RESUME resumes: made
+ * before the first input so that an input means the same in every
+ * process. All suites (the server picks its first), no SNI, http/1.1. */
+static void warm_up(void)
+{
+	static const uint8_t get[] = "GET /hello.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+
+	for (unsigned tls12 = 0; tls12 < 2; tls12++) {
+		struct job j = { .opt = OPT_CLIENT, .cl = tls12 | OPT_CL_SUITE | 1u << 5 /* http/1.1 */,
+		                 .warm_up = true, .data = get, .size = sizeof(get) - 1 };
+		run_job(&j);
+	}
+}
+
+/* Parks until the runtime shuts down: keeps runtime_run going between
+ * inputs. */
+static void keeper(void *arg)
+{
+	(void)arg;
+	while (runtime_park(-1) != -ECANCELED)
+		;
+}
+
+static void *run_runtime(void *arg)
+{
+	struct runtime_config cfg;
+	int rc;
+
+	(void)arg;
+	runtime_config_init(&cfg);
+	cfg.cores = 1;
+	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0) {
+		conn_lists_init(&srv);
+		rc = srv.live ? runtime_spawn(srv.rt, keeper, NULL) : -ENOMEM;
+	}
+	runtime_rc = rc;
+	sem_post(&runtime_ready);
+	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
+		fprintf(stderr, "fuzz_https_server: runtime_run: %s\n", strerror(-rc));
+	return NULL;
+}
+
+/* At exit: the runtime stops (the keeper is cancelled) and goes, then
+ * everything TLS, then the root. */
+static void finish(void)
+{
+	runtime_shutdown(srv.rt);
+	pthread_join(runtime_thread, NULL);
+	runtime_sem_destroy(srv.backend);
+	runtime_destroy(srv.rt);
+	free(srv.live);
+	close(srv.root_fd);
+	remove_root();
+	runtime_tls_destroy(tls_main);
+	runtime_tls_destroy(tls_slow);
+	SSL_CTX_free(client_ctx);
+	SSL_SESSION_free(kept[0]);
+	SSL_SESSION_free(kept[1]);
+	tls_free_cert(&ca);
+	tls_free_cert(&leaf_a);
+	tls_free_cert(&leaf_b);
+}
+
+/* The sanitizers' symbolizer, if this build has one (weak: the replay
+ * build has none). */
+void __sanitizer_symbolize_pc(void *pc, const char *fmt, char *out, size_t size)
+	__attribute__((weak));
+
+/* Start the symbolizer now, before the fd baseline: it keeps a pipe pair
+ * open once started (fuzz_http_server.c says more). */
+static void start_symbolizer(void)
+{
+	char where[128];
+
+	if (__sanitizer_symbolize_pc)
+		__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L", where, sizeof(where));
+}
+
+/* The server as http-server --tls-cert --tls-key would be started, with
+ * a fresh --root, --limit 1 and --body-max 4096; timeouts per input. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	start_symbolizer();
+	srv.opt = (struct options){ .host = "socketpair", .cores = 1, .limit = 1,
+		.max_conns = 1, .body_max = 4096, .header_timeout_ms = FAST_TIMEOUT_MS,
+		.idle_timeout_ms = FAST_TIMEOUT_MS };
+	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
+		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
+	make_root();
+	make_tls();
+	sem_init(&runtime_ready, 0, 0);
+	if (pthread_create(&runtime_thread, NULL, run_runtime, NULL) != 0)
+		fail("pthread_create");
+	while (sem_wait(&runtime_ready) < 0)
+		;
+	if (runtime_rc < 0) {
+		fprintf(stderr, "fuzz_https_server: no runtime: %s\n", strerror(-runtime_rc));
+		exit(1);
+	}
+	atexit(finish);
+	warm_up();
+	return 0;
+}
