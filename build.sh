@@ -19,7 +19,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)} # make -j: JOBS=1 ./build.sh ... for a quiet build
-packages="gcc make autoconf automake libtool pkg-config liburing-dev check"
+packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev check"
 # check also runs the aarch64 context switch under qemu-user,
 # tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh), and hiredis and
 # libcurl on libruntime-preload against redis-server and the HTTP demo
