@@ -403,6 +403,93 @@ START_TEST(test_tls_tickets_kept_by_port)
 }
 END_TEST
 
+/* A session of one name does not resume under another (RFC 6066, 3): a
+ * client that resumes checks no certificate. OpenSSL's own client on a
+ * thread offers a.test's session with SNI b.test. */
+struct other_name {
+	uint16_t port;
+	struct runtime_server *srv;
+	int reused[3];
+	char cn[3][32];
+};
+
+static SSL *name_client(struct other_name *o, SSL_CTX *ctx, const char *sni, SSL_SESSION *sess,
+                        int *fd)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(o->port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	SSL *ssl = SSL_new(ctx);
+
+	*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(*fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	SSL_set_fd(ssl, *fd);
+	SSL_set_tlsext_host_name(ssl, sni);
+	if (sess)
+		SSL_set_session(ssl, sess);
+	ck_assert_int_eq(SSL_connect(ssl), 1);
+	return ssl;
+}
+
+static void *names_thread(void *arg)
+{
+	struct other_name *o = arg;
+	static const char *sni[3] = { "a.test", "b.test", "a.test" };
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_SESSION *sess = NULL;
+
+	SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION); /* the session in the handshake */
+	for (int i = 0; i < 3; i++) {
+		int fd;
+		SSL *ssl = name_client(o, ctx, sni[i], sess, &fd);
+		o->reused[i] = SSL_session_reused(ssl);
+		X509_NAME_get_text_by_NID(X509_get_subject_name(SSL_get0_peer_certificate(ssl)),
+		                          NID_commonName, o->cn[i], sizeof(o->cn[i]));
+		if (i == 0)
+			sess = SSL_get1_session(ssl); /* a.test's */
+		SSL_shutdown(ssl);
+		SSL_free(ssl);
+		close(fd);
+	}
+	SSL_SESSION_free(sess);
+	SSL_CTX_free(ctx);
+	runtime_server_stop(o->srv);
+	return NULL;
+}
+
+static void quiet_handler(struct runtime_conn *c, void *arg)
+{
+	char b[8];
+	(void)arg;
+	runtime_conn_read(c, b, sizeof(b));
+}
+
+START_TEST(test_tls_no_resumption_under_another_name)
+{
+	struct runtime_serve_config sc;
+	struct other_name o = { 0 };
+	struct runtime *rt;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	ck_assert_int_eq(runtime_tls_add_cert(sc.tls, leaf_b.cert, leaf_b.key, RUNTIME_TLS_PEM), 0);
+	sc.handler = quiet_handler;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &o.srv), 0);
+	o.port = runtime_server_port(o.srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, names_thread, &o), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(o.reused[1], 0); /* b.test: a full handshake, b's certificate */
+	ck_assert_str_eq(o.cn[1], "b.test");
+	ck_assert_int_eq(o.reused[2], 1); /* a.test again: resumed */
+	runtime_server_destroy(o.srv);
+	runtime_destroy(rt);
+	runtime_tls_destroy(sc.tls);
+}
+END_TEST
+
 START_TEST(test_tls_no_tickets_no_resumption)
 {
 	struct runtime_tls_config cfg;
@@ -1400,6 +1487,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_resumption_and_ticket_rotation);
 	tcase_add_test(tc, test_tls_no_tickets_no_resumption);
 	tcase_add_test(tc, test_tls_tickets_kept_by_port);
+	tcase_add_test(tc, test_tls_no_resumption_under_another_name);
 	tcase_add_test(tc, test_tls_client_certificates);
 	tcase_add_test(tc, test_tls_bulk_both_ways_with_copy);
 	tcase_add_test(tc, test_tls_reader_reads_lines);

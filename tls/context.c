@@ -84,6 +84,41 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *out_l
 	return SSL_TLSEXT_ERR_OK;
 }
 
+/* The host name of a server_name extension's bytes (RFC 6066, 3), copied;
+ * NULL if there is none or they do not parse. */
+static char *sni_of(const unsigned char *p, size_t len)
+{
+	size_t list = len >= 2 ? (size_t)p[0] << 8 | p[1] : 0;
+
+	if (list + 2 != len)
+		return NULL;
+	for (p += 2; list >= 3;) {
+		size_t n = (size_t)p[1] << 8 | p[2];
+		if (n + 3 > list)
+			return NULL;
+		if (p[0] == TLSEXT_NAMETYPE_host_name)
+			return n ? strndup((const char *)p + 3, n) : NULL;
+		p += n + 3;
+		list -= n + 3;
+	}
+	return NULL;
+}
+
+/* Server, first of all: the name the client asks for, kept before OpenSSL
+ * looks at a ticket - a TLS 1.2 ticket is opened before OpenSSL reads the
+ * name, and must not resume under another one (resume.c). */
+static int note_name(SSL *ssl, int *alert, void *arg)
+{
+	struct tls_session *s = SSL_get_app_data(ssl);
+	const unsigned char *ext;
+	size_t len;
+
+	(void)alert, (void)arg;
+	if (s && !s->sni && SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &ext, &len))
+		s->sni = sni_of(ext, len);
+	return SSL_CLIENT_HELLO_SUCCESS;
+}
+
 /* Server: the certificate for the name the client asked for (SNI). */
 static int pick_cert(SSL *ssl, int *alert, void *arg)
 {
@@ -189,6 +224,7 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
 	if (t->alpn)
 		SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);
+	SSL_CTX_set_client_hello_cb(ctx, note_name, NULL);
 	SSL_CTX_set_tlsext_servername_callback(ctx, pick_cert);
 	SSL_CTX_set_tlsext_servername_arg(ctx, t);
 	if (!t->tickets) {
@@ -197,6 +233,7 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 		SSL_CTX_set_num_tickets(ctx, 1);
 		SSL_CTX_set_timeout(ctx, (long)(2 * t->ticket_rotation_ns / SEC));
 		SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, runtime__tickets_cb);
+		SSL_CTX_set_session_ticket_cb(ctx, NULL, runtime__ticket_check, NULL);
 	}
 	return 0;
 }

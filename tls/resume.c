@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct ticket_key {
 	unsigned char name[16];     /* sent in the clear: which key */
@@ -138,6 +139,27 @@ int runtime__tickets_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CI
 	}
 	OPENSSL_cleanse(&k, sizeof(k));
 	return rc;
+}
+
+/*
+ * A ticket opened: used only under the name it was made for. A session of
+ * one name (one certificate, one tenant) must not resume under another -
+ * RFC 6066, section 3 - and a client that resumes checks no certificate.
+ */
+SSL_TICKET_RETURN runtime__ticket_check(SSL *ssl, SSL_SESSION *sess, const unsigned char *key,
+                                        size_t key_len, SSL_TICKET_STATUS status, void *arg)
+{
+	(void)key, (void)key_len, (void)arg;
+	if (status == SSL_TICKET_FATAL_ERR_MALLOC || status == SSL_TICKET_FATAL_ERR_OTHER)
+		return SSL_TICKET_RETURN_ABORT;
+	if (status != SSL_TICKET_SUCCESS && status != SSL_TICKET_SUCCESS_RENEW)
+		return SSL_TICKET_RETURN_IGNORE_RENEW; /* none, or not ours: a full one */
+	const struct tls_session *t = SSL_get_app_data(ssl);
+	const char *was = SSL_SESSION_get0_hostname(sess);
+	const char *now = t ? t->sni : NULL; /* OpenSSL has not read it yet (1.2) */
+	if ((was || now) && (!was || !now || strcasecmp(was, now) != 0))
+		return SSL_TICKET_RETURN_IGNORE_RENEW;
+	return SSL_TICKET_RETURN_USE_RENEW;
 }
 
 /* ------------------------------------------------------------- clients */

@@ -439,6 +439,7 @@ static void session_free(struct tls_session *t)
 	free(t->alpn);
 	free(t->host);
 	free(t->resume_key);
+	free(t->sni);
 	runtime__tls_unref(t->tls);
 	free(t);
 }
@@ -632,7 +633,7 @@ int runtime_conn_tls_info(struct runtime_conn *c, struct runtime_tls_info *info)
 		.version = SSL_get_version(t->ssl),
 		.cipher = SSL_get_cipher_name(t->ssl),
 		.alpn = t->alpn,
-		.server_name = t->host ? t->host : SSL_get_servername(t->ssl, TLSEXT_NAMETYPE_host_name),
+		.server_name = t->host ? t->host : t->sni,
 		.resumed = SSL_session_reused(t->ssl),
 		.peer_cert = peer && SSL_get_verify_result(t->ssl) == X509_V_OK,
 	};

@@ -94,6 +94,7 @@ struct tls_session {
 	struct tls_failure failure;
 	char *alpn, *host;
 	char *resume_key;            /* a client's: "host:port" */
+	char *sni;                   /* a server's: the name the client asked for */
 };
 
 /* bio.c: the BIO that hands OpenSSL the session's bytes and takes its
@@ -119,6 +120,8 @@ struct tickets *runtime__tickets_new(uint64_t rotation_ns);
 void runtime__tickets_free(struct tickets *tk);
 int runtime__tickets_cb(SSL *ssl, unsigned char *name, unsigned char *iv, EVP_CIPHER_CTX *ectx,
                         EVP_MAC_CTX *hctx, int enc);
+SSL_TICKET_RETURN runtime__ticket_check(SSL *ssl, SSL_SESSION *sess, const unsigned char *key,
+                                        size_t key_len, SSL_TICKET_STATUS status, void *arg);
 struct client_sessions *runtime__client_sessions_new(void);
 void runtime__client_sessions_free(struct client_sessions *cs);
 int runtime__client_session_keep(struct client_sessions *cs, const char *host, SSL_SESSION *sess);
