@@ -74,10 +74,11 @@ static void spread_handler(struct runtime_conn *c, void *arg)
 	char buf[32];
 	socklen_t len = 0;
 	const struct sockaddr_in *peer = (const struct sockaddr_in *)runtime_conn_peer(c, &len);
-	ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+	ssize_t n = runtime_conn_read(c, buf, sizeof(buf) - 1);
 
 	if (n <= 0)
 		return;
+	buf[n] = '\0'; /* the client sends digits only, no terminator */
 	unsigned id = (unsigned)atoi(buf);
 	atomic_fetch_add(&s->addr_ok, peer && len == sizeof(*peer) &&
 	                 ntohl(peer->sin_addr.s_addr) == (0x7f000000u | (id + 1) << 8 | 1u));
