@@ -24,7 +24,7 @@
  *   ./fuzz_http -dict=fuzz/http.dict fuzz/corpus/http
  */
 #define _GNU_SOURCE /* memmem */
-#include "http_parser.h"
+#include "parser.h"
 
 #include <ctype.h>
 #include <stdlib.h>

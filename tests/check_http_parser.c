@@ -11,7 +11,7 @@
  * at a time, with the same outcome. Needs only the parser, not the
  * runtime.
  */
-#include "http_parser.h"
+#include "parser.h"
 
 #include <check.h>
 #include <stdio.h>

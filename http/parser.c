@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http_parser.c - the strict HTTP/1.1 request parser of http_parser.h:
+ * parser.c - the strict HTTP/1.1 request parser of parser.h:
  * the request head (request line, header fields, the framing and the
  * connection semantics drawn from them) and an incremental decoder of
  * chunked bodies. Nothing allocates and nothing recurses; all state is in
@@ -42,7 +42,7 @@
  * by head_max each, and the whole trailer section by head_max too (-400).
  * An error is sticky: later calls return it again.
  */
-#include "http_parser.h"
+#include "parser.h"
 
 #include <limits.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http_parser.h - a strict, allocation-free parser for HTTP/1.1 requests
+ * parser.h - a strict, allocation-free parser for HTTP/1.1 requests
  * (RFC 9112 message syntax, RFC 9110 semantics), for the demo server.
  *
  * Strict means: whatever a lenient server and a strict one could read
