@@ -76,6 +76,7 @@ struct runtime_http_request {
 	uint64_t body_left;          /* Content-Length bytes not yet read */
 	struct http_chunked chunked;
 	bool body_done, continued;
+	bool answered;               /* a response has started: no 100 any more */
 	int body_error;              /* sticky: the first body error */
 };
 

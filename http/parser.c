@@ -31,7 +31,9 @@
  *    second chunked: any other coding is -501 wherever it is. A
  *    Transfer-Encoding whose list is empty is -400 (no final chunked:
  *    RFC 9112 6.3).
- *  - Only HTTP/1.0 and HTTP/1.1 are accepted: "HTTP/1.2" is -505.
+ *  - HTTP/1.x only: a higher minor version ("HTTP/1.2") is read as 1.1
+ *    (RFC 9110 2.5: a recipient uses the highest minor it implements);
+ *    other majors are -505.
  *  - Expect: 100-continue is ignored in HTTP/1.0 (RFC 9110 10.1.1); any
  *    other expectation is -417 in both versions.
  *  - The head's length is returned as an int: head_max is taken as at
@@ -402,9 +404,9 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 		return 0;
 	if (n != sizeof(pattern) - 1)
 		return -400;
-	if (v[5] != '1' || v[7] > '1')
+	if (v[5] != '1')
 		return -505;
-	h->req->minor = v[7] - '0';
+	h->req->minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
 	return 0;
 }
 

@@ -65,6 +65,7 @@ void http_request_init(struct runtime_http_request *req, struct http_conn *c, si
 	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
 	req->body_done = h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && !req->body_left);
 	req->continued = !h->expect_continue;
+	req->answered = false;
 	req->body_error = 0;
 	if (h->body == HTTP_BODY_CHUNKED)
 		http_chunked_init(&req->chunked, &c->srv->limits);
@@ -160,8 +161,8 @@ static int send_continue(struct runtime_http_request *req)
 	struct http_conn *c = req->conn;
 
 	req->continued = true;
-	if (c->in_len > c->in_off)
-		return 0;
+	if (c->in_len > c->in_off || req->answered)
+		return 0; /* some body has come, or a final answer went first */
 	return http_send_continue(c);
 }
 

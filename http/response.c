@@ -288,8 +288,13 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 		return res && res->state != RES_NONE ? -EALREADY : -EINVAL;
 	if (res->state != RES_NONE)
 		return -EALREADY;
-	if (http_stopping(res->conn->srv) || (res->req && res->req->body_error))
-		res->close = true; /* stopping, or the body broke: the last answer */
+	struct runtime_http_request *req = res->req;
+	if (http_stopping(res->conn->srv) || (req && (req->body_error ||
+	    (!req->continued && !req->body_done))))
+		res->close = true; /* stopping, the body broke, or a client that
+		                      waits for a 100 may never send it */
+	if (req)
+		req->answered = true;
 	res->status = status;
 	res->length = length;
 	res->no_body = res->head_only || bodiless(status);

@@ -96,8 +96,12 @@ int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_conf
 	struct runtime_http_server *srv;
 	int rc = runtime_http_server_create(rt, cfg, &srv);
 
-	if (rc < 0)
-		return rc;
+	if (out)
+		*out = NULL;
+	if (rc < 0 || !out) {
+		runtime_http_server_destroy(srv);
+		return rc < 0 ? rc : -EINVAL;
+	}
 	srv->cfg.serve.handler = serve_conn;
 	srv->cfg.serve.arg = srv;
 	if ((rc = runtime_serve(rt, &srv->cfg.serve, &srv->base)) < 0 && !srv->base) {

@@ -108,9 +108,10 @@ RUNTIME_API uint16_t runtime_http_server_port(const struct runtime_http_server *
 struct runtime_http_server_stats {
 	struct runtime_server_stats conns; /* runtime_server_stats(3) */
 	uint64_t requests;       /* heads parsed, all cores */
-	uint64_t rejected;       /* requests refused by the parser (4xx/5xx) */
-	uint64_t responses[6];   /* by class: [1] 1xx (but 100) ... [5] 5xx;
-	                            [0] unused */
+	uint64_t rejected;       /* requests refused by the parser (4xx/5xx),
+	                            not counted in requests */
+	uint64_t responses[6];   /* by class: [1] 1xx (but 100) ... [5] 5xx,
+	                            the parser's refusals too; [0] unused */
 };
 
 /* Counters since the start, summed over cores (each read atomically, not

@@ -586,7 +586,10 @@ START_TEST(test_http_version_unsupported_505)
 {
 	ck_assert_int_eq(head_str("GET / HTTP/2.0\r\n" HOST "\r\n"), -505);
 	ck_assert_int_eq(head_str("GET / HTTP/0.9\r\n" HOST "\r\n"), -505);
-	ck_assert_int_eq(head_str("GET / HTTP/1.2\r\n" HOST "\r\n"), -505);
+	ck_assert_int_gt(head_str("GET / HTTP/1.2\r\n" HOST "\r\n"), 0); /* read as 1.1 */
+	ck_assert_int_eq(req.minor, 1);
+	ck_assert_int_gt(head_str("GET / HTTP/1.9\r\n" HOST "\r\n"), 0);
+	ck_assert_int_eq(head_str("GET / HTTP/1.9\r\n\r\n"), -400); /* 1.1 rules: Host */
 	ck_assert_int_eq(head_str("GET / HTTP/3.0\r\n\r\n"), -505);
 	ck_assert_int_eq(head_str("GET / HTTP/9.9\r\n"), -505);
 	ck_assert_int_eq(head_str("GET / HTTP/2.0\r"), 0); /* not certain yet */
