@@ -45,14 +45,15 @@
  *     http/1.1 (then it must fail, -ENOPROTOOPT); runtime_conn_tls_info
  *     disagreeing with the client (version, ALPN, SNI, resumed); the
  *     wrong certificate for the SNI name; no resumption where it must
- *     resume; a server stream that does not decrypt (a bad record, an
- *     alert) unless the client broke the protocol; answers that are not
- *     well-formed HTTP/1.1 framed by Content-Length (204 and 304 may go
- *     without), more answers than requests (+1), a .bin file whose body
- *     is not its content, or a request that came whole (before one that
- *     may end the connection: see frame_requests) left without its whole
- *     answer - unless the client broke the protocol, or 2 ms timeouts or
- *     a drain may cut it short;
+ *     resume, or one under another name than the session's; a server
+ *     stream that does not decrypt (a bad record, an alert) unless the
+ *     client broke the protocol; answers that are not well-formed
+ *     HTTP/1.1 framed by Content-Length (204 and 304 may go without),
+ *     more answers than requests (+1), a .bin file whose body is not its
+ *     content, or a request that came whole (before one that may end the
+ *     connection: see frame_requests) left without its whole answer -
+ *     unless the client broke the protocol, or 2 ms timeouts or a drain
+ *     may cut it short;
  *   - runtime_conn_close failing (a session left busy, a double close), a
  *     file descriptor left behind, or a connection still being served
  *     after its fiber ended.
@@ -878,15 +879,16 @@ static bool may_offer(const struct job *j)
 	return (j->cl & OPT_CL_RESUME) && (!(j->cl & OPT_CL_TLS12) || suite == 0 || suite == 3);
 }
 
-/* Where it must resume: TLS 1.3 with a suite of SHA-256; TLS 1.2 without
- * SNI (a session belongs to its name, and the warm-up sent none). */
+/* Where it must resume: without SNI, as the warm-up (a session resumes
+ * only under the name it was made for, RFC 6066 section 3: tls/resume.c),
+ * and for TLS 1.3 with a suite of SHA-256. */
 static bool must_resume(const struct job *j)
 {
 	unsigned suite = (j->cl & OPT_CL_SUITE) >> 1;
 
-	if (!may_offer(j))
+	if (!may_offer(j) || (j->cl & OPT_CL_SNI))
 		return false;
-	return j->cl & OPT_CL_TLS12 ? !(j->cl & OPT_CL_SNI) : suite != 1;
+	return (j->cl & OPT_CL_TLS12) || suite != 1;
 }
 
 static struct fuzz_client_opts client_opts(const struct job *j)
@@ -941,12 +943,12 @@ static void check_info(const struct job *j)
 		fail("runtime_conn_tls_info: resumed, and the client says otherwise");
 	if (!resumed && must_resume(j))
 		fail("a session that must resume did not");
+	if (resumed && (j->cl & OPT_CL_SNI))
+		fail("a session resumed under another name than its own");
 	if (!same(j->info.has_alpn, j->info.alpn, j->seen.has_alpn ? j->seen.alpn : NULL) ||
 	    !same(j->seen.has_alpn, j->seen.alpn, alpns[(j->cl & OPT_CL_ALPN) >> 5].agreed))
 		fail("ALPN: not what was offered, or not what the client saw");
-	/* A resumed TLS 1.2 session keeps the name of the one it resumes. */
-	if ((!resumed || !(j->cl & OPT_CL_TLS12)) &&
-	    !same(j->info.has_sni, j->info.sni, snis[(j->cl & OPT_CL_SNI) >> 3]))
+	if (!same(j->info.has_sni, j->info.sni, snis[(j->cl & OPT_CL_SNI) >> 3]))
 		fail("runtime_conn_tls_info: a server_name the client did not send");
 	if (!resumed && strcmp(j->seen.cn, cn) != 0) {
 		fprintf(stderr, "fuzz_https_server: got %s's certificate, not %s's\n", j->seen.cn, cn);
