@@ -38,19 +38,21 @@
  * The HTTP server is made per input (runtime_http_server_create: memory,
  * no fd), from the demo's options as http-server would set them
  * (server_http_config) with the input's picks.
+ * Delays are bounded: the routes' runtime_sleep is wrapped (linked with
+ * -Wl,--wrap=runtime_sleep) to sleep at most SLEEP_CAP_NS, so /delay and
+ * /limited answer at once whatever they are asked. Not reached: /limited's
+ * 503 (one connection at a time always finds its slot free) and anything
+ * that needs a second connection.
  *
  * Drains: runtime_drain would stop the one runtime every input shares, so
  * OPT_DRAINING and OPT_DRAIN_LATE set the server's stop flag instead
  * (http.h: stopping), which does to a connection what a drain does:
  * answers carry Connection: close, and one waiting for a new request
  * ends. A read already waiting is not woken by the flag: OPT_DRAIN_LATE
- * moves the connection's read deadline into the past from this core, as
- * the drain's wake-up would (which may cut a request still arriving).
- * Delays are bounded: the routes' runtime_sleep is wrapped (linked with
- * -Wl,--wrap=runtime_sleep) to sleep at most SLEEP_CAP_NS, so /delay and
- * /limited answer at once whatever they are asked. Not reached: /limited's
- * 503 (one connection at a time always finds its slot free) and anything
- * that needs a second connection.
+ * wakes it by moving the connection's read deadline into the past, from
+ * this core. A drain wakes only a connection waiting for a new request;
+ * this wakes any read, and may cut a request still arriving (under a
+ * drain no answer is owed).
  *
  * The same file is built with the ordinary compiler into
  * tests/replay_http_server (tests/fuzz_replay.c), which replays the corpus
