@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_http_parser.c - libFuzzer target for demos/http/http_parser.c.
+ * fuzz_http_parser.c - libFuzzer target for libruntime-http's request
+ * parser, http/parser.c.
  *
  * The input is a request: its head is parsed with small limits, and a
  * chunked body after it is decoded whole, then fed one byte at a time and
@@ -19,8 +20,8 @@
  *     chunked body is decoded again by a naive reference decoder, which
  *     must give the same body and end.
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Idemos/http \
- *       fuzz/fuzz_http_parser.c demos/http/http_parser.c -o fuzz_http
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Ihttp \
+ *       fuzz/fuzz_http_parser.c http/parser.c -o fuzz_http
  *   ./fuzz_http -dict=fuzz/http.dict fuzz/corpus/http
  */
 #define _GNU_SOURCE /* memmem */

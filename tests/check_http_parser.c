@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_http_parser.c - the demo server's HTTP/1.1 request parser: one
- * test per rule of http_parser.h, each error class with raw bytes (the
+ * check_http_parser.c - libruntime-http's HTTP/1.1 request parser: one
+ * test per rule of http/parser.h, each error class with raw bytes (the
  * Content-Length / Transfer-Encoding smuggling family of the HTTP Garden
  * among them), the positive cases (methods, bodies, keep-alive, pipelined
  * heads, target forms), and incremental input: every head is also parsed

@@ -107,29 +107,6 @@ static int parse_options(int argc, char **argv)
 	return -1;
 }
 
-void server_http_config(const struct server *sv, struct runtime_http_server_config *cfg)
-{
-	const struct options *o = &sv->opt;
-
-	runtime_http_server_config_init(cfg);
-	cfg->serve.host = o->host;
-	cfg->serve.port = (uint16_t)o->port;
-	cfg->serve.backlog = 4096;
-	cfg->serve.max_conns = o->max_conns;
-	cfg->serve.plain_recv = o->plain_recv;
-	cfg->serve.plain_accept = o->plain_accept;
-	cfg->serve.tls = sv->tls;
-	cfg->handler = route;
-	cfg->arg = (void *)sv;
-	cfg->limits.body_max = o->body_max;
-	cfg->header_timeout_ns = o->header_timeout_ms * MS;
-	cfg->idle_timeout_ns = o->idle_timeout_ms * MS;
-	cfg->server_name = "runtime-demo";
-	cfg->on_response = o->access_log ? access_log : NULL;
-	cfg->no_batch = o->no_batch;
-	cfg->file_copy = o->file_copy;
-}
-
 static int serve(void)
 {
 	struct runtime_http_server_config cfg;

@@ -2,9 +2,9 @@
 /*
  * server.h - the demo HTTP server's parts, on libruntime-http
  * (<runtime_http.h>): main, options and the stop (http-server.c), the
- * routes (routes.c) and static files (files.c). Everything HTTP itself -
- * parsing, keep-alive, pipelining, limits, timeouts, drain - is the
- * library's.
+ * library's settings for the options (config.c), the routes (routes.c)
+ * and static files (files.c). Everything HTTP itself - parsing,
+ * keep-alive, pipelining, limits, timeouts, drain - is the library's.
  */
 #ifndef HTTP_SERVER_H
 #define HTTP_SERVER_H
@@ -46,7 +46,8 @@ struct server {
 	struct runtime_sem *backend; /* /limited's slots */
 };
 
-/* The library's settings for these options (the serve part too). */
+/* config.c: the library's settings for these options (the serve part
+ * too). */
 void server_http_config(const struct server *srv, struct runtime_http_server_config *cfg);
 
 /* routes.c: the handler (arg: the struct server) */
