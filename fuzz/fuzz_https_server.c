@@ -811,15 +811,15 @@ static bool may_offer(const struct job *j)
 	return (j->cl & OPT_CL_RESUME) && (!(j->cl & OPT_CL_TLS12) || suite == 0 || suite == 3);
 }
 
-/* Where it must resume: TLS 1.3 with a suite of SHA-256; TLS 1.2 without
- * SNI (a session belongs to its name, and the warm-up sent none). */
+/* Where it must resume: without SNI (a session belongs to its name, and
+ * the warm-up sent none), and in TLS 1.3 with a suite of SHA-256. */
 static bool must_resume(const struct job *j)
 {
 	unsigned suite = (j->cl & OPT_CL_SUITE) >> 1;
 
-	if (!may_offer(j))
+	if (!may_offer(j) || (j->cl & OPT_CL_SNI))
 		return false;
-	return j->cl & OPT_CL_TLS12 ? !(j->cl & OPT_CL_SNI) : suite != 1;
+	return j->cl & OPT_CL_TLS12 || suite != 1;
 }
 
 static struct fuzz_client_opts client_opts(const struct job *j)
@@ -874,6 +874,8 @@ static void check_info(const struct job *j)
 		fail("runtime_conn_tls_info: resumed, and the client says otherwise");
 	if (!resumed && must_resume(j))
 		fail("a session that must resume did not");
+	if (resumed && (j->cl & OPT_CL_SNI))
+		fail("a session resumed under another name than it was made for");
 	if (!same(j->info.has_alpn, j->info.alpn, j->seen.has_alpn ? j->seen.alpn : NULL) ||
 	    !same(j->seen.has_alpn, j->seen.alpn, alpns[(j->cl & OPT_CL_ALPN) >> 5].agreed))
 		fail("ALPN: not what was offered, or not what the client saw");
