@@ -62,7 +62,7 @@ HOLD_THREADS=8   # the holder's connections in flight while it opens them
 CIPHER=TLS_AES_128_GCM_SHA256 GROUP=X25519
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-tls.XXXXXX")
-srv_pid='' hold_pid='' hold_line='' stop_status='' failed=0 next_port=$PORT_BASE names=() modes=()
+srv_pid='' hold_pid='' hold_out='' hold_line='' stop_status='' failed=0 next_port=$PORT_BASE names=() modes=()
 declare -A checked=()
 
 cleanup() {
@@ -426,18 +426,21 @@ established() {
 }
 
 # Start the holder and wait (HOLD_WAIT at most) until it says it holds its
-# connections. Sets hold_pid, and hold_line to what it said (or nothing).
+# connections. Sets hold_pid, hold_out (its output: a file of its own, so
+# an earlier run's line cannot be taken for its), and hold_line to what it
+# said (or nothing).
 start_holder() {
 	local i
+	hold_out=$tmp/hold-$port.out
 	"${pin_load[@]}" "$TLS_LOAD" -p "$port" -c "$HOLD_THREADS" --hold "$IDLE_CONNS" \
-		-d $((HOLD_WAIT + 600)) >"$tmp/hold.out" 2>&1 &
+		-d $((HOLD_WAIT + 600)) >"$hold_out" 2>&1 &
 	hold_pid=$!
 	for ((i = 0; i < HOLD_WAIT * 10; i++)); do
-		grep -q '^held=' "$tmp/hold.out" && break
+		grep -q '^held=' "$hold_out" 2>/dev/null && break
 		kill -0 "$hold_pid" 2>/dev/null || break
 		sleep 0.1
 	done
-	hold_line=$(grep '^held=' "$tmp/hold.out")
+	hold_line=$(grep '^held=' "$hold_out" 2>/dev/null)
 }
 
 stop_holder() {
@@ -456,8 +459,13 @@ measure_idle() { # measure_idle TAG NAME ROUND
 	sleep "$SETTLE"
 	rss1=$(rss_kb "$srv_pid") open=$(established)
 	stop_holder
-	if [ -z "$held" ] || [ -z "$rss0" ] || [ -z "$rss1" ]; then
-		echo "$1 status=load_failed: ${hold_line:-$(tail -3 "$tmp/hold.out")}"
+	if [ -z "$rss0" ] || [ -z "$rss1" ]; then
+		echo "$1 status=server_gone rss_before_kb=${rss0:-none} rss_after_kb=${rss1:-none}"
+		tail -5 "$tmp/$2.log" | sed 's/^/  | /'
+		return 1
+	fi
+	if [ -z "$held" ]; then
+		echo "$1 status=load_failed: $(tail -3 "$hold_out")"
 		return 1
 	fi
 	bytes=$(awk -v a="$rss0" -v b="$rss1" -v n="$held" \
