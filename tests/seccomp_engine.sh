@@ -66,6 +66,12 @@ stop() { # NAME: SIGTERM, then exit status 0
 
 # ------------------------------------------------ echo demo: 1,000 clients
 if start_server "$tmp/echo.log" "$launch" "$echo_srv" --host 127.0.0.1; then
+	# The banner follows the listen: wait for it (10 s at most).
+	for _ in $(seq 200); do
+		grep -q "engine epoll (io_uring is blocked by a seccomp filter (EPERM)" "$tmp/echo.log" &&
+			break
+		sleep 0.05
+	done
 	grep -q "engine epoll (io_uring is blocked by a seccomp filter (EPERM)" "$tmp/echo.log"
 	result "echo demo falls back to epoll and its banner says why" $?
 	out=$("$load" -p "$port" -c 1000 -s 64 -n 20 -d 300)
