@@ -70,9 +70,10 @@ static struct text reason(int status)
  * per thread. Returns its length. */
 size_t http_date(char out[32])
 {
-	static __thread time_t cached;
-	static __thread char text[32];
-	static __thread size_t len;
+	/* initial-exec: no __tls_get_addr call per answer */
+	static __thread time_t cached __attribute__((tls_model("initial-exec")));
+	static __thread char text[32] __attribute__((tls_model("initial-exec")));
+	static __thread size_t len __attribute__((tls_model("initial-exec")));
 	time_t now = time(NULL);
 
 	if (now != cached) {
@@ -240,30 +241,64 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 	return p;
 }
 
-/* The status line and fields into the batch. 0 or -errno. */
+#define TYPE_MAX 256 /* a Content-Type value's length, at most */
+
+/* Nonzero if w may hold a byte a field value may not (a control or DEL;
+ * a tab may flag falsely: the caller looks again byte by byte). */
+static inline uint64_t suspect_bytes(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+	uint64_t below = (w - ones * 0x20) & ~w & highs;
+	uint64_t del = ((w ^ ones * 0x7f) - ones) & ~(w ^ ones * 0x7f) & highs;
+	return below | del;
+}
+
+/* The Content-Type field: copied, then the copy checked a word at a time
+ * (a byte loop cost a sixth of a small answer). NULL for a bad value. */
+static char *put_type(char *p, const char *type)
+{
+	size_t n = strnlen(type, TYPE_MAX + 1);
+
+	if (n == 0 || n > TYPE_MAX || type[0] == ' ' || type[0] == '\t' ||
+	    type[n - 1] == ' ' || type[n - 1] == '\t')
+		return NULL; /* empty, too long, or space at an end */
+	p = PUT_LIT(p, "Content-Type: ");
+	memcpy(p, type, n);
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t w = 0x2020202020202020ull; /* spaces past the end */
+		memcpy(&w, p + i, n - i < 8 ? n - i : 8);
+		if (suspect_bytes(w) && !valid_value(type))
+			return NULL;
+	}
+	return PUT_LIT(p + n, "\r\n");
+}
+
+/* The status line and fields into the batch: nothing is kept of them
+ * unless all is well. 0 or -errno. */
 static int put_head(struct runtime_http_response *res, struct text why, const char *type)
 {
 	struct http_conn *c = res->conn;
 	const struct runtime_http_server *srv = c->srv;
-	size_t type_len = type ? strlen(type) : 0;
-	size_t need = 160 + why.len + srv->server_len + type_len + res->fields_len;
+	size_t need = 160 + TYPE_MAX + why.len + srv->server_len + res->fields_len;
 
 	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
 		return -EPIPE;
-	char *p = PUT_LIT(c->out + c->out_len, "HTTP/1.1 ");
-	p = put_u64(p, (uint64_t)res->status);
-	*p++ = ' ';
-	p = put(p, why.p, why.len);
-	p = PUT_LIT(p, "\r\n");
+	char *p = c->out + c->out_len;
+	if (res->status == 200) { /* most answers: one copy */
+		p = PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+	} else {
+		p = PUT_LIT(p, "HTTP/1.1 ");
+		p = put_u64(p, (uint64_t)res->status);
+		*p++ = ' ';
+		p = put(p, why.p, why.len);
+		p = PUT_LIT(p, "\r\n");
+	}
 	p = put(p, srv->server_field, srv->server_len);
 	p = PUT_LIT(p, "Date: ");
 	p += http_date(p);
 	p = PUT_LIT(p, "\r\n");
-	if (type) {
-		p = PUT_LIT(p, "Content-Type: ");
-		p = put(p, type, type_len);
-		p = PUT_LIT(p, "\r\n");
-	}
+	if (type && !(p = put_type(p, type)))
+		return -EINVAL;
 	p = put_framing(res, p);
 	p = put_connection(res, p);
 	p = put(p, res->fields, res->fields_len);
@@ -280,30 +315,43 @@ static void count_response(const struct runtime_http_response *res)
 	                      memory_order_relaxed);
 }
 
-/* Start the response: checks, framing decided, head into the batch. */
-static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length)
+/* The framing and the connection's fate, decided at the start. */
+static void decide(struct runtime_http_response *res, int status, int64_t length)
 {
-	if (!res || status < 200 || status > 599 || length < RUNTIME_HTTP_CHUNKED ||
-	    (type && (strlen(type) > 256 || !valid_value(type))))
-		return res && res->state != RES_NONE ? -EALREADY : -EINVAL;
-	if (res->state != RES_NONE)
-		return -EALREADY;
 	struct runtime_http_request *req = res->req;
+
 	if (http_stopping(res->conn->srv) || (req && (req->body_error ||
 	    (!req->continued && !req->body_done))))
 		res->close = true; /* stopping, the body broke, or a client that
 		                      waits for a 100 may never send it */
-	if (req)
-		req->answered = true;
 	res->status = status;
 	res->length = length;
 	res->no_body = res->head_only || bodiless(status);
-	res->chunked = length < 0 && !res->no_body && res->req && res->req->head.minor == 1;
+	res->chunked = length < 0 && !res->no_body && req && req->head.minor == 1;
 	if (length < 0 && !res->no_body && !res->chunked)
 		res->close = true; /* HTTP/1.0: the close ends the body */
+}
+
+/* Start the response: checks, framing decided, head into the batch. */
+static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length)
+{
+	if (!res || status < 200 || status > 599 || length < RUNTIME_HTTP_CHUNKED)
+		return res && res->state != RES_NONE ? -EALREADY : -EINVAL;
+	if (res->state != RES_NONE)
+		return -EALREADY;
+	bool closing = res->close;
+	decide(res, status, length);
+	int rc = put_head(res, status == 200 ? TEXT("OK") : reason(status), type);
+	if (rc < 0) {
+		res->status = 0;
+		res->close = closing || rc != -EINVAL;
+		return rc;
+	}
+	if (res->req)
+		res->req->answered = true;
 	res->state = RES_STREAM;
 	count_response(res);
-	return put_head(res, reason(status), type);
+	return 0;
 }
 
 /* ------------------------------------------------------------------ body */
