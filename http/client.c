@@ -518,7 +518,7 @@ static int user_agent(struct runtime_http_client *cl, const char *name)
 	for (size_t i = 0; i < n; i++)
 		if (!is_field_byte((unsigned char)name[i]))
 			return -EINVAL;
-	if (n + 15 > sizeof(cl->ua_field))
+	if (n > 100) /* fits ua_field with its name and CRLF */
 		return -EINVAL;
 	if (n)
 		cl->ua_len = (size_t)snprintf(cl->ua_field, sizeof(cl->ua_field),
