@@ -175,7 +175,7 @@ static bool usable(const struct runtime_http_client *cl, struct http_cconn *c, u
 		return false;
 	if (now - c->idle_since < STALE_CHECK_NS)
 		return true;
-	return runtime_poll(runtime_conn_fd(c->rc), POLLIN | POLLRDHUP, 0) == 0;
+	return runtime_poll(runtime_conn_fd(c->rc), POLLIN | POLLRDHUP, 0) == -ETIMEDOUT; /* none */
 }
 
 struct http_cconn *http_pool_take(struct http_client_core *core, const struct http_url *u)

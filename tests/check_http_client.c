@@ -350,6 +350,10 @@ static void keepalive_body(void *arg)
 	ck_assert_uint_eq(st.reused, 19);
 	ck_assert_uint_eq(st.requests, 20);
 	ck_assert_uint_eq(st.retried, 0);
+	/* Idle long enough to be checked before use: still good, kept. */
+	runtime_sleep(150 * MS);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
 	struct runtime_http_server_stats ss;
 	runtime_http_server_stats(lib_srv, &ss);
 	ck_assert_uint_eq(ss.conns.accepted, 1);
@@ -724,6 +728,15 @@ static void retry_body(void *arg)
 	ck_assert_msg(rc == -ECONNRESET || rc == -EPIPE, "POST on a closed connection: %d", rc);
 	ck_assert_uint_eq(stats(cl).retried, 1);
 	ck_assert_uint_eq(s.conns, 2); /* the POST never reached a server */
+	/* Idle past the check (100 ms): the close is seen before the POST
+	 * goes out, which then takes a new connection and succeeds. */
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	runtime_sleep(150 * MS);
+	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	runtime_http_result_close(res);
+	ck_assert_uint_eq(stats(cl).retried, 1);
+	ck_assert_uint_eq(s.conns, 4);
 	runtime_http_client_destroy(cl);
 	script_stop(&s);
 }
