@@ -634,58 +634,64 @@ END_TEST
 
 /* --------------------------------------------------------------- limits */
 
+/* The answer, over a limit of cl's: -EMSGSIZE. */
+static void over_limit(struct runtime_http_client *cl, const char *answer)
+{
+	struct script s = { 0 };
+
+	script_start(&s, &answer, 1);
+	s.close_after = true;
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -EMSGSIZE);
+	script_stop(&s);
+}
+
+/* A head over head_max, a status line over line_max, five fields, a
+ * Content-Length over body_max. */
+static void heads_over_limits(struct runtime_http_client *cl)
+{
+	char *big = malloc(4000), line[400] = "HTTP/1.1 200 ";
+
+	strcpy(big, "HTTP/1.1 200 OK\r\nX: ");
+	memset(big + strlen(big), 'x', 2000);
+	strcpy(big + 2020, "\r\nContent-Length: 0\r\n\r\n");
+	over_limit(cl, big);
+	memset(line + 13, 'r', 300);
+	strcpy(line + 313, "\r\n\r\n");
+	over_limit(cl, line);
+	over_limit(cl, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n");
+	over_limit(cl, "HTTP/1.1 200 OK\r\nContent-Length: 10001\r\n\r\n");
+	free(big);
+}
+
+/* Bodies over body_max as they come: chunked, and until the close. */
+static void bodies_over_limits(struct runtime_http_client *cl)
+{
+	char *answer = malloc(20000);
+	int n = sprintf(answer, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", 10001);
+
+	memset(answer + n, 'c', 10001);
+	strcpy(answer + n + 10001, "\r\n0\r\n\r\n");
+	over_limit(cl, answer);
+	n = sprintf(answer, "HTTP/1.1 200 OK\r\n\r\n");
+	memset(answer + n, 'b', 10001);
+	answer[n + 10001] = '\0';
+	over_limit(cl, answer);
+	free(answer);
+}
+
 static void limits_body(void *arg)
 {
-	char *big = malloc(40000), *chunked = malloc(40000);
-	const char *answer = big;
 	struct runtime_http_client_config cfg;
 	struct runtime_http_client *cl;
-	struct script s = { 0 };
 
 	(void)arg;
 	runtime_http_client_config_init(&cfg);
 	cfg.limits = (struct runtime_http_limits){ .line_max = 256, .head_max = 1024,
 		                                   .headers_max = 4, .body_max = 10000 };
 	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
-	/* A head over head_max, a status line over line_max, five fields. */
-	strcpy(big, "HTTP/1.1 200 OK\r\nX: ");
-	memset(big + strlen(big), 'x', 2000);
-	strcpy(big + 2020, "\r\nContent-Length: 0\r\n\r\n");
-	const char *heads[] = {
-		big,
-		"HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n",
-		"HTTP/1.1 200 OK\r\nContent-Length: 10001\r\n\r\n",
-		NULL,
-	};
-	char line[400] = "HTTP/1.1 200 ";
-	memset(line + 13, 'r', 300);
-	strcpy(line + 313, "\r\n\r\n");
-	heads[3] = line;
-	for (int i = 0; i < 4; i++) {
-		answer = heads[i];
-		script_start(&s, &answer, 1);
-		s.close_after = true;
-		ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -EMSGSIZE);
-		script_stop(&s);
-	}
-	/* Bodies over body_max as they come: chunked, and until the close. */
-	int n = sprintf(chunked, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", 10001);
-	memset(chunked + n, 'c', 10001);
-	strcpy(chunked + n + 10001, "\r\n0\r\n\r\n");
-	n = sprintf(big, "HTTP/1.1 200 OK\r\n\r\n");
-	memset(big + n, 'b', 10001);
-	big[n + 10001] = '\0';
-	const char *bodies[] = { chunked, big };
-	for (int i = 0; i < 2; i++) {
-		answer = bodies[i];
-		script_start(&s, &answer, 1);
-		s.close_after = true;
-		ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -EMSGSIZE);
-		script_stop(&s);
-	}
+	heads_over_limits(cl);
+	bodies_over_limits(cl);
 	runtime_http_client_destroy(cl);
-	free(big);
-	free(chunked);
 	/* Limits the parser cannot hold. */
 	cfg.limits = (struct runtime_http_limits){ .headers_max = RUNTIME_HTTP_HEADERS_MAX + 1 };
 	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), -EINVAL);
