@@ -802,6 +802,44 @@ START_TEST(test_client_deadline)
 }
 END_TEST
 
+/* A listener whose accept queue is full drops the next SYN: that connect
+ * hangs, and connect_timeout_ns ends it. */
+static void connect_timeout_body(void *arg)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 1, 0), fill[4];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	(void)arg;
+	ck_assert_int_ge(lfd, 0);
+	a.sin_port = htons(bound_port(lfd));
+	for (int i = 0; i < 4; i++) { /* never accepted */
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	runtime_sleep(50 * MS);
+	runtime_http_client_config_init(&cfg);
+	cfg.connect_timeout_ns = 200 * MS;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(get(cl, url("http", bound_port(lfd), "/"), NULL, NULL), -ETIMEDOUT);
+	uint64_t took = runtime_now() - t0;
+	ck_assert_msg(took >= 190 * MS && took < 900 * MS, "took %llu ms",
+	              (unsigned long long)(took / MS));
+	ck_assert_uint_eq(stats(cl).connects, 0);
+	runtime_http_client_destroy(cl);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	runtime_close(lfd);
+}
+
+START_TEST(test_client_connect_timeout)
+{
+	run(connect_timeout_body, 1);
+}
+END_TEST
+
 static uint16_t stall_port;
 
 static void *cancelled_get(void *arg)
@@ -1233,6 +1271,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_limits);
 	tcase_add_test(tc, test_client_retry_idempotent_only);
 	tcase_add_test(tc, test_client_deadline);
+	tcase_add_test(tc, test_client_connect_timeout);
 	tcase_add_test(tc, test_client_cancel);
 	tcase_add_test(tc, test_client_redirects);
 	tcase_add_test(tc, test_client_redirect_other_origin);
