@@ -7,7 +7,7 @@
  *   conn.c      one fiber per connection: heads, bodies, the output batch
  *   response.c  status lines and fields, fixed, streamed and file bodies
  *   request.c   what a handler reads of a request; decoding helpers
- *   client.c    the client (and its pool, URL and response parser files)
+ *   client.h    the client's own insides (its files are listed there)
  *
  * Nothing here is exported: the library's calls are runtime_http.h's.
  */

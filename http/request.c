@@ -225,10 +225,12 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 		return body_fail(req, -EPIPE);
 	while (!req->body_done && len) {
 		ssize_t n;
-		if (c->in_len > c->in_off)
+		if (c->in_len > c->in_off) {
 			n = req->head.body == HTTP_BODY_LENGTH ? (ssize_t)take_length(req, buf, len)
 			                                       : take_chunked(req, buf, len);
-		else if (req->head.body == HTTP_BODY_LENGTH && len >= BODY_DIRECT_MIN)
+			if (n == 0)
+				continue; /* chunked framing only: what follows is read, not an end */
+		} else if (req->head.body == HTTP_BODY_LENGTH && len >= BODY_DIRECT_MIN)
 			n = read_direct(req, buf, len);
 		else if ((n = http_fill(c, http_deadline_in(c->srv->cfg.idle_timeout_ns))) > 0)
 			continue;

@@ -261,40 +261,80 @@ RUNTIME_API uint64_t runtime_http_body_sent(const struct runtime_http_response *
 
 /* ================================================================ client */
 
+/*
+ * The client: HTTP/1.1 over TCP or TLS, one request at a time per
+ * connection (no pipelining), connections kept alive in a pool per origin
+ * (scheme, host, port) and core. Responses are read as strictly as the
+ * server reads requests: a response that breaks a framing or syntax rule
+ * is -EBADMSG, never guessed at (see runtime_http_request).
+ */
 struct runtime_http_client;
 struct runtime_http_result;    /* a response received: status, fields, body */
 
 struct runtime_http_client_config {
 	unsigned max_per_origin;   /* pooled idle connections per origin and
-	                              core (8); 0: no pooling */
+	                              core (8); 0: no pooling (each request
+	                              says Connection: close) */
 	uint64_t idle_timeout_ns;  /* a pooled connection unused this long is
-	                              closed (30 s) */
-	uint64_t connect_timeout_ns; /* TCP + TLS handshake (10 s) */
-	struct runtime_tls *tls;   /* client context for https:; NULL: one with
-	                              the system CAs, made at create */
+	                              closed (30 s; 0: never by time) */
+	uint64_t connect_timeout_ns; /* name lookup, TCP and TLS handshake
+	                              (10 s; 0: none but the deadlines) */
+	struct runtime_tls *tls;   /* client context for https: (the caller's:
+	                              it must outlive the client); NULL: one
+	                              with the system's CAs, verification on and
+	                              ALPN http/1.1, made on the offload pool at
+	                              the first https request */
 	struct runtime_http_limits limits; /* of responses (body_max: 64 MiB) */
-	const char *user_agent;    /* User-Agent ("runtime"); "" none */
+	const char *user_agent;    /* User-Agent ("runtime"); "" or NULL: none */
 };
+/* The defaults above. Any thread. */
 RUNTIME_API void runtime_http_client_config_init(struct runtime_http_client_config *cfg);
 
-/* A client: any thread, used from fibers of any core of one runtime (a
- * pool per core: connections never change core). Destroy after every
- * result is closed. Errors: -EINVAL, -ENOMEM, the TLS context's. */
+/*
+ * Make a client (cfg NULL: the defaults). Any thread; the client is then
+ * used by fibers of every core of one runtime at once: each core has
+ * pools of its own (a connection never changes core), touched by that
+ * core alone - no lock on the way of a request. Returns 0, -EINVAL (NULL
+ * cl, limits beyond what the parser holds - as the server's -, a
+ * user_agent with CR, LF or another control, or over 100 bytes),
+ * -ENOMEM.
+ */
 RUNTIME_API int runtime_http_client_create(struct runtime_http_client **cl,
                                            const struct runtime_http_client_config *cfg);
+/*
+ * Close the pooled connections and free the client, after every result
+ * is closed and no request runs. Idle connections belong to their cores:
+ * call it from a fiber of the runtime (each other core holding some gets
+ * a fiber that closes them there, and destroy waits for it, a cancel
+ * notwithstanding, up to 10 s); from any other thread only if nothing is
+ * pooled (never used, or max_per_origin 0) - else the connections are
+ * left open, said on stderr as misuse. NULL is a no-op.
+ */
 RUNTIME_API void runtime_http_client_destroy(struct runtime_http_client *cl);
 
 /* A request by parts. Zero fields take defaults. */
 struct runtime_http_client_request {
-	const char *method;        /* "GET" */
-	const char *url;           /* "http://host[:port]/path?query" or https */
-	const char *const *headers; /* "Name: value" strings, NULL-terminated;
-	                               Host, Content-Length, Transfer-Encoding and
-	                               Connection are the library's */
-	const void *body;          /* a fixed body of body_len bytes, or */
+	const char *method;        /* a token, "GET" if NULL; case-sensitive */
+	const char *url;           /* "http://host[:port]/path?query" or https:
+	                              host a DNS name, an IPv4 address or "[IPv6]";
+	                              no userinfo; the path percent-encoded (bytes
+	                              other than visible ASCII, or a bad %XX:
+	                              -EINVAL); a "#fragment" is not sent */
+	const char *const *headers; /* "Name: value" strings, NULL-terminated,
+	                              sent as given; a name a token, a value of
+	                              no CR, LF or other control but HTAB. Host,
+	                              Content-Length, Transfer-Encoding,
+	                              Connection, Upgrade, Keep-Alive and
+	                              Proxy-Connection are the library's */
+	const void *body;          /* a fixed body of body_len bytes (sent with
+	                              Content-Length; POST, PUT and PATCH send
+	                              "Content-Length: 0" without one), or */
 	size_t body_len;
-	/* a streamed one: called for the next bytes until it returns 0;
-	 * sent chunked (body_len is ignored); < 0 aborts the request. */
+	/* a streamed one: called in the requesting fiber for the next bytes
+	 * (at most len, into buf) until it returns 0; sent chunked, each call
+	 * a chunk (body_len is ignored); < 0 abandons the request, which then
+	 * fails with that value. Never sent twice: no retry, and a 301, 302
+	 * (but of a POST), 307 or 308 is returned rather than followed. */
 	ssize_t (*body_read)(void *arg, void *buf, size_t len);
 	void *body_arg;
 	uint64_t deadline_ns;      /* absolute, runtime_now's clock; 0: none */
@@ -302,18 +342,59 @@ struct runtime_http_client_request {
 };
 
 /*
- * Send a request and receive the response's head, in the calling fiber.
+ * Send a request and receive the response's head, in the calling fiber:
  * *res then gives its status and fields, and its body through
- * runtime_http_result_read; runtime_http_result_close gives the
- * connection back to the pool (the body read to its end) or closes it.
- * A pooled connection the server had closed is retried once on a new
- * one, for idempotent methods only (GET, HEAD, OPTIONS, PUT, DELETE)
- * and streamed bodies never. Fiber context. Errors: -EINVAL (a bad URL,
- * method or header), -EPROTONOSUPPORT (a scheme other than http and
- * https), name resolution's (-EHOSTUNREACH and the like), connect's,
- * TLS's (runtime_conn_tls_connect), -EBADMSG (a response that breaks a
- * rule: see the top), -EMSGSIZE (over a limit), -ETIMEDOUT (the
- * deadline), -ECANCELED, -ELOOP (more redirects than allowed).
+ * runtime_http_result_read. The body is sent whole before the response is
+ * read (a server that answers early is read after the failed write);
+ * interim 1xx responses are skipped.
+ *
+ * A pooled connection is taken if one is there (one idle for over 100 ms
+ * is first checked for a close by the server), else one is made: the
+ * name looked up on the offload pool (an IP address is not), TCP, and for
+ * https the TLS handshake, its certificate checked for the URL's host
+ * (sent as SNI) by the client's context, ALPN "http/1.1" offered; a
+ * server that agrees on another protocol is refused (-ENOPROTOOPT). A
+ * pooled connection that fails before any byte of the response came (the
+ * server had closed it) is retried once on a new connection, for
+ * idempotent methods only (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) and
+ * streamed bodies never.
+ *
+ * Redirects are followed only when req->max_redirects says so: the
+ * Location resolved against the URL (RFC 3986: relative ones too), 303
+ * (and 301, 302 of a POST) becoming a GET without body, 307 and 308
+ * keeping method and body; the fields given go along, except
+ * Authorization, Proxy-Authorization and Cookie once the origin changes.
+ *
+ * The response must be HTTP/1.0 or 1.1 and framed as RFC 9112 6.3 says:
+ * no body for HEAD, 1xx, 204 and 304; chunked; Content-Length; else until
+ * the close (the connection is then not kept, nor one of an HTTP/1.0
+ * response without keep-alive, nor one answered Connection: close).
+ * -EBADMSG for anything two readers could frame differently: a bare CR or
+ * LF, obs-fold, whitespace before a colon, a field byte that is a
+ * control, a Content-Length that is not one plain number (twice, even
+ * equal, or a list), Content-Length with Transfer-Encoding, a coding
+ * other than chunked, Transfer-Encoding in HTTP/1.0, or in a 1xx or 204
+ * response, a status line other than "HTTP/1.x NNN reason" (status 100 to
+ * 599; the space before an empty reason included), more than 16 interim
+ * responses, a 101, a Location that is no URL.
+ *
+ * Deadlines: deadline_ns bounds the whole exchange - lookup, connect,
+ * handshake (also bounded by connect_timeout_ns), writing, the head - and
+ * later the body's reads; the fiber's own deadline and its cancellation
+ * apply as to every call of the runtime. On any error no connection is
+ * left behind.
+ *
+ * Fiber context. Returns 0 and *res (close it with
+ * runtime_http_result_close), or an error, *res NULL: -EINVAL (a bad URL,
+ * method, field, or body NULL with body_len), -EPROTONOSUPPORT (a scheme
+ * other than http and https, here or in a Location), -EPERM (not a fiber),
+ * name resolution's (-ENOENT, -EAGAIN...), connect's (-ECONNREFUSED...),
+ * TLS's (-EKEYREJECTED, -ENOPROTOOPT: runtime_conn_tls_connect),
+ * -ECONNRESET or -EPIPE (the connection broke, or was closed before the
+ * whole head came), -EBADMSG (above), -EMSGSIZE (over a limit: the status
+ * line over line_max, the head over head_max, more fields than
+ * headers_max, a Content-Length over body_max), -ETIMEDOUT, -ECANCELED,
+ * -ELOOP (more redirects than max_redirects), -ENOMEM, or body_read's.
  */
 RUNTIME_API int runtime_http_request(struct runtime_http_client *cl,
                                      const struct runtime_http_client_request *req,
@@ -322,6 +403,11 @@ RUNTIME_API int runtime_http_request(struct runtime_http_client *cl,
 RUNTIME_API int runtime_http_get(struct runtime_http_client *cl, const char *url,
                                  struct runtime_http_result **res);
 
+/*
+ * A result belongs to the fiber that got it (its connection to the
+ * fiber's core) until it is closed; its fields are valid until then.
+ */
+/* The status (100 .. 599), and the minor version (0 or 1). -EINVAL: NULL. */
 RUNTIME_API int runtime_http_result_status(const struct runtime_http_result *res);
 RUNTIME_API int runtime_http_result_minor(const struct runtime_http_result *res);
 /* As runtime_http_header / _count / _at, of the response. */
@@ -331,23 +417,43 @@ RUNTIME_API unsigned runtime_http_result_header_count(const struct runtime_http_
 RUNTIME_API int runtime_http_result_header_at(const struct runtime_http_result *res, unsigned index,
                                               struct runtime_http_slice *name,
                                               struct runtime_http_slice *value);
-/* Content-Length's value, -1 for chunked or close-delimited. */
+/* The body's length: Content-Length's value (of a HEAD's or a 304's too,
+ * though no body follows; 0 for other responses without one), -1 for
+ * chunked or close-delimited. */
 RUNTIME_API int64_t runtime_http_result_length(const struct runtime_http_result *res);
-/* As runtime_http_body_read, of the response body; -EPIPE for a body the
- * server cut short (never a clean end). */
+/*
+ * Up to len body bytes, decoded (chunked framing removed), under the
+ * request's deadline. Returns > 0, 0 at the body's end, or an error
+ * (sticky): -EPIPE (the server cut the body short - closed or reset
+ * before its end, or closed TLS without close_notify; a body delimited by
+ * the close of plain TCP cannot be told from a cut one), -EBADMSG (bad
+ * chunked framing or trailers), -EMSGSIZE (over body_max), the read's
+ * (-ETIMEDOUT, -ECANCELED...), -EINVAL. Fiber context, the fiber that
+ * got the result.
+ */
 RUNTIME_API ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, size_t len);
+/* The whole body into a malloc'd buffer (*body, NUL-terminated after *len
+ * bytes; free it), at most max bytes (else -EMSGSIZE). As
+ * runtime_http_result_read otherwise; -ENOMEM. */
 RUNTIME_API int runtime_http_result_read_all(struct runtime_http_result *res, char **body,
                                              size_t *len, size_t max);
-/* Done with it: NULL is a no-op. Fiber context (it may read the rest of a
- * small body to keep the connection). */
+/*
+ * Done with it: the connection goes back to its pool if the body was read
+ * to its end (the rest of one not read is read first, if at most 64 KiB
+ * of it is left and it comes within 100 ms) and the server let it stay
+ * open; else it is closed. NULL is a no-op. Fiber context, the fiber that
+ * got the result.
+ */
 RUNTIME_API void runtime_http_result_close(struct runtime_http_result *res);
 
 struct runtime_http_client_stats {
 	uint64_t connects;        /* new connections made */
 	uint64_t reused;          /* requests sent on a pooled connection */
 	uint64_t retried;         /* requests retried after a pooled one failed */
-	uint64_t requests;        /* requests sent */
+	uint64_t requests;        /* requests sent (each try, each redirect) */
 };
+/* Counters since create, summed over cores (each read atomically, not all
+ * at one instant). Any thread. Zeroed for a NULL cl. */
 RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
                                            struct runtime_http_client_stats *st);
 
