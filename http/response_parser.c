@@ -50,7 +50,7 @@ static bool status_byte_ok(size_t k, unsigned char c)
 	if (k < 7)
 		return c == (unsigned char)lit[k];
 	if (k == 7)
-		return c == '0' || c == '1';
+		return is_digit(c); /* 1.2 and up: read as 1.1 (RFC 9110 2.5) */
 	if (k == 8 || k == 12)
 		return c == ' ';
 	if (k == 9)
@@ -74,7 +74,7 @@ static int status_content(struct rhead *h, size_t e, bool whole)
 		return 0;
 	if (e < 13) /* "HTTP/1.1 200" without the SP before the reason */
 		return -EBADMSG;
-	res->minor = b[7] - '0';
+	res->minor = b[7] > '1' ? 1 : b[7] - '0';
 	res->status = (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
 	res->reason = (struct http_slice){ b + 13, e - 13 };
 	return 0;

@@ -407,7 +407,8 @@ RUNTIME_API int runtime_http_get(struct runtime_http_client *cl, const char *url
  * A result belongs to the fiber that got it (its connection to the
  * fiber's core) until it is closed; its fields are valid until then.
  */
-/* The status (100 .. 599), and the minor version (0 or 1). -EINVAL: NULL. */
+/* The status (100 .. 599), and the minor version (0 or 1; a response of
+ * 1.2 and up is read as 1.1). -EINVAL: NULL. */
 RUNTIME_API int runtime_http_result_status(const struct runtime_http_result *res);
 RUNTIME_API int runtime_http_result_minor(const struct runtime_http_result *res);
 /* As runtime_http_header / _count / _at, of the response. */

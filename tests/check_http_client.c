@@ -513,6 +513,17 @@ static void until_close_body(void *arg)
 	ck_assert_uint_eq(stats(cl).connects, 1);
 	runtime_http_client_destroy(cl);
 	script_stop(&s);
+	/* 1.2 is read as 1.1 (RFC 9110 2.5): kept alive by default. */
+	static const char *const newer[] = { "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	script_start(&s, newer, 1);
+	cl = client(8);
+	ck_assert_int_eq(runtime_http_get(cl, url("http", s.port, "/"), &res), 0);
+	ck_assert_int_eq(runtime_http_result_minor(res), 1);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
 }
 
 START_TEST(test_client_read_until_close)
