@@ -109,7 +109,8 @@ static void check_head_bytes(const char *b, size_t n, const struct http_request 
 	CHECK(req->target.p == req->method.p + req->method.len + 1);
 	CHECK(memcmp(req->target.p + req->target.len, " HTTP/1.", 8) == 0);
 	CHECK(req->target.p[req->target.len + 9] == '\r');
-	CHECK(req->target.p[req->target.len + 8] == '0' + req->minor);
+	char digit = req->target.p[req->target.len + 8]; /* 1.2 and up: read as 1.1 */
+	CHECK(req->minor == (digit > '1' ? 1 : digit - '0'));
 }
 
 /* Each field: a token name, a colon, a value without OWS around it; the

@@ -205,53 +205,62 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 	return 0;
 }
 
+/* The request line's scan reached lim, the line unfinished: MORE if the
+ * input ran out, -414 if line_max did - unless the line ends right there,
+ * lacking a part: -400 once its CRLF is whole. */
+static int ran_out(const struct head *h, size_t lim)
+{
+	int term;
+
+	if (lim == h->view)
+		return MORE;
+	if (h->b[lim] != '\r' && h->b[lim] != '\n')
+		return -414;
+	term = terminator(h, lim);
+	return term == 0 ? -400 : term;
+}
+
 /*
- * The request line's content at [s, e) (no CR or LF in it): whole when
- * its CRLF has arrived, else as far as it goes. 0 when valid so far.
+ * The request line at *pos, read once left to right: the method, the
+ * target, the version and its CRLF; on success *pos moves past the CRLF.
+ * Only its first line_max bytes are looked at (ran_out). A part is judged
+ * whole only once the line's CRLF has come (a version 2.0 is -505 then).
  */
-static int request_line_content(struct head *h, size_t s, size_t e, bool whole)
+static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
-	size_t i = s, t;
-	int rc;
+	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
+	size_t i = s, t, v, q, stop;
+	int rc, term;
 
-	while (i < e && is_tchar((unsigned char)b[i]))
+	while (i < lim && is_tchar((unsigned char)b[i]))
 		i++;
-	if (i == e)
-		return whole ? -400 : 0;
-	if (i == s || b[i] != ' ')
+	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i); /* more to come, or a line without a target */
+	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
 		return -400;
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
-	i = skip_run(b, t, i, e, non_target_in);
-	while (i < e && is_vchar((unsigned char)b[i]) && b[i] != '#')
+	i = skip_run(b, t, i, lim, non_target_in);
+	while (i < lim && is_vchar((unsigned char)b[i]) && b[i] != '#')
 		i++;
-	if (i == e)
-		return whole ? -400 : 0;
+	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i);
 	if (i == t || b[i] != ' ')
 		return -400;
-	rc = check_target(h, t, i);
-	return rc < 0 ? rc : check_version(h, i + 1, e, whole);
-}
-
-/* The request line at *pos; on success *pos moves past its CRLF. */
-static int request_line(struct head *h, size_t *pos)
-{
-	size_t s = *pos, line_max = h->lim->line_max;
-	bool capped = h->view - s > line_max;
-	size_t stop = capped ? s + line_max + 1 : h->view;
-	size_t q = find_eol(h->b, s, stop);
-	int term, rc;
-
-	if (q == stop && capped) { /* line_max + 1 bytes and no CRLF */
-		rc = request_line_content(h, s, q - 1, false);
+	if ((rc = check_target(h, t, i)) < 0)
+		return rc;
+	/* The version: up to the line's end, which may lie one byte past
+	 * lim (a line of exactly line_max bytes). */
+	v = i + 1;
+	stop = lim < h->view ? lim + 1 : lim;
+	q = find_eol(b, v, stop);
+	if (q == stop && lim < h->view) {
+		rc = check_version(h, v, lim, false);
 		return rc < 0 ? rc : -414;
 	}
-	if (q == s && q < h->view) /* an empty line (a second one) or bare CR/LF */
-		return -400;
 	term = terminator(h, q);
-	rc = request_line_content(h, s, q, term == 0);
-	if (rc < 0)
+	if ((rc = check_version(h, v, q, term == 0)) < 0)
 		return rc;
 	if (term != 0)
 		return term;
@@ -341,74 +350,82 @@ static int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line and apply what it means. */
+/* Record a complete field line and apply what it means. The names that
+ * mean something are told apart by length first: most fields are none of
+ * them, and cost one switch. */
 static int add_field(struct head *h, struct http_slice name, struct http_slice value)
 {
 	struct http_request *req = h->req;
 
 	req->headers[req->nheaders++] = (struct http_header){ name, value };
-	if (slice_ieq(name.p, name.len, "content-length"))
-		return content_length(h, value);
-	if (slice_ieq(name.p, name.len, "transfer-encoding"))
-		return transfer_encoding(h, value);
-	if (slice_ieq(name.p, name.len, "host"))
-		return host_field(h, value);
-	if (slice_ieq(name.p, name.len, "connection"))
-		return connection(h, value);
-	if (slice_ieq(name.p, name.len, "expect"))
-		return expect(h, value);
-	return 0;
-}
-
-/* A field line's content at [s, e), s < e, as request_line_content. */
-static int field_content(struct head *h, size_t s, size_t e, bool whole)
-{
-	const char *b = h->b;
-	size_t i = s, v, ve;
-
-	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
-		return -400;
-	if (h->req->nheaders >= h->max_fields)
-		return -431;
-	while (i < e && is_tchar((unsigned char)b[i]))
-		i++;
-	if (i == e)
-		return whole ? -400 : 0;
-	if (i == s || b[i] != ':')
-		return -400;
-	for (v = i + 1; v < e && is_ows((unsigned char)b[v]); v++)
-		;
-	ve = skip_run(b, v, v, e, non_field_in);
-	for (; ve < e; ve++)
-		if (!is_field_byte((unsigned char)b[ve]))
-			return -400;
-	if (!whole)
+	switch (name.len) {
+	case 4:
+		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
+	case 6:
+		return slice_ieq(name.p, 6, "expect") ? expect(h, value) : 0;
+	case 10:
+		return slice_ieq(name.p, 10, "connection") ? connection(h, value) : 0;
+	case 14:
+		return slice_ieq(name.p, 14, "content-length") ? content_length(h, value) : 0;
+	case 17:
+		return slice_ieq(name.p, 17, "transfer-encoding") ? transfer_encoding(h, value) : 0;
+	default:
 		return 0;
-	while (ve > v && is_ows((unsigned char)b[ve - 1]))
-		ve--;
-	return add_field(h, (struct http_slice){ b + s, i - s },
-	                 (struct http_slice){ b + v, ve - v });
+	}
 }
 
-/* The field line (or the empty line ending the head) at *pos. */
+/* Where a field value that starts at v stops: its first byte that is no
+ * field byte (CR or LF, if the line is well-formed), or end. The same scan
+ * finds the line's end and checks the value: one pass over it. */
+static size_t value_end(const char *b, size_t v, size_t end)
+{
+	size_t i = v;
+
+	for (;;) {
+		i = skip_run(b, v, i, end, non_field_in);
+		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
+			i++; /* only where skip_run stops at a word, not its byte */
+		if (i == end || b[i] != '\t')
+			return i;
+		i++; /* a tab is a field byte, though a control */
+	}
+}
+
+/* The field line (or the empty line ending the head) at *pos, read left
+ * to right once: the name, the colon, the value up to its line's end. */
 static int field_line(struct head *h, size_t *pos)
 {
-	size_t s = *pos, q = find_eol(h->b, s, h->view);
-	int term = terminator(h, q), rc;
+	const char *b = h->b;
+	size_t s = *pos, end = h->view, i = s, v, q, ve;
+	int term;
 
-	if (q == s) {
-		if (term != 0)
+	if (s == end || b[s] == '\r' || b[s] == '\n') { /* the empty line */
+		if ((term = terminator(h, s)) != 0)
 			return term;
 		*pos = s + 2;
 		return DONE;
 	}
-	rc = field_content(h, s, q, term == 0);
-	if (rc < 0)
-		return rc;
-	if (term != 0)
+	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
+		return -400;
+	if (h->req->nheaders >= h->max_fields)
+		return -431;
+	while (i < end && is_tchar((unsigned char)b[i]))
+		i++;
+	if (i == end)
+		return MORE;
+	if (i == s || b[i] != ':')
+		return -400;
+	for (v = i + 1; v < end && is_ows((unsigned char)b[v]); v++)
+		;
+	q = value_end(b, v, end);
+	if (q < end && b[q] != '\r' && b[q] != '\n')
+		return -400; /* a control byte in the value */
+	if ((term = terminator(h, q)) != 0)
 		return term;
+	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
+		;
 	*pos = q + 2;
-	return 0;
+	return add_field(h, (struct http_slice){ b + s, i - s }, (struct http_slice){ b + v, ve - v });
 }
 
 /* The checks only the end of the head can make, and the results. */
