@@ -223,4 +223,25 @@ static inline size_t find_eol(const char *b, size_t i, size_t end)
 	return i;
 }
 
+/* A Connection field's options: "close" and "keep-alive" noted in *close
+ * and *keep (left as they are otherwise). false for an element that is no
+ * token. Both parsers read the field by this. */
+static inline bool connection_options(struct http_slice v, bool *close, bool *keep)
+{
+	const char *cur = v.p;
+	struct http_slice el;
+
+	while (next_element(&cur, v.p + v.len, &el)) {
+		if (el.len == 0)
+			continue;
+		if (!is_token(el))
+			return false;
+		if (slice_ieq(el.p, el.len, "close"))
+			*close = true;
+		else if (slice_ieq(el.p, el.len, "keep-alive"))
+			*keep = true;
+	}
+	return true;
+}
+
 #endif /* HTTP_CHARS_H */

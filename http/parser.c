@@ -319,20 +319,7 @@ static int host_field(struct head *h, struct http_slice v)
 
 static int connection(struct head *h, struct http_slice v)
 {
-	const char *cur = v.p;
-	struct http_slice el;
-
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return -400;
-		if (slice_ieq(el.p, el.len, "close"))
-			h->close = true;
-		else if (slice_ieq(el.p, el.len, "keep-alive"))
-			h->keep = true;
-	}
-	return 0;
+	return connection_options(v, &h->close, &h->keep) ? 0 : -400;
 }
 
 static int expect(struct head *h, struct http_slice v)

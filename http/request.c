@@ -6,6 +6,7 @@
  * decoding helpers, which run only when called.
  */
 #include "http.h"
+#include "body.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -253,50 +254,23 @@ int http_body_discard(struct runtime_http_request *req)
 	return (int)n;
 }
 
-/* Make room for more of a body of at most max bytes: one byte beyond
- * max is room too, so that a body of max + 1 bytes shows up as too long. */
-static int grow(char **buf, size_t *cap, size_t max)
+static ssize_t read_some(void *req, void *buf, size_t len)
 {
-	size_t want = *cap * 2 < max + 1 ? *cap * 2 : max + 1;
-	char *bigger = realloc(*buf, want + 1);
+	return runtime_http_body_read(req, buf, len);
+}
 
-	if (!bigger)
-		return -ENOMEM;
-	*buf = bigger;
-	*cap = want;
-	return 0;
+static ssize_t too_long(void *req)
+{
+	return body_fail(req, -EMSGSIZE);
 }
 
 int runtime_http_body_read_all(struct runtime_http_request *req, char **body, size_t *len,
                                size_t max)
 {
-	if (!req || !body || !len || max == SIZE_MAX)
+	if (!req || !body || !len)
 		return -EINVAL;
-	int64_t known = runtime_http_body_length(req);
-	size_t cap = known >= 0 ? (size_t)known : 4096, got = 0;
-	char *buf;
-	ssize_t n;
-
-	if (known >= 0 && (uint64_t)known > max)
-		return (int)body_fail(req, -EMSGSIZE);
-	if (!(buf = malloc(cap + 1)))
-		return -ENOMEM;
-	do {
-		if (got == cap && !req->body_done && (n = grow(&buf, &cap, max)) < 0)
-			break;
-		n = runtime_http_body_read(req, buf + got, cap - got);
-		got += n > 0 ? (size_t)n : 0;
-		if (got > max)
-			n = body_fail(req, -EMSGSIZE);
-	} while (n > 0);
-	if (n < 0) {
-		free(buf);
-		return (int)n;
-	}
-	buf[got] = '\0';
-	*body = buf;
-	*len = got;
-	return 0;
+	struct http_body_source src = { read_some, too_long, req, runtime_http_body_length(req) };
+	return http_read_all(&src, max, body, len);
 }
 
 /* ------------------------------------------------------------- decoding */

@@ -142,20 +142,7 @@ static int transfer_encoding(struct rhead *h, struct http_slice v)
 
 static int connection(struct rhead *h, struct http_slice v)
 {
-	const char *cur = v.p;
-	struct http_slice el;
-
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return -EBADMSG;
-		if (slice_ieq(el.p, el.len, "close"))
-			h->close = true;
-		else if (slice_ieq(el.p, el.len, "keep-alive"))
-			h->keep = true;
-	}
-	return 0;
+	return connection_options(v, &h->close, &h->keep) ? 0 : -EBADMSG;
 }
 
 /* Record a complete field line and apply what it means. */

@@ -13,6 +13,7 @@
  * close-delimited body of plain TCP, whose end cannot be told from a cut.
  */
 #include "client.h"
+#include "body.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -170,52 +171,25 @@ ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, siz
 	return 0;
 }
 
-/* Make room for more of a body of at most max bytes: one byte beyond
- * max is room too, so that a body of max + 1 bytes shows up as too long. */
-static int grow(char **buf, size_t *cap, size_t max)
+static ssize_t read_some(void *res, void *buf, size_t len)
 {
-	size_t want = *cap * 2 < max + 1 ? *cap * 2 : max + 1;
-	char *bigger = realloc(*buf, want + 1);
+	return runtime_http_result_read(res, buf, len);
+}
 
-	if (!bigger)
-		return -ENOMEM;
-	*buf = bigger;
-	*cap = want;
-	return 0;
+static ssize_t too_long(void *res)
+{
+	return body_fail(res, -EMSGSIZE);
 }
 
 int runtime_http_result_read_all(struct runtime_http_result *res, char **body, size_t *len,
                                  size_t max)
 {
-	if (!res || !body || !len || max == SIZE_MAX)
+	if (!res || !body || !len)
 		return -EINVAL;
-	bool known = res->head.body == HTTP_FRAME_LENGTH;
-	size_t cap = 4096, got = 0;
-	char *buf;
-	ssize_t n;
-
-	if (known && res->head.content_length > max)
-		return (int)body_fail(res, -EMSGSIZE);
-	if (known && res->head.content_length > 0)
-		cap = (size_t)res->head.content_length;
-	if (!(buf = malloc(cap + 1)))
-		return -ENOMEM;
-	do {
-		if (got == cap && !res->body_done && (n = grow(&buf, &cap, max)) < 0)
-			break;
-		n = runtime_http_result_read(res, buf + got, cap - got);
-		got += n > 0 ? (size_t)n : 0;
-		if (got > max)
-			n = body_fail(res, -EMSGSIZE);
-	} while (n > 0);
-	if (n < 0) {
-		free(buf);
-		return (int)n;
-	}
-	buf[got] = '\0';
-	*body = buf;
-	*len = got;
-	return 0;
+	struct http_body_source src = { read_some, too_long, res,
+	                                res->head.body == HTTP_FRAME_LENGTH ?
+	                                (int64_t)res->head.content_length : -1 };
+	return http_read_all(&src, max, body, len);
 }
 
 /* ---------------------------------------------------------------- closing */
