@@ -348,8 +348,8 @@ wait "$after_pid" 2>/dev/null
 if [ -n "$echo_port" ] && start_bg idle "^proxy: listening on [0-9]" \
 	"$ex/proxy" 0 "127.0.0.1:$echo_port" --idle-timeout 200; then
 	i_pid=$bg_pid i_port=$bg_port
+	t0=$(date +%s%N) # before the connect: the proxy's clock starts at its accept
 	exec 3<>"/dev/tcp/127.0.0.1/$i_port"
-	t0=$(date +%s%N)
 	IFS= read -r -t "$bound" line <&3
 	st=$?
 	ms=$((($(date +%s%N) - t0) / 1000000))
