@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fuzz_http_server.c - libFuzzer target for the whole demo HTTP server
- * (demos/http: conn.c, routes.c, files.c, http_parser.c) on the real
- * runtime, one connection per input over an AF_UNIX socketpair.
+ * fuzz_http_server.c - libFuzzer target for the whole demo HTTP server:
+ * libruntime-http's server (http/: parser.c, conn.c, request.c,
+ * response.c, file.c) with the demo's routes on it (demos/http: config.c,
+ * routes.c, files.c), on the real runtime, one connection per input over
+ * an AF_UNIX socketpair, served by runtime_http_serve_conn.
  *
  * Input: byte 0 picks server options (bits below); the rest is what the
  * client sends, split at every 0xFF byte (MARKER, never sent: the server
@@ -18,29 +20,46 @@
  * Besides the sanitizers' findings, these abort:
  *   - the connection does not end (EOF, its fiber gone) within HANG_NS of
  *     the input's start: a hang is a bug, every wait the server makes is
- *     bounded by its timeouts;
+ *     bounded by its timeouts (and its linger after an error answer, 2 s);
  *   - answers that are not well-formed HTTP/1.1 responses, framed by
- *     Content-Length, or more of them than requests (see struct answers);
- *   - a request that came whole, before any asking to close, left without
- *     its whole answer (unless a 2 ms timeout or a drain may cut it short);
+ *     Content-Length (204 and 304 may go without), or more of them than
+ *     requests (see struct answers);
+ *   - a request that came whole, before any that may end the connection
+ *     (see frame_requests), left without its whole answer (unless a 2 ms
+ *     timeout or a drain may cut it short);
  *   - a file outside the root showing up in an answer;
- *   - a file descriptor or an open connection count left behind.
+ *   - a file descriptor left behind, or a connection still being served
+ *     after its fiber ended.
  *
  * One runtime (one core) lives for the whole process on its own thread,
  * as in the real server; each input is a fiber spawned onto it from the
  * fuzzer's thread, which waits for it. A runtime per input would create
  * and tear down an io_uring each time (about 0.1 ms, more than the rest).
+ * The HTTP server is made per input (runtime_http_server_create: memory,
+ * no fd), from the demo's options as http-server would set them
+ * (server_http_config) with the input's picks.
  * Delays are bounded: the routes' runtime_sleep is wrapped (linked with
  * -Wl,--wrap=runtime_sleep) to sleep at most SLEEP_CAP_NS, so /delay and
  * /limited answer at once whatever they are asked. Not reached: /limited's
  * 503 (one connection at a time always finds its slot free) and anything
  * that needs a second connection.
  *
+ * Drains: runtime_drain would stop the one runtime every input shares, so
+ * OPT_DRAINING and OPT_DRAIN_LATE set the server's stop flag instead
+ * (http.h: stopping), which does to a connection what a drain does:
+ * answers carry Connection: close, and one waiting for a new request
+ * ends. A read already waiting is not woken by the flag: OPT_DRAIN_LATE
+ * wakes it by moving the connection's read deadline into the past, from
+ * this core. A drain wakes only a connection waiting for a new request;
+ * this wakes any read, and may cut a request still arriving (under a
+ * drain no answer is owed).
+ *
  * The same file is built with the ordinary compiler into
  * tests/replay_http_server (tests/fuzz_replay.c), which replays the corpus
  * and the regressions in make check.
  */
 #define _GNU_SOURCE
+#include "http.h"   /* the server's insides: stopping, limits */
 #include "server.h"
 
 #include <ctype.h>
@@ -75,7 +94,8 @@ enum {
 	OPT_FILE_COPY = 0x04,   /* --file-copy */
 	OPT_ACCESS_LOG = 0x08,  /* --access-log (to stdout, /dev/null here) */
 	OPT_DRAINING = 0x10,    /* the server is stopping when it connects */
-	OPT_DRAIN_LATE = 0x20,  /* a drain starts after the last piece */
+	OPT_DRAIN_LATE = 0x20,  /* a drain starts after the last piece (its
+	                           reads woken: see the top) */
 	OPT_SLOW = 0x40,        /* timeouts of 2 ms, and one pause allowed */
 };
 
@@ -84,7 +104,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int __real_runtime_sleep(uint64_t ns);
 int __wrap_runtime_sleep(uint64_t ns);
 
-static struct server srv;
+static struct server srv;     /* srv.http: this input's server */
+static unsigned serving;       /* connections in runtime_http_serve_conn */
 static pthread_t runtime_thread;
 static sem_t runtime_ready;
 static int runtime_rc;
@@ -105,7 +126,8 @@ struct requests {
 	size_t heads;           /* complete heads */
 	size_t complete;        /* of them, with their whole body */
 	size_t owed;            /* the complete ones up to the first that
-	                           asks to close: each must be answered */
+	                           may end the connection: each must be
+	                           answered */
 };
 
 struct job {
@@ -113,6 +135,8 @@ struct job {
 	size_t size;
 	unsigned opt;
 	int fd;                 /* the client's end */
+	int server_fd;          /* the server's, until its connection has it */
+	struct runtime_conn *conn; /* the server's while it serves it */
 	uint64_t deadline;
 	struct requests q;
 	bool owed_checked;      /* no timeouts or drains that may cut it short */
@@ -206,11 +230,26 @@ static bool skip_body(const char *in, size_t len, size_t *off, const struct http
 		*off += req->content_length;
 		return true;
 	default:
-		http_chunked_init(&c, &srv.limits);
+		http_chunked_init(&c, &srv.http->limits);
 		rc = http_chunked_decode(&c, in + *off, len - *off, scratch, &used, &made);
 		*off += used;
 		return rc == 1;
 	}
+}
+
+/*
+ * A request after which the server may close: one that asks to, and one
+ * whose client waits for 100 Continue before a body - if the handler
+ * never reads that body, the server answers and closes (it cannot tell
+ * whether the body will come: RFC 9110 10.1.1), as the demo's routes do
+ * but for POST /echo.
+ */
+static bool may_end(const struct http_request *req)
+{
+	bool body = req->body == HTTP_BODY_CHUNKED ||
+	            (req->body == HTTP_BODY_LENGTH && req->content_length > 0);
+
+	return !req->keep_alive || (req->expect_continue && body);
 }
 
 /* Frame the bytes the client sends (the input without its markers). */
@@ -229,7 +268,7 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 			in[len++] = (char)data[i];
 	*q = (struct requests){ .head_only = q->head_only };
 	while (off < len) {
-		int rc = http_parse_head(in + off, len - off, &srv.limits, &req);
+		int rc = http_parse_head(in + off, len - off, &srv.http->limits, &req);
 		if (rc <= 0)
 			break;
 		q->head_only[q->heads++] = req.method.len == 4 && !memcmp(req.method.p, "HEAD", 4);
@@ -239,7 +278,7 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 		if (!closing)
 			q->owed = q->complete + 1;
 		q->complete++;
-		closing |= !req.keep_alive;
+		closing |= may_end(&req);
 	}
 	free(in);
 	free(scratch);
@@ -250,9 +289,10 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 /*
  * What the reader has seen of the answers, as they arrive. They must be
  * well-formed HTTP/1.1 responses, each with a Content-Length (no body for
- * 1xx, 304 and HEAD), and at most one per request the client sent whole,
- * plus one: the answer to a request cut short or refused, after which the
- * server closes.
+ * 1xx, 204, 304 and HEAD; 204 and 304 may have no Content-Length, or the
+ * length a 200 would have: RFC 9110 8.6), and at most one per request the
+ * client sent whole, plus one: the answer to a request cut short or
+ * refused, after which the server closes.
  */
 struct answers {
 	const struct requests *q;
@@ -324,15 +364,21 @@ static void answer_head(struct answers *a, size_t len)
 			fail("an interim answer other than 100 Continue");
 		return;
 	}
-	if (!(p = strstr(h, cl)) || !isdigit((unsigned char)p[sizeof(cl) - 1]))
+	bool bodiless = !memcmp(h + 9, "204", 3) || !memcmp(h + 9, "304", 3);
+	uint64_t length = 0;
+	if ((p = strstr(h, cl))) {
+		if (!isdigit((unsigned char)p[sizeof(cl) - 1]))
+			fail("an answer with a bad Content-Length");
+		length = strtoull(p + sizeof(cl) - 1, &end, 10);
+		if (end[0] != '\r')
+			fail("an answer with a bad Content-Length");
+	} else if (!bodiless) {
 		fail("an answer without a Content-Length");
-	uint64_t length = strtoull(p + sizeof(cl) - 1, &end, 10);
-	if (end[0] != '\r')
-		fail("an answer with a bad Content-Length");
+	}
 	if (++a->finals > a->q->complete + 1)
 		fail("more answers than requests (a request answered twice?)");
 	bool head_only = a->finals <= a->q->heads && a->q->head_only[a->finals - 1];
-	a->body_left = head_only || !memcmp(h + 9, "304", 3) ? 0 : length;
+	a->body_left = head_only || bodiless ? 0 : length;
 }
 
 static void check_answers(struct answers *a, const char *p, size_t n)
@@ -434,25 +480,33 @@ static void write_pieces(int fd, const struct job *j)
 
 /* ------------------------------------------------------------ one input */
 
-/* The connection's fiber, as runtime_serve would run it (demos/http's
- * handler): a connection over the fd, served, then closed. */
+/* The connection's fiber, as runtime_http_serve would run it: a
+ * connection over the fd (plain_recv as runtime_serve would open it),
+ * served by the library, then closed. */
 static void *serve(void *arg)
 {
+	struct job *j = arg;
 	struct runtime_conn *conn;
-	int fd = (int)(intptr_t)arg;
 
-	if (runtime_conn_open(&conn, fd, srv.opt.plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0) < 0) {
-		runtime_close(fd);
-		atomic_fetch_sub(&srv.open, 1);
+	if (runtime_conn_open(&conn, j->server_fd, srv.opt.plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0) < 0) {
+		runtime_close(j->server_fd);
 		return NULL;
 	}
-	conn_serve(&srv, conn);
+	j->conn = conn;
+	serving++;
+	if (runtime_http_serve_conn(srv.http, conn) < 0)
+		fail("runtime_http_serve_conn refused a connection");
+	serving--;
+	j->conn = NULL;
 	runtime_conn_close(conn);
 	return NULL;
 }
 
-static void set_options(unsigned opt)
+/* This input's server: the demo's options with the input's picks, as
+ * http-server would make it. */
+static void make_server(unsigned opt)
 {
+	struct runtime_http_server_config cfg;
 	uint64_t timeout = opt & OPT_SLOW ? SLOW_TIMEOUT_MS : FAST_TIMEOUT_MS;
 
 	srv.opt.plain_recv = opt & OPT_PLAIN_RECV;
@@ -460,7 +514,19 @@ static void set_options(unsigned opt)
 	srv.opt.file_copy = opt & OPT_FILE_COPY;
 	srv.opt.access_log = opt & OPT_ACCESS_LOG;
 	srv.opt.header_timeout_ms = srv.opt.idle_timeout_ms = timeout;
-	atomic_store(&srv.draining, (opt & OPT_DRAINING) != 0);
+	server_http_config(&srv, &cfg);
+	if (runtime_http_server_create(srv.rt, &cfg, &srv.http) < 0)
+		fail("runtime_http_server_create");
+	atomic_store(&srv.http->stopping, (opt & OPT_DRAINING) != 0);
+}
+
+/* A drain, as far as one connection sees it (see the top): the stop flag,
+ * and a read it waits in woken. From this core: the connection's. */
+static void drain_late(struct job *j)
+{
+	atomic_store(&srv.http->stopping, true);
+	if (j->conn)
+		runtime_conn_set_read_deadline(j->conn, 1);
 }
 
 static void join_or_fail(struct runtime_fiber *f, const char *what)
@@ -486,20 +552,18 @@ static void drive(void *arg)
 	runtime_deadline_set(j->deadline);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		fail("socketpair");
-	set_options(j->opt);
+	make_server(j->opt);
 	frame_requests(j->data, j->size, &j->q);
 	/* A draining server may close before it reads anything. */
 	j->owed_checked = !(j->opt & (OPT_SLOW | OPT_DRAINING | OPT_DRAIN_LATE));
 	j->fd = sv[0];
-	atomic_fetch_add(&srv.open, 1); /* conn_serve takes one off */
-	if (runtime_fiber_spawn(srv.rt, &server, serve, (void *)(intptr_t)sv[1]) < 0 ||
+	j->server_fd = sv[1];
+	if (runtime_fiber_spawn(srv.rt, &server, serve, j) < 0 ||
 	    runtime_fiber_spawn(srv.rt, &rd, reader, j) < 0)
 		fail("spawn");
 	write_pieces(sv[0], j);
-	if (j->opt & OPT_DRAIN_LATE) { /* as http-server.c's drain does */
-		atomic_store(&srv.draining, true);
-		conn_drain_core(&srv);
-	}
+	if (j->opt & OPT_DRAIN_LATE)
+		drain_late(j);
 	shutdown(sv[0], SHUT_WR); /* not the ring's: io_uring runs it on an io-wq thread */
 	join_or_fail(rd, "the server did not close the connection in time (hang)");
 	join_or_fail(server, "the connection's fiber did not end in time (hang)");
@@ -509,9 +573,10 @@ static void drive(void *arg)
 		fail("the client's fd was closed by someone else (a double close)");
 	runtime_deadline_set(0);
 	free(j->q.head_only);
-	if (atomic_load(&srv.open) != 0)
-		fail("the open connection count did not go back to 0");
-	atomic_store(&srv.draining, false);
+	if (serving != 0)
+		fail("a connection still being served after its fiber ended");
+	runtime_http_server_destroy(srv.http);
+	srv.http = NULL;
 	check_fds();
 	sem_post(&j->done);
 }
@@ -631,10 +696,8 @@ static void *run_runtime(void *arg)
 	runtime_config_init(&cfg);
 	cfg.cores = 1;
 	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0) {
-		conn_lists_init(&srv);
-		rc = srv.live ? runtime_spawn(srv.rt, keeper, NULL) : -ENOMEM;
-	}
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0)
+		rc = runtime_spawn(srv.rt, keeper, NULL);
 	runtime_rc = rc;
 	sem_post(&runtime_ready);
 	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
@@ -650,7 +713,6 @@ static void finish(void)
 	pthread_join(runtime_thread, NULL);
 	runtime_sem_destroy(srv.backend);
 	runtime_destroy(srv.rt);
-	free(srv.live);
 	close(srv.root_fd);
 	remove_root();
 }
@@ -676,7 +738,8 @@ static void start_symbolizer(void)
 }
 
 /* The server as http-server would be started with --root (a fresh one),
- * --limit 1, --body-max 4096; timeouts per input (set_options). */
+ * --limit 1, --body-max 4096; timeouts and the rest per input
+ * (make_server). */
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -690,8 +753,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.opt = (struct options){ .host = "socketpair", .cores = 1, .limit = 1,
 		.max_conns = 1, .body_max = 4096, .header_timeout_ms = FAST_TIMEOUT_MS,
 		.idle_timeout_ms = FAST_TIMEOUT_MS };
-	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
-		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
 	make_root();
 	srv.opt.root = root_dir;
 	sem_init(&runtime_ready, 0, 0);

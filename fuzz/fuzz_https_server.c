@@ -2,10 +2,11 @@
 /*
  * fuzz_https_server.c - libFuzzer target for the demo HTTP server behind
  * TLS, on the real runtime: one connection per input over an AF_UNIX
- * socketpair, whose server end does what runtime_serve does with sc.tls -
- * runtime_conn_tls_accept (tls/, toolkit/conn.c), then demos/http's
- * conn_serve - and whose other end the input drives. Bit 7 of byte 0
- * picks how:
+ * socketpair, whose server end does what runtime_http_serve does with
+ * sc.tls - runtime_conn_tls_accept (tls/, toolkit/conn.c), then
+ * libruntime-http's runtime_http_serve_conn (http/) with the demo's
+ * routes (demos/http) - and whose other end the input drives. Bit 7 of
+ * byte 0 picks how:
  *
  *   raw (0): the rest of the input is the client's bytes, sent as they
  *   are (garbage, a ClientHello cut short, records of any length), cut
@@ -44,15 +45,18 @@
  *     http/1.1 (then it must fail, -ENOPROTOOPT); runtime_conn_tls_info
  *     disagreeing with the client (version, ALPN, SNI, resumed); the
  *     wrong certificate for the SNI name; no resumption where it must
- *     resume; a server stream that does not decrypt (a bad record, an
- *     alert) unless the client broke the protocol; answers that are not
- *     well-formed HTTP/1.1 framed by Content-Length, more answers than
- *     requests (+1), a .bin file whose body is not its content, or a
- *     request that came whole (before one asking to close) left without
- *     its whole answer - unless the client broke the protocol, or 2 ms
- *     timeouts or a drain may cut it short;
+ *     resume, or one under another name than the session's; a server
+ *     stream that does not decrypt (a bad record, an alert) unless the
+ *     client broke the protocol; answers that are not well-formed
+ *     HTTP/1.1 framed by Content-Length (204 and 304 may go without),
+ *     more answers than requests (+1), a .bin file whose body is not its
+ *     content, or a request that came whole (before one that may end the
+ *     connection: see frame_requests) left without its whole answer -
+ *     unless the client broke the protocol, or 2 ms timeouts or a drain
+ *     may cut it short;
  *   - runtime_conn_close failing (a session left busy, a double close), a
- *     file descriptor or an open connection count left behind.
+ *     file descriptor left behind, or a connection still being served
+ *     after its fiber ended.
  *
  * Certificates are made in memory at start-up, once per process, with
  * tests/tlsutil.h (a CA, then leaves for a.test and *.b.test): no files
@@ -71,24 +75,27 @@
  * not rotate during a run.
  *
  * Blind spots: Debian's libssl is not instrumented, so coverage comes
- * from tls/, toolkit/conn.c and demos/http alone (built with it for this
- * target; the rest of the runtime is not): the fuzzer finds its way
- * through OpenSSL's parser only by what those see (how the handshake
+ * from tls/, toolkit/conn.c, http/ and demos/http alone (built with it
+ * for this target; the rest of the runtime is not): the fuzzer finds its
+ * way through OpenSSL's parser only by what those see (how the handshake
  * ended, which reason, how many reads). Not reached: client certificates,
  * a context with several ALPN protocols, ticket rotation, a second
- * connection at once, what the demo never calls (close_write, finish,
- * deadlines set on the connection, reads and writes from two fibers) and
- * the runtime's own drain; the epoll engine only in make check's epoll
- * pass (the replay).
+ * connection at once, what the server never does (reads and writes from
+ * two fibers) and the runtime's own drain; the epoll engine only in make
+ * check's epoll pass (the replay).
  *
- * One runtime (one core) lives for the process on its own thread, as in
- * fuzz_http_server.c; each input is a fiber spawned onto it. The routes'
+ * One runtime (one core) lives for the process on its own thread, and the
+ * HTTP server is made per input from the demo's options, as in
+ * fuzz_http_server.c, whose drain (the server's stop flag, and a read
+ * woken by a deadline in the past) OPT_DRAINING and OPT_DRAIN_LATE do
+ * too; each input is a fiber spawned onto the runtime. The routes'
  * runtime_sleep is wrapped (-Wl,--wrap=runtime_sleep) to SLEEP_CAP_NS.
  * Built with the ordinary compiler into tests/replay_https_server too
  * (tests/fuzz_replay.c), which replays the corpus and the regressions in
  * make check.
  */
 #define _GNU_SOURCE
+#include "http.h"   /* the server's insides: stopping, limits */
 #include "server.h"
 
 #include "https_client.h"
@@ -136,7 +143,8 @@ enum {
 	OPT_CUT = 0x0c,         /* raw: how the bytes are cut (enum cut) */
 	OPT_NO_BATCH = 0x04,    /* client: --no-batch */
 	OPT_DRAINING = 0x08,    /* client: the server is stopping already */
-	OPT_DRAIN_LATE = 0x10,  /* client: a drain after the last piece */
+	OPT_DRAIN_LATE = 0x10,  /* client: a drain after the last piece (its
+	                           reads woken: fuzz_http_server.c) */
 	OPT_CLIENT = 0x80,      /* the mode: a real client, byte 1 its options */
 };
 
@@ -175,7 +183,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int __real_runtime_sleep(uint64_t ns);
 int __wrap_runtime_sleep(uint64_t ns);
 
-static struct server srv;
+static struct server srv;     /* srv.http: this input's server */
+static unsigned serving;       /* connections in runtime_http_serve_conn */
 static struct runtime_tls *tls_main, *tls_slow; /* server contexts */
 static SSL_CTX *client_ctx;
 static SSL_SESSION *kept[2];   /* to resume, by OPT_CL_TLS12 */
@@ -198,8 +207,8 @@ struct requests {
 	} *r;                   /* per complete head */
 	size_t heads;
 	size_t complete;        /* of them, with their whole body */
-	size_t owed;            /* complete ones up to the first that asks to
-	                           close: each must be answered */
+	size_t owed;            /* complete ones up to the first that may end
+	                           the connection: each must be answered */
 };
 
 struct job {
@@ -208,6 +217,7 @@ struct job {
 	unsigned opt, cl;       /* bytes 0 and 1 */
 	bool warm_up;           /* keep the client's session for OPT_CL_RESUME */
 	int fd, server_fd;      /* the client's end, the server's */
+	struct runtime_conn *conn; /* the server's while it serves HTTP */
 	uint64_t deadline;
 	struct runtime_tls *tls;
 	int accept_rc;          /* the server's runtime_conn_tls_accept */
@@ -301,8 +311,9 @@ static void note_info(struct job *j, struct runtime_conn *conn)
 	j->info.resumed = in.resumed;
 }
 
-/* The connection's fiber, as runtime_serve runs one with a TLS context:
- * the handshake, then demos/http's handler, then the close. */
+/* The connection's fiber, as runtime_http_serve runs one with a TLS
+ * context: the handshake, then the library serves it with the demo's
+ * routes, then the close. */
 static void *serve(void *arg)
 {
 	struct job *j = arg;
@@ -313,14 +324,29 @@ static void *serve(void *arg)
 	j->accept_rc = runtime_conn_tls_accept(conn, j->tls);
 	if (j->accept_rc == 0) {
 		note_info(j, conn);
-		atomic_fetch_add(&srv.open, 1); /* conn_serve takes it off */
-		conn_serve(&srv, conn);
+		j->conn = conn;
+		serving++;
+		if (runtime_http_serve_conn(srv.http, conn) < 0)
+			fail("runtime_http_serve_conn refused a connection");
+		serving--;
+		j->conn = NULL;
 	} else {
 		runtime_conn_tls_error(conn, j->accept_why, sizeof(j->accept_why));
 	}
 	if (runtime_conn_close(conn) < 0)
 		fail("runtime_conn_close failed: a TLS session left busy, or its fd closed twice");
 	return NULL;
+}
+
+/* A drain, as far as one connection sees it (fuzz_http_server.c): the
+ * stop flag, and a read it waits in woken, if it is serving HTTP yet
+ * (not in the handshake, which a drain leaves alone). From this core:
+ * the connection's. */
+static void drain_late(struct job *j)
+{
+	atomic_store(&srv.http->stopping, true);
+	if (j->conn)
+		runtime_conn_set_read_deadline(j->conn, 1);
 }
 
 /* runtime_conn_tls_accept's result is one runtime_tls.h lists. */
@@ -638,7 +664,7 @@ static bool skip_body(char *in, size_t len, size_t *off, const struct http_reque
 		*off += req->content_length;
 		return true;
 	default:
-		http_chunked_init(&ch, &srv.limits);
+		http_chunked_init(&ch, &srv.http->limits);
 		rc = http_chunked_decode(&ch, in + *off, len - *off, in + *off, &used, &made);
 		*off += used;
 		return rc == 1;
@@ -648,6 +674,40 @@ static bool skip_body(char *in, size_t len, size_t *off, const struct http_reque
 static bool is_slice(const struct http_slice *s, const char *text)
 {
 	return s->len == strlen(text) && !memcmp(s->p, text, s->len);
+}
+
+/* The path a target routes by (runtime_http_path: an absolute-form
+ * target's too), without its query; empty for "*" and authority-form. */
+static struct http_slice target_path(struct http_slice t)
+{
+	const char *p = t.p, *end = t.p + t.len, *q;
+
+	if (p < end && *p != '/') {
+		const char *colon = memchr(p, ':', t.len);
+		if (!colon || end - colon < 3 || colon[1] != '/' || colon[2] != '/')
+			return (struct http_slice){ end, 0 };
+		for (p = colon + 3; p < end && *p != '/' && *p != '?'; p++)
+			;
+		if (p == end || *p == '?')
+			return (struct http_slice){ "/", 1 };
+	}
+	q = memchr(p, '?', (size_t)(end - p));
+	return (struct http_slice){ p, (size_t)((q ? q : end) - p) };
+}
+
+/*
+ * A request after which the server may close: one that asks to, and one
+ * whose client waits for 100 Continue before a body - if the handler
+ * never reads that body, the server answers and closes (it cannot tell
+ * whether the body will come: RFC 9110 10.1.1), as the demo's routes do
+ * but for POST /echo.
+ */
+static bool may_end(const struct http_request *req)
+{
+	bool body = req->body == HTTP_BODY_CHUNKED ||
+	            (req->body == HTTP_BODY_LENGTH && req->content_length > 0);
+
+	return !req->keep_alive || (req->expect_continue && body);
 }
 
 /* Frame the client's plaintext (in, len: a copy, changed) into j->q. */
@@ -662,14 +722,14 @@ static void frame_requests(struct job *j, char *in, size_t len)
 	if (!q->r)
 		fail("out of memory");
 	while (off < len) {
-		int rc = http_parse_head(in + off, len - off, &srv.limits, &req);
+		int rc = http_parse_head(in + off, len - off, &srv.http->limits, &req);
 		if (rc <= 0)
 			break;
 		bool get = is_slice(&req.method, "GET");
+		struct http_slice path = target_path(req.target);
 		q->r[q->heads++] = (struct asked){
 			.head_only = is_slice(&req.method, "HEAD"),
-			.pattern = get && (is_slice(&req.target, "/mid.bin") ||
-			                   is_slice(&req.target, "/big.bin")),
+			.pattern = get && (is_slice(&path, "/mid.bin") || is_slice(&path, "/big.bin")),
 		};
 		off += (size_t)rc;
 		if (!skip_body(in, len, &off, &req))
@@ -677,15 +737,17 @@ static void frame_requests(struct job *j, char *in, size_t len)
 		if (!closing)
 			q->owed = q->complete + 1;
 		q->complete++;
-		closing |= !req.keep_alive;
+		closing |= may_end(&req);
 	}
 }
 
 /*
  * What the reader has seen of the answers, as they arrive: well-formed
- * HTTP/1.1 responses, each with a Content-Length (no body for 1xx, 304
- * and HEAD), at most one per request that came whole plus one (the answer
- * to one cut short or refused, after which the server closes).
+ * HTTP/1.1 responses, each with a Content-Length (no body for 1xx, 204,
+ * 304 and HEAD; 204 and 304 may have no Content-Length, or the length a
+ * 200 would have: RFC 9110 8.6), at most one per request that came whole
+ * plus one (the answer to one cut short or refused, after which the
+ * server closes).
  */
 struct answers {
 	const struct requests *q;
@@ -712,15 +774,21 @@ static void answer_head(struct answers *a, size_t len)
 			fail("an interim answer other than 100 Continue");
 		return;
 	}
-	if (!(p = strstr(h, cl)) || !isdigit((unsigned char)p[sizeof(cl) - 1]))
+	bool bodiless = !memcmp(h + 9, "204", 3) || !memcmp(h + 9, "304", 3);
+	uint64_t length = 0;
+	if ((p = strstr(h, cl))) {
+		if (!isdigit((unsigned char)p[sizeof(cl) - 1]))
+			fail("an answer with a bad Content-Length");
+		length = strtoull(p + sizeof(cl) - 1, &end, 10);
+		if (end[0] != '\r')
+			fail("an answer with a bad Content-Length");
+	} else if (!bodiless) {
 		fail("an answer without a Content-Length");
-	uint64_t length = strtoull(p + sizeof(cl) - 1, &end, 10);
-	if (end[0] != '\r')
-		fail("an answer with a bad Content-Length");
+	}
 	if (++a->finals > a->q->complete + 1)
 		fail("more answers than requests (a request answered twice?)");
 	const struct asked *r = a->finals <= a->q->heads ? &a->q->r[a->finals - 1] : NULL;
-	bool no_body = (r && r->head_only) || !memcmp(h + 9, "304", 3);
+	bool no_body = (r && r->head_only) || bodiless;
 	a->body_left = no_body ? 0 : length;
 	a->body_off = 0;
 	a->pattern = r && r->pattern && !memcmp(h + 9, "200", 3);
@@ -811,15 +879,16 @@ static bool may_offer(const struct job *j)
 	return (j->cl & OPT_CL_RESUME) && (!(j->cl & OPT_CL_TLS12) || suite == 0 || suite == 3);
 }
 
-/* Where it must resume: without SNI (a session belongs to its name, and
- * the warm-up sent none), and in TLS 1.3 with a suite of SHA-256. */
+/* Where it must resume: without SNI, as the warm-up (a session resumes
+ * only under the name it was made for, RFC 6066 section 3: tls/resume.c),
+ * and for TLS 1.3 with a suite of SHA-256. */
 static bool must_resume(const struct job *j)
 {
 	unsigned suite = (j->cl & OPT_CL_SUITE) >> 1;
 
 	if (!may_offer(j) || (j->cl & OPT_CL_SNI))
 		return false;
-	return j->cl & OPT_CL_TLS12 || suite != 1;
+	return (j->cl & OPT_CL_TLS12) || suite != 1;
 }
 
 static struct fuzz_client_opts client_opts(const struct job *j)
@@ -875,13 +944,11 @@ static void check_info(const struct job *j)
 	if (!resumed && must_resume(j))
 		fail("a session that must resume did not");
 	if (resumed && (j->cl & OPT_CL_SNI))
-		fail("a session resumed under another name than it was made for");
+		fail("a session resumed under another name than its own");
 	if (!same(j->info.has_alpn, j->info.alpn, j->seen.has_alpn ? j->seen.alpn : NULL) ||
 	    !same(j->seen.has_alpn, j->seen.alpn, alpns[(j->cl & OPT_CL_ALPN) >> 5].agreed))
 		fail("ALPN: not what was offered, or not what the client saw");
-	/* A resumed TLS 1.2 session keeps the name of the one it resumes. */
-	if ((!resumed || !(j->cl & OPT_CL_TLS12)) &&
-	    !same(j->info.has_sni, j->info.sni, snis[(j->cl & OPT_CL_SNI) >> 3]))
+	if (!same(j->info.has_sni, j->info.sni, snis[(j->cl & OPT_CL_SNI) >> 3]))
 		fail("runtime_conn_tls_info: a server_name the client did not send");
 	if (!resumed && strcmp(j->seen.cn, cn) != 0) {
 		fprintf(stderr, "fuzz_https_server: got %s's certificate, not %s's\n", j->seen.cn, cn);
@@ -925,10 +992,8 @@ static void converse(struct job *j)
 	if (runtime_fiber_spawn(srv.rt, &rd, client_reader, j) < 0)
 		fail("spawn");
 	write_pieces(j);
-	if (j->opt & OPT_DRAIN_LATE) { /* as http-server.c's drain does */
-		atomic_store(&srv.draining, true);
-		conn_drain_core(&srv);
-	}
+	if (j->opt & OPT_DRAIN_LATE)
+		drain_late(j);
 	fuzz_client_flush(&j->client); /* what reading made: an alert */
 	shutdown(j->fd, SHUT_WR);
 	join_or_fail(rd, "the server did not close the connection in time (hang)");
@@ -976,15 +1041,21 @@ static void drive_client(struct job *j)
 
 /* ------------------------------------------------------------ one input */
 
-static void set_options(struct job *j)
+/* This input's server (the demo's options with the input's picks, as
+ * http-server would make it) and TLS context. */
+static void make_server(struct job *j)
 {
+	struct runtime_http_server_config cfg;
 	bool client = j->opt & OPT_CLIENT;
 	uint64_t timeout = j->opt & OPT_SLOW ? SLOW_TIMEOUT_MS : FAST_TIMEOUT_MS;
 
 	srv.opt.plain_recv = j->opt & OPT_PLAIN_RECV;
 	srv.opt.no_batch = client && (j->opt & OPT_NO_BATCH);
 	srv.opt.header_timeout_ms = srv.opt.idle_timeout_ms = timeout;
-	atomic_store(&srv.draining, client && (j->opt & OPT_DRAINING));
+	server_http_config(&srv, &cfg);
+	if (runtime_http_server_create(srv.rt, &cfg, &srv.http) < 0)
+		fail("runtime_http_server_create");
+	atomic_store(&srv.http->stopping, client && (j->opt & OPT_DRAINING));
 	j->tls = !client && (j->opt & OPT_SLOW) ? tls_slow : tls_main;
 }
 
@@ -1002,7 +1073,7 @@ static void drive(void *arg)
 		fail("socketpair");
 	j->fd = sv[0];
 	j->server_fd = sv[1];
-	set_options(j);
+	make_server(j);
 	if (j->opt & OPT_CLIENT)
 		drive_client(j);
 	else
@@ -1011,9 +1082,10 @@ static void drive(void *arg)
 	if (runtime_close(sv[0]) < 0)
 		fail("the client's fd was closed by someone else (a double close)");
 	runtime_deadline_set(0);
-	if (atomic_load(&srv.open) != 0)
-		fail("the open connection count did not go back to 0");
-	atomic_store(&srv.draining, false);
+	if (serving != 0)
+		fail("a connection still being served after its fiber ended");
+	runtime_http_server_destroy(srv.http);
+	srv.http = NULL;
 	check_fds();
 	sem_post(&j->done);
 }
@@ -1167,10 +1239,8 @@ static void *run_runtime(void *arg)
 	runtime_config_init(&cfg);
 	cfg.cores = 1;
 	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0) {
-		conn_lists_init(&srv);
-		rc = srv.live ? runtime_spawn(srv.rt, keeper, NULL) : -ENOMEM;
-	}
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0)
+		rc = runtime_spawn(srv.rt, keeper, NULL);
 	runtime_rc = rc;
 	sem_post(&runtime_ready);
 	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
@@ -1186,7 +1256,6 @@ static void finish(void)
 	pthread_join(runtime_thread, NULL);
 	runtime_sem_destroy(srv.backend);
 	runtime_destroy(srv.rt);
-	free(srv.live);
 	close(srv.root_fd);
 	remove_root();
 	runtime_tls_destroy(tls_main);
@@ -1224,8 +1293,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	srv.opt = (struct options){ .host = "socketpair", .cores = 1, .limit = 1,
 		.max_conns = 1, .body_max = 4096, .header_timeout_ms = FAST_TIMEOUT_MS,
 		.idle_timeout_ms = FAST_TIMEOUT_MS };
-	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
-		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
 	make_root();
 	make_tls();
 	sem_init(&runtime_ready, 0, 0);

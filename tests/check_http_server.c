@@ -505,6 +505,29 @@ START_TEST(test_http_chunked_body_near_buffer_size)
 }
 END_TEST
 
+/* A chunked body whose framing arrives in reads of its own (the CRLF
+ * after a chunk's data, alone): a read that yields framing only is no end
+ * of the body. */
+START_TEST(test_http_chunked_framing_split_across_reads)
+{
+	char resp[4096];
+	int fd;
+
+	start_server(variant(_i));
+	fd = dial();
+	send_str(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	         "Connection: close\r\n\r\n5\r\nhello");
+	usleep(50 * 1000);
+	send_str(fd, "\r\n");
+	usleep(50 * 1000);
+	send_str(fd, "0\r\n\r\n");
+	recv_until(fd, resp, sizeof(resp), 0);
+	close(fd);
+	ck_assert_msg(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nhello"), "%s", resp);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
 /* The server's CPU time so far, in clock ticks (user + system). */
 static unsigned long long server_ticks(void)
 {
@@ -613,6 +636,7 @@ static Suite *http_suite(void)
 	tcase_add_test(tc, test_http_max_conns_refused_and_counted);
 	tcase_add_loop_test(tc, test_http_emfile_backoff, 0, 2);
 	tcase_add_loop_test(tc, test_http_chunked_body_near_buffer_size, 0, 2);
+	tcase_add_loop_test(tc, test_http_chunked_framing_split_across_reads, 0, 2);
 	tcase_add_test(tc, test_http_graceful_stop);
 	tcase_add_test(tc, test_http_curl_smoke);
 	suite_add_tcase(s, tc);

@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # pkgconfig.sh - a program builds from runtime.pc's flags alone, shared and
-# with --static, and runs; runtime-preload.pc puts its library before
-# libruntime. The uninstalled .pc files are used, pointed at the build tree.
+# with --static, and runs; runtime-preload.pc and runtime-http.pc put
+# their library before libruntime, and a program builds from the latter. The uninstalled .pc files are used, pointed at the build tree.
 set -u
 srcdir=${srcdir:-.}
 CC=${CC:-cc}
@@ -53,6 +53,27 @@ else
 fi
 # Only errors: glibc warns that a static getaddrinfo needs its libraries.
 grep -v "statically linked applications requires\|in function .gai_run" "$tmp/err" | sed 's/^/  /'
+
+# runtime-http.pc: the HTTP library, and libruntime through Requires.
+cat > "$tmp/http.c" <<'PROGRAM'
+#include <runtime_http.h>
+#include <stdio.h>
+
+int main(void)
+{
+	struct runtime_http_server_config cfg;
+	runtime_http_server_config_init(&cfg);
+	printf("idle %llu s\n", (unsigned long long)(cfg.idle_timeout_ns / 1000000000u));
+	return 0;
+}
+PROGRAM
+# shellcheck disable=SC2046,SC2086
+$CC ${SAN_CFLAGS:-} "$tmp/http.c" $(pc --cflags --libs runtime-http) -Lhttp/.libs -o "$tmp/http" \
+	2> "$tmp/err" &&
+	[ "$(LD_LIBRARY_PATH=runtime/.libs:http/.libs "$tmp/http")" = "idle 60 s" ]
+result "runtime-http: built from pkg-config --cflags --libs runtime-http, ran" $?
+pc --libs runtime-http | grep -q -- '-lruntime-http .*-lruntime'
+result "runtime-http's library comes before libruntime" $?
 
 pc --cflags runtime | grep -q -- '-fstack-clash-protection'
 result "Cflags carry -fstack-clash-protection" $?

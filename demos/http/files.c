@@ -5,31 +5,22 @@
  * segments, encoded slashes and NUL are refused, and the open itself is
  * confined (openat2 with RESOLVE_BENEATH, so no symlink leads out either).
  * Content-Type comes from the extension; Last-Modified and
- * If-Modified-Since are honoured. Small files go out through the response
- * batch, mid-sized ones are read and sent in steps, and large ones are
- * spliced from the page cache to the socket through a pipe, without a copy
- * through user space (--file-copy reads and sends them too). Measured on
- * loopback (bench-http notes in the README): splicing 1 MiB costs 0.4x the
- * server CPU of copying it, but a splice is a trip through io-wq, and at
- * 256 KiB copying wins on both CPU and throughput.
+ * If-Modified-Since are honoured. The body goes out through
+ * runtime_http_respond_file (splice for large files; --file-copy turns
+ * that off).
  */
 #define _GNU_SOURCE
 #include "server.h"
 
 #include <fcntl.h>
 #include <linux/openat2.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define PATH_MAX_LEN 1024
-#define SMALL_FILE (64 * 1024)  /* up to this, copied into the batch */
-#define COPY_MAX (256 * 1024)   /* up to this, read and sent; above, spliced */
-#define SPLICE_STEP (64 * 1024) /* a pipe's default capacity */
-#define SPLICE_PIPE (1 << 20)   /* the capacity asked for a splice's pipe */
 
 static int hex(char c)
 {
@@ -76,16 +67,13 @@ static int add_segment(char *out, size_t len, size_t cap, const char *seg, size_
 
 /* The request path, decoded, relative to the root ("index.html" for a
  * trailing slash). 0, or -400 / -404. */
-static int file_path(const struct http_slice *target, char *out, size_t cap)
+static int file_path(struct runtime_http_slice path, char *out, size_t cap)
 {
-	const char *p = target->p, *end = target->p + target->len;
-	const char *q = memchr(p, '?', target->len);
+	const char *p = path.p, *end = path.p + path.len;
 	int len = 0;
 
-	if (q)
-		end = q;
 	if (p == end || *p != '/')
-		return -404; /* absolute-form or "*": not a file */
+		return -404; /* "*" or authority-form: not a file */
 	while (p < end) {
 		const char *seg = ++p;
 		while (p < end && *p != '/')
@@ -120,17 +108,10 @@ static const char *content_type(const char *path)
 	return "application/octet-stream";
 }
 
-static void fmt_time(time_t t, char out[40])
-{
-	struct tm tm;
-	gmtime_r(&t, &tm);
-	strftime(out, 40, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-}
-
 /* If-Modified-Since no earlier than mtime: the client's copy is current. */
-static bool not_modified(const struct http_request *r, time_t mtime)
+static bool not_modified(const struct runtime_http_request *req, time_t mtime)
 {
-	const struct http_slice *ims = http_header_get(r, "If-Modified-Since");
+	const struct runtime_http_slice *ims = runtime_http_header(req, "If-Modified-Since");
 	char buf[64];
 	struct tm tm;
 
@@ -143,114 +124,75 @@ static bool not_modified(const struct http_request *r, time_t mtime)
 	return end && !*end && timegm(&tm) >= mtime;
 }
 
-/* Large files: file -> pipe -> socket, SPLICE_STEP at a time. */
-static int splice_out(const struct server *srv, struct exchange *ex, int fd, uint64_t size)
+static int send_file(struct runtime_http_request *req, struct runtime_http_response *res, int fd,
+                     uint64_t size, const char *type, time_t mtime)
 {
-	int pipefd[2], rc = 0;
-	uint64_t off = 0;
+	char stamp[40];
+	struct tm tm;
 
-	if (respond_flush(ex) < 0 || pipe2(pipefd, O_CLOEXEC) < 0)
-		return -1;
-	/* A bigger pipe, fewer splices: each is a trip through io-wq. It may
-	 * be refused (pipe-max-size, the user's pipe pages): then 64 KiB. */
-	int cap = fcntl(pipefd[1], F_SETPIPE_SZ, SPLICE_PIPE);
-	size_t most = cap > 0 ? (size_t)cap : SPLICE_STEP;
-	while (off < size && rc >= 0) {
-		size_t step = size - off < most ? (size_t)(size - off) : most;
-		write_deadline_set(srv); /* per step: a stalled reader is cut off */
-		ssize_t in = runtime_splice(fd, (int64_t)off, pipefd[1], -1, step, SPLICE_F_MOVE);
-		if (in <= 0) {
-			rc = -1; /* the file shrank: the promised length cannot be kept */
-			break;
-		}
-		for (ssize_t left = in; left > 0 && rc >= 0;) {
-			ssize_t out = runtime_splice(pipefd[0], -1, conn_fd(ex), -1, (size_t)left,
-			                             SPLICE_F_MOVE | SPLICE_F_MORE);
-			rc = out > 0 ? 0 : -1;
-			left -= out > 0 ? out : 0;
-		}
-		off += (uint64_t)in;
+	gmtime_r(&mtime, &tm);
+	strftime(stamp, sizeof(stamp), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	runtime_http_set_header(res, "Last-Modified", stamp);
+	if (not_modified(req, mtime)) { /* the length a 200 would have, no body */
+		if (runtime_http_start(res, 304, type, (int64_t)size) < 0)
+			return -1;
+		return runtime_http_end(res);
 	}
-	runtime_deadline_set(0);
-	runtime_close(pipefd[0]);
-	runtime_close(pipefd[1]);
-	ex->sent_body = off;
-	return rc;
+	return runtime_http_respond_file(res, 200, type, fd, 0, size) < 0 ? -1 : 0;
 }
 
-/* Large files through user space (--file-copy: to measure what splice
- * saves): pread, then send, SPLICE_STEP at a time. */
-static int copy_out(const struct server *srv, struct exchange *ex, int fd, uint64_t size)
+static int not_found(struct runtime_http_response *res, int status)
 {
-	char *buf = malloc(SPLICE_STEP);
-	uint64_t off = 0;
-	int rc = buf && respond_flush(ex) == 0 ? 0 : -1;
-
-	while (off < size && rc == 0) {
-		size_t step = size - off < SPLICE_STEP ? (size_t)(size - off) : SPLICE_STEP;
-		write_deadline_set(srv); /* per step: a stalled reader is cut off */
-		ssize_t in = runtime_pread(fd, buf, step, (off_t)off);
-		if (in <= 0 || respond_write(ex, buf, (size_t)in) < 0)
-			rc = -1; /* a shrunk file, a gone client or a deadline */
-		else
-			off += (uint64_t)in;
-	}
-	runtime_deadline_set(0);
-	free(buf);
-	ex->sent_body = off;
-	return rc;
+	return runtime_http_respond(res, status, "text/plain", status == 400 ? "400 Bad Request\n" :
+	                            "404 Not Found\n", status == 400 ? 16 : 14);
 }
 
-static int send_file(const struct server *srv, struct exchange *ex, int fd, uint64_t size,
-                     const char *type, time_t mtime)
+/* The file for path, opened, and its attributes: the fd, or -status
+ * (-400, -404) or -ECANCELED. */
+static int open_file(struct server *srv, struct runtime_http_slice path, char *name, size_t cap,
+                     struct statx *st)
 {
-	char extra[80], stamp[40];
-
-	fmt_time(mtime, stamp);
-	snprintf(extra, sizeof(extra), "Last-Modified: %s\r\n", stamp);
-	if (not_modified(ex->req, mtime)) /* the length a 200 would have, no body */
-		return respond_head(ex, 304, type, extra, size) < 0 ? -1 : 0;
-	if (respond_head(ex, 200, type, extra, size) < 0)
-		return -1;
-	if (ex->head_only || size == 0)
-		return 0;
-	if (size > COPY_MAX && !srv->opt.file_copy && !conn_tls(ex))
-		return splice_out(srv, ex, fd, size);
-	if (size > SMALL_FILE)
-		return copy_out(srv, ex, fd, size);
-	char buf[SMALL_FILE];
-	ssize_t n = runtime_pread(fd, buf, (size_t)size, 0);
-	if (n != (ssize_t)size)
-		return -1;
-	return respond_body(ex, buf, (size_t)n);
-}
-
-static int not_found(struct exchange *ex, int status)
-{
-	return respond(ex, status, "text/plain", NULL, status == 400 ? "400 Bad Request\n" :
-	               "404 Not Found\n", status == 400 ? 16 : 14);
-}
-
-int serve_file(struct server *srv, struct exchange *ex)
-{
-	char path[PATH_MAX_LEN];
 	struct open_how how = { .flags = O_RDONLY | O_CLOEXEC,
 	                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
-	struct statx st;
+	int rc = srv->root_fd < 0 ? -404 : file_path(path, name, cap);
 
-	if (srv->root_fd < 0)
-		return not_found(ex, 404);
-	int rc = file_path(&ex->req->target, path, sizeof(path));
 	if (rc < 0)
-		return not_found(ex, -rc);
-	int fd = runtime_openat2(srv->root_fd, path, &how);
+		return rc;
+	int fd = runtime_openat2(srv->root_fd, name, &how);
 	if (fd < 0)
-		return fd == -ECANCELED ? -1 : not_found(ex, 404);
-	rc = runtime_statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_MTIME, &st);
-	if (rc < 0 || !S_ISREG(st.stx_mode))
-		rc = rc == -ECANCELED ? -1 : not_found(ex, 404);
-	else
-		rc = send_file(srv, ex, fd, st.stx_size, content_type(path), (time_t)st.stx_mtime.tv_sec);
+		return fd == -ECANCELED ? fd : -404;
+	rc = runtime_statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_MTIME, st);
+	if (rc < 0 || !S_ISREG(st->stx_mode)) {
+		runtime_close(fd);
+		return rc == -ECANCELED ? rc : -404;
+	}
+	return fd;
+}
+
+bool file_exists(struct server *srv, struct runtime_http_slice path)
+{
+	char name[PATH_MAX_LEN];
+	struct statx st;
+	int fd = open_file(srv, path, name, sizeof(name), &st);
+
+	if (fd >= 0)
+		runtime_close(fd);
+	return fd >= 0;
+}
+
+int serve_file(struct server *srv, struct runtime_http_request *req,
+               struct runtime_http_response *res)
+{
+	char name[PATH_MAX_LEN];
+	struct statx st;
+	int fd = open_file(srv, runtime_http_path(req), name, sizeof(name), &st);
+
+	if (fd == -ECANCELED)
+		return fd;
+	if (fd < 0)
+		return not_found(res, -fd);
+	int rc = send_file(req, res, fd, st.stx_size, content_type(name),
+	                   (time_t)st.stx_mtime.tv_sec);
 	runtime_close(fd);
 	return rc;
 }

@@ -2,7 +2,7 @@
 /*
  * http-server - the runtime's HTTP/1.1 demo: served on every core by
  * runtime_serve (a SO_REUSEPORT socket and an acceptor per core, a fiber
- * per connection), a strict parser (http_parser.c), and a graceful stop
+ * per connection) through libruntime-http, and a graceful stop
  * (runtime_drain_on_signals): on SIGINT or SIGTERM it stops accepting,
  * closes the connections waiting for a request, lets the requests in
  * flight finish (up to a grace period), and exits 0. A second signal
@@ -25,32 +25,6 @@
 #define MS 1000000ull
 
 static struct server srv;
-
-/* A connection from runtime_serve, which closes it when this returns. */
-static void connection(struct runtime_conn *conn, void *arg)
-{
-	(void)arg;
-	atomic_fetch_add(&srv.open, 1); /* conn_serve takes it off */
-	conn_serve(&srv, conn);
-}
-
-/* ------------------------------------------------------------------ stop */
-
-static void drain_core(void *arg)
-{
-	(void)arg;
-	conn_drain_core(&srv);
-}
-
-/* A drain began (a signal): answers from now on close their connection,
- * and each core's connections waiting for a request close now. */
-static void on_drain(void *arg)
-{
-	(void)arg;
-	atomic_store(&srv.draining, true);
-	for (unsigned i = 0; i < runtime_cores(srv.rt); i++)
-		runtime_spawn_on(srv.rt, i, drain_core, NULL);
-}
 
 /* -------------------------------------------------------------- startup */
 
@@ -102,7 +76,7 @@ static int parse_options(int argc, char **argv)
 		case 'r': o->root = optarg; break;
 		case 'l': ok = demo_number(optarg, 1u << 20, &v) && v; o->limit = (unsigned)v; break;
 		case 'm': ok = demo_number(optarg, 1u << 24, &v) && v; o->max_conns = (unsigned)v; break;
-		case 'b': ok = demo_number(optarg, 1ull << 32, &o->body_max); break;
+		case 'b': ok = demo_number(optarg, 1ull << 32, &o->body_max) && o->body_max; break;
 		case 't': ok = demo_number(optarg, 1u << 30, &o->header_timeout_ms) &&
 		                 o->header_timeout_ms; break;
 		case 'i': ok = demo_number(optarg, 1u << 30, &o->idle_timeout_ms); break;
@@ -135,20 +109,12 @@ static int parse_options(int argc, char **argv)
 
 static int serve(void)
 {
-	struct runtime_serve_config sc;
+	struct runtime_http_server_config cfg;
 
-	runtime_serve_config_init(&sc);
-	sc.host = srv.opt.host;
-	sc.port = (uint16_t)srv.opt.port;
-	sc.backlog = 4096;
-	sc.max_conns = srv.opt.max_conns;
-	sc.plain_recv = srv.opt.plain_recv;
-	sc.plain_accept = srv.opt.plain_accept;
-	sc.tls = srv.tls;
-	sc.handler = connection;
-	int rc = runtime_serve(srv.rt, &sc, &srv.server);
+	server_http_config(&srv, &cfg);
+	int rc = runtime_http_serve(srv.rt, &cfg, &srv.http);
 	if (rc == 0)
-		srv.opt.port = runtime_server_port(srv.server);
+		srv.opt.port = runtime_http_server_port(srv.http);
 	return rc;
 }
 
@@ -169,12 +135,8 @@ static int start(void)
 		demo_create_failed("http-server", rc, &cfg);
 		return 1;
 	}
-	srv.limits = (struct http_limits){ .line_max = 8192, .head_max = 12288,
-		.headers_max = HTTP_HEADERS_MAX, .body_max = srv.opt.body_max };
 	if ((rc = runtime_drain_on_signals(srv.rt, srv.opt.grace_ms * MS)) < 0 ||
-	    (rc = runtime_on_drain(srv.rt, on_drain, NULL)) < 0 ||
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0 ||
-	    (rc = conn_lists_init(&srv)) < 0)
+	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
 		return rc;
 	return serve();
 }
@@ -200,8 +162,10 @@ int main(int argc, char **argv)
 	       srv.opt.root ? srv.opt.root : "(none)", engine);
 	fflush(stdout);
 	rc = runtime_run(srv.rt);
-	uint64_t requests = conn_requests(&srv);
-	runtime_server_destroy(srv.server);
+	struct runtime_http_server_stats st;
+	runtime_http_server_stats(srv.http, &st);
+	uint64_t requests = st.requests;
+	runtime_http_server_destroy(srv.http);
 	runtime_destroy(srv.rt);
 	runtime_tls_destroy(srv.tls);
 	fprintf(stderr, "http-server: stopped after %llu requests\n", (unsigned long long)requests);

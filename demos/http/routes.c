@@ -4,7 +4,8 @@
  * test), /echo (the request body back), /delay?ms=N (after N ms, on a
  * runtime timer), /limited (a scarce backend behind a resource pool: a
  * short wait for a slot, else 503), /stats (the runtime's counters as
- * JSON), and static files under --root for everything else.
+ * JSON), and static files under --root for everything else. Routed by
+ * the target's path, of an absolute-form target too.
  */
 #include "server.h"
 
@@ -18,162 +19,191 @@
 #define LIMITED_WORK_MS 10     /* the backend's work, holding the slot */
 
 /* Inlined, so that strlen(lit) of a literal is folded. */
-static inline __attribute__((always_inline)) bool is(const struct http_slice *s, const char *lit)
+static inline __attribute__((always_inline)) bool is(struct runtime_http_slice s, const char *lit)
 {
 	size_t n = strlen(lit);
-	return s->len == n && !memcmp(s->p, lit, n);
+	return s.len == n && !memcmp(s.p, lit, n);
 }
 
-/* The target's path (before any query) equals path. */
-static inline __attribute__((always_inline)) bool path_is(const struct http_request *r,
-                                                          const char *path)
+static int text(struct runtime_http_response *res, int status, const char *body)
 {
-	size_t n = strlen(path);
-	return r->target.len >= n && !memcmp(r->target.p, path, n) &&
-	       (r->target.len == n || r->target.p[n] == '?');
+	return runtime_http_respond(res, status, "text/plain", body, strlen(body));
 }
 
-static int text(struct exchange *ex, int status, const char *body)
+static int not_allowed(struct runtime_http_response *res, const char *allow)
 {
-	return respond(ex, status, "text/plain", NULL, body, strlen(body));
+	runtime_http_set_header(res, "Allow", allow);
+	return text(res, 405, "405 Method Not Allowed\n");
 }
 
-static int not_allowed(struct exchange *ex, const char *allow)
-{
-	char extra[64];
-	snprintf(extra, sizeof(extra), "Allow: %s\r\n", allow);
-	return respond(ex, 405, "text/plain", extra, "405 Method Not Allowed\n", 23);
-}
-
-static int plaintext(struct exchange *ex)
-{
-	return respond(ex, 200, "text/plain", NULL, "Hello, World!", 13);
-}
-
-static int echo(struct exchange *ex)
+static int echo(struct runtime_http_request *req, struct runtime_http_response *res,
+                const struct server *srv)
 {
 	char *body;
 	size_t len;
-	int rc = read_body(ex, &body, &len);
+	int rc = runtime_http_body_read_all(req, &body, &len, (size_t)srv->opt.body_max);
 
-	if (rc == -1)
-		return -1;
-	if (rc < 0) { /* the body broke a rule or a limit: answer, then close */
-		ex->close = true;
-		return text(ex, -rc, "bad body\n");
-	}
-	rc = respond(ex, 200, "application/octet-stream", NULL, body, len);
+	if (rc == -EMSGSIZE || rc == -EBADMSG) /* a body over the limit, or bad framing */
+		return text(res, rc == -EMSGSIZE ? 413 : 400, "bad body\n");
+	if (rc < 0)
+		return rc;
+	rc = runtime_http_respond(res, 200, "application/octet-stream", body, len);
 	free(body);
 	return rc;
 }
 
 /* ms=N in the query, 0..DELAY_MAX_MS; -1 if missing or malformed. */
-static long query_ms(const struct http_request *r)
+static long query_ms(const struct runtime_http_request *req)
 {
-	const char *q = memchr(r->target.p, '?', r->target.len);
-	if (!q || (size_t)(r->target.p + r->target.len - q) < 5 || memcmp(q, "?ms=", 4))
-		return -1;
+	struct runtime_http_slice q = runtime_http_query(req);
 	long v = 0;
-	for (const char *p = q + 4; p < r->target.p + r->target.len; p++) {
-		if (*p < '0' || *p > '9' || (v = v * 10 + (*p - '0')) > DELAY_MAX_MS)
+
+	if (q.len < 4 || memcmp(q.p, "ms=", 3))
+		return -1;
+	for (size_t i = 3; i < q.len; i++)
+		if (q.p[i] < '0' || q.p[i] > '9' || (v = v * 10 + (q.p[i] - '0')) > DELAY_MAX_MS)
 			return -1;
-	}
 	return v;
 }
 
-static int delay(struct exchange *ex)
+static int delay(struct runtime_http_request *req, struct runtime_http_response *res)
 {
-	long ms = query_ms(ex->req);
+	long ms = query_ms(req);
 	char body[64];
 
 	if (ms < 0)
-		return text(ex, 400, "want /delay?ms=N, N from 0 to 60000\n");
+		return text(res, 400, "want /delay?ms=N, N from 0 to 60000\n");
 	int rc = runtime_sleep((uint64_t)ms * MS);
 	if (rc == -ECANCELED)
-		return -1;
+		return rc;
 	snprintf(body, sizeof(body), "slept %ld ms\n", ms);
-	return text(ex, 200, body);
+	return text(res, 200, body);
 }
 
 /* Seed 003: protect a scarce backend. Wait a short while for a slot;
  * under overload answer 503 at once rather than queue without end.
  * ?ms=N sets how long the backend's work holds the slot (default 10). */
-static int limited(struct server *srv, struct exchange *ex)
+static int limited(struct server *srv, struct runtime_http_request *req,
+                   struct runtime_http_response *res)
 {
-	long work_ms = memchr(ex->req->target.p, '?', ex->req->target.len) ?
-	               query_ms(ex->req) : LIMITED_WORK_MS;
+	struct runtime_http_slice t = runtime_http_target(req);
+	long work_ms = memchr(t.p, '?', t.len) ? query_ms(req) : LIMITED_WORK_MS;
 
 	if (work_ms < 0)
-		return text(ex, 400, "want /limited or /limited?ms=N, N from 0 to 60000\n");
+		return text(res, 400, "want /limited or /limited?ms=N, N from 0 to 60000\n");
 	int rc = runtime_sem_get(srv->backend, NULL, (int64_t)(LIMITED_WAIT_MS * MS));
-	if (rc == -ETIMEDOUT)
-		return respond(ex, 503, "text/plain", "Retry-After: 1\r\n", "busy, retry\n", 12);
+	if (rc == -ETIMEDOUT) {
+		runtime_http_set_header(res, "Retry-After", "1");
+		return text(res, 503, "busy, retry\n");
+	}
 	if (rc < 0)
-		return -1;
+		return rc;
 	rc = runtime_sleep((uint64_t)work_ms * MS); /* the backend's work */
 	runtime_sem_post(srv->backend, NULL);
-	return rc == 0 ? text(ex, 200, "done\n") : -1;
+	return rc == 0 ? text(res, 200, "done\n") : rc;
 }
 
-static int stats(struct server *srv, struct exchange *ex)
+/* The runtime's per-core counters, as JSON, into body. Its length. */
+static size_t core_stats(const struct server *srv, char *body, size_t cap)
 {
 	struct runtime_core_stats cs[64];
-	struct runtime_offload_stats pool;
-	struct runtime_sem_stats backend;
-	struct runtime_server_stats served;
-	char body[8192];
-	unsigned n = runtime_stats(srv->rt, cs, 64, &pool);
+	unsigned n = runtime_stats(srv->rt, cs, 64, NULL);
 	size_t len = 0;
 
-	runtime_sem_stats(srv->backend, &backend);
-	runtime_server_stats(srv->server, &served);
-	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"engine\":\"%s\",\"cores\":[",
-	                        runtime_engine_name(runtime_engine(srv->rt)));
-	for (unsigned i = 0; i < n && i < 64; i++)
-		len += (size_t)snprintf(body + len, sizeof(body) - len,
+	for (unsigned i = 0; i < n && i < 64 && len < cap; i++)
+		len += (size_t)snprintf(body + len, cap - len,
 		        "%s{\"fibers_live\":%llu,\"fibers_spawned\":%llu,\"sqes_submitted\":%llu,"
 		        "\"cqes_reaped\":%llu,\"enters\":%llu,\"timers_armed\":%llu,"
-		        "\"inbox_items\":%llu,\"wakeups_written\":%llu}", i ? "," : "",
+		        "\"inbox_items\":%llu,\"wakeups_written\":%llu,\"requests\":%llu}", i ? "," : "",
 		        (unsigned long long)cs[i].fibers_live, (unsigned long long)cs[i].fibers_spawned,
 		        (unsigned long long)cs[i].sqes_submitted, (unsigned long long)cs[i].cqes_reaped,
 		        (unsigned long long)cs[i].enters, (unsigned long long)cs[i].timers_armed,
-		        (unsigned long long)cs[i].inbox_items, (unsigned long long)cs[i].wakeups_written);
-	len += (size_t)snprintf(body + len, sizeof(body) - len,
-	        "],\"offload\":{\"alive\":%u,\"idle\":%u,\"largest\":%u,\"queued\":%zu,"
-	        "\"completed\":%llu,\"rejected\":%llu},\"limited\":{\"in_use\":%u,\"waiting\":%u},"
-	        "\"server\":{\"open\":%u,\"accepted\":%llu,\"refused\":%llu,\"requests\":%llu}}\n",
-	        pool.alive, pool.idle, pool.largest, pool.queued, (unsigned long long)pool.completed,
-	        (unsigned long long)pool.rejected, backend.in_use, backend.waiting,
-	        atomic_load(&srv->open), (unsigned long long)served.accepted,
-	        (unsigned long long)served.refused,
-	        (unsigned long long)conn_requests(srv));
-	return respond(ex, 200, "application/json", NULL, body, len < sizeof(body) ? len : 0);
+		        (unsigned long long)cs[i].inbox_items, (unsigned long long)cs[i].wakeups_written,
+		        (unsigned long long)runtime_http_server_core_requests(srv->http, i));
+	return len < cap ? len : cap;
+}
+
+static int stats(struct server *srv, struct runtime_http_response *res)
+{
+	struct runtime_offload_stats pool;
+	struct runtime_sem_stats backend;
+	struct runtime_http_server_stats st;
+	char body[8192];
+	size_t len = 0;
+
+	runtime_stats(srv->rt, NULL, 0, &pool);
+	runtime_sem_stats(srv->backend, &backend);
+	runtime_http_server_stats(srv->http, &st);
+	len += (size_t)snprintf(body, sizeof(body), "{\"engine\":\"%s\",\"cores\":[",
+	                        runtime_engine_name(runtime_engine(srv->rt)));
+	len += core_stats(srv, body + len, sizeof(body) - len);
+	if (len < sizeof(body))
+		len += (size_t)snprintf(body + len, sizeof(body) - len,
+		        "],\"offload\":{\"alive\":%u,\"idle\":%u,\"largest\":%u,\"queued\":%zu,"
+		        "\"completed\":%llu,\"rejected\":%llu},\"limited\":{\"in_use\":%u,\"waiting\":%u},"
+		        "\"server\":{\"open\":%u,\"accepted\":%llu,\"refused\":%llu,\"requests\":%llu,"
+		        "\"rejected\":%llu}}\n",
+		        pool.alive, pool.idle, pool.largest, pool.queued, (unsigned long long)pool.completed,
+		        (unsigned long long)pool.rejected, backend.in_use, backend.waiting,
+		        st.conns.live, (unsigned long long)st.conns.accepted,
+		        (unsigned long long)st.conns.refused, (unsigned long long)st.requests,
+		        (unsigned long long)st.rejected);
+	return runtime_http_respond(res, 200, "application/json", body, len < sizeof(body) ? len : 0);
 }
 
 /* Methods this server implements at all; others get 501. */
-static bool known_method(const struct http_slice *m)
+static bool known_method(struct runtime_http_slice m)
 {
 	return is(m, "GET") || is(m, "HEAD") || is(m, "POST");
 }
 
-int route(struct server *srv, struct exchange *ex)
+/* A GET or HEAD resource; anything else there is 405. */
+static int get_only(struct server *srv, struct runtime_http_request *req,
+                    struct runtime_http_response *res, struct runtime_http_slice path)
 {
-	const struct http_request *r = ex->req;
-	bool get = is(&r->method, "GET") || is(&r->method, "HEAD");
+	if (is(path, "/plaintext"))
+		return runtime_http_respond(res, 200, "text/plain", "Hello, World!", 13);
+	if (is(path, "/delay"))
+		return delay(req, res);
+	if (is(path, "/limited"))
+		return limited(srv, req, res);
+	if (is(path, "/stats"))
+		return stats(srv, res);
+	return serve_file(srv, req, res);
+}
 
-	if (!known_method(&r->method))
-		return text(ex, 501, "501 Not Implemented\n");
-	if (path_is(r, "/echo"))
-		return is(&r->method, "POST") ? echo(ex) : not_allowed(ex, "POST");
-	if (!get)
-		return not_allowed(ex, "GET, HEAD");
-	if (path_is(r, "/plaintext"))
-		return plaintext(ex);
-	if (path_is(r, "/delay"))
-		return delay(ex);
-	if (path_is(r, "/limited"))
-		return limited(srv, ex);
-	if (path_is(r, "/stats"))
-		return stats(srv, ex);
-	return serve_file(srv, ex);
+static bool get_resource(struct server *srv, struct runtime_http_slice path)
+{
+	return is(path, "/plaintext") || is(path, "/delay") || is(path, "/limited") ||
+	       is(path, "/stats") || file_exists(srv, path);
+}
+
+int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
+{
+	struct server *srv = arg;
+	struct runtime_http_slice m = runtime_http_method(req), path = runtime_http_path(req);
+	bool get = is(m, "GET") || is(m, "HEAD");
+
+	if (!known_method(m))
+		return text(res, 501, "501 Not Implemented\n");
+	if (is(path, "/echo"))
+		return is(m, "POST") ? echo(req, res, srv) : not_allowed(res, "POST");
+	if (get)
+		return get_only(srv, req, res, path);
+	/* Not GET: 405 where the resource exists, 404 where nothing does. */
+	return get_resource(srv, path) ? not_allowed(res, "GET, HEAD") : text(res, 404, "404 Not Found\n");
+}
+
+void access_log(const struct runtime_http_request *req, const struct runtime_http_response *res,
+                void *arg)
+{
+	struct runtime_http_slice m = runtime_http_method(req), t = runtime_http_target(req);
+	char line[512];
+	int n = snprintf(line, sizeof(line), "%.*s %.*s %d %llu\n", (int)m.len, m.p,
+	                 (int)(t.len < 300 ? t.len : 300), t.p, runtime_http_status(res),
+	                 (unsigned long long)runtime_http_body_sent(res));
+
+	(void)arg;
+	if (n > 0)
+		runtime_write(1, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
 }

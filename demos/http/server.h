@@ -1,23 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server.h - the demo HTTP server's parts: main, serving and the stop
- * (http-server.c), one fiber per connection (conn.c), the routes (routes.c)
- * and static files (files.c).
+ * server.h - the demo HTTP server's parts, on libruntime-http
+ * (<runtime_http.h>): main, options and the stop (http-server.c), the
+ * library's settings for the options (config.c), the routes (routes.c)
+ * and static files (files.c). Everything HTTP itself - parsing,
+ * keep-alive, pipelining, limits, timeouts, drain - is the library's.
  */
 #ifndef HTTP_SERVER_H
 #define HTTP_SERVER_H
 
 #include <runtime.h>
-#include <stdatomic.h>
+#include <runtime_http.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "http_parser.h"
-
-#define IN_SIZE (16 * 1024)   /* a connection's read buffer: holds a head
-                                 (head_max is 12 KiB) */
-#define OUT_SIZE (16 * 1024)  /* its batch of pipelined responses */
 
 struct options {
 	const char *host;
@@ -44,52 +40,26 @@ struct options {
 struct server {
 	struct options opt;
 	struct runtime *rt;
-	struct http_limits limits;
-	struct runtime_server *server; /* runtime_serve's: a socket per core */
+	struct runtime_http_server *http;
 	struct runtime_tls *tls;  /* HTTPS, NULL: HTTP */
 	int root_fd;              /* --root, or -1 */
 	struct runtime_sem *backend; /* /limited's slots */
-	_Atomic bool draining;    /* a signal came: finish and close */
-	_Atomic unsigned open;    /* connections now */
-	struct conn_list *live;   /* per core: connections, for the drain */
 };
 
-/* A request being answered, and where its response goes. */
-struct exchange {
-	struct conn *conn;
-	const struct http_request *req;
-	bool head_only;           /* HEAD: headers, no body */
-	bool close;               /* answer with Connection: close, then close */
-	int status;               /* for the access log */
-	uint64_t sent_body;
-};
+/* config.c: the library's settings for these options (the serve part
+ * too). */
+void server_http_config(const struct server *srv, struct runtime_http_server_config *cfg);
 
-/* conn.c */
-void conn_serve(struct server *srv, struct runtime_conn *conn);
-void conn_drain_core(struct server *srv);
-int conn_lists_init(struct server *srv);
-int respond(struct exchange *ex, int status, const char *type, const char *extra_headers,
-            const void *body, size_t len);
-int respond_head(struct exchange *ex, int status, const char *type, const char *extra_headers,
-                 uint64_t length);
-int respond_body(struct exchange *ex, const void *body, size_t len);
-int respond_flush(struct exchange *ex);
-/* All of p[0..len) to the client, through its connection (TLS too). */
-int respond_write(struct exchange *ex, const void *p, size_t len);
-int conn_fd(const struct exchange *ex);
-/* The connection speaks TLS: nothing may be spliced into its socket. */
-bool conn_tls(const struct exchange *ex);
-size_t http_date(char out[32]);
-/* Requests answered so far, over all cores. */
-uint64_t conn_requests(const struct server *srv);
-void write_deadline_set(const struct server *srv);
-int read_body(struct exchange *ex, char **body, size_t *len);
-int discard_body(struct exchange *ex);
-
-/* routes.c */
-int route(struct server *srv, struct exchange *ex);
+/* routes.c: the handler (arg: the struct server) */
+int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
+/* The access log line of an answered request (on_response). */
+void access_log(const struct runtime_http_request *req, const struct runtime_http_response *res,
+                void *arg);
 
 /* files.c */
-int serve_file(struct server *srv, struct exchange *ex);
+int serve_file(struct server *srv, struct runtime_http_request *req,
+               struct runtime_http_response *res);
+/* A regular file is there for this path. */
+bool file_exists(struct server *srv, struct runtime_http_slice path);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http_parser.h - a strict, allocation-free parser for HTTP/1.1 requests
- * (RFC 9112 message syntax, RFC 9110 semantics), for the demo server.
+ * parser.h - a strict, allocation-free parser for HTTP/1.1 requests
+ * (RFC 9112 message syntax, RFC 9110 semantics), for libruntime-http.
  *
  * Strict means: whatever a lenient server and a strict one could read
  * differently (the request-smuggling and HTTP Garden classes) is an error,
@@ -25,7 +25,8 @@
  *   -431  header section larger than limits.head_max, or more fields than
  *         limits.headers_max (or HTTP_HEADERS_MAX)
  *   -501  a transfer coding other than chunked
- *   -505  an HTTP version other than 1.0 and 1.1 (well-formed, e.g. 2.0)
+ *   -505  an HTTP major version other than 1 (well-formed, e.g. 2.0);
+ *         1.2 and up are read as 1.1
  */
 #ifndef HTTP_PARSER_H
 #define HTTP_PARSER_H

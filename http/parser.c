@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * http_parser.c - the strict HTTP/1.1 request parser of http_parser.h:
+ * parser.c - the strict HTTP/1.1 request parser of parser.h:
  * the request head (request line, header fields, the framing and the
  * connection semantics drawn from them) and an incremental decoder of
  * chunked bodies. Nothing allocates and nothing recurses; all state is in
@@ -31,7 +31,9 @@
  *    second chunked: any other coding is -501 wherever it is. A
  *    Transfer-Encoding whose list is empty is -400 (no final chunked:
  *    RFC 9112 6.3).
- *  - Only HTTP/1.0 and HTTP/1.1 are accepted: "HTTP/1.2" is -505.
+ *  - HTTP/1.x only: a higher minor version ("HTTP/1.2") is read as 1.1
+ *    (RFC 9110 2.5: a recipient uses the highest minor it implements);
+ *    other majors are -505.
  *  - Expect: 100-continue is ignored in HTTP/1.0 (RFC 9110 10.1.1); any
  *    other expectation is -417 in both versions.
  *  - The head's length is returned as an int: head_max is taken as at
@@ -42,208 +44,11 @@
  * by head_max each, and the whole trailer section by head_max too (-400).
  * An error is sticky: later calls return it again.
  */
-#include "http_parser.h"
+#include "parser.h"
+#include "chars.h"
 
 #include <limits.h>
 #include <string.h>
-
-/* ------------------------------------------------------------ characters */
-
-static bool is_digit(unsigned char c)
-{
-	return c >= '0' && c <= '9';
-}
-
-static bool is_alpha(unsigned char c)
-{
-	return (c | 0x20) >= 'a' && (c | 0x20) <= 'z';
-}
-
-static bool is_hex(unsigned char c)
-{
-	return is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f');
-}
-
-static unsigned hex_value(unsigned char c)
-{
-	return is_digit(c) ? c - (unsigned)'0' : (c | 0x20u) - 'a' + 10u;
-}
-
-/* Byte classes by table: a strchr per byte took 4 % of the server's CPU
- * under pipelined load. */
-enum { TCHAR = 1, REGNAME = 2, BOTH = TCHAR | REGNAME };
-
-static const uint8_t byte_class[256] = {
-	['0' ... '9'] = BOTH, ['a' ... 'z'] = BOTH, ['A' ... 'Z'] = BOTH,
-	['!'] = BOTH, ['$'] = BOTH, ['&'] = BOTH, ['\''] = BOTH, ['*'] = BOTH,
-	['+'] = BOTH, ['-'] = BOTH, ['.'] = BOTH, ['_'] = BOTH, ['~'] = BOTH,
-	['#'] = TCHAR, ['%'] = TCHAR, ['^'] = TCHAR, ['`'] = TCHAR, ['|'] = TCHAR,
-	['('] = REGNAME, [')'] = REGNAME, [';'] = REGNAME, ['='] = REGNAME,
-};
-
-/* RFC 9110 5.6.2 tchar: DIGIT, ALPHA and "!#$%&'*+-.^_`|~" */
-static bool is_tchar(unsigned char c)
-{
-	return byte_class[c] & TCHAR;
-}
-
-static bool is_ows(unsigned char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-static bool is_vchar(unsigned char c)
-{
-	return c >= 0x21 && c <= 0x7e;
-}
-
-/* A byte of a field value (RFC 9110 5.5): VCHAR, obs-text, SP, HTAB. */
-static const bool field_byte[256] = {
-	['\t'] = true, [' ' ... '~'] = true, [0x80 ... 0xff] = true,
-};
-
-static bool is_field_byte(unsigned char c)
-{
-	return field_byte[c];
-}
-
-/* RFC 3986 unreserved and sub-delims, without ',' (see the top):
- * DIGIT, ALPHA and "-._~!$&'()*+;=" */
-static bool is_regname(unsigned char c)
-{
-	return byte_class[c] & REGNAME;
-}
-
-/* ------------------------------------------------------------------ runs */
-
-/*
- * Runs of ordinary bytes are skipped a word at a time (SWAR): byte loops
- * took most of the parser's time under pipelined load. A test flags the
- * bytes that may end a run (exactly: none is missed; the lowest flag is
- * always a real one, since a false flag needs a borrow from a real one
- * below it). On a little-endian machine the first flagged byte is found
- * by counting trailing zeros, and a short tail is tested as the last word
- * of the run, overlapping bytes already known clean; elsewhere the scan
- * stops at the flagged word and the caller's byte loop finds the byte.
- */
-#define ONES 0x0101010101010101ull
-#define HIGHS 0x8080808080808080ull
-
-static inline uint64_t load_word(const char *p)
-{
-	uint64_t w;
-
-	memcpy(&w, p, sizeof(w));
-	return w;
-}
-
-/* Flags the bytes of w below n (n <= 128). */
-static inline uint64_t any_below(uint64_t w, unsigned n)
-{
-	return (w - ONES * n) & ~w & HIGHS;
-}
-
-/* Flags the bytes of w equal to c. */
-static inline uint64_t any_equal(uint64_t w, unsigned char c)
-{
-	return any_below(w ^ (ONES * c), 1);
-}
-
-/* CR or LF. */
-static inline uint64_t eol_in(uint64_t w)
-{
-	return any_equal(w, '\r') | any_equal(w, '\n');
-}
-
-/* Not VCHAR, SP or obs-text: a control (HTAB too) or DEL. */
-static inline uint64_t non_field_in(uint64_t w)
-{
-	return any_below(w, 0x20) | any_equal(w, 0x7f);
-}
-
-/* Not in a request-target: not VCHAR, or '#'. */
-static inline uint64_t non_target_in(uint64_t w)
-{
-	return any_below(w, 0x21) | any_equal(w, 0x7f) | any_equal(w, '#') | (w & HIGHS);
-}
-
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define RUN_EXACT 1
-#else
-#define RUN_EXACT 0
-#endif
-
-/*
- * Skip b[i..end) while flags() finds nothing, given that b[start..i) is
- * clean. Returns the first flagged index, or end (RUN_EXACT), or an index
- * at or before the first flagged byte for the caller's byte loop.
- */
-static inline __attribute__((always_inline)) size_t
-skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(uint64_t))
-{
-	for (; i + 8 <= end; i += 8) {
-		uint64_t m = flags(load_word(b + i));
-		if (m)
-			return RUN_EXACT ? i + (size_t)__builtin_ctzll(m) / 8 : i;
-	}
-	if (RUN_EXACT && i < end && end - start >= 8) {
-		unsigned known = 8 - (unsigned)(end - i); /* low bytes already clean */
-		uint64_t m = flags(load_word(b + end - 8)) >> (8 * known);
-		return m ? i + (size_t)__builtin_ctzll(m) / 8 : end;
-	}
-	return i;
-}
-
-/* ---------------------------------------------------------------- slices */
-
-/* Inlined so that strlen(lit) of a literal is folded at each call. */
-static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_t n, const char *lit)
-{
-	if (strlen(lit) != n)
-		return false;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char a = (unsigned char)p[i], b = (unsigned char)lit[i];
-		if ((is_alpha(a) ? a | 0x20 : a) != (is_alpha(b) ? b | 0x20 : b))
-			return false;
-	}
-	return true;
-}
-
-static inline __attribute__((always_inline)) bool slice_eq(struct http_slice s, const char *lit)
-{
-	return strlen(lit) == s.len && memcmp(s.p, lit, s.len) == 0;
-}
-
-static bool is_token(struct http_slice s)
-{
-	for (size_t i = 0; i < s.len; i++)
-		if (!is_tchar((unsigned char)s.p[i]))
-			return false;
-	return s.len > 0;
-}
-
-/*
- * The next element of the comma-separated list at *cur..end, OWS around
- * it removed (it may be empty, RFC 9110 5.6.1 says to ignore those).
- * Returns false when the list is exhausted.
- */
-static bool next_element(const char **cur, const char *end, struct http_slice *el)
-{
-	const char *p = *cur, *q;
-
-	if (!p)
-		return false;
-	q = p;
-	while (q < end && *q != ',')
-		q++;
-	*cur = q < end ? q + 1 : NULL;
-	while (p < q && is_ows((unsigned char)*p))
-		p++;
-	while (q > p && is_ows((unsigned char)q[-1]))
-		q--;
-	*el = (struct http_slice){ p, (size_t)(q - p) };
-	return true;
-}
 
 /* ------------------------------------------------------------- authority */
 
@@ -344,14 +149,6 @@ struct head {
 	bool has_cl, has_te, chunked, has_host, close, keep, expect;
 };
 
-static size_t find_eol(const char *b, size_t i, size_t end)
-{
-	i = skip_run(b, i, i, end, eol_in);
-	while (i < end && b[i] != '\r' && b[i] != '\n')
-		i++;
-	return i;
-}
-
 /* What ends the line whose content stops at q: 0 for CRLF, MORE if that
  * is not known yet, -400 for a bare LF or a CR followed by anything else. */
 static int terminator(const struct head *h, size_t q)
@@ -402,59 +199,68 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 		return 0;
 	if (n != sizeof(pattern) - 1)
 		return -400;
-	if (v[5] != '1' || v[7] > '1')
+	if (v[5] != '1')
 		return -505;
-	h->req->minor = v[7] - '0';
+	h->req->minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
 	return 0;
 }
 
+/* The request line's scan reached lim, the line unfinished: MORE if the
+ * input ran out, -414 if line_max did - unless the line ends right there,
+ * lacking a part: -400 once its CRLF is whole. */
+static int ran_out(const struct head *h, size_t lim)
+{
+	int term;
+
+	if (lim == h->view)
+		return MORE;
+	if (h->b[lim] != '\r' && h->b[lim] != '\n')
+		return -414;
+	term = terminator(h, lim);
+	return term == 0 ? -400 : term;
+}
+
 /*
- * The request line's content at [s, e) (no CR or LF in it): whole when
- * its CRLF has arrived, else as far as it goes. 0 when valid so far.
+ * The request line at *pos, read once left to right: the method, the
+ * target, the version and its CRLF; on success *pos moves past the CRLF.
+ * Only its first line_max bytes are looked at (ran_out). A part is judged
+ * whole only once the line's CRLF has come (a version 2.0 is -505 then).
  */
-static int request_line_content(struct head *h, size_t s, size_t e, bool whole)
+static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
-	size_t i = s, t;
-	int rc;
+	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
+	size_t i = s, t, v, q, stop;
+	int rc, term;
 
-	while (i < e && is_tchar((unsigned char)b[i]))
+	while (i < lim && is_tchar((unsigned char)b[i]))
 		i++;
-	if (i == e)
-		return whole ? -400 : 0;
-	if (i == s || b[i] != ' ')
+	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i); /* more to come, or a line without a target */
+	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
 		return -400;
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
-	i = skip_run(b, t, i, e, non_target_in);
-	while (i < e && is_vchar((unsigned char)b[i]) && b[i] != '#')
+	i = skip_run(b, t, i, lim, non_target_in);
+	while (i < lim && is_vchar((unsigned char)b[i]) && b[i] != '#')
 		i++;
-	if (i == e)
-		return whole ? -400 : 0;
+	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i);
 	if (i == t || b[i] != ' ')
 		return -400;
-	rc = check_target(h, t, i);
-	return rc < 0 ? rc : check_version(h, i + 1, e, whole);
-}
-
-/* The request line at *pos; on success *pos moves past its CRLF. */
-static int request_line(struct head *h, size_t *pos)
-{
-	size_t s = *pos, line_max = h->lim->line_max;
-	bool capped = h->view - s > line_max;
-	size_t stop = capped ? s + line_max + 1 : h->view;
-	size_t q = find_eol(h->b, s, stop);
-	int term, rc;
-
-	if (q == stop && capped) { /* line_max + 1 bytes and no CRLF */
-		rc = request_line_content(h, s, q - 1, false);
+	if ((rc = check_target(h, t, i)) < 0)
+		return rc;
+	/* The version: up to the line's end, which may lie one byte past
+	 * lim (a line of exactly line_max bytes). */
+	v = i + 1;
+	stop = lim < h->view ? lim + 1 : lim;
+	q = find_eol(b, v, stop);
+	if (q == stop && lim < h->view) {
+		rc = check_version(h, v, lim, false);
 		return rc < 0 ? rc : -414;
 	}
-	if (q == s && q < h->view) /* an empty line (a second one) or bare CR/LF */
-		return -400;
 	term = terminator(h, q);
-	rc = request_line_content(h, s, q, term == 0);
-	if (rc < 0)
+	if ((rc = check_version(h, v, q, term == 0)) < 0)
 		return rc;
 	if (term != 0)
 		return term;
@@ -513,20 +319,7 @@ static int host_field(struct head *h, struct http_slice v)
 
 static int connection(struct head *h, struct http_slice v)
 {
-	const char *cur = v.p;
-	struct http_slice el;
-
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return -400;
-		if (slice_ieq(el.p, el.len, "close"))
-			h->close = true;
-		else if (slice_ieq(el.p, el.len, "keep-alive"))
-			h->keep = true;
-	}
-	return 0;
+	return connection_options(v, &h->close, &h->keep) ? 0 : -400;
 }
 
 static int expect(struct head *h, struct http_slice v)
@@ -544,74 +337,82 @@ static int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line and apply what it means. */
+/* Record a complete field line and apply what it means. The names that
+ * mean something are told apart by length first: most fields are none of
+ * them, and cost one switch. */
 static int add_field(struct head *h, struct http_slice name, struct http_slice value)
 {
 	struct http_request *req = h->req;
 
 	req->headers[req->nheaders++] = (struct http_header){ name, value };
-	if (slice_ieq(name.p, name.len, "content-length"))
-		return content_length(h, value);
-	if (slice_ieq(name.p, name.len, "transfer-encoding"))
-		return transfer_encoding(h, value);
-	if (slice_ieq(name.p, name.len, "host"))
-		return host_field(h, value);
-	if (slice_ieq(name.p, name.len, "connection"))
-		return connection(h, value);
-	if (slice_ieq(name.p, name.len, "expect"))
-		return expect(h, value);
-	return 0;
-}
-
-/* A field line's content at [s, e), s < e, as request_line_content. */
-static int field_content(struct head *h, size_t s, size_t e, bool whole)
-{
-	const char *b = h->b;
-	size_t i = s, v, ve;
-
-	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
-		return -400;
-	if (h->req->nheaders >= h->max_fields)
-		return -431;
-	while (i < e && is_tchar((unsigned char)b[i]))
-		i++;
-	if (i == e)
-		return whole ? -400 : 0;
-	if (i == s || b[i] != ':')
-		return -400;
-	for (v = i + 1; v < e && is_ows((unsigned char)b[v]); v++)
-		;
-	ve = skip_run(b, v, v, e, non_field_in);
-	for (; ve < e; ve++)
-		if (!is_field_byte((unsigned char)b[ve]))
-			return -400;
-	if (!whole)
+	switch (name.len) {
+	case 4:
+		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
+	case 6:
+		return slice_ieq(name.p, 6, "expect") ? expect(h, value) : 0;
+	case 10:
+		return slice_ieq(name.p, 10, "connection") ? connection(h, value) : 0;
+	case 14:
+		return slice_ieq(name.p, 14, "content-length") ? content_length(h, value) : 0;
+	case 17:
+		return slice_ieq(name.p, 17, "transfer-encoding") ? transfer_encoding(h, value) : 0;
+	default:
 		return 0;
-	while (ve > v && is_ows((unsigned char)b[ve - 1]))
-		ve--;
-	return add_field(h, (struct http_slice){ b + s, i - s },
-	                 (struct http_slice){ b + v, ve - v });
+	}
 }
 
-/* The field line (or the empty line ending the head) at *pos. */
+/* Where a field value that starts at v stops: its first byte that is no
+ * field byte (CR or LF, if the line is well-formed), or end. The same scan
+ * finds the line's end and checks the value: one pass over it. */
+static size_t value_end(const char *b, size_t v, size_t end)
+{
+	size_t i = v;
+
+	for (;;) {
+		i = skip_run(b, v, i, end, non_field_in);
+		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
+			i++; /* only where skip_run stops at a word, not its byte */
+		if (i == end || b[i] != '\t')
+			return i;
+		i++; /* a tab is a field byte, though a control */
+	}
+}
+
+/* The field line (or the empty line ending the head) at *pos, read left
+ * to right once: the name, the colon, the value up to its line's end. */
 static int field_line(struct head *h, size_t *pos)
 {
-	size_t s = *pos, q = find_eol(h->b, s, h->view);
-	int term = terminator(h, q), rc;
+	const char *b = h->b;
+	size_t s = *pos, end = h->view, i = s, v, q, ve;
+	int term;
 
-	if (q == s) {
-		if (term != 0)
+	if (s == end || b[s] == '\r' || b[s] == '\n') { /* the empty line */
+		if ((term = terminator(h, s)) != 0)
 			return term;
 		*pos = s + 2;
 		return DONE;
 	}
-	rc = field_content(h, s, q, term == 0);
-	if (rc < 0)
-		return rc;
-	if (term != 0)
+	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
+		return -400;
+	if (h->req->nheaders >= h->max_fields)
+		return -431;
+	while (i < end && is_tchar((unsigned char)b[i]))
+		i++;
+	if (i == end)
+		return MORE;
+	if (i == s || b[i] != ':')
+		return -400;
+	for (v = i + 1; v < end && is_ows((unsigned char)b[v]); v++)
+		;
+	q = value_end(b, v, end);
+	if (q < end && b[q] != '\r' && b[q] != '\n')
+		return -400; /* a control byte in the value */
+	if ((term = terminator(h, q)) != 0)
 		return term;
+	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
+		;
 	*pos = q + 2;
-	return 0;
+	return add_field(h, (struct http_slice){ b + s, i - s }, (struct http_slice){ b + v, ve - v });
 }
 
 /* The checks only the end of the head can make, and the results. */

@@ -1,0 +1,648 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * client.c - runtime_http_request: a request's head (and body) out on a
+ * pooled or new connection, the response's head in, strictly parsed;
+ * one retry on a fresh connection when a pooled one turns out dead;
+ * redirects when asked; and the client object itself (configuration,
+ * counters, destroy).
+ *
+ * A request runs in the calling fiber from start to the response's head;
+ * the body is read afterwards through the result (result.c). Nothing is
+ * pipelined: one request at a time per connection, so a connection that
+ * answered is either given back to its pool whole (the body read to its
+ * end, nothing more buffered) or closed.
+ *
+ * Deadlines: req->deadline_ns becomes the connection's read and write
+ * deadline for the whole exchange, the body's reads included, and the
+ * fiber's own deadline (also the connect timeout's, made earlier) while
+ * it dials; the fiber's deadline and cancellation apply throughout, as
+ * in every call of the runtime.
+ */
+#include "client.h"
+#include "chars.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SEC 1000000000ull
+#define INTERIM_MAX 16 /* 1xx responses before the final one, at most */
+
+struct exchange {
+	struct runtime_http_client *cl;
+	struct http_client_core *core;
+	const struct runtime_http_client_request *req;
+	const char *method;
+	const char *url;             /* the current one: the caller's or url_owned */
+	char *url_owned;             /* a redirect's */
+	const void *body;            /* a fixed body (none after a 303) */
+	size_t body_len;
+	bool streamed;               /* req->body_read sends it */
+	bool head;                   /* the method is HEAD: no body comes */
+	bool has_ua;                 /* the caller gave a User-Agent */
+	bool strip_credentials;      /* a redirect left the first origin */
+	bool got_bytes;              /* a byte of the response came (this try) */
+	int body_error;              /* body_read's: the request is abandoned */
+	unsigned redirects;
+	uint64_t deadline;
+};
+
+/* ------------------------------------------------------------ validation */
+
+static bool is_method(const char *m, const char *lit)
+{
+	return !strcmp(m, lit);
+}
+
+static bool token_string(const char *s)
+{
+	size_t i = 0;
+
+	while (is_tchar((unsigned char)s[i]))
+		i++;
+	return i > 0 && !s[i];
+}
+
+/* The fields the library writes, and the connection-specific ones whose
+ * meaning it would have to implement (RFC 9110 7.6.1). */
+static bool reserved(const char *name, size_t n)
+{
+	static const char *const names[] = { "host", "content-length", "transfer-encoding",
+		                             "connection", "upgrade", "keep-alive",
+		                             "proxy-connection" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == n && slice_ieq(name, n, names[i]))
+			return true;
+	return false;
+}
+
+/* "Name: value": a token, a colon, field bytes (no CR, LF, NUL or other
+ * control but HTAB). */
+static int check_header(struct exchange *x, const char *h)
+{
+	size_t i = 0;
+
+	while (is_tchar((unsigned char)h[i]))
+		i++;
+	if (i == 0 || h[i] != ':' || reserved(h, i))
+		return -EINVAL;
+	for (size_t j = i + 1; h[j]; j++)
+		if (!is_field_byte((unsigned char)h[j]))
+			return -EINVAL;
+	x->has_ua |= i == 10 && slice_ieq(h, i, "user-agent");
+	return 0;
+}
+
+static bool credential(const char *h)
+{
+	size_t n = strcspn(h, ":");
+
+	return slice_ieq(h, n, "authorization") || slice_ieq(h, n, "proxy-authorization") ||
+	       slice_ieq(h, n, "cookie");
+}
+
+static int exchange_init(struct exchange *x, struct runtime_http_client *cl,
+                         const struct runtime_http_client_request *req)
+{
+	*x = (struct exchange){ .cl = cl, .req = req, .method = req->method ? req->method : "GET",
+	                        .url = req->url, .body = req->body, .body_len = req->body_len,
+	                        .streamed = req->body_read != NULL, .deadline = req->deadline_ns };
+	if (!token_string(x->method) || (!x->body && x->body_len))
+		return -EINVAL;
+	if (x->streamed)
+		x->body_len = 0;
+	x->head = is_method(x->method, "HEAD");
+	for (const char *const *h = req->headers; h && *h; h++)
+		if (check_header(x, *h) < 0)
+			return -EINVAL;
+	if (!(x->core = http_client_core(cl)))
+		return runtime_core_index() < 0 ? -EPERM : -ENOMEM;
+	return 0;
+}
+
+/* ------------------------------------------------------------- the head */
+
+static char *put_str(char *o, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static char *put_mem(char *o, const char *s, size_t n)
+{
+	memcpy(o, s, n);
+	return o + n;
+}
+
+static char *put_uint(char *o, uint64_t v)
+{
+	char digits[20];
+	size_t n = 0;
+
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10));
+	while (n)
+		*o++ = digits[--n];
+	return o;
+}
+
+/* At least the head's length (see write_head). */
+static size_t head_bound(const struct exchange *x, const struct http_url *u)
+{
+	size_t n = strlen(x->method) + u->target.len + u->host.len + x->cl->ua_len + 128;
+
+	for (const char *const *h = x->req->headers; h && *h; h++)
+		n += strlen(*h) + 2;
+	return n;
+}
+
+/* The framing field: Content-Length for a fixed body (0 too where the
+ * method means to send one), chunked for a streamed one. */
+static char *put_framing(const struct exchange *x, char *o)
+{
+	if (x->streamed)
+		return put_str(o, "Transfer-Encoding: chunked\r\n");
+	if (x->body_len || is_method(x->method, "POST") || is_method(x->method, "PUT") ||
+	    is_method(x->method, "PATCH"))
+		return put_str(put_uint(put_str(o, "Content-Length: "), x->body_len), "\r\n");
+	return o;
+}
+
+static size_t write_head(const struct exchange *x, const struct http_url *u, char *out)
+{
+	const struct runtime_http_client *cl = x->cl;
+	char *o = put_str(out, x->method);
+
+	*o++ = ' ';
+	if (u->slash)
+		*o++ = '/';
+	o = put_mem(o, u->target.p, u->target.len);
+	o = put_str(o, " HTTP/1.1\r\nHost: ");
+	if (u->ip6)
+		*o++ = '[';
+	o = put_mem(o, u->host.p, u->host.len);
+	if (u->ip6)
+		*o++ = ']';
+	if (!u->default_port)
+		o = put_uint(put_str(o, ":"), u->port);
+	o = put_str(o, "\r\n");
+	if (!x->has_ua)
+		o = put_mem(o, cl->ua_field, cl->ua_len);
+	for (const char *const *h = x->req->headers; h && *h; h++)
+		if (!x->strip_credentials || !credential(*h))
+			o = put_str(put_str(o, *h), "\r\n");
+	o = put_framing(x, o);
+	if (!cl->cfg.max_per_origin)
+		o = put_str(o, "Connection: close\r\n");
+	return (size_t)(put_str(o, "\r\n") - out);
+}
+
+/* ---------------------------------------------------------------- sending */
+
+/* All of iov[0..cnt) in as few writes as the socket takes. 0 or -errno. */
+static int writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
+{
+	const struct runtime_transport *t = runtime_conn_transport(rc);
+
+	while (cnt > 0) {
+		ssize_t n = t->ops->writev(t->ctx, iov, cnt);
+		if (n <= 0)
+			return n ? (int)n : -EIO;
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
+	return 0;
+}
+
+/* The head, then body_read's bytes a chunk each, read into the
+ * connection's input buffer (nothing is in it before the response). */
+static int send_streamed(struct exchange *x, struct http_cconn *c, char *head, size_t n)
+{
+	struct iovec iov[4] = { { head, n } };
+	int cnt = 1, rc;
+
+	for (;;) {
+		ssize_t got = x->req->body_read(x->req->body_arg, c->in, c->in_size);
+		char size[24];
+		if (got < 0 || (size_t)got > c->in_size)
+			return x->body_error = got < 0 ? (int)got : -EINVAL;
+		if (got == 0) {
+			iov[cnt++] = (struct iovec){ (char *)"0\r\n\r\n", 5 };
+			return writev_all(c->rc, iov, cnt);
+		}
+		int sn = snprintf(size, sizeof(size), "%zx\r\n", (size_t)got);
+		iov[cnt++] = (struct iovec){ size, (size_t)sn };
+		iov[cnt++] = (struct iovec){ c->in, (size_t)got };
+		iov[cnt++] = (struct iovec){ (char *)"\r\n", 2 };
+		if ((rc = writev_all(c->rc, iov, cnt)) < 0)
+			return rc;
+		cnt = 0;
+	}
+}
+
+static int send_request(struct exchange *x, const struct http_url *u, struct http_cconn *c)
+{
+	size_t cap = head_bound(x, u);
+	char *head = cap <= sizeof(c->out) ? c->out : malloc(cap);
+	int rc;
+
+	if (!head)
+		return -ENOMEM;
+	size_t n = write_head(x, u, head);
+	if (x->streamed) {
+		rc = send_streamed(x, c, head, n);
+	} else {
+		struct iovec iov[2] = { { head, n }, { (void *)x->body, x->body_len } };
+		rc = writev_all(c->rc, iov, x->body_len ? 2 : 1);
+	}
+	if (head != c->out)
+		free(head);
+	return rc;
+}
+
+/* -------------------------------------------------------------- receiving */
+
+/* An interim (1xx) response is dropped, and what follows it moved to the
+ * front: the final head is always parsed at in[0]. */
+static void skip_interim(struct http_cconn *c, size_t len)
+{
+	c->in_off += len;
+	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+	c->in_len -= c->in_off;
+	c->in_off = 0;
+}
+
+/* The final response's head, its length, or -errno: -ECONNRESET for a
+ * connection closed before it was whole. */
+static int read_head(struct exchange *x, struct http_cconn *c)
+{
+	struct http_response *h = &c->res.head;
+	unsigned flags = x->head ? HTTP_RESPONSE_TO_HEAD : 0, interim = 0;
+
+	for (;;) {
+		if (c->in_len > c->in_off) {
+			int rc = http_parse_response(c->in, c->in_len, &x->cl->limits, flags, h);
+			if (rc < 0 || (rc > 0 && h->status >= 200))
+				return rc;
+			if (rc > 0 && (h->status == 101 || ++interim > INTERIM_MAX))
+				return -EBADMSG; /* nobody asked to switch protocols */
+			if (rc > 0) {
+				skip_interim(c, (size_t)rc);
+				continue;
+			}
+		}
+		ssize_t n = http_cconn_fill(c);
+		if (n <= 0)
+			return n == 0 ? -ECONNRESET : n == -ENOBUFS ? -EMSGSIZE : (int)n;
+		x->got_bytes = true;
+	}
+}
+
+static bool broken(int rc)
+{
+	return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
+}
+
+/* One request on c: 0 with c->res ready, or -errno. A write cut by a
+ * server that closed or reset may still leave its answer to read (an
+ * early 413, say): it is read, and the connection not kept. */
+static int exchange_on(struct exchange *x, const struct http_url *u, struct http_cconn *c)
+{
+	int wrc, rc;
+
+	x->got_bytes = false;
+	runtime_conn_set_read_deadline(c->rc, x->deadline);
+	runtime_conn_set_write_deadline(c->rc, x->deadline);
+	http_count(&x->core->requests);
+	c->used++;
+	wrc = send_request(x, u, c);
+	if (x->body_error || (wrc < 0 && !broken(wrc)))
+		return wrc;
+	rc = read_head(x, c);
+	if (rc < 0)
+		return wrc < 0 ? wrc : rc;
+	http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&
+	                                    x->cl->cfg.max_per_origin);
+	c->res.deadline = x->deadline;
+	return 0;
+}
+
+/* ----------------------------------------------------------------- tries */
+
+static bool idempotent(const char *m)
+{
+	return is_method(m, "GET") || is_method(m, "HEAD") || is_method(m, "OPTIONS") ||
+	       is_method(m, "PUT") || is_method(m, "DELETE") || is_method(m, "TRACE");
+}
+
+/* A pooled connection the server had closed fails before any byte of
+ * the answer: once more on a new one, if sending twice is harmless. */
+static bool retryable(const struct exchange *x, int rc)
+{
+	return broken(rc) && !x->got_bytes && !x->streamed && idempotent(x->method);
+}
+
+/* The request to x->url, retried once if allowed: 0 and *res, or -errno. */
+static int attempt(struct exchange *x, struct runtime_http_result **res)
+{
+	struct http_url u;
+	struct http_cconn *c;
+	int rc = http_url_parse(x->url, &u);
+
+	if (rc < 0)
+		return rc;
+	c = http_pool_take(x->core, &u);
+	if (c)
+		http_count(&x->core->reused);
+	else if ((rc = http_dial(x->core, &u, x->deadline, &c)) < 0)
+		return rc;
+	rc = exchange_on(x, &u, c);
+	if (rc < 0 && c->used > 1 && retryable(x, rc)) {
+		http_cconn_close(c);
+		http_count(&x->core->retried);
+		if ((rc = http_dial(x->core, &u, x->deadline, &c)) < 0)
+			return rc;
+		rc = exchange_on(x, &u, c);
+	}
+	if (rc < 0) {
+		http_cconn_close(c);
+		return rc;
+	}
+	*res = &c->res;
+	return 0;
+}
+
+/* ------------------------------------------------------------- redirects */
+
+static bool same_origin(const struct http_url *a, const struct http_url *b)
+{
+	if (a->https != b->https || a->port != b->port || a->host.len != b->host.len)
+		return false;
+	for (size_t i = 0; i < a->host.len; i++)
+		if ((a->host.p[i] | 0x20) != (b->host.p[i] | 0x20))
+			return false;
+	return true;
+}
+
+/* Where a 3xx sends the request: the resolved Location in *next (or
+ * NULL: the 3xx is the answer). */
+static int redirect_target(struct exchange *x, struct runtime_http_result *r, char **next)
+{
+	const struct http_slice *loc = http_response_header(&r->head, "location");
+	struct http_url from, to;
+	int s = r->head.status, rc;
+
+	*next = NULL;
+	if (!x->req->max_redirects || !loc ||
+	    !(s == 301 || s == 302 || s == 303 || s == 307 || s == 308))
+		return 0;
+	bool to_get = s == 303 ? !x->head : s <= 302 && is_method(x->method, "POST");
+	if (!to_get && x->streamed)
+		return 0; /* its body cannot be sent again */
+	if (x->redirects == x->req->max_redirects)
+		return -ELOOP;
+	if ((rc = http_url_resolve(x->url, *loc, next)) < 0)
+		return rc;
+	if ((rc = http_url_parse(*next, &to)) < 0) {
+		free(*next);
+		*next = NULL;
+		return rc == -EINVAL ? -EBADMSG : rc; /* the server's Location is bad */
+	}
+	http_url_parse(x->url, &from);
+	x->strip_credentials |= !same_origin(&from, &to);
+	if (to_get) {
+		x->method = "GET";
+		x->body = NULL;
+		x->body_len = 0;
+		x->streamed = x->head = false;
+	}
+	return 0;
+}
+
+/* Follow r if it redirects and that was asked: *again, r closed. */
+static int follow(struct exchange *x, struct runtime_http_result *r, bool *again)
+{
+	char *next;
+	int rc = redirect_target(x, r, &next);
+
+	*again = rc == 0 && next;
+	if (rc < 0 || *again)
+		runtime_http_result_close(r);
+	if (*again) {
+		x->redirects++;
+		free(x->url_owned);
+		x->url = x->url_owned = next;
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------------ calls */
+
+int runtime_http_request(struct runtime_http_client *cl,
+                         const struct runtime_http_client_request *req,
+                         struct runtime_http_result **res)
+{
+	struct runtime_http_result *r = NULL;
+	struct exchange x;
+	bool again = true;
+	int rc;
+
+	if (!res)
+		return -EINVAL;
+	*res = NULL;
+	if (!cl || !req || !req->url)
+		return -EINVAL;
+	if (!runtime_fiber_self())
+		return -EPERM;
+	if ((rc = exchange_init(&x, cl, req)) < 0)
+		return rc;
+	while (again && (rc = attempt(&x, &r)) == 0 && (rc = follow(&x, r, &again)) == 0)
+		;
+	free(x.url_owned);
+	if (rc == 0)
+		*res = r;
+	return rc;
+}
+
+int runtime_http_get(struct runtime_http_client *cl, const char *url,
+                     struct runtime_http_result **res)
+{
+	struct runtime_http_client_request req = { .url = url };
+
+	return runtime_http_request(cl, &req, res);
+}
+
+/* ----------------------------------------------------------------- client */
+
+void runtime_http_client_config_init(struct runtime_http_client_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->max_per_origin = 8;
+	cfg->idle_timeout_ns = 30 * SEC;
+	cfg->connect_timeout_ns = 10 * SEC;
+	cfg->user_agent = "runtime";
+}
+
+/* The limits, defaults filled in; -EINVAL for what the parser cannot
+ * hold (as the server's). */
+static int client_limits(const struct runtime_http_limits *in, struct http_limits *out)
+{
+	*out = (struct http_limits){
+		.line_max = in->line_max ? in->line_max : 8192,
+		.head_max = in->head_max ? in->head_max : 12288,
+		.headers_max = in->headers_max ? in->headers_max : RUNTIME_HTTP_HEADERS_MAX,
+		.body_max = in->body_max ? in->body_max : 64ull << 20,
+	};
+	if (out->headers_max > RUNTIME_HTTP_HEADERS_MAX || out->head_max < out->line_max ||
+	    out->head_max > (1u << 20))
+		return -EINVAL;
+	return 0;
+}
+
+static int user_agent(struct runtime_http_client *cl, const char *name)
+{
+	size_t n = name ? strlen(name) : 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!is_field_byte((unsigned char)name[i]))
+			return -EINVAL;
+	if (n > 100) /* fits ua_field with its name and CRLF */
+		return -EINVAL;
+	if (n)
+		cl->ua_len = (size_t)snprintf(cl->ua_field, sizeof(cl->ua_field),
+		                              "User-Agent: %s\r\n", name);
+	return 0;
+}
+
+/* Our own TLS context, made on the first https request (not at create:
+ * loading the system's CAs takes a core tens of milliseconds, so it is
+ * done on the offload pool). Any core may race to make it: the first to
+ * store it wins, the others drop theirs. */
+struct tls_job {
+	struct runtime_tls *tls;
+	int rc;
+};
+
+static void *make_tls(void *arg)
+{
+	struct tls_job *job = arg;
+	struct runtime_tls_config tc;
+
+	runtime_tls_config_init(&tc);
+	tc.side = RUNTIME_TLS_CLIENT;
+	tc.alpn = "http/1.1";
+	job->rc = runtime_tls_create(&job->tls, &tc);
+	return NULL;
+}
+
+/* The caller gave up waiting (runtime_offload's cleanup): nothing keeps
+ * what was made. */
+static void drop_tls_job(void *arg, void *result, int ran)
+{
+	struct tls_job *job = arg;
+
+	(void)result;
+	if (ran)
+		runtime_tls_destroy(job->tls);
+	free(job);
+}
+
+int http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls)
+{
+	struct runtime_tls *none = NULL;
+	struct tls_job *job;
+	int rc;
+
+	if ((*tls = atomic_load_explicit(&cl->tls, memory_order_acquire)))
+		return 0;
+	if (!(job = calloc(1, sizeof(*job))))
+		return -ENOMEM;
+	if ((rc = runtime_offload(make_tls, job, NULL, drop_tls_job)) < 0) {
+		if (rc != -ECANCELED && rc != -ETIMEDOUT)
+			free(job); /* else the cleanup has it */
+		return rc;
+	}
+	if ((rc = job->rc) == 0 &&
+	    !atomic_compare_exchange_strong_explicit(&cl->tls, &none, job->tls, memory_order_acq_rel,
+	                                             memory_order_acquire))
+		runtime_tls_destroy(job->tls); /* another core's came first */
+	free(job);
+	*tls = atomic_load_explicit(&cl->tls, memory_order_acquire);
+	return rc;
+}
+
+int runtime_http_client_create(struct runtime_http_client **out,
+                               const struct runtime_http_client_config *cfg)
+{
+	struct runtime_http_client_config defaults;
+	struct runtime_http_client *cl;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	*out = NULL;
+	if (!cfg) {
+		runtime_http_client_config_init(&defaults);
+		cfg = &defaults;
+	}
+	if (!(cl = calloc(1, sizeof(*cl))))
+		return -ENOMEM;
+	cl->cfg = *cfg;
+	if ((rc = client_limits(&cfg->limits, &cl->limits)) < 0 ||
+	    (rc = user_agent(cl, cfg->user_agent)) < 0) {
+		free(cl);
+		return rc;
+	}
+	cl->cfg.user_agent = NULL; /* copied: the caller's may go */
+	if (!cl->cfg.idle_timeout_ns)
+		cl->cfg.idle_timeout_ns = UINT64_MAX;
+	atomic_init(&cl->tls, cfg->tls);
+	cl->own_tls = !cfg->tls;
+	*out = cl;
+	return 0;
+}
+
+void runtime_http_client_destroy(struct runtime_http_client *cl)
+{
+	if (!cl || http_pools_close(cl) < 0)
+		return; /* a core did not answer: its fiber may still use cl */
+	http_pools_free(cl);
+	if (cl->own_tls)
+		runtime_tls_destroy(atomic_load_explicit(&cl->tls, memory_order_acquire));
+	free(cl);
+}
+
+static uint64_t load(const _Atomic uint64_t *n)
+{
+	return atomic_load_explicit(n, memory_order_relaxed);
+}
+
+void runtime_http_client_stats(const struct runtime_http_client *cl,
+                               struct runtime_http_client_stats *st)
+{
+	if (!st)
+		return;
+	memset(st, 0, sizeof(*st));
+	for (unsigned i = 0; cl && i < RUNTIME_MAX_CORES; i++) {
+		const struct http_client_core *c =
+			atomic_load_explicit(&cl->cores[i], memory_order_acquire);
+		if (!c)
+			continue;
+		st->connects += load(&c->connects);
+		st->reused += load(&c->reused);
+		st->retried += load(&c->retried);
+		st->requests += load(&c->requests);
+	}
+}

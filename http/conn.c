@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * conn.c - one fiber per connection: read, parse every complete request
+ * in the buffer, run the handler for each with its answer going into one
+ * output batch, and write the batch once before waiting to read again
+ * (pipelined answers leave in order, in one send).
+ *
+ * The buffer: in[0..keep) is the head of the request being served,
+ * pinned while its handler runs (its slices point there, body reads or
+ * not); in[in_off..in_len) is what is not parsed yet. Reading more moves
+ * the unparsed bytes down to keep. Between requests keep is 0.
+ *
+ * Timeouts are the connection's deadlines: a head must arrive within
+ * header_timeout of its first byte (slowloris: 408), an idle connection
+ * closes after idle_timeout, and so does one whose client stops reading
+ * its answers. A drain ends idle connections (runtime_conn_set_idle) at
+ * once, busy ones after their answer.
+ */
+#include "http.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define LINGER_NS (2000 * 1000000ull) /* a closing connection reads and drops
+                                          its client's last bytes this long */
+
+uint64_t http_deadline_in(uint64_t ns)
+{
+	uint64_t now = runtime_now();
+	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
+struct http_core *http_core(struct runtime_http_server *srv)
+{
+	return &srv->cores[runtime_core_index() % srv->ncores];
+}
+
+/* One writer per counter (its core): a plain add, no lock. */
+static inline void count(_Atomic uint64_t *n)
+{
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------- writing */
+
+int http_write_out(struct http_conn *c, const void *p, size_t len)
+{
+	ssize_t rc = runtime_conn_write(c->rc, p, len, NULL);
+
+	if (rc < 0)
+		c->broken = true;
+	return rc < 0 ? (int)rc : 0;
+}
+
+/* Write the batch of answers, if any (under the write deadline). */
+int http_flush(struct http_conn *c)
+{
+	int rc = c->out_len ? http_write_out(c, c->out, c->out_len) : 0;
+
+	c->out_len = 0;
+	return rc;
+}
+
+/* ------------------------------------------------------------- reading */
+
+/* Move the unparsed bytes down to the end of the pinned head. */
+static void compact(struct http_conn *c)
+{
+	if (c->in_off > c->keep) {
+		memmove(c->in + c->keep, c->in + c->in_off, c->in_len - c->in_off);
+		c->in_len -= c->in_off - c->keep;
+		c->in_off = c->keep;
+	}
+}
+
+/* Read more input before deadline. Returns the bytes read, 0 at EOF, or
+ * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...). */
+ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+{
+	compact(c);
+	if (c->in_len == c->in_size)
+		return -ENOBUFS;
+	runtime_conn_set_read_deadline(c->rc, deadline);
+	ssize_t n = runtime_conn_read(c->rc, c->in + c->in_len, c->in_size - c->in_len);
+	if (n > 0)
+		c->in_len += (size_t)n;
+	return n;
+}
+
+/*
+ * The next request's head: its length (> 0, head filled in), -status for
+ * a bad one (answer it, then close), or -1 to close quietly (end of
+ * stream, idle timeout, drain, an error). Before it waits for input the
+ * batch of answers so far is written: the end of a pipelined burst.
+ */
+static int next_head(struct http_conn *c, struct http_request *head)
+{
+	const struct runtime_http_server_config *cfg = &c->srv->cfg;
+
+	for (;;) {
+		size_t avail = c->in_len - c->in_off;
+		if (avail) {
+			int rc = http_parse_head(c->in + c->in_off, avail, &c->srv->limits, head);
+			if (rc != 0)
+				return rc;
+			if (!c->head_start)
+				c->head_start = runtime_now();
+		}
+		/* One clock read for both: the answers get idle_timeout to
+		 * leave, and so does the next request to come. */
+		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
+		runtime_conn_set_write_deadline(c->rc, idle_end);
+		if (http_flush(c) < 0)
+			return -1;
+		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
+		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
+			return -1;
+		runtime_conn_set_idle(c->rc, !avail);
+		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
+		runtime_conn_set_idle(c->rc, 0);
+		if (n == -ETIMEDOUT && avail)
+			return -408; /* a head that trickles in: slowloris */
+		if (n == -ENOBUFS)
+			return -431;
+		if (n <= 0)
+			return -1;
+	}
+}
+
+/* ---------------------------------------------------------------- serving */
+
+/* One request: 0 to go on with the connection, -1 to close it. */
+static int serve_one(struct http_conn *c, struct runtime_http_request *req)
+{
+	struct runtime_http_server *srv = c->srv;
+	struct runtime_http_response res;
+	int rc = next_head(c, &req->head);
+
+	if (rc < 0) {
+		if (rc != -1) {
+			count(&http_core(srv)->rejected);
+			http_refuse(c, -rc);
+		}
+		return -1;
+	}
+	count(&http_core(srv)->requests);
+	http_request_init(req, c, (size_t)rc);
+	http_response_init(&res, c, req);
+	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
+	rc = http_response_finish(&res, rc);
+	/* What the handler left of the body is read and dropped, so that the
+	 * next request starts where it should; a body that breaks a rule now
+	 * only ends the connection (a second answer would be taken for the
+	 * next request's). */
+	if (rc == 0 && !req->body_done && http_body_discard(req) < 0)
+		rc = -1;
+	if (srv->cfg.on_response)
+		srv->cfg.on_response(req, &res, srv->cfg.arg);
+	c->keep = 0;
+	c->head_start = 0;
+	if (rc == 0 && srv->cfg.no_batch && http_flush(c) < 0)
+		return -1;
+	return rc < 0 || res.close || c->broken ? -1 : 0;
+}
+
+static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
+{
+	size_t in_size = srv->limits.head_max + 4096;
+	struct http_conn *c;
+
+	if (in_size < HTTP_IN_SIZE)
+		in_size = HTTP_IN_SIZE;
+	c = malloc(sizeof(*c) + in_size);
+	if (c) {
+		memset(c, 0, sizeof(*c));
+		c->srv = srv;
+		c->rc = rc;
+		c->in_size = in_size;
+	}
+	return c;
+}
+
+/* Serve rc until it closes; the caller closes rc after. */
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc)
+{
+	struct http_conn *c = conn_new(srv, rc);
+	struct runtime_http_request req;
+
+	if (!c)
+		return;
+	while (serve_one(c, &req) == 0)
+		;
+	if (!c->broken) {
+		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
+		if (http_flush(c) == 0 && c->linger)
+			runtime_conn_finish(rc, LINGER_NS);
+	}
+	free(c);
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * http.h - libruntime-http's insides, shared by its files:
+ *
+ *   parser.c    the strict request parser and the chunked decoder (parser.h)
+ *   server.c    runtime_http_serve: configuration, counters, serving
+ *   conn.c      one fiber per connection: heads, bodies, the output batch
+ *   response.c  status lines and fields, fixed, streamed and file bodies
+ *   request.c   what a handler reads of a request; decoding helpers
+ *   client.h    the client's own insides (its files are listed there)
+ *
+ * Nothing here is exported: the library's calls are runtime_http.h's.
+ */
+#ifndef RUNTIME_HTTP_INTERNAL_H
+#define RUNTIME_HTTP_INTERNAL_H
+
+#include <runtime_http.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "parser.h"
+
+#define HTTP_IN_SIZE (16 * 1024)  /* a connection's read buffer */
+#define HTTP_OUT_SIZE (16 * 1024) /* its batch of responses */
+#define HTTP_FIELDS_MAX 4096      /* a response's own fields */
+#define HTTP_HEAD_MAX_MAX (1 << 20)
+
+/* Per core, a cache line each: written by that core only (no locked
+ * adds), read relaxed by the stats. */
+struct http_core {
+	_Atomic uint64_t requests, rejected, responses[6];
+} __attribute__((aligned(64)));
+
+struct runtime_http_server {
+	struct runtime_http_server_config cfg;
+	struct runtime *rt;
+	struct http_limits limits;
+	struct runtime_server *base; /* runtime_serve's, NULL: create only */
+	struct http_core *cores;
+	unsigned ncores;
+	size_t server_len;
+	char server_field[96];       /* "Server: NAME\r\n" or "" */
+	_Atomic bool stopping;       /* as if draining: answers close, idle
+	                                connections end (the fuzz targets' drain,
+	                                which cannot drain their one runtime) */
+};
+
+static inline bool http_stopping(const struct runtime_http_server *srv)
+{
+	return atomic_load_explicit(&srv->stopping, memory_order_relaxed) ||
+	       runtime_draining(srv->rt);
+}
+
+/* The connection: its buffers and where the current exchange stands. */
+struct http_conn {
+	struct runtime_http_server *srv;
+	struct runtime_conn *rc;
+	size_t keep;                 /* in[0..keep): the pinned head */
+	size_t in_off, in_len;       /* unparsed input: in[in_off..in_len) */
+	size_t in_size;
+	size_t out_len;
+	uint64_t head_start;         /* first byte of the pending head, or 0 */
+	bool broken;                 /* an error: close after this response */
+	bool linger;                 /* input may be left unread: finish, then
+	                                close (else the kernel resets, and the
+	                                last answer may be lost) */
+	char out[HTTP_OUT_SIZE];
+	char in[];                   /* in_size: head_max and room for a body */
+};
+
+struct runtime_http_request {
+	struct http_conn *conn;
+	struct http_request head;    /* slices into conn->in, pinned */
+	struct runtime_http_slice path, query;
+	size_t body_start;           /* where the body's bytes begin in conn->in */
+	uint64_t body_left;          /* Content-Length bytes not yet read */
+	struct http_chunked chunked;
+	bool body_done, continued;
+	bool answered;               /* a response has started: no 100 any more */
+	int body_error;              /* sticky: the first body error */
+};
+
+enum http_res_state { RES_NONE, RES_STREAM, RES_DONE };
+
+struct runtime_http_response {
+	struct http_conn *conn;
+	struct runtime_http_request *req;
+	enum http_res_state state;
+	bool head_only, close, chunked, no_body;
+	int status;
+	int64_t length;              /* declared, -1: chunked or to close */
+	uint64_t sent;               /* body bytes */
+	size_t fields_len;
+	char fields[HTTP_FIELDS_MAX];
+};
+
+/* conn.c */
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc);
+int http_flush(struct http_conn *c);
+int http_write_out(struct http_conn *c, const void *p, size_t len);
+ssize_t http_fill(struct http_conn *c, uint64_t deadline);
+uint64_t http_deadline_in(uint64_t ns);
+struct http_core *http_core(struct runtime_http_server *srv);
+
+/* response.c */
+void http_response_init(struct runtime_http_response *res, struct http_conn *c,
+                        struct runtime_http_request *req);
+int http_refuse(struct http_conn *c, int status);
+int http_send_continue(struct http_conn *c);
+int http_response_finish(struct runtime_http_response *res, int handler_rc);
+
+/* request.c */
+void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
+int http_body_discard(struct runtime_http_request *req);
+
+/* date.c-like helper in response.c: the Date value, once a second. */
+size_t http_date(char out[32]);
+
+#endif

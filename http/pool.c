@@ -1,0 +1,400 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pool.c - the client's connections: dialled (DNS on the offload pool
+ * through runtime_tcp_connect, TCP, TLS) and kept idle between requests
+ * in a pool per core and origin (scheme, host, port).
+ *
+ * A connection belongs to the core that dialled it (a runtime_conn
+ * does), so each core has pools of its own, made on its first request
+ * and touched by its fibers only: no lock, no atomic but the counters.
+ * An origin's idle connections are a stack (the most recently used
+ * first: the one least likely to have been closed by the server); at
+ * most max_per_origin of them are kept.
+ *
+ * Idle connections are closed when found past idle_timeout: the one a
+ * request takes, and every one of the core's in a sweep that a take or a
+ * put makes at most once a second. Nothing runs in between (a timer would
+ * need a core to cancel it on at destroy): on a core that stops making
+ * requests they stay open until destroy, or until the server closes them.
+ * One taken after an idle spell of more than STALE_CHECK_NS is first
+ * polled (one readiness check, no wait): readable or hung up means the
+ * server closed it or sent what nobody asked for, and it is dropped, so
+ * that a non-idempotent request (never retried) does not go out on it.
+ */
+#define _GNU_SOURCE /* POLLRDHUP */
+#include "client.h"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SWEEP_NS (1000 * 1000000ull)
+#define STALE_CHECK_NS (100 * 1000000ull)
+#define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait for other cores */
+
+struct http_origin {
+	struct http_origin *next;   /* in its bucket */
+	struct http_cconn *idle;    /* the most recently used first */
+	unsigned nidle;
+	bool https;
+	uint16_t port;
+	size_t host_len;
+	char host[];
+};
+
+static uint64_t after(uint64_t ns) /* 0: none */
+{
+	uint64_t now = runtime_now();
+
+	if (!ns)
+		return 0;
+	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
+/* ----------------------------------------------------------------- cores */
+
+struct http_client_core *http_client_core(struct runtime_http_client *cl)
+{
+	int i = runtime_core_index();
+	struct http_client_core *core;
+
+	if (i < 0 || (unsigned)i >= RUNTIME_MAX_CORES)
+		return NULL;
+	core = atomic_load_explicit(&cl->cores[i], memory_order_relaxed);
+	if (core)
+		return core; /* only this core's thread ever stores it */
+	if (!(core = aligned_alloc(64, sizeof(*core))))
+		return NULL;
+	memset(core, 0, sizeof(*core));
+	core->cl = cl;
+	core->index = (unsigned)i;
+	atomic_store_explicit(&cl->cores[i], core, memory_order_release);
+	return core;
+}
+
+/* --------------------------------------------------------------- origins */
+
+static unsigned char lower(char c)
+{
+	return (unsigned char)(c >= 'A' && c <= 'Z' ? c | 0x20 : c);
+}
+
+static unsigned bucket_of(bool https, uint16_t port, const char *host, size_t n)
+{
+	uint32_t h = 2166136261u ^ port ^ ((uint32_t)https << 16); /* FNV-1a */
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ lower(host[i])) * 16777619u;
+	return h % HTTP_ORIGIN_BUCKETS;
+}
+
+static bool same_origin(const struct http_origin *o, bool https, uint16_t port,
+                        const char *host, size_t n)
+{
+	if (o->https != https || o->port != port || o->host_len != n)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (lower(o->host[i]) != lower(host[i]))
+			return false;
+	return true;
+}
+
+/* The origin's pool (made if make), or NULL. */
+static struct http_origin *origin(struct http_client_core *core, bool https, uint16_t port,
+                                  const char *host, size_t n, bool make)
+{
+	struct http_origin **b = &core->buckets[bucket_of(https, port, host, n)], *o;
+
+	for (o = *b; o; o = o->next)
+		if (same_origin(o, https, port, host, n))
+			return o;
+	if (!make || !(o = malloc(sizeof(*o) + n + 1)))
+		return NULL;
+	*o = (struct http_origin){ .next = *b, .https = https, .port = port, .host_len = n };
+	memcpy(o->host, host, n);
+	o->host[n] = '\0';
+	*b = o;
+	return o;
+}
+
+/* ----------------------------------------------------------------- sweep */
+
+static bool expired(const struct runtime_http_client *cl, const struct http_cconn *c,
+                    uint64_t now)
+{
+	return now - c->idle_since >= cl->cfg.idle_timeout_ns;
+}
+
+/* Close o's connections past the idle timeout (the oldest, at the end),
+ * or all of them. */
+static void sweep_origin(struct http_client_core *core, struct http_origin *o, uint64_t now,
+                         bool all)
+{
+	struct http_cconn **p = &o->idle;
+
+	while (*p && !all && !expired(core->cl, *p, now))
+		p = &(*p)->next;
+	while (*p) {
+		struct http_cconn *c = *p;
+		*p = c->next;
+		o->nidle--;
+		core->idle--;
+		http_cconn_close(c);
+	}
+}
+
+/* At most once a second: every idle connection of the core past its
+ * time is closed, and the origins left without any are freed. */
+static void sweep(struct http_client_core *core, uint64_t now, bool all)
+{
+	if (!all && now < core->next_sweep)
+		return;
+	core->next_sweep = now + SWEEP_NS;
+	for (unsigned i = 0; i < HTTP_ORIGIN_BUCKETS; i++) {
+		struct http_origin **p = &core->buckets[i];
+		while (*p) {
+			struct http_origin *o = *p;
+			sweep_origin(core, o, now, all);
+			if (o->nidle == 0) {
+				*p = o->next;
+				free(o);
+			} else {
+				p = &o->next;
+			}
+		}
+	}
+}
+
+/* --------------------------------------------------------- take and put */
+
+/* Still good to send on: not past the idle timeout, and after a long
+ * idle spell neither readable nor hung up (see the top). */
+static bool usable(const struct runtime_http_client *cl, struct http_cconn *c, uint64_t now)
+{
+	if (expired(cl, c, now))
+		return false;
+	if (now - c->idle_since < STALE_CHECK_NS)
+		return true;
+	return runtime_poll(runtime_conn_fd(c->rc), POLLIN | POLLRDHUP, 0) == -ETIMEDOUT; /* none */
+}
+
+struct http_cconn *http_pool_take(struct http_client_core *core, const struct http_url *u)
+{
+	uint64_t now = runtime_now();
+	struct http_origin *o;
+
+	sweep(core, now, false);
+	o = origin(core, u->https, u->port, u->host.p, u->host.len, false);
+	while (o && o->idle) {
+		struct http_cconn *c = o->idle;
+		o->idle = c->next;
+		o->nidle--;
+		core->idle--;
+		if (usable(core->cl, c, now))
+			return c;
+		http_cconn_close(c);
+	}
+	return NULL;
+}
+
+/* Idle from now on: no deadline, nothing buffered. */
+static void make_idle(struct http_cconn *c, uint64_t now)
+{
+	c->keep = c->in_off = c->in_len = 0;
+	c->idle_since = now;
+	runtime_conn_set_read_deadline(c->rc, 0);
+	runtime_conn_set_write_deadline(c->rc, 0);
+}
+
+void http_pool_put(struct http_cconn *c)
+{
+	struct http_client_core *core = c->core;
+	struct runtime_http_client *cl = core->cl;
+	uint64_t now = runtime_now();
+	struct http_origin *o = NULL;
+
+	sweep(core, now, false);
+	if (cl->cfg.max_per_origin && !runtime_draining(runtime_current()))
+		o = origin(core, c->https, c->port, c->host, c->host_len, true);
+	if (!o || o->nidle >= cl->cfg.max_per_origin) {
+		http_cconn_close(c);
+		return;
+	}
+	make_idle(c, now);
+	c->next = o->idle;
+	o->idle = c;
+	o->nidle++;
+	core->idle++;
+}
+
+/* ---------------------------------------------------------------- dialling */
+
+static struct http_cconn *cconn_new(struct http_client_core *core, const struct http_url *u)
+{
+	size_t in_size = core->cl->limits.head_max + 4096;
+	struct http_cconn *c;
+
+	if (in_size < HTTP_CLIENT_IN_MIN)
+		in_size = HTTP_CLIENT_IN_MIN;
+	if (!(c = malloc(sizeof(*c) + in_size)))
+		return NULL;
+	memset(c, 0, sizeof(*c));
+	c->core = core;
+	c->in_size = in_size;
+	c->https = u->https;
+	c->port = u->port;
+	c->host_len = (uint16_t)u->host.len;
+	memcpy(c->host, u->host.p, u->host.len);
+	c->host[u->host.len] = '\0';
+	return c;
+}
+
+/* Over TLS, only HTTP/1.1 may have been agreed (a context of the
+ * caller's may offer h2 too). */
+static int check_alpn(struct runtime_conn *rc)
+{
+	struct runtime_tls_info info;
+	int rc2 = runtime_conn_tls_info(rc, &info);
+
+	if (rc2 < 0)
+		return rc2;
+	return !info.alpn || !strcmp(info.alpn, "http/1.1") ? 0 : -ENOPROTOOPT;
+}
+
+/* TCP (and TLS) to c's origin, under the caller's deadline. */
+static int connect_cconn(struct runtime_http_client *cl, struct http_cconn *c)
+{
+	struct runtime_tls *tls = NULL;
+	int fd, rc;
+
+	if (c->https && (rc = http_client_tls(cl, &tls)) < 0)
+		return rc;
+	if ((fd = runtime_tcp_connect(c->host, c->port)) < 0)
+		return fd;
+	if ((rc = runtime_conn_open(&c->rc, fd, 0)) < 0) {
+		runtime_close(fd); /* the connection owns fd only after a 0 */
+		return rc;
+	}
+	if (!c->https)
+		return 0;
+	rc = runtime_conn_tls_connect(c->rc, tls, c->host);
+	return rc < 0 ? rc : check_alpn(c->rc);
+}
+
+int http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
+              struct http_cconn **out)
+{
+	struct runtime_http_client *cl = core->cl;
+	uint64_t own = runtime_deadline_get();
+	struct http_cconn *c;
+	int rc;
+
+	if (!(c = cconn_new(core, u)))
+		return -ENOMEM;
+	runtime_deadline_set(http_earlier(own, http_earlier(deadline,
+	                                                    after(cl->cfg.connect_timeout_ns))));
+	rc = connect_cconn(cl, c);
+	runtime_deadline_set(own);
+	if (rc < 0) {
+		http_cconn_close(c);
+		return rc;
+	}
+	http_count(&core->connects);
+	*out = c;
+	return 0;
+}
+
+void http_cconn_close(struct http_cconn *c)
+{
+	if (c->rc)
+		runtime_conn_close(c->rc);
+	free(c);
+}
+
+/* ---------------------------------------------------------------- destroy */
+
+struct closer {
+	struct http_client_core *core;
+	struct runtime_waitgroup *wg;
+};
+
+static void close_core(void *arg)
+{
+	struct closer *job = arg;
+
+	sweep(job->core, 0, true);
+	runtime_waitgroup_done(job->wg);
+}
+
+/* Each core's idle connections closed on that core: this one's here, the
+ * others' by a fiber spawned there, waited for (inside a cleanup, so
+ * that a cancelled caller still waits: the fibers use cl). Returns 0, or
+ * -EBUSY if a fiber did not end in time: it may still use cl, which must
+ * then not be freed. */
+static int close_from_fiber(struct runtime_http_client *cl, struct closer *jobs)
+{
+	struct runtime_waitgroup wg = RUNTIME_WAITGROUP_INIT;
+	struct runtime_cleanup cleanup;
+	struct runtime *rt = runtime_current();
+	int me = runtime_core_index(), rc = 0;
+
+	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++) {
+		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
+		if (!core || !core->idle)
+			continue;
+		if ((int)i == me) {
+			sweep(core, 0, true);
+			continue;
+		}
+		jobs[i] = (struct closer){ core, &wg };
+		runtime_waitgroup_add(&wg, 1);
+		if (runtime_spawn_on(rt, i, close_core, &jobs[i]) < 0)
+			runtime_waitgroup_done(&wg); /* left open: told below */
+	}
+	runtime_cleanup_begin(&cleanup, CLOSE_WAIT_NS);
+	if (runtime_waitgroup_wait(&wg, -1) < 0)
+		rc = -EBUSY;
+	runtime_cleanup_end(&cleanup);
+	return rc;
+}
+
+int http_pools_close(struct runtime_http_client *cl)
+{
+	struct closer *jobs;
+	unsigned left = 0;
+	int rc = 0;
+
+	if (runtime_fiber_self() && runtime_current()) {
+		if (!(jobs = calloc(RUNTIME_MAX_CORES, sizeof(*jobs))))
+			return -ENOMEM;
+		rc = close_from_fiber(cl, jobs);
+		if (rc == 0)
+			free(jobs); /* else a closer may still read its job */
+	}
+	for (unsigned i = 0; rc == 0 && i < RUNTIME_MAX_CORES; i++) {
+		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
+		left += core ? core->idle : 0;
+	}
+	if (rc < 0 || left)
+		fprintf(stderr, "runtime: misuse: runtime_http_client_destroy: idle connections "
+		        "not closed (%s): destroy the client from a fiber of its runtime\n",
+		        rc < 0 ? "their cores did not answer" : "not called from a fiber");
+	return rc;
+}
+
+/* Free what the pools hold once their connections are closed (or, outside
+ * a fiber, can no longer be): the origins, and each core's counters. */
+void http_pools_free(struct runtime_http_client *cl)
+{
+	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++) {
+		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
+		if (!core)
+			continue;
+		for (unsigned b = 0; b < HTTP_ORIGIN_BUCKETS; b++)
+			for (struct http_origin *o = core->buckets[b], *next; o; o = next) {
+				next = o->next;
+				free(o); /* its connections, if any, are left open (said) */
+			}
+		free(core);
+	}
+}

@@ -1,0 +1,465 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * runtime_http.h - HTTP/1.1 on fibers: a server whose handler runs per
+ * request in a fiber, and a client with a keep-alive pool per origin.
+ * Library libruntime-http (pkg-config runtime-http), built from http/ on
+ * the public calls of <runtime.h>; the core library knows nothing of HTTP.
+ *
+ * Strict both ways: a request or a response that two implementations
+ * could read differently (RFC 9112 framing, the request-smuggling
+ * classes) is an error, never guessed at. Nothing is decoded behind the
+ * caller's back: targets stay as sent until runtime_http_decode.
+ *
+ * The conventions of <runtime.h> hold: errors are -errno; calls that wait
+ * need fiber context, and the fiber's deadline and cancellation apply to
+ * them; each call says its threads, errors and races. A request, a
+ * response and a client response belong to the fiber that got them.
+ */
+#ifndef RUNTIME_HTTP_H
+#define RUNTIME_HTTP_H
+
+#include <runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes inside a buffer the library owns: not NUL-terminated. */
+struct runtime_http_slice {
+	const char *p;
+	size_t len;
+};
+
+#define RUNTIME_HTTP_HEADERS_MAX 64  /* fields in a head, at most */
+
+/* What a head and a body may be. Zero fields take the defaults. */
+struct runtime_http_limits {
+	size_t line_max;      /* request or status line, CRLF excluded (8 KiB) */
+	size_t head_max;      /* the whole head, final CRLF included (12 KiB) */
+	unsigned headers_max; /* fields (RUNTIME_HTTP_HEADERS_MAX, also the most) */
+	uint64_t body_max;    /* decoded body bytes (1 MiB; UINT64_MAX: none) */
+};
+
+/* ================================================================ server */
+
+struct runtime_http_server;
+struct runtime_http_request;   /* valid while its handler runs */
+struct runtime_http_response;  /* its answer: the same lifetime */
+
+/*
+ * Runs once per request, in the connection's fiber, requests of one
+ * connection one after another. It answers through res (at most one
+ * response) and returns 0; a negative return, or a return without a
+ * response, is answered 500 if nothing was sent yet, else ends the
+ * connection (a client sees a truncated body: never a complete one).
+ * What it left unread of the request body is read and dropped before the
+ * next request (or the connection is closed if that body breaks a rule).
+ */
+typedef int runtime_http_handler(struct runtime_http_request *req,
+                                 struct runtime_http_response *res, void *arg);
+
+struct runtime_http_server_config {
+	/* Where and how to listen: host, port, max_conns, tls, cores - as
+	 * runtime_serve(3); its handler and arg are the library's (set
+	 * here, ignored). With tls the ALPN to offer is the caller's (set
+	 * "http/1.1" in the context). */
+	struct runtime_serve_config serve;
+	runtime_http_handler *handler; /* required */
+	void *arg;
+	struct runtime_http_limits limits;
+	uint64_t header_timeout_ns; /* a head's first byte to its last (10 s):
+	                               after it 408 and close (slowloris) */
+	uint64_t idle_timeout_ns;   /* between requests, and for a client
+	                               that stops reading its answers (60 s) */
+	const char *server_name;    /* the Server field ("runtime"); "" none */
+	/* Called after each response has been queued (not yet sent: it may
+	 * be batched), on the request's fiber, e.g. for an access log. The
+	 * request's head is still readable. NULL: none. */
+	void (*on_response)(const struct runtime_http_request *req,
+	                    const struct runtime_http_response *res, void *arg);
+	int no_batch;               /* nonzero: each response sent on its own,
+	                               not with the pipelined ones after it (to
+	                               measure the batching; default 0) */
+	int file_copy;              /* nonzero: files are read and sent, never
+	                               spliced (to measure splice; default 0) */
+};
+
+/* Defaults: as the field comments say; serve as runtime_serve_config_init. */
+RUNTIME_API void runtime_http_server_config_init(struct runtime_http_server_config *cfg);
+
+/*
+ * Serve HTTP/1.1 (and 1.0) on every core of rt, as runtime_serve(3) does
+ * (it is built on it): keep-alive, pipelining (the answers to one read's
+ * requests leave in one send), HEAD, Expect: 100-continue (answered when
+ * the handler first reads the body), Date, Server, Content-Length and
+ * Connection set by the library; a request that breaks a rule or a limit
+ * is answered 400, 408, 413, 414, 417, 431, 501 or 505 and the connection
+ * closed. A drain (runtime_drain) closes idle connections at once and
+ * busy ones after their current response (Connection: close).
+ * Any thread. Errors: as runtime_serve, and -EINVAL for a NULL handler or
+ * limits beyond what the parser holds (headers_max > the most, head_max <
+ * line_max, head_max > 1 MiB).
+ */
+RUNTIME_API int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_config *cfg,
+                                   struct runtime_http_server **srv);
+/* The port it listens on (port 0 asked: the one bound). Any thread. */
+RUNTIME_API uint16_t runtime_http_server_port(const struct runtime_http_server *srv);
+
+struct runtime_http_server_stats {
+	struct runtime_server_stats conns; /* runtime_server_stats(3) */
+	uint64_t requests;       /* heads parsed, all cores */
+	uint64_t rejected;       /* requests refused by the parser (4xx/5xx),
+	                            not counted in requests */
+	uint64_t responses[6];   /* by class: [1] 1xx (but 100) ... [5] 5xx,
+	                            the parser's refusals too; [0] unused */
+};
+
+/* Counters since the start, summed over cores (each read atomically, not
+ * all at one instant). Any thread. */
+RUNTIME_API void runtime_http_server_stats(const struct runtime_http_server *srv,
+                                           struct runtime_http_server_stats *st);
+/* One core's request count (core < runtime_cores; else 0). Any thread. */
+RUNTIME_API uint64_t runtime_http_server_core_requests(const struct runtime_http_server *srv,
+                                                       unsigned core);
+/* Stop accepting (runtime_server_stop). Any thread. 0, -EINVAL (NULL). */
+RUNTIME_API int runtime_http_server_stop(struct runtime_http_server *srv);
+/* After runtime_run has returned (or before it ran). NULL is a no-op. */
+RUNTIME_API void runtime_http_server_destroy(struct runtime_http_server *srv);
+
+/*
+ * Serve one connection with srv's handler and settings until it closes,
+ * in the calling fiber (a connection of the caller's own, e.g. from a
+ * socketpair or an accept loop of its own); srv may be one that was never
+ * started: runtime_http_server_create makes such a one. The connection
+ * stays the caller's to close. Fiber context. Returns 0, or -EINVAL.
+ */
+RUNTIME_API int runtime_http_server_create(struct runtime *rt,
+                                           const struct runtime_http_server_config *cfg,
+                                           struct runtime_http_server **srv);
+RUNTIME_API int runtime_http_serve_conn(struct runtime_http_server *srv,
+                                        struct runtime_conn *conn);
+
+/* ------------------------------------------------------------- requests */
+
+/* "GET", as sent (methods are case-sensitive). */
+RUNTIME_API struct runtime_http_slice runtime_http_method(const struct runtime_http_request *req);
+/* The target as sent: origin-form "/a%20b?x=1", or absolute-form
+ * "http://host/a?x=1", "*" for OPTIONS, authority-form for CONNECT. */
+RUNTIME_API struct runtime_http_slice runtime_http_target(const struct runtime_http_request *req);
+/* The path of the target ("/a%20b"; of an absolute-form one too, "/" if it
+ * has none), still percent-encoded; "*" and authority-form: empty. */
+RUNTIME_API struct runtime_http_slice runtime_http_path(const struct runtime_http_request *req);
+/* The query after '?', still encoded; empty (p non-NULL) if none. */
+RUNTIME_API struct runtime_http_slice runtime_http_query(const struct runtime_http_request *req);
+/* The minor version: 0 or 1 (a request of 1.2 and up is answered as 1.1:
+ * 1). */
+RUNTIME_API int runtime_http_minor(const struct runtime_http_request *req);
+/* The connection: its peer (runtime_conn_peer), its TLS state
+ * (runtime_conn_tls_info). Not to be read, written or closed. */
+RUNTIME_API struct runtime_conn *runtime_http_conn(const struct runtime_http_request *req);
+
+/* The first field called name (case-insensitive), NULL if none. The
+ * value has no leading or trailing whitespace. Valid until the handler
+ * returns, body reads included. */
+RUNTIME_API const struct runtime_http_slice *runtime_http_header(const struct runtime_http_request *req,
+                                                                 const char *name);
+/* The fields in the order sent, repeated ones each on its own: index
+ * 0 .. count-1. Returns 0, or -ENOENT past the end. */
+RUNTIME_API unsigned runtime_http_header_count(const struct runtime_http_request *req);
+RUNTIME_API int runtime_http_header_at(const struct runtime_http_request *req, unsigned index,
+                                       struct runtime_http_slice *name,
+                                       struct runtime_http_slice *value);
+
+/* The body's length if it has a Content-Length, 0 for none, -1 for
+ * chunked (unknown until read). */
+RUNTIME_API int64_t runtime_http_body_length(const struct runtime_http_request *req);
+/*
+ * Up to len body bytes, decoded (chunked framing removed); the first call
+ * answers "Expect: 100-continue". Returns > 0, 0 at the body's end (and
+ * for a request without one), or an error: -EMSGSIZE (over body_max: the
+ * answer should be 413), -EBADMSG (bad chunked framing or trailers: 400),
+ * -EPIPE (the client closed or went silent before the body ended), or the
+ * read's own (-ETIMEDOUT, -ECANCELED, ...). After an error the
+ * connection closes once the response is done. Fiber context, the
+ * handler's fiber only.
+ */
+RUNTIME_API ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size_t len);
+/* The whole body into a malloc'd buffer (*body, NUL-terminated after
+ * *len bytes; free it), at most max bytes (else -EMSGSIZE). As
+ * runtime_http_body_read otherwise; -ENOMEM. */
+RUNTIME_API int runtime_http_body_read_all(struct runtime_http_request *req, char **body,
+                                           size_t *len, size_t max);
+
+/*
+ * Percent-decode s into out (cap bytes; the result is NUL-terminated).
+ * Returns its length, or -EINVAL for a bad escape ("%4", "%zz") or an
+ * encoded NUL, -ENOBUFS if it does not fit. With plus nonzero '+' becomes
+ * a space (form encoding, for queries). Any thread.
+ */
+RUNTIME_API ssize_t runtime_http_decode(struct runtime_http_slice s, char *out, size_t cap,
+                                        int plus);
+/* The value of key in a query ("a=1&b=2"), still encoded: 1 and *value
+ * set, or 0 if absent. A key without '=' has an empty value. */
+RUNTIME_API int runtime_http_query_param(struct runtime_http_slice query, const char *key,
+                                         struct runtime_http_slice *value);
+
+/* ------------------------------------------------------------ responses */
+
+/*
+ * Add a field to the response before it starts. name must be a token and
+ * value have no CR, LF or NUL; Date, Server, Content-Length, Connection
+ * and Transfer-Encoding are the library's (-EPERM). Returns 0, -EINVAL
+ * (bad name or value), -EALREADY (the response has started), -ENOBUFS
+ * (the fields of one response exceed 4 KiB). Handler's fiber.
+ */
+RUNTIME_API int runtime_http_set_header(struct runtime_http_response *res, const char *name,
+                                        const char *value);
+/* This is the connection's last response (Connection: close). */
+RUNTIME_API void runtime_http_set_close(struct runtime_http_response *res);
+
+/*
+ * A whole response with a fixed body (body may be NULL when len is 0;
+ * content_type NULL: no Content-Type field). A HEAD gets the same fields
+ * and no body, and so do 1xx, 204 and 304 (no Content-Length either).
+ * Small responses wait in the connection's batch and leave with the next
+ * flush: when the handler's fiber next waits to read, or on the next
+ * response that does not fit. Returns 0, -EALREADY (a response was
+ * started), -EINVAL (status outside 200..599), or the write's error (the
+ * connection then closes). Handler's fiber.
+ */
+RUNTIME_API int runtime_http_respond(struct runtime_http_response *res, int status,
+                                     const char *content_type, const void *body, size_t len);
+
+#define RUNTIME_HTTP_CHUNKED (-1)
+
+/*
+ * Start a streamed response: length bytes follow (length >= 0), or an
+ * unknown length (RUNTIME_HTTP_CHUNKED): chunked to an HTTP/1.1 client,
+ * delimited by the close of the connection for HTTP/1.0.
+ * runtime_http_write sends body bytes (a chunk each, for chunked), and
+ * runtime_http_end ends it (the last chunk). Writing more than length is
+ * -EMSGSIZE; ending with less closes the connection (the client sees
+ * the truncation). Errors as runtime_http_respond.
+ */
+RUNTIME_API int runtime_http_start(struct runtime_http_response *res, int status,
+                                   const char *content_type, int64_t length);
+RUNTIME_API int runtime_http_write(struct runtime_http_response *res, const void *buf, size_t len);
+RUNTIME_API int runtime_http_end(struct runtime_http_response *res);
+
+/*
+ * A response whose body is len bytes of fd from offset off (a regular
+ * file): spliced from the page cache to the socket for large files on
+ * plain connections, read and sent otherwise (TLS). fd stays the
+ * caller's. Errors as runtime_http_respond, and the read's.
+ */
+RUNTIME_API int runtime_http_respond_file(struct runtime_http_response *res, int status,
+                                          const char *content_type, int fd, uint64_t off,
+                                          uint64_t len);
+/* Status sent (0: none yet) and body bytes sent so far; for logs. */
+RUNTIME_API int runtime_http_status(const struct runtime_http_response *res);
+RUNTIME_API uint64_t runtime_http_body_sent(const struct runtime_http_response *res);
+
+/* ================================================================ client */
+
+/*
+ * The client: HTTP/1.1 over TCP or TLS, one request at a time per
+ * connection (no pipelining), connections kept alive in a pool per origin
+ * (scheme, host, port) and core. Responses are read as strictly as the
+ * server reads requests: a response that breaks a framing or syntax rule
+ * is -EBADMSG, never guessed at (see runtime_http_request).
+ */
+struct runtime_http_client;
+struct runtime_http_result;    /* a response received: status, fields, body */
+
+struct runtime_http_client_config {
+	unsigned max_per_origin;   /* pooled idle connections per origin and
+	                              core (8); 0: no pooling (each request
+	                              says Connection: close) */
+	uint64_t idle_timeout_ns;  /* a pooled connection unused this long is
+	                              closed (30 s; 0: never by time) */
+	uint64_t connect_timeout_ns; /* name lookup, TCP and TLS handshake
+	                              (10 s; 0: none but the deadlines) */
+	struct runtime_tls *tls;   /* client context for https: (the caller's:
+	                              it must outlive the client); NULL: one
+	                              with the system's CAs, verification on and
+	                              ALPN http/1.1, made on the offload pool at
+	                              the first https request */
+	struct runtime_http_limits limits; /* of responses (body_max: 64 MiB) */
+	const char *user_agent;    /* User-Agent ("runtime"); "" or NULL: none */
+};
+/* The defaults above. Any thread. */
+RUNTIME_API void runtime_http_client_config_init(struct runtime_http_client_config *cfg);
+
+/*
+ * Make a client (cfg NULL: the defaults). Any thread; the client is then
+ * used by fibers of every core of one runtime at once: each core has
+ * pools of its own (a connection never changes core), touched by that
+ * core alone - no lock on the way of a request. Returns 0, -EINVAL (NULL
+ * cl, limits beyond what the parser holds - as the server's -, a
+ * user_agent with CR, LF or another control, or over 100 bytes),
+ * -ENOMEM.
+ */
+RUNTIME_API int runtime_http_client_create(struct runtime_http_client **cl,
+                                           const struct runtime_http_client_config *cfg);
+/*
+ * Close the pooled connections and free the client, after every result
+ * is closed and no request runs. Idle connections belong to their cores:
+ * call it from a fiber of the runtime (each other core holding some gets
+ * a fiber that closes them there, and destroy waits for it, a cancel
+ * notwithstanding, up to 10 s); from any other thread only if nothing is
+ * pooled (never used, or max_per_origin 0) - else the connections are
+ * left open, said on stderr as misuse. NULL is a no-op.
+ */
+RUNTIME_API void runtime_http_client_destroy(struct runtime_http_client *cl);
+
+/* A request by parts. Zero fields take defaults. */
+struct runtime_http_client_request {
+	const char *method;        /* a token, "GET" if NULL; case-sensitive */
+	const char *url;           /* "http://host[:port]/path?query" or https:
+	                              host a DNS name, an IPv4 address or "[IPv6]";
+	                              no userinfo; the path percent-encoded (bytes
+	                              other than visible ASCII, or a bad %XX:
+	                              -EINVAL); a "#fragment" is not sent */
+	const char *const *headers; /* "Name: value" strings, NULL-terminated,
+	                              sent as given; a name a token, a value of
+	                              no CR, LF or other control but HTAB. Host,
+	                              Content-Length, Transfer-Encoding,
+	                              Connection, Upgrade, Keep-Alive and
+	                              Proxy-Connection are the library's */
+	const void *body;          /* a fixed body of body_len bytes (sent with
+	                              Content-Length; POST, PUT and PATCH send
+	                              "Content-Length: 0" without one), or */
+	size_t body_len;
+	/* a streamed one: called in the requesting fiber for the next bytes
+	 * (at most len, into buf) until it returns 0; sent chunked, each call
+	 * a chunk (body_len is ignored); < 0 abandons the request, which then
+	 * fails with that value. Never sent twice: no retry, and a 301, 302
+	 * (but of a POST), 307 or 308 is returned rather than followed. */
+	ssize_t (*body_read)(void *arg, void *buf, size_t len);
+	void *body_arg;
+	uint64_t deadline_ns;      /* absolute, runtime_now's clock; 0: none */
+	unsigned max_redirects;    /* follow 301/302/303/307/308 (0: none) */
+};
+
+/*
+ * Send a request and receive the response's head, in the calling fiber:
+ * *res then gives its status and fields, and its body through
+ * runtime_http_result_read. The body is sent whole before the response is
+ * read (a server that answers early is read after the failed write);
+ * interim 1xx responses are skipped.
+ *
+ * A pooled connection is taken if one is there (one idle for over 100 ms
+ * is first checked for a close by the server), else one is made: the
+ * name looked up on the offload pool (an IP address is not), TCP, and for
+ * https the TLS handshake, its certificate checked for the URL's host
+ * (sent as SNI) by the client's context, ALPN "http/1.1" offered; a
+ * server that agrees on another protocol is refused (-ENOPROTOOPT). A
+ * pooled connection that fails before any byte of the response came (the
+ * server had closed it) is retried once on a new connection, for
+ * idempotent methods only (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) and
+ * streamed bodies never.
+ *
+ * Redirects are followed only when req->max_redirects says so: the
+ * Location resolved against the URL (RFC 3986: relative ones too), 303
+ * (and 301, 302 of a POST) becoming a GET without body, 307 and 308
+ * keeping method and body; the fields given go along, except
+ * Authorization, Proxy-Authorization and Cookie once the origin changes.
+ *
+ * The response must be HTTP/1.0 or 1.1 and framed as RFC 9112 6.3 says:
+ * no body for HEAD, 1xx, 204 and 304; chunked; Content-Length; else until
+ * the close (the connection is then not kept, nor one of an HTTP/1.0
+ * response without keep-alive, nor one answered Connection: close).
+ * -EBADMSG for anything two readers could frame differently: a bare CR or
+ * LF, obs-fold, whitespace before a colon, a field byte that is a
+ * control, a Content-Length that is not one plain number (twice, even
+ * equal, or a list), Content-Length with Transfer-Encoding, a coding
+ * other than chunked, Transfer-Encoding in HTTP/1.0, or in a 1xx or 204
+ * response, a status line other than "HTTP/1.x NNN reason" (status 100 to
+ * 599; the space before an empty reason included), more than 16 interim
+ * responses, a 101, a Location that is no URL.
+ *
+ * Deadlines: deadline_ns bounds the whole exchange - lookup, connect,
+ * handshake (also bounded by connect_timeout_ns), writing, the head - and
+ * later the body's reads; the fiber's own deadline and its cancellation
+ * apply as to every call of the runtime. On any error no connection is
+ * left behind.
+ *
+ * Fiber context. Returns 0 and *res (close it with
+ * runtime_http_result_close), or an error, *res NULL: -EINVAL (a bad URL,
+ * method, field, or body NULL with body_len), -EPROTONOSUPPORT (a scheme
+ * other than http and https, here or in a Location), -EPERM (not a fiber),
+ * name resolution's (-ENOENT, -EAGAIN...), connect's (-ECONNREFUSED...),
+ * TLS's (-EKEYREJECTED, -ENOPROTOOPT: runtime_conn_tls_connect),
+ * -ECONNRESET or -EPIPE (the connection broke, or was closed before the
+ * whole head came), -EBADMSG (above), -EMSGSIZE (over a limit: the status
+ * line over line_max, the head over head_max, more fields than
+ * headers_max, a Content-Length over body_max), -ETIMEDOUT, -ECANCELED,
+ * -ELOOP (more redirects than max_redirects), -ENOMEM, or body_read's.
+ */
+RUNTIME_API int runtime_http_request(struct runtime_http_client *cl,
+                                     const struct runtime_http_client_request *req,
+                                     struct runtime_http_result **res);
+/* GET url: runtime_http_request with defaults. */
+RUNTIME_API int runtime_http_get(struct runtime_http_client *cl, const char *url,
+                                 struct runtime_http_result **res);
+
+/*
+ * A result belongs to the fiber that got it (its connection to the
+ * fiber's core) until it is closed; its fields are valid until then.
+ */
+/* The status (100 .. 599), and the minor version (0 or 1; a response of
+ * 1.2 and up is read as 1.1). -EINVAL: NULL. */
+RUNTIME_API int runtime_http_result_status(const struct runtime_http_result *res);
+RUNTIME_API int runtime_http_result_minor(const struct runtime_http_result *res);
+/* As runtime_http_header / _count / _at, of the response. */
+RUNTIME_API const struct runtime_http_slice *runtime_http_result_header(const struct runtime_http_result *res,
+                                                                        const char *name);
+RUNTIME_API unsigned runtime_http_result_header_count(const struct runtime_http_result *res);
+RUNTIME_API int runtime_http_result_header_at(const struct runtime_http_result *res, unsigned index,
+                                              struct runtime_http_slice *name,
+                                              struct runtime_http_slice *value);
+/* The body's length: Content-Length's value (of a HEAD's or a 304's too,
+ * though no body follows; 0 for other responses without one), -1 for
+ * chunked or close-delimited. */
+RUNTIME_API int64_t runtime_http_result_length(const struct runtime_http_result *res);
+/*
+ * Up to len body bytes, decoded (chunked framing removed), under the
+ * request's deadline. Returns > 0, 0 at the body's end, or an error
+ * (sticky): -EPIPE (the server cut the body short - closed or reset
+ * before its end, or closed TLS without close_notify; a body delimited by
+ * the close of plain TCP cannot be told from a cut one), -EBADMSG (bad
+ * chunked framing or trailers), -EMSGSIZE (over body_max), the read's
+ * (-ETIMEDOUT, -ECANCELED...), -EINVAL. Fiber context, the fiber that
+ * got the result.
+ */
+RUNTIME_API ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, size_t len);
+/* The whole body into a malloc'd buffer (*body, NUL-terminated after *len
+ * bytes; free it), at most max bytes (else -EMSGSIZE). As
+ * runtime_http_result_read otherwise; -ENOMEM. */
+RUNTIME_API int runtime_http_result_read_all(struct runtime_http_result *res, char **body,
+                                             size_t *len, size_t max);
+/*
+ * Done with it: the connection goes back to its pool if the body was read
+ * to its end (the rest of one not read is read first, if at most 64 KiB
+ * of it is left and it comes within 100 ms) and the server let it stay
+ * open; else it is closed. NULL is a no-op. Fiber context, the fiber that
+ * got the result.
+ */
+RUNTIME_API void runtime_http_result_close(struct runtime_http_result *res);
+
+struct runtime_http_client_stats {
+	uint64_t connects;        /* new connections made */
+	uint64_t reused;          /* requests sent on a pooled connection */
+	uint64_t retried;         /* requests retried after a pooled one failed */
+	uint64_t requests;        /* requests sent (each try, each redirect) */
+};
+/* Counters since create, summed over cores (each read atomically, not all
+ * at one instant). Any thread. Zeroed for a NULL cl. */
+RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
+                                           struct runtime_http_client_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RUNTIME_HTTP_H */

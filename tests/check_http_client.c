@@ -1,0 +1,1297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_http_client.c - the client of libruntime-http in one process,
+ * against two kinds of server on loopback: the library's own server
+ * (runtime_http_serve on port 0, routes below), and scripted raw ones - a
+ * fiber that answers each request with bytes fixed by the test, to make
+ * every malformation the server refuses in requests show up in
+ * responses. Keep-alive is shown by the client's counters (connects,
+ * reused, retried), leaks by the process's fd count and by the
+ * sanitizers of the ASan and TSan builds.
+ */
+#define _GNU_SOURCE
+#include "testutil.h"
+#include "tlsutil.h"
+
+#include <runtime_http.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SEC (1000 * MS)
+
+/* ------------------------------------------------------ the library server */
+
+/* Byte i of the test bodies. */
+static char pattern(size_t i)
+{
+	return (char)('a' + i % 26);
+}
+
+static bool is_pattern(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != pattern(i))
+			return false;
+	return true;
+}
+
+static uint64_t query_num(struct runtime_http_request *req, const char *key, uint64_t dflt)
+{
+	struct runtime_http_slice v;
+	char buf[32];
+
+	if (runtime_http_query_param(runtime_http_query(req), key, &v) != 1 || v.len >= sizeof(buf))
+		return dflt;
+	memcpy(buf, v.p, v.len);
+	buf[v.len] = '\0';
+	return strtoull(buf, NULL, 10);
+}
+
+static bool path_is(struct runtime_http_request *req, const char *p)
+{
+	struct runtime_http_slice s = runtime_http_path(req);
+	return s.len == strlen(p) && !memcmp(s.p, p, s.len);
+}
+
+/* n pattern bytes, chunked (length -1) or with a Content-Length. */
+static int send_pattern(struct runtime_http_response *res, uint64_t n, bool chunked)
+{
+	char buf[1000];
+	int rc = runtime_http_start(res, 200, "text/plain", chunked ? RUNTIME_HTTP_CHUNKED : (int64_t)n);
+
+	for (uint64_t off = 0; rc == 0 && off < n; off += sizeof(buf)) {
+		size_t k = n - off < sizeof(buf) ? (size_t)(n - off) : sizeof(buf);
+		for (size_t i = 0; i < k; i++)
+			buf[i] = pattern(off + i);
+		rc = runtime_http_write(res, buf, k);
+	}
+	return rc == 0 ? runtime_http_end(res) : rc;
+}
+
+/* /r?n=N: N redirects (302, relative) before "done". */
+static int redirects(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	uint64_t n = query_num(req, "n", 0), code = query_num(req, "code", 302);
+	char loc[64];
+
+	if (n == 0) {
+		const char *m = runtime_http_method(req).p;
+		char body[64];
+		int len = snprintf(body, sizeof(body), "done %.*s %lld", (int)runtime_http_method(req).len,
+		                   m, (long long)runtime_http_body_length(req));
+		return runtime_http_respond(res, 200, "text/plain", body, (size_t)len);
+	}
+	snprintf(loc, sizeof(loc), "r?n=%llu&code=%llu", (unsigned long long)n - 1,
+	         (unsigned long long)code);
+	runtime_http_set_header(res, "Location", loc);
+	return runtime_http_respond(res, (int)code, NULL, NULL, 0);
+}
+
+/* /echo: the body back, and the method and a field in the head. */
+static int echo(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	char *body, field[256] = "";
+	size_t len;
+	const struct runtime_http_slice *ua = runtime_http_header(req, "User-Agent");
+	const struct runtime_http_slice *x = runtime_http_header(req, "X-Test");
+	bool auth = runtime_http_header(req, "Authorization") != NULL;
+	int rc = runtime_http_body_read_all(req, &body, &len, 4 << 20);
+
+	if (rc < 0)
+		return rc;
+	snprintf(field, sizeof(field), "%.*s|%.*s|%s", ua ? (int)ua->len : 4, ua ? ua->p : "none",
+	         x ? (int)x->len : 4, x ? x->p : "none", auth ? "auth" : "-");
+	runtime_http_set_header(res, "X-Seen", field);
+	runtime_http_set_header(res, "X-Method", runtime_http_method(req).p[0] == 'P' ? "P" : "other");
+	rc = runtime_http_respond(res, 200, "application/octet-stream", body, len);
+	free(body);
+	return rc;
+}
+
+static int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
+{
+	(void)arg;
+	if (path_is(req, "/hello"))
+		return runtime_http_respond(res, 200, "text/plain", "hello", 5);
+	if (path_is(req, "/chunked"))
+		return send_pattern(res, query_num(req, "n", 100), true);
+	if (path_is(req, "/big"))
+		return send_pattern(res, query_num(req, "n", 100), false);
+	if (path_is(req, "/status"))
+		return runtime_http_respond(res, (int)query_num(req, "s", 200), NULL, NULL, 0);
+	if (path_is(req, "/r") || path_is(req, "/a/b/r"))
+		return redirects(req, res);
+	if (path_is(req, "/echo"))
+		return echo(req, res);
+	if (path_is(req, "/away")) { /* to another origin: localhost, not 127.0.0.1 */
+		char loc[64];
+		snprintf(loc, sizeof(loc), "http://localhost:%llu/echo",
+		         (unsigned long long)query_num(req, "port", 0));
+		runtime_http_set_header(res, "Location", loc);
+		return runtime_http_respond(res, 307, NULL, NULL, 0);
+	}
+	return runtime_http_respond(res, 404, "text/plain", "no", 2);
+}
+
+static struct runtime_http_server *lib_srv;
+
+/* The library's server on 127.0.0.1, port 0 (tls: HTTPS); its port. */
+static uint16_t lib_start(struct runtime_tls *tls)
+{
+	struct runtime_http_server_config cfg;
+
+	runtime_http_server_config_init(&cfg);
+	cfg.serve.host = "127.0.0.1";
+	cfg.serve.tls = tls;
+	cfg.handler = route;
+	cfg.idle_timeout_ns = 5 * SEC; /* a leaked client connection shows as a slow test */
+	cfg.limits.body_max = 8 << 20;
+	ck_assert_int_eq(runtime_http_serve(runtime_current(), &cfg, &lib_srv), 0);
+	return runtime_http_server_port(lib_srv);
+}
+
+/* Stop accepting: the run ends once the client's connections close. */
+static void lib_stop(void)
+{
+	runtime_http_server_stop(lib_srv);
+}
+
+/* After the run. */
+static void lib_free(void)
+{
+	runtime_http_server_destroy(lib_srv);
+	lib_srv = NULL;
+}
+
+/* ------------------------------------------------------- scripted servers */
+
+/* Answers each request (a head, and a Content-Length body skipped) with
+ * the next of answers[] (the last one again past the end): bytes as they
+ * are, well-formed or not. */
+struct script {
+	const char *const *answers;
+	unsigned nanswers;
+	unsigned next;               /* the next answer */
+	bool close_after;            /* close each connection after its answer */
+	bool stall;                  /* answer nothing, ever */
+	int lfd;
+	uint16_t port;
+	unsigned conns;              /* accepted */
+	struct runtime_group *group;
+};
+
+struct raw_conn {
+	struct script *s;
+	int fd;
+};
+
+/* One request's head (its body skipped): 1, or 0 at the end. */
+static int read_request(int fd, char *buf, size_t cap)
+{
+	size_t got = 0;
+	char *end;
+
+	while (!(end = memmem(buf, got, "\r\n\r\n", 4))) {
+		ssize_t n = runtime_recv(fd, buf + got, cap - got, 0);
+		if (n <= 0)
+			return 0;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	char *cl = strcasestr(buf, "\r\nContent-Length: ");
+	size_t body = cl && cl < end ? strtoul(cl + 18, NULL, 10) : 0, have = got - (size_t)(end + 4 - buf);
+	while (have < body) {
+		ssize_t n = runtime_recv(fd, buf, cap < body - have ? cap : body - have, 0);
+		if (n <= 0)
+			return 0;
+		have += (size_t)n;
+	}
+	return 1;
+}
+
+static int serve_raw(void *arg)
+{
+	struct raw_conn *rc = arg;
+	struct script *s = rc->s;
+	char buf[8192];
+
+	while (read_request(rc->fd, buf, sizeof(buf) - 1)) {
+		const char *a = s->answers[s->next < s->nanswers ? s->next : s->nanswers - 1];
+		s->next++;
+		if (s->stall)
+			runtime_sleep(UINT64_MAX); /* until the group is cancelled */
+		if (runtime_send_all(rc->fd, a, strlen(a), NULL) < 0 || s->close_after)
+			break;
+	}
+	runtime_close(rc->fd);
+	free(rc);
+	return 0;
+}
+
+static int accept_raw(void *arg)
+{
+	struct script *s = arg;
+
+	for (;;) {
+		int fd = runtime_accept(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return 0;
+		struct raw_conn *rc = malloc(sizeof(*rc));
+		*rc = (struct raw_conn){ s, fd };
+		s->conns++;
+		if (runtime_group_spawn(s->group, serve_raw, rc) < 0) {
+			runtime_close(fd);
+			free(rc);
+		}
+	}
+}
+
+static void script_start(struct script *s, const char *const *answers, unsigned n)
+{
+	s->answers = answers;
+	s->nanswers = n;
+	s->close_after = s->stall = false; /* set after the start: the fibers run later */
+	s->next = s->conns = 0;
+	s->lfd = runtime_tcp_listen("127.0.0.1", 0, 16, 0);
+	ck_assert_int_ge(s->lfd, 0);
+	s->port = bound_port(s->lfd);
+	ck_assert_int_eq(runtime_group_create(&s->group, 0), 0);
+	ck_assert_int_eq(runtime_group_spawn(s->group, accept_raw, s), 0);
+}
+
+static void script_stop(struct script *s)
+{
+	runtime_group_cancel(s->group);
+	ck_assert_int_eq(runtime_group_wait(s->group, -1, NULL), 0);
+	runtime_group_destroy(s->group);
+	runtime_close(s->lfd);
+}
+
+/* ----------------------------------------------------------------- helpers */
+
+static struct runtime_http_client *client(unsigned max_per_origin)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+
+	runtime_http_client_config_init(&cfg);
+	cfg.max_per_origin = max_per_origin;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	return cl;
+}
+
+static struct runtime_http_client_stats stats(struct runtime_http_client *cl)
+{
+	struct runtime_http_client_stats st;
+	runtime_http_client_stats(cl, &st);
+	return st;
+}
+
+static char url_buf[256];
+
+static const char *url(const char *scheme, uint16_t port, const char *rest)
+{
+	snprintf(url_buf, sizeof(url_buf), "%s://127.0.0.1:%u%s", scheme, port, rest);
+	return url_buf;
+}
+
+/* GET u: its status, and the body into *body (free it) unless NULL. */
+static int get(struct runtime_http_client *cl, const char *u, char **body, size_t *len)
+{
+	struct runtime_http_result *res;
+	int rc = runtime_http_get(cl, u, &res);
+	char *b;
+	size_t n;
+
+	if (rc < 0)
+		return rc;
+	int status = runtime_http_result_status(res);
+	rc = runtime_http_result_read_all(res, &b, &n, 16 << 20);
+	runtime_http_result_close(res);
+	if (rc < 0)
+		return rc;
+	if (body) {
+		*body = b;
+		*len = n;
+	} else {
+		free(b);
+	}
+	return status;
+}
+
+static void run(void (*fn)(void *), unsigned cores)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.cores = cores;
+	ck_assert_int_eq(run_fiber(&cfg, fn, NULL), 0);
+	lib_free();
+}
+
+/* ------------------------------------------------------------- keep-alive */
+
+static void keepalive_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	char *body;
+	size_t len;
+
+	(void)arg;
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(get(cl, url("http", port, "/hello"), &body, &len), 200);
+		ck_assert_uint_eq(len, 5);
+		ck_assert_str_eq(body, "hello");
+		free(body);
+	}
+	struct runtime_http_client_stats st = stats(cl);
+	ck_assert_uint_eq(st.connects, 1);
+	ck_assert_uint_eq(st.reused, 19);
+	ck_assert_uint_eq(st.requests, 20);
+	ck_assert_uint_eq(st.retried, 0);
+	/* Idle long enough to be checked before use: still good, kept. */
+	runtime_sleep(150 * MS);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	struct runtime_http_server_stats ss;
+	runtime_http_server_stats(lib_srv, &ss);
+	ck_assert_uint_eq(ss.conns.accepted, 1);
+	runtime_http_client_destroy(cl);
+	/* No pooling: a connection per request, each told to close. */
+	cl = client(0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 3);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_keepalive_reuse)
+{
+	run(keepalive_body, 1);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- framing */
+
+static void framing_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	static const size_t sizes[] = { 0, 1, 4095, 4096, 70000, 1000001 };
+	struct runtime_http_result *res;
+	char path[64], *body;
+	size_t len;
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (int chunked = 0; chunked < 2; chunked++) {
+			snprintf(path, sizeof(path), "/%s?n=%zu", chunked ? "chunked" : "big", sizes[i]);
+			ck_assert_int_eq(runtime_http_get(cl, url("http", port, path), &res), 0);
+			ck_assert_int_eq(runtime_http_result_length(res),
+			                 chunked ? -1 : (int64_t)sizes[i]);
+			ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 2 << 20), 0);
+			ck_assert_uint_eq(len, sizes[i]);
+			ck_assert(is_pattern(body, len));
+			free(body);
+			runtime_http_result_close(res);
+		}
+	}
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	/* Read a byte at a time: the same body, framing split anywhere. */
+	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/chunked?n=3000"), &res), 0);
+	char one;
+	size_t got = 0;
+	ssize_t n;
+	while ((n = runtime_http_result_read(res, &one, 1)) == 1)
+		ck_assert_int_eq(one, pattern(got++));
+	ck_assert_int_eq(n, 0);
+	ck_assert_uint_eq(got, 3000);
+	runtime_http_result_close(res);
+	/* A small rest left unread is read at close: the connection stays. */
+	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/big?n=5000"), &res), 0);
+	ck_assert_int_eq(runtime_http_result_read(res, &one, 1), 1);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	/* A large one is not waited for: that connection closes. */
+	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/big?n=2000000"), &res), 0);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 2);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_chunked_and_length)
+{
+	run(framing_body, 1);
+}
+END_TEST
+
+/* HEAD, 204 and 304 have no body, whatever their fields say; the
+ * connection carries the next request. */
+static void bodiless_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req = { .method = "HEAD" };
+	struct runtime_http_result *res;
+	char buf[16];
+
+	(void)arg;
+	req.url = url("http", port, "/big?n=12345");
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	ck_assert_int_eq(runtime_http_result_length(res), 12345);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 0);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", port, "/status?s=204"), NULL, NULL), 204);
+	ck_assert_int_eq(get(cl, url("http", port, "/status?s=304"), NULL, NULL), 304);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+
+	/* A 304 with a Content-Length and no body, then an answer after it. */
+	static const char *const answers[] = {
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	};
+	struct script s = { 0 };
+	script_start(&s, answers, 2);
+	cl = client(8);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 304);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+}
+
+START_TEST(test_client_head_204_304)
+{
+	run(bodiless_body, 1);
+}
+END_TEST
+
+/* A body until the close (no Content-Length, no chunked): read whole, and
+ * the connection is not kept; HTTP/1.0 without keep-alive neither. */
+static void until_close_body(void *arg)
+{
+	static const char *const answers[] = {
+		"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the close",
+		"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nten",
+		"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 4\r\n\r\nkept",
+	};
+	struct script s = { 0 };
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_result *res;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	script_start(&s, answers, 3);
+	s.close_after = true;
+	ck_assert_int_eq(runtime_http_get(cl, url("http", s.port, "/"), &res), 0);
+	ck_assert_int_eq(runtime_http_result_length(res), -1);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 1000), 0);
+	ck_assert_str_eq(body, "until the close");
+	free(body);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), &body, &len), 200);
+	ck_assert_str_eq(body, "ten");
+	free(body);
+	ck_assert_uint_eq(stats(cl).connects, 2); /* neither was kept */
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+	/* 1.0 with keep-alive is kept. */
+	script_start(&s, answers + 2, 1);
+	cl = client(8);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+	/* 1.2 is read as 1.1 (RFC 9110 2.5): kept alive by default. */
+	static const char *const newer[] = { "HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	script_start(&s, newer, 1);
+	cl = client(8);
+	ck_assert_int_eq(runtime_http_get(cl, url("http", s.port, "/"), &res), 0);
+	ck_assert_int_eq(runtime_http_result_minor(res), 1);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+}
+
+START_TEST(test_client_read_until_close)
+{
+	run(until_close_body, 1);
+}
+END_TEST
+
+/* 1xx interim responses are skipped; 101 is refused (nobody asked). */
+static void interim_body(void *arg)
+{
+	static const char *const answers[] = {
+		"HTTP/1.1 100 Continue\r\n\r\n"
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\n"
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	};
+	static const char *const switching[] = { "HTTP/1.1 101 Switching Protocols\r\n\r\n" };
+	struct script s = { 0 };
+	struct runtime_http_client *cl = client(8);
+	const char *headers[] = { "Expect: 100-continue", NULL };
+	struct runtime_http_client_request req = { .method = "POST", .headers = headers,
+		                                    .body = "data", .body_len = 4 };
+	struct runtime_http_result *res;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	script_start(&s, answers, 1);
+	req.url = url("http", s.port, "/");
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 10), 0);
+	ck_assert_str_eq(body, "ok");
+	free(body);
+	runtime_http_result_close(res);
+	script_stop(&s);
+	script_start(&s, switching, 1);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -EBADMSG);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+}
+
+START_TEST(test_client_interim_skipped)
+{
+	run(interim_body, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------ malformations */
+
+/* Each response the request parser's rules refuse in a request, mirrored
+ * (tests/http_rejections.h), and the response's own: the error comes
+ * with the head, or with the body's read for a bad chunked body. */
+static const struct malformed {
+	const char *answer;
+	int err;
+} malformed[] = {
+	{ "HTTP/1.1 200 OK\nContent-Length: 0\n\n", -EBADMSG },              /* bare LF */
+	{ "HTTP/1.1 200 OK\r\nX: a\rY: b\r\nContent-Length: 0\r\n\r\n", -EBADMSG }, /* bare CR */
+	{ "HTTP/1.1 200 OK\r\nX: a\r\n b\r\nContent-Length: 0\r\n\r\n", -EBADMSG }, /* obs-fold */
+	{ "HTTP/1.1 200 OK\r\n X: a\r\nContent-Length: 0\r\n\r\n", -EBADMSG },  /* leading space */
+	{ "HTTP/1.1 200 OK\r\nContent-Length : 0\r\n\r\n", -EBADMSG },        /* space before colon */
+	{ "HTTP/1.1 200 OK\r\nX-(a): b\r\nContent-Length: 0\r\n\r\n", -EBADMSG }, /* bad name */
+	{ "HTTP/1.1 200 OK\r\nX: a\x01" "b\r\nContent-Length: 0\r\n\r\n", -EBADMSG }, /* control */
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	  -EBADMSG },                                                          /* CL + TE */
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n\r\n0\r\n\r\n",
+	  -EBADMSG },                                                          /* TE + CL */
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\na", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 1, 1\r\n\r\na", -EBADMSG },     /* a list */
+	{ "HTTP/1.1 200 OK\r\nContent-Length: +1\r\n\r\na", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 1a\r\n\r\na", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 20 OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },          /* status line */
+	{ "HTTP/1.1 200OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 200\r\nContent-Length: 0\r\n\r\n", -EBADMSG },           /* no SP */
+	{ "HTTP/1.1  200 OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 600 Huh\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.x 200 OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "HTTP/2.0 200 OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "http/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", -EBADMSG },
+	{ "SSH-2.0-OpenSSH_9.2\r\n", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", -EBADMSG }, /* chunk size */
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffffff\r\n", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n0\r\n\r\n", -EBADMSG },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", -EPIPE },     /* cut short */
+	{ "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc", -EPIPE },
+	{ "HTTP/1.1 200 OK\r\nContent-Le", -ECONNRESET },                      /* head cut short */
+};
+
+static void malformed_body(void *arg)
+{
+	struct runtime_http_client *cl = client(8);
+	struct script s = { 0 };
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+		const char *answer = malformed[i].answer;
+		script_start(&s, &answer, 1);
+		s.close_after = true;
+		int rc = get(cl, url("http", s.port, "/"), NULL, NULL);
+		ck_assert_msg(rc == malformed[i].err, "answer %zu: %s: got %d, wanted %d", i,
+		              answer, rc, malformed[i].err);
+		script_stop(&s);
+	}
+	ck_assert_uint_eq(stats(cl).reused, 0);
+	runtime_http_client_destroy(cl);
+}
+
+START_TEST(test_client_malformed_responses)
+{
+	run(malformed_body, 1);
+}
+END_TEST
+
+/* --------------------------------------------------------------- limits */
+
+/* The answer, over a limit of cl's: -EMSGSIZE. */
+static void over_limit(struct runtime_http_client *cl, const char *answer)
+{
+	struct script s = { 0 };
+
+	script_start(&s, &answer, 1);
+	s.close_after = true;
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -EMSGSIZE);
+	script_stop(&s);
+}
+
+/* A head over head_max, a status line over line_max, five fields, a
+ * Content-Length over body_max. */
+static void heads_over_limits(struct runtime_http_client *cl)
+{
+	char *big = malloc(4000), line[400] = "HTTP/1.1 200 ";
+
+	strcpy(big, "HTTP/1.1 200 OK\r\nX: ");
+	memset(big + strlen(big), 'x', 2000);
+	strcpy(big + 2020, "\r\nContent-Length: 0\r\n\r\n");
+	over_limit(cl, big);
+	memset(line + 13, 'r', 300);
+	strcpy(line + 313, "\r\n\r\n");
+	over_limit(cl, line);
+	over_limit(cl, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n");
+	over_limit(cl, "HTTP/1.1 200 OK\r\nContent-Length: 10001\r\n\r\n");
+	free(big);
+}
+
+/* Bodies over body_max as they come: chunked, and until the close. */
+static void bodies_over_limits(struct runtime_http_client *cl)
+{
+	char *answer = malloc(20000);
+	int n = sprintf(answer, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", 10001);
+
+	memset(answer + n, 'c', 10001);
+	strcpy(answer + n + 10001, "\r\n0\r\n\r\n");
+	over_limit(cl, answer);
+	n = sprintf(answer, "HTTP/1.1 200 OK\r\n\r\n");
+	memset(answer + n, 'b', 10001);
+	answer[n + 10001] = '\0';
+	over_limit(cl, answer);
+	free(answer);
+}
+
+static void limits_body(void *arg)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+
+	(void)arg;
+	runtime_http_client_config_init(&cfg);
+	cfg.limits = (struct runtime_http_limits){ .line_max = 256, .head_max = 1024,
+		                                   .headers_max = 4, .body_max = 10000 };
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	heads_over_limits(cl);
+	bodies_over_limits(cl);
+	runtime_http_client_destroy(cl);
+	/* Limits the parser cannot hold. */
+	cfg.limits = (struct runtime_http_limits){ .headers_max = RUNTIME_HTTP_HEADERS_MAX + 1 };
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), -EINVAL);
+	cfg.limits = (struct runtime_http_limits){ .line_max = 4096, .head_max = 1024 };
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), -EINVAL);
+}
+
+START_TEST(test_client_limits)
+{
+	run(limits_body, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ retries */
+
+/* A server that closes every connection after one answer, though it
+ * announced keep-alive: the pooled connection it closed fails before any
+ * byte of the next answer. GET is sent again on a new one; POST is not. */
+static void retry_body(void *arg)
+{
+	static const char *const answers[] = { "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request post = { .method = "POST", .body = "x", .body_len = 1 };
+	struct runtime_http_result *res;
+	struct script s = { 0 };
+
+	(void)arg;
+	script_start(&s, answers, 1);
+	s.close_after = true;
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	runtime_sleep(20 * MS); /* its close has come */
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	struct runtime_http_client_stats st = stats(cl);
+	ck_assert_uint_eq(st.retried, 1);
+	ck_assert_uint_eq(st.connects, 2);
+	ck_assert_uint_eq(st.reused, 1);
+	runtime_sleep(20 * MS);
+	post.url = url("http", s.port, "/");
+	int rc = runtime_http_request(cl, &post, &res);
+	ck_assert_msg(rc == -ECONNRESET || rc == -EPIPE, "POST on a closed connection: %d", rc);
+	ck_assert_uint_eq(stats(cl).retried, 1);
+	ck_assert_uint_eq(s.conns, 2); /* the POST never reached a server */
+	/* Idle past the check (100 ms): the close is seen before the POST
+	 * goes out, which then takes a new connection and succeeds. */
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	runtime_sleep(150 * MS);
+	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	runtime_http_result_close(res);
+	ck_assert_uint_eq(stats(cl).retried, 1);
+	ck_assert_uint_eq(s.conns, 4);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+}
+
+START_TEST(test_client_retry_idempotent_only)
+{
+	run(retry_body, 1);
+}
+END_TEST
+
+/* --------------------------------------------------- deadlines and cancels */
+
+static void deadline_body(void *arg)
+{
+	static const char *const partial[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nsome",
+	};
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req = { 0 };
+	struct runtime_http_result *res;
+	struct script s = { 0 };
+	char buf[200];
+	int fds = count_fds();
+
+	(void)arg;
+	script_start(&s, partial, 1);
+	s.stall = true; /* never answers */
+	req.url = url("http", s.port, "/");
+	uint64_t t0 = runtime_now();
+	req.deadline_ns = t0 + 200 * MS;
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);
+	uint64_t took = runtime_now() - t0;
+	ck_assert_msg(took >= 190 * MS && took < 2 * SEC, "took %llu ms",
+	              (unsigned long long)(took / MS));
+	script_stop(&s);
+	/* The head comes, the body stalls: the deadline holds for its reads. */
+	script_start(&s, partial, 1);
+	req.url = url("http", s.port, "/");
+	req.deadline_ns = runtime_now() + 200 * MS;
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), -ETIMEDOUT);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), -ETIMEDOUT); /* sticky */
+	runtime_http_result_close(res);
+	/* The fiber's own deadline too. */
+	runtime_deadline_set(runtime_now() + 100 * MS);
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), -ETIMEDOUT);
+	runtime_deadline_set(0);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+	ck_assert_int_eq(count_fds(), fds);
+}
+
+START_TEST(test_client_deadline)
+{
+	run(deadline_body, 1);
+}
+END_TEST
+
+/* A listener whose accept queue is full drops the next SYN: that connect
+ * hangs, and connect_timeout_ns ends it. */
+static void connect_timeout_body(void *arg)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 1, 0), fill[4];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	(void)arg;
+	ck_assert_int_ge(lfd, 0);
+	a.sin_port = htons(bound_port(lfd));
+	for (int i = 0; i < 4; i++) { /* never accepted */
+		fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		connect(fill[i], (struct sockaddr *)&a, sizeof(a));
+	}
+	runtime_sleep(50 * MS);
+	runtime_http_client_config_init(&cfg);
+	cfg.connect_timeout_ns = 200 * MS;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(get(cl, url("http", bound_port(lfd), "/"), NULL, NULL), -ETIMEDOUT);
+	uint64_t took = runtime_now() - t0;
+	ck_assert_msg(took >= 190 * MS && took < 900 * MS, "took %llu ms",
+	              (unsigned long long)(took / MS));
+	ck_assert_uint_eq(stats(cl).connects, 0);
+	runtime_http_client_destroy(cl);
+	for (int i = 0; i < 4; i++)
+		close(fill[i]);
+	runtime_close(lfd);
+}
+
+START_TEST(test_client_connect_timeout)
+{
+	run(connect_timeout_body, 1);
+}
+END_TEST
+
+static uint16_t stall_port;
+
+static void *cancelled_get(void *arg)
+{
+	struct runtime_http_client *cl = arg;
+	return (void *)(intptr_t)get(cl, url("http", stall_port, "/"), NULL, NULL);
+}
+
+static void cancel_body(void *arg)
+{
+	static const char *const none[] = { "" };
+	struct runtime_http_client *cl = client(8);
+	struct script s = { 0 };
+	int fds = count_fds();
+
+	(void)arg;
+	script_start(&s, none, 1);
+	s.stall = true;
+	stall_port = s.port;
+	struct runtime_fiber *f = start(cancelled_get, cl);
+	runtime_sleep(100 * MS);
+	ck_assert_int_eq(runtime_fiber_cancel(f), 0);
+	ck_assert_int_eq(join(f), -ECANCELED);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+	ck_assert_int_eq(count_fds(), fds);
+}
+
+START_TEST(test_client_cancel)
+{
+	run(cancel_body, 1);
+}
+END_TEST
+
+/* --------------------------------------------------------------- redirects */
+
+static struct runtime_http_client_request redirected(const char *u, unsigned max)
+{
+	return (struct runtime_http_client_request){ .url = u, .max_redirects = max };
+}
+
+/* The final status and body of req. */
+static int fetch(struct runtime_http_client *cl, const struct runtime_http_client_request *req,
+                 char *out, size_t cap)
+{
+	struct runtime_http_result *res;
+	int rc = runtime_http_request(cl, req, &res);
+	char *body;
+	size_t len;
+
+	if (rc < 0)
+		return rc;
+	rc = runtime_http_result_status(res);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, cap - 1), 0);
+	memcpy(out, body, len + 1);
+	free(body);
+	runtime_http_result_close(res);
+	return rc;
+}
+
+static void redirects_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req;
+	char body[256], u[128];
+
+	(void)arg;
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/r?n=3", port);
+	req = redirected(u, 0); /* not followed unless asked */
+	ck_assert_int_eq(fetch(cl, &req, body, sizeof(body)), 302);
+	req = redirected(u, 3);
+	ck_assert_int_eq(fetch(cl, &req, body, sizeof(body)), 200);
+	ck_assert_str_eq(body, "done GET 0");
+	req = redirected(u, 2);
+	ck_assert_int_eq(fetch(cl, &req, body, sizeof(body)), -ELOOP);
+	/* Relative to a deeper path: /a/b/r?... -> /a/b/r (the same directory). */
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/a/b/r?n=2#frag", port);
+	req = redirected(u, 5);
+	ck_assert_int_eq(fetch(cl, &req, body, sizeof(body)), 200);
+	/* POST: 302 and 303 turn it into a GET without its body; 307 and 308
+	 * keep both. */
+	static const int codes[] = { 301, 302, 303, 307, 308 };
+	for (size_t i = 0; i < 5; i++) {
+		snprintf(u, sizeof(u), "http://127.0.0.1:%u/r?n=1&code=%d", port, codes[i]);
+		req = redirected(u, 1);
+		req.method = "POST";
+		req.body = "abc";
+		req.body_len = 3;
+		ck_assert_int_eq(fetch(cl, &req, body, sizeof(body)), 200);
+		ck_assert_str_eq(body, codes[i] >= 307 ? "done POST 3" : "done GET 0");
+	}
+	ck_assert_uint_eq(stats(cl).connects, 1); /* all on one connection */
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_redirects)
+{
+	run(redirects_body, 1);
+}
+END_TEST
+
+/* Credentials do not follow a redirect to another origin. */
+static void redirect_origin_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	const char *headers[] = { "Authorization: Bearer secret", "X-Test: kept", NULL };
+	struct runtime_http_client_request req = { .headers = headers, .max_redirects = 1 };
+	struct runtime_http_result *res;
+	char u[128];
+
+	(void)arg;
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/away?port=%u", port, port);
+	req.url = u;
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	const struct runtime_http_slice *seen = runtime_http_result_header(res, "x-seen");
+	ck_assert_ptr_nonnull(seen);
+	ck_assert_int_eq(seen->len, strlen("runtime|kept|-"));
+	ck_assert(!memcmp(seen->p, "runtime|kept|-", seen->len));
+	runtime_http_result_close(res);
+	ck_assert_uint_eq(stats(cl).connects, 2); /* localhost is another origin */
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_redirect_other_origin)
+{
+	run(redirect_origin_body, 1);
+}
+END_TEST
+
+/* ---------------------------------------------------------- request bodies */
+
+struct source {
+	size_t total, sent;
+	int fail_at; /* nonzero: fail with -EIO after this many bytes */
+};
+
+static ssize_t produce(void *arg, void *buf, size_t len)
+{
+	struct source *s = arg;
+	size_t n = s->total - s->sent;
+
+	if (s->fail_at && s->sent >= (size_t)s->fail_at)
+		return -EIO;
+	n = n < len ? n : len;
+	n = n < 777 ? n : 777; /* odd chunks */
+	for (size_t i = 0; i < n; i++)
+		((char *)buf)[i] = pattern(s->sent + i);
+	s->sent += n;
+	return (ssize_t)n;
+}
+
+static void streamed_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	struct source src = { .total = 100000 };
+	struct runtime_http_client_request req = { .method = "PUT", .body_read = produce,
+		                                    .body_arg = &src };
+	struct runtime_http_result *res;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	req.url = url("http", port, "/echo");
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 200);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 1 << 20), 0);
+	ck_assert_uint_eq(len, 100000);
+	ck_assert(is_pattern(body, len));
+	free(body);
+	runtime_http_result_close(res);
+	/* A fixed body, and an empty streamed one. */
+	char fixed[5000];
+	for (size_t i = 0; i < sizeof(fixed); i++)
+		fixed[i] = pattern(i);
+	struct runtime_http_client_request post = { .method = "POST", .body = fixed,
+		                                     .body_len = sizeof(fixed) };
+	post.url = url("http", port, "/echo");
+	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 1 << 20), 0);
+	ck_assert_uint_eq(len, sizeof(fixed));
+	ck_assert(is_pattern(body, len));
+	free(body);
+	runtime_http_result_close(res);
+	src = (struct source){ .total = 0 };
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_length(res), 0);
+	runtime_http_result_close(res);
+	/* The source fails: so does the request, and its connection goes. */
+	src = (struct source){ .total = 100000, .fail_at = 2000 };
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EIO);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 2);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_streamed_body)
+{
+	run(streamed_body, 1);
+}
+END_TEST
+
+/* ------------------------------------------------------------- the request */
+
+static void bad_requests_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req = { 0 };
+	struct runtime_http_result *res = (void *)1;
+	static const char *const bad_urls[] = {
+		"127.0.0.1/x", "http:/x", "http://", "http://u:p@h/", "http://h:0/", "http://h:99999/",
+		"http://h/a b", "http://h/%zz", "http://h/\x7f", "http://[::1/", "http://h\t/",
+	};
+
+	(void)arg;
+	for (size_t i = 0; i < sizeof(bad_urls) / sizeof(bad_urls[0]); i++)
+		ck_assert_int_eq(runtime_http_get(cl, bad_urls[i], &res), -EINVAL);
+	ck_assert_ptr_null(res);
+	ck_assert_int_eq(runtime_http_get(cl, "ftp://h/", &res), -EPROTONOSUPPORT);
+	ck_assert_int_eq(runtime_http_get(cl, "mailto:a@b", &res), -EPROTONOSUPPORT);
+	req.url = url("http", port, "/echo");
+	static const char *const bad_headers[][2] = {
+		{ "X: a\r\nY: b", NULL }, { "X: a\nb", NULL }, { "X a", NULL }, { ": a", NULL },
+		{ "Host: h", NULL }, { "content-length: 1", NULL }, { "Transfer-Encoding: chunked", NULL },
+		{ "Connection: close", NULL }, { "X\x01: a", NULL }, { "Upgrade: h2c", NULL },
+	};
+	for (size_t i = 0; i < sizeof(bad_headers) / sizeof(bad_headers[0]); i++) {
+		req.headers = bad_headers[i];
+		ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EINVAL);
+	}
+	req.headers = NULL;
+	req.method = "G ET";
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EINVAL);
+	req.method = NULL;
+	req.body_len = 3; /* no body */
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EINVAL);
+	ck_assert_uint_eq(stats(cl).requests, 0);
+	/* User-Agent: the default, the caller's own, and the caller's field. */
+	const char *ua[] = { "User-Agent: mine/1", "X-Test: t", NULL };
+	req = (struct runtime_http_client_request){ .url = url("http", port, "/echo"), .headers = ua };
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert(!memcmp(runtime_http_result_header(res, "X-Seen")->p, "mine/1|t|-", 10));
+	runtime_http_result_close(res);
+	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/echo"), &res), 0);
+	ck_assert(!memcmp(runtime_http_result_header(res, "X-Seen")->p, "runtime|none|-", 14));
+	ck_assert_int_eq(runtime_http_result_header_count(res), 6);
+	struct runtime_http_slice name;
+	ck_assert_int_eq(runtime_http_result_header_at(res, 0, &name, NULL), 0);
+	ck_assert_int_eq(runtime_http_result_header_at(res, 6, &name, NULL), -ENOENT);
+	runtime_http_result_close(res);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_bad_requests)
+{
+	struct runtime_http_client *cl;
+	struct runtime_http_result *res;
+	struct runtime_http_client_config cfg;
+
+	run(bad_requests_body, 1);
+	/* Outside a fiber, and bad arguments. */
+	ck_assert_int_eq(runtime_http_client_create(&cl, NULL), 0);
+	ck_assert_int_eq(runtime_http_get(cl, "http://127.0.0.1/", &res), -EPERM);
+	ck_assert_int_eq(runtime_http_get(cl, NULL, &res), -EINVAL);
+	ck_assert_int_eq(runtime_http_get(NULL, "http://127.0.0.1/", &res), -EINVAL);
+	runtime_http_client_destroy(cl);
+	runtime_http_client_destroy(NULL);
+	runtime_http_client_config_init(&cfg);
+	cfg.user_agent = "bad\r\nagent";
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), -EINVAL);
+	ck_assert_int_eq(runtime_http_client_create(NULL, &cfg), -EINVAL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------- cores */
+
+enum { PER_FIBER = 30 };
+static struct runtime_http_client *shared;
+static uint16_t shared_port;
+static struct runtime_waitgroup shared_wg;
+
+static void core_worker(void *arg)
+{
+	char u[64]; /* its own: url()'s buffer is one for all */
+
+	(void)arg;
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/hello", shared_port);
+	for (int i = 0; i < PER_FIBER; i++)
+		ck_assert_int_eq(get(shared, u, NULL, NULL), 200);
+	runtime_waitgroup_done(&shared_wg);
+}
+
+/* Fibers of both cores share one client: a pool per core, so at most one
+ * connection per core for requests made one after another there. */
+static void cores_body(void *arg)
+{
+	(void)arg;
+	shared_port = lib_start(NULL);
+	shared = client(8);
+	runtime_waitgroup_add(&shared_wg, 2);
+	for (unsigned c = 0; c < 2; c++)
+		ck_assert_int_eq(runtime_spawn_on(runtime_current(), c, core_worker, NULL), 0);
+	ck_assert_int_eq(runtime_waitgroup_wait(&shared_wg, -1), 0);
+	struct runtime_http_client_stats st = stats(shared);
+	ck_assert_uint_eq(st.requests, 2 * PER_FIBER);
+	ck_assert_uint_eq(st.connects, 2);
+	runtime_http_client_destroy(shared); /* closes core 1's pool there */
+	lib_stop();
+}
+
+START_TEST(test_client_two_cores)
+{
+	run(cores_body, 2);
+}
+END_TEST
+
+/* ------------------------------------------------------------------- HTTPS */
+
+static struct pem ca, leaf;
+static char tmpdir[64], ca_path[600];
+
+static struct runtime_tls *tls_ctx(int side, bool insecure)
+{
+	struct runtime_tls_config cfg;
+	struct runtime_tls *t;
+
+	runtime_tls_config_init(&cfg);
+	cfg.side = side;
+	cfg.alpn = "http/1.1";
+	cfg.ca_file = side == RUNTIME_TLS_CLIENT ? ca_path : NULL;
+	ck_assert_int_eq(runtime_tls_create(&t, &cfg), 0);
+	if (side == RUNTIME_TLS_SERVER)
+		ck_assert_int_eq(runtime_tls_add_cert(t, leaf.cert, leaf.key, RUNTIME_TLS_PEM), 0);
+	if (insecure)
+		ck_assert_int_eq(runtime_tls_insecure_skip_verify(t), 0);
+	return t;
+}
+
+static struct runtime_http_client *tls_client(struct runtime_tls *tls)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+
+	runtime_http_client_config_init(&cfg);
+	cfg.tls = tls;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	return cl;
+}
+
+static struct runtime_tls *server_tls_to_free;
+
+static void https_body(void *arg)
+{
+	struct runtime_tls *server = tls_ctx(RUNTIME_TLS_SERVER, false);
+	struct runtime_tls *verify = tls_ctx(RUNTIME_TLS_CLIENT, false);
+	struct runtime_tls *insecure = tls_ctx(RUNTIME_TLS_CLIENT, true);
+	uint16_t port = lib_start(server);
+	struct runtime_http_client *cl = tls_client(verify);
+	char *body, u[128];
+	size_t len;
+
+	(void)arg;
+	for (int i = 0; i < 5; i++) { /* the certificate names 127.0.0.1 */
+		ck_assert_int_eq(get(cl, url("https", port, "/chunked?n=20000"), &body, &len), 200);
+		ck_assert(len == 20000 && is_pattern(body, len));
+		free(body);
+	}
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	/* "localhost" resolves (on the offload pool) but is not a name of it. */
+	snprintf(u, sizeof(u), "https://localhost:%u/hello", port);
+	ck_assert_int_eq(get(cl, u, NULL, NULL), -EKEYREJECTED);
+	runtime_http_client_destroy(cl);
+	cl = tls_client(insecure); /* no verification: any name */
+	ck_assert_int_eq(get(cl, u, &body, &len), 200);
+	ck_assert_str_eq(body, "hello");
+	free(body);
+	runtime_http_client_destroy(cl);
+	/* The default context (the system's CAs, made at the first https
+	 * request) does not know the test CA. */
+	cl = client(8);
+	int rc = get(cl, url("https", port, "/hello"), NULL, NULL);
+	ck_assert_msg(rc == -EKEYREJECTED || rc == -ENOENT, "system CAs: %d", rc);
+	/* Plain HTTP to the TLS port is no answer. */
+	rc = get(cl, url("http", port, "/hello"), NULL, NULL);
+	ck_assert_msg(rc == -EBADMSG || rc == -ECONNRESET, "http to https: %d", rc);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+	runtime_tls_destroy(verify);
+	runtime_tls_destroy(insecure);
+	server_tls_to_free = server; /* destroyed after the server */
+}
+
+START_TEST(test_client_https)
+{
+	ca = tls_make_cert(NULL, "Test CA", NULL, -3600, 86400);
+	leaf = tls_make_cert(&ca, "a.test", "DNS:a.test,IP:127.0.0.1", -3600, 86400);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_http_client.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	snprintf(ca_path, sizeof(ca_path), "%s", tls_write_file(tmpdir, "ca.pem", ca.cert));
+	run(https_body, 1);
+	runtime_tls_destroy(server_tls_to_free);
+	unlink(ca_path);
+	rmdir(tmpdir);
+	tls_free_cert(&leaf);
+	tls_free_cert(&ca);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+	Suite *s = suite_create("http_client");
+	TCase *tc = tcase_create("client");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_client_keepalive_reuse);
+	tcase_add_test(tc, test_client_chunked_and_length);
+	tcase_add_test(tc, test_client_head_204_304);
+	tcase_add_test(tc, test_client_read_until_close);
+	tcase_add_test(tc, test_client_interim_skipped);
+	tcase_add_test(tc, test_client_malformed_responses);
+	tcase_add_test(tc, test_client_limits);
+	tcase_add_test(tc, test_client_retry_idempotent_only);
+	tcase_add_test(tc, test_client_deadline);
+	tcase_add_test(tc, test_client_connect_timeout);
+	tcase_add_test(tc, test_client_cancel);
+	tcase_add_test(tc, test_client_redirects);
+	tcase_add_test(tc, test_client_redirect_other_origin);
+	tcase_add_test(tc, test_client_streamed_body);
+	tcase_add_test(tc, test_client_bad_requests);
+	tcase_add_test(tc, test_client_two_cores);
+	tcase_add_test(tc, test_client_https);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(client_suite)

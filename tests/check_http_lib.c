@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_http_lib.c - libruntime-http's server API from a handler's side:
+ * what a request gives (method, target, path and query of both forms,
+ * fields with repeats, the version), the body as a stream (Content-Length,
+ * chunked with trailers, 100-continue sent on the first read only), every
+ * kind of response (fixed, streamed with a length, chunked, close-delimited
+ * for HTTP/1.0, a file, HEAD, 204 and 304), the framing kept honest when a
+ * handler fails or misuses a call, bad bodies seen by the handler as
+ * errors, the decoding helpers, the counters and the drain.
+ *
+ * One runtime serves on port 0 from its own thread; the clients are the
+ * test's thread with blocking sockets, reading until the server closes or
+ * a whole response (Content-Length or chunked) has come.
+ */
+#include "testutil.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <runtime_http.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define SEC 1000000000ull
+
+/* ------------------------------------------------------------- the server */
+
+static struct runtime *rt;
+static struct runtime_http_server *srv;
+static pthread_t runner;
+static uint16_t port;
+static _Atomic int seen_error; /* a body error a handler saw */
+static char file_path[64];
+
+static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
+
+/* The server's thread: it makes the runtime (which only it may run),
+ * serves, and tears down when the run ends. */
+static void *run(void *arg)
+{
+	struct runtime_http_server_config cfg;
+	sem_t *ready = arg;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_http_server_config_init(&cfg);
+	cfg.serve.host = "127.0.0.1";
+	cfg.handler = handler;
+	cfg.limits.body_max = 4096;
+	cfg.header_timeout_ns = 5 * SEC;
+	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
+	port = runtime_http_server_port(srv);
+	sem_post(ready);
+	runtime_run(rt);
+	return NULL;
+}
+
+static void serve_start(void)
+{
+	sem_t ready;
+
+	sem_init(&ready, 0, 0);
+	atomic_store(&seen_error, 0);
+	ck_assert_int_eq(pthread_create(&runner, NULL, run, &ready), 0);
+	sem_wait(&ready);
+	sem_destroy(&ready);
+	ck_assert_uint_ne(port, 0);
+}
+
+/* After the run has ended (joined). */
+static void serve_end(void)
+{
+	pthread_join(runner, NULL);
+	runtime_http_server_destroy(srv);
+	runtime_destroy(rt);
+}
+
+static void serve_stop(void)
+{
+	runtime_shutdown(rt);
+	serve_end();
+}
+
+/* ------------------------------------------------------------- the client */
+
+static int dial(void)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	return fd;
+}
+
+static void send_str(int fd, const char *s)
+{
+	size_t n = strlen(s);
+	ck_assert_int_eq(send(fd, s, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Bytes until the server closes (10 s at most), NUL-terminated. */
+static size_t read_all(int fd, char *buf, size_t cap)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t got = 0;
+
+	while (got < cap - 1 && poll(&p, 1, 10000) == 1) {
+		ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	return got;
+}
+
+/* Send req on a new connection, read until the server closes. */
+static size_t exchange(const char *req, char *resp, size_t cap)
+{
+	int fd = dial();
+	send_str(fd, req);
+	size_t n = read_all(fd, resp, cap);
+	close(fd);
+	return n;
+}
+
+/* The server closed fd: a read sees end of stream within 10 s. */
+static bool closed_by_server(int fd)
+{
+	char b;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	return poll(&p, 1, 10000) == 1 && recv(fd, &b, 1, 0) == 0;
+}
+
+/* Read until buf holds needle (10 s at most). */
+static bool read_until(int fd, char *buf, size_t cap, const char *needle)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	size_t got = strlen(buf);
+
+	while (!strstr(buf, needle) && got < cap - 1 && poll(&p, 1, 10000) == 1) {
+		ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+		if (n <= 0)
+			return false;
+		got += (size_t)n;
+		buf[got] = '\0';
+	}
+	return strstr(buf, needle) != NULL;
+}
+
+/* ------------------------------------------------------------ the handler */
+
+static bool is(struct runtime_http_slice s, const char *lit)
+{
+	return s.len == strlen(lit) && !memcmp(s.p, lit, s.len);
+}
+
+static int text(struct runtime_http_response *res, int status, const char *body)
+{
+	return runtime_http_respond(res, status, "text/plain", body, strlen(body));
+}
+
+/* What the request looked like, one line a part. */
+static int info(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice m = runtime_http_method(req), t = runtime_http_target(req);
+	struct runtime_http_slice p = runtime_http_path(req), q = runtime_http_query(req);
+	const struct runtime_http_slice *h = runtime_http_header(req, "x-ONE");
+	char body[1024];
+	int n = snprintf(body, sizeof(body), "%.*s\n%.*s\n%.*s\n%.*s\n1.%d\n%.*s\n", (int)m.len, m.p,
+	                 (int)t.len, t.p, (int)p.len, p.p, (int)q.len, q.p, runtime_http_minor(req),
+	                 h ? (int)h->len : 4, h ? h->p : "none");
+	struct runtime_http_slice name, value;
+	for (unsigned i = 0; runtime_http_header_at(req, i, &name, &value) == 0; i++)
+		if (is(name, "X-Rep"))
+			n += snprintf(body + n, sizeof(body) - (size_t)n, "rep=%.*s\n", (int)value.len,
+			              value.p);
+	ck_assert_int_eq(runtime_http_header_at(req, runtime_http_header_count(req), &name, &value),
+	                 -ENOENT);
+	return text(res, 200, body);
+}
+
+/* The body read 7 bytes at a time, sent back; an error is told. */
+static int body(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	char all[8192], err[64];
+	size_t got = 0;
+	ssize_t n;
+
+	while ((n = runtime_http_body_read(req, all + got, sizeof(all) - got < 7 ?
+	                                   sizeof(all) - got : 7)) > 0)
+		got += (size_t)n;
+	if (n < 0) {
+		atomic_store(&seen_error, (int)n);
+		snprintf(err, sizeof(err), "error %d\n", (int)-n);
+		return text(res, n == -EMSGSIZE ? 413 : 400, err);
+	}
+	return runtime_http_respond(res, 200, NULL, all, got);
+}
+
+/* set_header's refusals, then a response, then what is refused after. */
+static int fields(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	char out[128];
+
+	(void)req;
+	int a = runtime_http_set_header(res, "Bad Name", "v");
+	int b = runtime_http_set_header(res, "X-Split", "a\r\nInjected: 1");
+	int c = runtime_http_set_header(res, "content-length", "5");
+	int d = runtime_http_set_header(res, "X-Fine", "yes  it is");
+	snprintf(out, sizeof(out), "%d %d %d %d", a, b, c, d);
+	ck_assert_int_eq(text(res, 200, out), 0);
+	ck_assert_int_eq(runtime_http_set_header(res, "X-Late", "1"), -EALREADY);
+	ck_assert_int_eq(text(res, 200, "again"), -EALREADY);
+	ck_assert_int_eq(runtime_http_start(res, 200, NULL, 1), -EALREADY);
+	return 0;
+}
+
+static int streams(struct runtime_http_request *req, struct runtime_http_response *res,
+                   struct runtime_http_slice path)
+{
+	(void)req;
+	if (is(path, "/chunked")) {
+		ck_assert_int_eq(runtime_http_start(res, 200, "text/plain", RUNTIME_HTTP_CHUNKED), 0);
+		for (int i = 0; i < 3; i++)
+			ck_assert_int_eq(runtime_http_write(res, "piece;", 6), 0);
+		return runtime_http_end(res);
+	}
+	if (is(path, "/length")) {
+		ck_assert_int_eq(runtime_http_start(res, 200, NULL, 10), 0);
+		ck_assert_int_eq(runtime_http_write(res, "hello", 5), 0);
+		ck_assert_int_eq(runtime_http_write(res, "worlds", 6), -EMSGSIZE); /* over */
+		ck_assert_int_eq(runtime_http_write(res, "world", 5), 0);
+		return runtime_http_end(res);
+	}
+	if (is(path, "/short")) { /* less than promised: the close tells */
+		ck_assert_int_eq(runtime_http_start(res, 200, NULL, 10), 0);
+		ck_assert_int_eq(runtime_http_write(res, "hello", 5), 0);
+		return runtime_http_end(res);
+	}
+	/* /abandon: a stream the handler fails in the middle of */
+	ck_assert_int_eq(runtime_http_start(res, 200, NULL, RUNTIME_HTTP_CHUNKED), 0);
+	ck_assert_int_eq(runtime_http_write(res, "part", 4), 0);
+	return -EIO;
+}
+
+static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
+{
+	struct runtime_http_slice path = runtime_http_path(req);
+
+	(void)arg;
+	if (is(path, "/info"))
+		return info(req, res);
+	if (is(path, "/body"))
+		return body(req, res);
+	if (is(path, "/noread"))
+		return text(res, 200, "not read");
+	if (is(path, "/fields"))
+		return fields(req, res);
+	if (is(path, "/chunked") || is(path, "/length") || is(path, "/short") || is(path, "/abandon"))
+		return streams(req, res, path);
+	if (is(path, "/fail"))
+		return -EIO;
+	if (is(path, "/nothing"))
+		return 0;
+	if (is(path, "/nocontent"))
+		return runtime_http_respond(res, 204, NULL, NULL, 0);
+	if (is(path, "/notmodified")) {
+		ck_assert_int_eq(runtime_http_start(res, 304, NULL, 1234), 0);
+		return runtime_http_end(res);
+	}
+	if (is(path, "/file")) {
+		int fd = open(file_path, O_RDONLY | O_CLOEXEC);
+		int rc = runtime_http_respond_file(res, 200, "text/plain", fd, 2, 5);
+		close(fd);
+		return rc;
+	}
+	return text(res, 404, "no\n");
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(test_request_parts)
+{
+	char r[4096];
+
+	serve_start();
+	exchange("GET /info?a=1&b HTTP/1.1\r\nHost: h\r\nX-One: first\r\nX-Rep: 1\r\n"
+	         "x-one: second\r\nX-Rep: 2\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "\r\n\r\nGET\n/info?a=1&b\n/info\na=1&b\n1.1\nfirst\nrep=1\nrep=2\n"),
+	              "got: %s", r);
+	/* absolute-form: routed by its path; HTTP/1.2 answered as 1.1 */
+	exchange("GET http://h:80/info?x HTTP/1.2\r\nHost: h:80\r\nConnection: close\r\n\r\n", r,
+	         sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 200 ", 13), "got: %s", r);
+	ck_assert_msg(strstr(r, "\nhttp://h:80/info?x\n/info\nx\n1.1\nnone\n"), "got: %s", r);
+	exchange("GET http://h HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "404 Not Found"), "a bare authority's path is /: %s", r);
+	exchange("GET /info HTTP/2.0\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 505 ", 13), "got: %s", r);
+	serve_stop();
+}
+END_TEST
+
+START_TEST(test_body_stream)
+{
+	char r[8192];
+
+	serve_start();
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 26\r\nConnection: close\r\n\r\n"
+	         "abcdefghijklmnopqrstuvwxyz", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 26\r\n") &&
+	              strstr(r, "\r\n\r\nabcdefghijklmnopqrstuvwxyz"), "got: %s", r);
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+	         "Connection: close\r\n\r\n5;ext=1\r\nhello\r\n1\r\n \r\n5\r\nworld\r\n0\r\n"
+	         "Trailer-Field: x\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "\r\n\r\nhello world"), "got: %s", r);
+	ck_assert_int_eq(atomic_load(&seen_error), 0);
+	serve_stop();
+}
+END_TEST
+
+/* Expect: 100-continue is answered when the handler reads, not before;
+ * a handler that never reads gets its answer out and the connection
+ * closes (the client may never send the body). */
+START_TEST(test_continue_on_first_read)
+{
+	char r[4096] = "";
+	int fd;
+
+	serve_start();
+	fd = dial();
+	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+	             "Expect: 100-continue\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "\r\n\r\n"));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 100 Continue\r\n\r\n", 25), "got: %s", r);
+	send_str(fd, "ping");
+	ck_assert(read_until(fd, r, sizeof(r), "ping"));
+	close(fd);
+
+	fd = dial();
+	r[0] = '\0';
+	send_str(fd, "POST /noread HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n"
+	             "Expect: 100-continue\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "not read"));
+	ck_assert_msg(!strstr(r, "100 Continue"), "got: %s", r);
+	ck_assert_msg(strstr(r, "Connection: close\r\n"), "got: %s", r);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* A body the handler leaves unread is skipped: the next pipelined
+ * request is answered. */
+START_TEST(test_unread_body_skipped)
+{
+	char r[4096];
+
+	serve_start();
+	exchange("POST /noread HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nXXXXX"
+	         "POST /noread HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	         "3\r\nabc\r\n0\r\n\r\n"
+	         "GET /info HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "not read") && strstr(strstr(r, "not read") + 1, "not read") &&
+	              strstr(r, "\nGET\n/info\n"), "got: %s", r);
+	serve_stop();
+}
+END_TEST
+
+/* Bad bodies reach the handler as errors, and the connection closes. */
+START_TEST(test_bad_bodies)
+{
+	char r[4096];
+
+	serve_start();
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	         "ffffffffffffffffffff\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 400 ", 13), "chunk size overflow: %s", r);
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	         "1001\r\n", r, sizeof(r)); /* a chunk over body_max (4 KiB) */
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 413 ", 13), "got: %s", r);
+	ck_assert_int_eq(atomic_load(&seen_error), -EMSGSIZE);
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+	         "3\r\nabcX\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 400 ", 13), "no CRLF after data: %s", r);
+	ck_assert_msg(strstr(r, "Connection: close"), "got: %s", r);
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 413 ", 13), "refused by the head: %s", r);
+
+	/* shorter than its Content-Length: the client half-closes */
+	int fd = dial();
+	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc");
+	shutdown(fd, SHUT_WR);
+	read_all(fd, r, sizeof(r));
+	close(fd);
+	ck_assert_msg(strstr(r, "error 32"), "-EPIPE for a cut body: %s", r); /* EPIPE */
+	ck_assert_int_eq(atomic_load(&seen_error), -EPIPE);
+
+	/* longer: the extra bytes are the next request, and garbage */
+	exchange("POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabcdef\r\n\r\n", r,
+	         sizeof(r));
+	ck_assert_msg(strstr(r, "\r\n\r\nabc") && strstr(r, "HTTP/1.1 400 "), "got: %s", r);
+	serve_stop();
+}
+END_TEST
+
+START_TEST(test_responses)
+{
+	char r[4096];
+
+	serve_start();
+	exchange("GET /chunked HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Transfer-Encoding: chunked\r\n") && !strstr(r, "Content-Length") &&
+	              strstr(r, "\r\n\r\n6\r\npiece;\r\n6\r\npiece;\r\n6\r\npiece;\r\n0\r\n\r\n"),
+	              "got: %s", r);
+	/* HTTP/1.0 cannot read chunked: the close ends the body */
+	exchange("GET /chunked HTTP/1.0\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strstr(r, "chunked") && strstr(r, "Connection: close\r\n") &&
+	              strstr(r, "\r\n\r\npiece;piece;piece;") && !strstr(r, "0\r\n\r\n"), "got: %s", r);
+	exchange("GET /length HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\nhelloworld"),
+	              "got: %s", r);
+	exchange("HEAD /length HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\n")[4] == '\0',
+	              "HEAD: the fields, no body: %s", r);
+	exchange("GET /nocontent HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 204 No Content\r\n", 25) && !strstr(r, "Content-Length"),
+	              "got: %s", r);
+	exchange("GET /notmodified HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 1234\r\n") && strstr(r, "\r\n\r\n")[4] == '\0',
+	              "got: %s", r);
+	exchange("GET /file HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 5\r\n") && strstr(r, "\r\n\r\n23456"), "got: %s", r);
+	exchange("GET /fields HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "X-Fine: yes  it is\r\n") && !strstr(r, "Injected") &&
+	              strstr(r, "\r\n\r\n-22 -22 -1 0"), "got: %s", r);
+	ck_assert_msg(strstr(r, "Server: runtime\r\n") && strstr(r, "Date: "), "got: %s", r);
+	serve_stop();
+}
+END_TEST
+
+/* A handler that fails: 500 if nothing went out (and the connection
+ * closes), a cut stream if something did; never a whole-looking answer. */
+START_TEST(test_handler_failures)
+{
+	char r[4096] = "";
+
+	serve_start();
+	exchange("GET /fail HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 500 ", 13) && strstr(r, "Connection: close"), "got: %s", r);
+	exchange("GET /abandon HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "\r\n\r\n4\r\npart\r\n") && !strstr(r, "0\r\n\r\n"), "got: %s", r);
+	exchange("GET /short HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(strstr(r, "Content-Length: 10\r\n") && strstr(r, "\r\n\r\nhello") &&
+	              strlen(strstr(r, "\r\n\r\n")) == 9, "got: %s", r);
+
+	/* no answer and no error: 500, and the connection goes on */
+	int fd = dial();
+	r[0] = '\0';
+	send_str(fd, "GET /nothing HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "Internal Server Error\n"));
+	ck_assert(!strstr(r, "Connection: close"));
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+START_TEST(test_limits_and_stats)
+{
+	char r[32768], big[20000];
+	struct runtime_http_server_stats st;
+
+	serve_start();
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "GET /info HTTP/1.1\r\nHost: h\r\nX-Big: ", 36);
+	big[sizeof(big) - 1] = '\0';
+	exchange(big, r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 431 ", 13), "got: %.100s", r);
+	exchange("GET /info HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	exchange("GET /nothing-here HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	runtime_http_server_stats(srv, &st);
+	ck_assert_uint_eq(st.requests, 2);
+	ck_assert_uint_eq(st.rejected, 1);
+	ck_assert_uint_eq(st.responses[2], 1);
+	ck_assert_uint_eq(st.responses[4], 2); /* the 404 and the 431 */
+	ck_assert_uint_eq(runtime_http_server_core_requests(srv, 0), 2);
+	ck_assert_uint_eq(runtime_http_server_core_requests(srv, 1), 0);
+	serve_stop();
+}
+END_TEST
+
+/* A drain closes a keep-alive connection that waits, at once. */
+START_TEST(test_drain_closes_idle)
+{
+	char r[4096] = "";
+
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_end(); /* the run ends with its last connection */
+}
+END_TEST
+
+START_TEST(test_decode_helpers)
+{
+	char out[32];
+	struct runtime_http_slice v;
+	struct runtime_http_slice q = { "a=1&bb=x%20y+z&c&=e", 19 };
+
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "a%20b+c", 7 }, out,
+	                                     sizeof(out), 0), 5);
+	ck_assert_str_eq(out, "a b+c");
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "a%20b+c", 7 }, out,
+	                                     sizeof(out), 1), 5);
+	ck_assert_str_eq(out, "a b c");
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "%4", 2 }, out, 32, 0), -EINVAL);
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "%zz", 3 }, out, 32, 0), -EINVAL);
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "a%00", 4 }, out, 32, 0), -EINVAL);
+	ck_assert_int_eq(runtime_http_decode((struct runtime_http_slice){ "abcd", 4 }, out, 4, 0), -ENOBUFS);
+	ck_assert_int_eq(runtime_http_query_param(q, "bb", &v), 1);
+	ck_assert(v.len == 7 && !memcmp(v.p, "x%20y+z", 7));
+	ck_assert_int_eq(runtime_http_query_param(q, "c", &v), 1);
+	ck_assert_uint_eq(v.len, 0);
+	ck_assert_int_eq(runtime_http_query_param(q, "b", &v), 0);
+	ck_assert_int_eq(runtime_http_query_param(q, "", &v), 1);
+	ck_assert(v.len == 1 && v.p[0] == 'e');
+	ck_assert_int_eq(runtime_http_query_param(q, NULL, &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+	struct runtime_http_server_config cfg;
+	struct runtime_http_server *s = (void *)1;
+	struct runtime *r;
+
+	ck_assert_int_eq(runtime_create(&r, NULL), 0);
+	runtime_http_server_config_init(&cfg);
+	ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL); /* no handler */
+	ck_assert_ptr_null(s);
+	cfg.handler = handler;
+	cfg.limits.headers_max = RUNTIME_HTTP_HEADERS_MAX + 1;
+	ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL);
+	cfg.limits.headers_max = 0;
+	cfg.limits.line_max = 20000; /* longer than the head may be */
+	ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL);
+	cfg.limits.line_max = 0;
+	cfg.server_name = "evil\r\nX: 1";
+	ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL);
+	ck_assert_int_eq(runtime_http_serve(NULL, &cfg, &s), -EINVAL);
+	ck_assert_int_eq(runtime_http_serve(r, NULL, &s), -EINVAL);
+	ck_assert_int_eq(runtime_http_serve(r, &cfg, NULL), -EINVAL);
+	runtime_destroy(r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("http_lib");
+	TCase *tc = tcase_create("server");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_request_parts);
+	tcase_add_test(tc, test_body_stream);
+	tcase_add_test(tc, test_continue_on_first_read);
+	tcase_add_test(tc, test_unread_body_skipped);
+	tcase_add_test(tc, test_bad_bodies);
+	tcase_add_test(tc, test_responses);
+	tcase_add_test(tc, test_handler_failures);
+	tcase_add_test(tc, test_limits_and_stats);
+	tcase_add_test(tc, test_drain_closes_idle);
+	tcase_add_test(tc, test_decode_helpers);
+	tcase_add_test(tc, test_bad_config);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	int fd = mkstemp(strcpy(file_path, "/tmp/check_http_lib.XXXXXX"));
+
+	if (fd < 0 || write(fd, "0123456789", 10) != 10)
+		return 99;
+	close(fd);
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	unlink(file_path);
+	return failed ? 1 : 0;
+}
