@@ -172,7 +172,10 @@ static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char a = (unsigned char)p[i], b = (unsigned char)lit[i];
-		if ((is_alpha(a) ? a | 0x20 : a) != (is_alpha(b) ? b | 0x20 : b))
+		/* Equal bytes, the common case, in one compare; else two
+		 * letters that differ in case only (a letter's | 0x20 is a
+		 * lowercase letter, which only letters give). */
+		if (a != b && (!is_alpha(a) || (a | 0x20) != (b | 0x20)))
 			return false;
 	}
 	return true;
