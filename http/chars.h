@@ -226,6 +226,24 @@ static inline size_t find_eol(const char *b, size_t i, size_t end)
 	return i;
 }
 
+/* Where a field value that starts at v stops: its first byte that is no
+ * field byte (CR or LF, if the line is well-formed), or end. The same scan
+ * finds the line's end and checks the value: one pass over it. Where
+ * skip_run stops on a word rather than its byte, the byte loop goes on. */
+static inline size_t field_value_end(const char *b, size_t v, size_t end)
+{
+	size_t i = v;
+
+	for (;;) {
+		i = skip_run(b, v, i, end, non_field_in);
+		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
+			i++; /* only where skip_run stops at a word, not its byte */
+		if (i == end || b[i] != '\t')
+			return i;
+		i++; /* a tab is a field byte, though a control */
+	}
+}
+
 /* A Connection field's options: "close" and "keep-alive" noted in *close
  * and *keep (left as they are otherwise). false for an element that is no
  * token. Both parsers read the field by this. */

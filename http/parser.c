@@ -361,23 +361,6 @@ static int add_field(struct head *h, struct http_slice name, struct http_slice v
 	}
 }
 
-/* Where a field value that starts at v stops: its first byte that is no
- * field byte (CR or LF, if the line is well-formed), or end. The same scan
- * finds the line's end and checks the value: one pass over it. */
-static size_t value_end(const char *b, size_t v, size_t end)
-{
-	size_t i = v;
-
-	for (;;) {
-		i = skip_run(b, v, i, end, non_field_in);
-		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
-			i++; /* only where skip_run stops at a word, not its byte */
-		if (i == end || b[i] != '\t')
-			return i;
-		i++; /* a tab is a field byte, though a control */
-	}
-}
-
 /* The field line (or the empty line ending the head) at *pos, read left
  * to right once: the name, the colon, the value up to its line's end. */
 static int field_line(struct head *h, size_t *pos)
@@ -404,7 +387,7 @@ static int field_line(struct head *h, size_t *pos)
 		return -400;
 	for (v = i + 1; v < end && is_ows((unsigned char)b[v]); v++)
 		;
-	q = value_end(b, v, end);
+	q = field_value_end(b, v, end);
 	if (q < end && b[q] != '\r' && b[q] != '\n')
 		return -400; /* a control byte in the value */
 	if ((term = terminator(h, q)) != 0)

@@ -7,6 +7,7 @@
  */
 #include "http.h"
 #include "body.h"
+#include "chars.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -275,14 +276,6 @@ int runtime_http_body_read_all(struct runtime_http_request *req, char **body, si
 
 /* ------------------------------------------------------------- decoding */
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 ssize_t runtime_http_decode(struct runtime_http_slice s, char *out, size_t cap, int plus)
 {
 	size_t n = 0;
@@ -292,9 +285,11 @@ ssize_t runtime_http_decode(struct runtime_http_slice s, char *out, size_t cap, 
 	for (size_t i = 0; i < s.len; i++) {
 		char ch = s.p[i];
 		if (ch == '%') {
-			if (s.len - i < 3 || hex_digit(s.p[i + 1]) < 0 || hex_digit(s.p[i + 2]) < 0)
+			if (s.len - i < 3 || !is_hex((unsigned char)s.p[i + 1]) ||
+			    !is_hex((unsigned char)s.p[i + 2]))
 				return -EINVAL;
-			ch = (char)(hex_digit(s.p[i + 1]) << 4 | hex_digit(s.p[i + 2]));
+			ch = (char)(hex_value((unsigned char)s.p[i + 1]) << 4 |
+			            hex_value((unsigned char)s.p[i + 2]));
 			if (!ch)
 				return -EINVAL;
 			i += 2;
