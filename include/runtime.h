@@ -1231,9 +1231,10 @@ RUNTIME_API int runtime_stream_close(struct runtime_stream *s);
  * SO_REUSEPORT (runtime_tcp_listen's RUNTIME_LISTEN_REUSEPORT;
  * runtime_serve does it all): the kernel spreads connections over them.
  * One socket shared by listeners on several cores also works - each of
- * them then accepts one connection per call, so that the kernel hands
- * connections to the cores in turn, where a multishot would let one core
- * take them all - but it costs an SQE per connection.
+ * them then accepts one connection per call, so that a core waiting in
+ * accept gets the next connection while the others are busy, where a
+ * multishot would let one core take them all - but it costs an SQE per
+ * connection.
  */
 struct runtime_listener;
 

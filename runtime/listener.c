@@ -21,8 +21,11 @@
  * drained by a multishot: the first core's would take every connection
  * (200 of 200 in a user's trial) while the others sat idle. So listeners
  * know, process-wide, which sockets (by inode) have listeners on more than
- * one core, and on such a socket each accept is one plain accept - the
- * kernel then hands each connection to one of the waiting cores in turn.
+ * one core, and on such a socket each accept is one plain accept: a core
+ * waiting in accept gets the next connection while the others are busy
+ * (io_uring wakes the waiting cores in turn; epoll wakes them all and the
+ * first to run takes it). A multishot armed before the socket became
+ * shared stops at its next connection; what it queued goes out first.
  * A socket per core with SO_REUSEPORT (runtime_serve) keeps the multishot
  * and spreads connections by the kernel's hash.
  */
@@ -151,8 +154,8 @@ static void listener_cqe(struct mshot *m, int res, unsigned flags)
 	if (res >= 0) {
 		if (m->closed || !push(l, res))
 			close(res); /* out of memory: refused */
-		if (l->len >= LISTEN_QUEUE_MAX)
-			runtime__mshot_stop(m);
+		if (l->len >= LISTEN_QUEUE_MAX || shared(l))
+			runtime__mshot_stop(m); /* shared since it was armed: stop hoarding */
 	} else if (!(flags & IORING_CQE_F_MORE) && !m->closed) {
 		if (res == -EAGAIN)
 			l->idle = true;
