@@ -163,13 +163,43 @@ skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(ui
 	return i;
 }
 
+/* The first byte of b[i..end) not of class cls (TCHAR, REGNAME), or end:
+ * four bytes a step while four are left (one AND of their classes), then
+ * one at a time. */
+static inline __attribute__((always_inline)) size_t
+skip_class(const char *b, size_t i, size_t end, uint8_t cls)
+{
+	const unsigned char *u = (const unsigned char *)b;
+
+	while (i + 4 <= end &&
+	       (byte_class[u[i]] & byte_class[u[i + 1]] & byte_class[u[i + 2]] &
+	        byte_class[u[i + 3]] & cls))
+		i += 4;
+	while (i < end && (byte_class[u[i]] & cls))
+		i++;
+	return i;
+}
+
+static inline size_t skip_tchars(const char *b, size_t i, size_t end)
+{
+	return skip_class(b, i, end, TCHAR);
+}
+
+/* Past the OWS at b[i..end): one space, the common case, in one test. */
+static inline size_t skip_ows(const char *b, size_t i, size_t end)
+{
+	if (i + 1 < end && b[i] == ' ' && !is_ows((unsigned char)b[i + 1]))
+		return i + 1;
+	while (i < end && is_ows((unsigned char)b[i]))
+		i++;
+	return i;
+}
+
 /* ---------------------------------------------------------------- slices */
 
-/* Inlined so that strlen(lit) of a literal is folded at each call. */
-static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_t n, const char *lit)
+/* Case-insensitive compare of p[0..n) with lit, a byte at a time. */
+static inline bool slice_ieq_bytes(const char *p, size_t n, const char *lit)
 {
-	if (strlen(lit) != n)
-		return false;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char a = (unsigned char)p[i], b = (unsigned char)lit[i];
 		/* Equal bytes, the common case, in one compare; else two
@@ -179,6 +209,43 @@ static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_
 			return false;
 	}
 	return true;
+}
+
+/* Up to 8 bytes of p against the same of a literal: a letter of the
+ * literal matches its two cases (x | 0x20 is a lowercase letter only
+ * for that letter and its capital), any other byte only itself. With a
+ * literal, k constant and the function inlined, the literal's word and
+ * its letter mask fold to constants: one load, an OR and a compare. */
+static inline __attribute__((always_inline)) bool
+word_ieq(const char *p, const char *lit, size_t k)
+{
+	uint64_t w = 0, want = 0, fold = 0;
+
+	memcpy(&w, p, k);
+#pragma GCC unroll 8
+	for (size_t i = 0; i < k; i++) {
+		unsigned char c = (unsigned char)lit[i];
+		bool letter = is_alpha(c);
+		want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
+		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
+	}
+	return (w | fold) == want;
+}
+
+/* p[0..n) equals lit but for the case of its letters. Inlined
+ * so that strlen(lit) of a literal is folded at each call, and literals
+ * up to 16 bytes compare a word at a time. */
+static inline __attribute__((always_inline)) bool slice_ieq(const char *p, size_t n, const char *lit)
+{
+	size_t len = strlen(lit);
+
+	if (len != n)
+		return false;
+	if (!__builtin_constant_p(len) || len > 16)
+		return slice_ieq_bytes(p, n, lit);
+	if (len <= 8)
+		return word_ieq(p, lit, len);
+	return word_ieq(p, lit, 8) && word_ieq(p + 8, lit + 8, len - 8);
 }
 
 static inline __attribute__((always_inline)) bool slice_eq(struct http_slice s, const char *lit)

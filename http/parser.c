@@ -73,19 +73,14 @@ static size_t host_len(const char *p, size_t n)
 
 	if (n > 0 && p[0] == '[')
 		return ip_literal_len(p, n);
-	while (i < n) {
-		if (p[i] == '%') {
-			if (n - i < 3 || !is_hex((unsigned char)p[i + 1]) ||
-			    !is_hex((unsigned char)p[i + 2]))
-				return 0;
-			i += 3;
-		} else if (is_regname((unsigned char)p[i])) {
-			i++;
-		} else {
-			break;
-		}
+	for (;;) {
+		i = skip_class(p, i, n, REGNAME);
+		if (i == n || p[i] != '%')
+			return i;
+		if (n - i < 3 || !is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
+			return 0;
+		i += 3;
 	}
-	return i;
 }
 
 static bool valid_port(const char *p, size_t n, bool required)
@@ -233,8 +228,7 @@ static int request_line(struct head *h, size_t *pos)
 	size_t i = s, t, v, q, stop;
 	int rc, term;
 
-	while (i < lim && is_tchar((unsigned char)b[i]))
-		i++;
+	i = skip_tchars(b, i, lim);
 	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
 		return ran_out(h, i); /* more to come, or a line without a target */
 	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
@@ -379,14 +373,12 @@ static int field_line(struct head *h, size_t *pos)
 		return -400;
 	if (h->req->nheaders >= h->max_fields)
 		return -431;
-	while (i < end && is_tchar((unsigned char)b[i]))
-		i++;
+	i = skip_tchars(b, i, end);
 	if (i == end)
 		return MORE;
 	if (i == s || b[i] != ':')
 		return -400;
-	for (v = i + 1; v < end && is_ows((unsigned char)b[v]); v++)
-		;
+	v = skip_ows(b, i + 1, end);
 	q = field_value_end(b, v, end);
 	if (q < end && b[q] != '\r' && b[q] != '\n')
 		return -400; /* a control byte in the value */

@@ -170,12 +170,10 @@ static int field_content(struct rhead *h, size_t s, size_t e)
 		return -EBADMSG;
 	if (h->res->nheaders >= h->max_fields)
 		return -EMSGSIZE;
-	while (i < e && is_tchar((unsigned char)b[i]))
-		i++;
+	i = skip_tchars(b, i, e);
 	if (i == s || i == e || b[i] != ':')
 		return -EBADMSG;
-	for (v = i + 1; v < e && is_ows((unsigned char)b[v]); v++)
-		;
+	v = skip_ows(b, i + 1, e);
 	ve = skip_run(b, v, v, e, non_field_in);
 	for (; ve < e; ve++)
 		if (!is_field_byte((unsigned char)b[ve]))

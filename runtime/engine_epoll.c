@@ -78,7 +78,6 @@ struct fdwait {
 	struct fiber *fiber;
 	uint32_t events;            /* EPOLLIN, EPOLLOUT... */
 	int res;                    /* 0 (ready), -ETIMEDOUT, -ECANCELED, -EBADF */
-	struct timer timer;         /* the deadline */
 };
 
 static long sys(long rc)
@@ -198,12 +197,10 @@ static void wait_interrupt(struct fiber *f, int res)
 	wait_end(f->core, f->wait_obj, res);
 }
 
-static void wait_timeout(struct timer *t, enum runtime_timer_why why)
+/* The deadline (the fiber's lazy deadline timer) came first. */
+static void wait_timeout(struct fiber *f, void *ctx)
 {
-	struct fdwait *w = container_of(t, struct fdwait, timer);
-
-	(void)why;
-	wait_end(w->fiber->core, w, -ETIMEDOUT);
+	wait_end(f->core, ctx, -ETIMEDOUT);
 }
 
 /*
@@ -231,14 +228,13 @@ static int park(struct fiber *f, uint8_t kind, int fd, uint32_t events, uint64_t
 		dlist_remove(&w.link);
 		return rc;
 	}
-	if (deadline != NEVER) {
-		w.timer.fire = wait_timeout;
-		runtime__timer_start(c, &w.timer, deadline);
-	}
+	if (deadline != NEVER)
+		runtime__deadline_begin(f, deadline, wait_timeout, &w);
 	c->in_flight++;
 	runtime__suspend(c, BLOCK_IO, wait_interrupt, &w);
 	c->in_flight--;
-	runtime__timer_stop(&w.timer);
+	if (deadline != NEVER)
+		runtime__deadline_end(f);
 	return w.res;
 }
 

@@ -316,20 +316,24 @@ static void cancel_send(struct core *c, struct op *op)
 
 static void op_stop(struct core *c, struct op *op);
 
-/* The operation's one timer: its deadline until it is stopped, then the
- * backoff before the next cancel. */
+/* The operation's timer: the backoff before the next cancel. (Its
+ * deadline is the fiber's lazy deadline timer: op_expire.) */
 static void op_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
 	struct op *op = container_of(t, struct op, timer);
-	struct core *c = op->fiber->core;
 
 	(void)why;
-	if (op->cancelling) {
-		cancel_send(c, op);
-	} else {
-		op->timed_out = true;
-		op_stop(c, op);
-	}
+	cancel_send(op->fiber->core, op);
+}
+
+static void op_expire(struct fiber *f, void *ctx)
+{
+	struct op *op = ctx;
+
+	if (op->done)
+		return; /* its CQE came first: the fiber has yet to run */
+	op->timed_out = true;
+	op_stop(f->core, op);
 }
 
 static void op_timer_start(struct core *c, struct op *op, uint64_t when)
@@ -352,7 +356,6 @@ static void op_stop(struct core *c, struct op *op)
 	if (op->cancelling || op->done)
 		return;
 	op->cancelling = true;
-	runtime__timer_stop(&op->timer); /* the deadline, if any: moot now */
 	cancel_send(c, op);
 }
 
@@ -439,8 +442,10 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe)
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
 	if (op->deadline != NEVER)
-		op_timer_start(c, op, op->deadline);
+		runtime__deadline_begin(op->fiber, op->deadline, op_expire, op);
 	runtime__suspend(c, BLOCK_IO, op_interrupt, op);
+	if (op->deadline != NEVER)
+		runtime__deadline_end(op->fiber);
 
 	int res = op->res;
 	if (res == -ECANCELED || res == -EINTR) {

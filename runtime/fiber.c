@@ -132,10 +132,13 @@ void runtime__run_ready(struct core *c)
 	switch_to(c, &c->loop, next_ready(c));
 }
 
+static void deadline_drop(struct fiber *f);
+
 __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f)
 {
 	if (f->on_exit)
 		f->on_exit(f->exit_ctx);
+	deadline_drop(f);
 	f->state = FIBER_DONE;
 	dlist_remove(&f->all);
 	stat_add(&c->stats.live, -1);
@@ -216,35 +219,92 @@ static bool park_claim(struct fiber *f)
 	                                               memory_order_acq_rel, memory_order_acquire);
 }
 
-/* A timed suspend's timer: the deadline came first. A parked fiber's
- * timer must win the park claim first (an unpark may be on its way). */
-struct wait_timer {
-	struct timer t;
-	struct fiber *f;
+/* ------------------------------------------------------------ deadlines */
+
+/*
+ * A fiber's deadline timer is lazy. It stays armed when a wait ends, and
+ * the next wait under a deadline no earlier keeps it as it is: a
+ * connection whose deadline moves on with each request (now + its idle
+ * timeout) costs a compare per wait, not a heap push and a pop. When it
+ * fires early - the wait's deadline has moved later - it is armed again
+ * for that one; when no wait is under it, it stops. Until then it counts
+ * in c->dl_lingering, which the deadlock check sets aside: a lingering
+ * timer is nobody's pending work.
+ */
+static void deadline_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct fiber *f = container_of(t, struct fiber, dl_timer);
+
+	(void)why;
+	if (!f->dl_waiting) {
+		f->core->dl_lingering--;
+		return;
+	}
+	if (f->dl_wait > t->deadline) {
+		runtime__timer_start(f->core, t, f->dl_wait);
+		return;
+	}
+	f->dl_waiting = false; /* once: the wait may go on until it is over */
+	f->dl_expire(f, f->dl_ctx);
+}
+
+void runtime__deadline_begin(struct fiber *f, uint64_t deadline,
+                             void (*expire)(struct fiber *f, void *ctx), void *ctx)
+{
+	struct timer *t = &f->dl_timer;
+
+	f->dl_wait = deadline;
+	f->dl_expire = expire;
+	f->dl_ctx = ctx;
+	f->dl_waiting = true;
+	if (t->state == TIMER_ARMED) {
+		f->core->dl_lingering--;
+		if (t->deadline <= deadline)
+			return; /* fires first, and is armed again then */
+		runtime__timer_stop(t);
+	}
+	t->fire = deadline_fire;
+	runtime__timer_start(f->core, t, deadline);
+}
+
+void runtime__deadline_end(struct fiber *f)
+{
+	f->dl_waiting = false;
+	if (f->dl_timer.state == TIMER_ARMED)
+		f->core->dl_lingering++;
+}
+
+/* The fiber ends: its timer must not outlive it. */
+static void deadline_drop(struct fiber *f)
+{
+	if (runtime__timer_stop(&f->dl_timer))
+		f->core->dl_lingering--;
+}
+
+/* A timed suspend's end: the deadline came first. A parked fiber must win
+ * the park claim first (an unpark may be on its way). */
+struct timed_wait {
 	int res;
 	bool claim;
 };
 
-static void wait_timer_fire(struct timer *t, enum runtime_timer_why why)
+static void timed_wait_expire(struct fiber *f, void *ctx)
 {
-	struct wait_timer *w = container_of(t, struct wait_timer, t);
+	const struct timed_wait *w = ctx;
 
-	(void)why;
-	if (!w->claim || park_claim(w->f))
-		runtime__resume(w->f, w->res);
+	if (!w->claim || park_claim(f))
+		runtime__resume(f, w->res);
 }
 
-/* The timer lives in this frame and never outlives it: stopping it is
- * synchronous, and a no-op once it has fired. */
 static int wait_until(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                       void *wait_obj, uint64_t deadline, int timeout_res, bool claim)
 {
-	struct wait_timer w = { .t.fire = wait_timer_fire, .f = c->current, .res = timeout_res,
-	                        .claim = claim };
+	struct timed_wait w = { .res = timeout_res, .claim = claim };
+	struct fiber *f = c->current;
 
-	runtime__timer_start(c, &w.t, deadline);
+	runtime__deadline_begin(f, deadline, timed_wait_expire, &w);
 	int res = runtime__suspend(c, why, interrupt, wait_obj);
-	runtime__timer_stop(&w.t);
+	runtime__deadline_end(f);
 	return res;
 }
 

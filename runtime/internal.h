@@ -272,6 +272,28 @@ enum fiber_flags {
 	FIBER_SHIELDED  = 1u << 4, /* in a cleanup: a cancel waits for its end */
 };
 
+enum timer_state {
+	TIMER_IDLE,
+	TIMER_ARMED,    /* in the heap */
+	TIMER_ENDING,   /* public timers: out of the heap, callback queued */
+};
+
+/* A timer in its core's heap: the public struct runtime_timer's storage,
+ * and what sleeps, timed suspends and cancel retries use. */
+struct timer {
+	uint64_t deadline;          /* absolute ns; NEVER is kept, never fires */
+	uint64_t seq;               /* start order: equal deadlines fire FIFO */
+	void (*fire)(struct timer *t, enum runtime_timer_why why);
+	struct core *core;
+	uint32_t heap_index;
+	uint8_t state;
+	uint8_t why;                /* TIMER_ENDING: the queued callback's */
+	bool on_shutdown;           /* completed by a shutdown (public, named) */
+	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
+	runtime_timer_fn *user_fn;  /* public timers only */
+	void *user_arg;
+};
+
 /* runtime_cleanup's storage, on the fiber's stack from begin to end. */
 struct cleanup {
 	struct cleanup *outer;      /* the enclosing cleanup, or NULL */
@@ -318,6 +340,13 @@ struct fiber {
 	int xwake_res;              /* their result, published by the push */
 	struct stack stack;
 	uint64_t block_since;       /* the core's clock when it suspended */
+	/* The lazy deadline timer (fiber.c): the wait's deadline and what
+	 * ends the wait when it passes, while dl_waiting. */
+	struct timer dl_timer;
+	uint64_t dl_wait;
+	void (*dl_expire)(struct fiber *f, void *ctx);
+	void *dl_ctx;
+	bool dl_waiting;
 	char name[RUNTIME_FIBER_NAME_MAX]; /* runtime_fiber_name_set */
 #ifdef RUNTIME_ASAN
 	void *asan_fake_stack;
@@ -364,6 +393,13 @@ int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fi
  * result is timeout_res. */
 int runtime__suspend_until(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                            void *wait_obj, uint64_t deadline, int timeout_res);
+/* The calling fiber f is about to suspend in a wait that ends at deadline
+ * with expire(f, ctx) (which must end the wait); then, once the wait is
+ * over, runtime__deadline_end. The timer is lazy: a later wait under a
+ * deadline no earlier reuses it, with no heap push and pop. */
+void runtime__deadline_begin(struct fiber *f, uint64_t deadline,
+                             void (*expire)(struct fiber *f, void *ctx), void *ctx);
+void runtime__deadline_end(struct fiber *f);
 /* Make a suspended fiber of this core ready with res (no-op otherwise). */
 void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
@@ -385,28 +421,6 @@ void runtime__fiber_release(struct core *c, struct fiber *f);
 void runtime__run_ready(struct core *c);
 
 /* ----------------------------------------------------------------- timers */
-
-enum timer_state {
-	TIMER_IDLE,
-	TIMER_ARMED,    /* in the heap */
-	TIMER_ENDING,   /* public timers: out of the heap, callback queued */
-};
-
-/* A timer in its core's heap: the public struct runtime_timer's storage,
- * and what sleeps, timed suspends and cancel retries use. */
-struct timer {
-	uint64_t deadline;          /* absolute ns; NEVER is kept, never fires */
-	uint64_t seq;               /* start order: equal deadlines fire FIFO */
-	void (*fire)(struct timer *t, enum runtime_timer_why why);
-	struct core *core;
-	uint32_t heap_index;
-	uint8_t state;
-	uint8_t why;                /* TIMER_ENDING: the queued callback's */
-	bool on_shutdown;           /* completed by a shutdown (public, named) */
-	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
-	runtime_timer_fn *user_fn;  /* public timers only */
-	void *user_arg;
-};
 
 struct heap_slot {
 	uint64_t deadline;
@@ -677,6 +691,8 @@ struct core {
 	                               sync waits, a fixed-file release): no deadlock */
 	uint64_t next_id;
 	uint64_t now;               /* the clock, read once per loop turn */
+	uint32_t dl_lingering;      /* fibers' deadline timers armed with no
+	                               wait under them (no pending work) */
 	uint64_t rand;              /* xorshift state: select's fair start */
 
 	/* Shared with other threads (inbox.c). */

@@ -76,11 +76,12 @@ void runtime__core_shutdown(struct core *c)
 /* ------------------------------------------------------------- the loop */
 
 /* Only a lone core can know that nothing will ever wake its fibers: no
- * timer, no I/O, no fiber in runtime_park (another thread may unpark it),
- * no inbox work. Its eventfd and signalfd reads wake no fiber. */
+ * timer (a lingering deadline timer, fiber.c, wakes nobody), no I/O, no
+ * fiber in runtime_park (another thread may unpark it), no inbox work.
+ * Its eventfd and signalfd reads wake no fiber. */
 static bool deadlocked(const struct core *c)
 {
-	return c->rt->ncores == 1 && c->load && !c->timers.len && !c->xparked &&
+	return c->rt->ncores == 1 && c->load && c->timers.len == c->dl_lingering && !c->xparked &&
 	       c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
 	       queue_empty(&c->backlog);
 }

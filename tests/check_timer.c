@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* ----------------------------------------------------------------- sleep */
 
@@ -556,6 +557,116 @@ START_TEST(test_timer_extreme_delays_mean_never)
 }
 END_TEST
 
+/* A fiber's deadline timer is lazy (fiber.c): a wait that ends early
+ * leaves it armed. The next waits must still end at their own deadlines,
+ * later (the timer fires early and is armed again) or earlier (it is
+ * moved), on an I/O wait and on a plain suspend (a join). */
+struct lazy_state {
+	int rc[4];
+	uint64_t elapsed[4];
+};
+
+static void *quick_child(void *p)
+{
+	(void)p;
+	runtime_yield();
+	return NULL;
+}
+
+/* A join that ends well before the deadline: the timer lingers. */
+static void join_quickly_under(uint64_t deadline)
+{
+	struct runtime_fiber *child;
+
+	runtime_deadline_set(deadline);
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &child, quick_child, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_join(child, NULL), 0);
+}
+
+/* A recv on an idle socket under a deadline ns from now. */
+static void recv_until(int fd, uint64_t ns, int *rc, uint64_t *elapsed)
+{
+	char c;
+	uint64_t t0 = runtime_now();
+
+	runtime_deadline_set(t0 + ns);
+	*rc = (int)runtime_recv(fd, &c, 1, 0);
+	*elapsed = runtime_now() - t0;
+}
+
+static void lazy_deadlines(void *p)
+{
+	struct lazy_state *s = p;
+	int sv[2];
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	join_quickly_under(runtime_now() + 50 * MS);    /* lingers at +50 ms */
+	recv_until(sv[0], 300 * MS, &s->rc[0], &s->elapsed[0]); /* later */
+	join_quickly_under(runtime_now() + 30000 * MS); /* lingers at +30 s */
+	recv_until(sv[0], 50 * MS, &s->rc[1], &s->elapsed[1]);  /* earlier */
+	join_quickly_under(runtime_now() + 30000 * MS);
+	uint64_t t0 = runtime_now();
+	runtime_deadline_set(t0 + 60 * MS);             /* a sleep's suspend, earlier */
+	s->rc[3] = runtime_sleep(5000 * MS);
+	s->elapsed[3] = runtime_now() - t0;
+	runtime_deadline_set(0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+START_TEST(test_timer_lazy_deadline_ends_each_wait_at_its_own)
+{
+	struct lazy_state s;
+
+	memset(&s, 0, sizeof(s));
+	ck_assert_int_eq(run_fiber(NULL, lazy_deadlines, &s), 0);
+	ck_assert_int_eq(s.rc[0], -ETIMEDOUT);
+	ck_assert_uint_ge(s.elapsed[0], 300 * MS); /* not at the lingering +50 ms */
+	ck_assert_int_eq(s.rc[1], -ETIMEDOUT);
+	ck_assert_uint_ge(s.elapsed[1], 50 * MS);
+	ck_assert_uint_lt(s.elapsed[1], 20000 * MS); /* not at the lingering +30 s */
+	ck_assert_int_eq(s.rc[3], -ETIMEDOUT);
+	ck_assert_uint_ge(s.elapsed[3], 60 * MS);
+	ck_assert_uint_lt(s.elapsed[3], 4000 * MS);
+}
+END_TEST
+
+/* A lingering deadline timer is nobody's pending work: a deadlock behind
+ * it is still reported, not after the timer's +60 s. */
+static struct runtime_fiber *linger_a;
+
+static void *linger_b(void *p)
+{
+	(void)p;
+	runtime_fiber_join(linger_a, NULL);
+	return NULL;
+}
+
+static void *linger_a_fn(void *p)
+{
+	struct runtime_fiber *b;
+
+	(void)p;
+	join_quickly_under(runtime_now() + 60000 * MS);
+	runtime_deadline_set(0);
+	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &b, linger_b, NULL), 0);
+	runtime_fiber_join(b, NULL);
+	return NULL;
+}
+
+START_TEST(test_timer_lingering_deadline_hides_no_deadlock)
+{
+	struct runtime *rt;
+	uint64_t t0 = runtime_now();
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &linger_a, linger_a_fn, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), -EDEADLK);
+	ck_assert_uint_lt(runtime_now() - t0, 30000 * MS);
+	runtime_destroy(rt);
+}
+END_TEST
+
 static Suite *timer_suite(void)
 {
 	Suite *s = suite_create("timer");
@@ -566,6 +677,8 @@ static Suite *timer_suite(void)
 	tcase_add_test(tc, test_timer_sleep_lasts_as_asked);
 	tcase_add_test(tc, test_timer_deadline_cuts_sleep_short);
 	tcase_add_test(tc, test_timer_sleep_zero_and_past_deadline);
+	tcase_add_test(tc, test_timer_lazy_deadline_ends_each_wait_at_its_own);
+	tcase_add_test(tc, test_timer_lingering_deadline_hides_no_deadlock);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("timers");
