@@ -432,6 +432,27 @@ static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 		runtime__resume(op->fiber, 0);
 }
 
+/*
+ * A send while no other fiber is ready: the loop's next step would be to
+ * submit it and wait, and a socket send mostly completes during its
+ * submission. So the fiber submits and reaps itself (the same one
+ * io_uring_enter), and goes on at once if its CQE is there: no loop turn
+ * and no two switches. Under load other fibers are ready, and the loop
+ * batches the sends as before. True if the operation is complete.
+ */
+static bool send_eagerly(struct core *c, const struct op *op)
+{
+	if ((op->head.kind != IO_SEND && op->head.kind != IO_SENDMSG) ||
+	    !queue_empty(&c->ready) || !queue_empty(&c->backlog) ||
+	    (c->rt->setup_flags & IORING_SETUP_SQPOLL) || runtime__fault(FAULT_SUBMIT_BUSY))
+		return false;
+	stat_add(&c->stats.enters, 1);
+	if (io_uring_submit(&c->ring) < 0)
+		return false; /* -EBUSY...: the loop's submission deals with it */
+	reap(c);
+	return op->pending == 0;
+}
+
 /* Finish the SQE, suspend until every CQE has come, and translate the
  * result. */
 static int op_wait(struct op *op, struct io_uring_sqe *sqe)
@@ -441,11 +462,13 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe)
 	op_faults(op, sqe);
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
-	if (op->deadline != NEVER)
-		runtime__deadline_begin(op->fiber, op->deadline, op_expire, op);
-	runtime__suspend(c, BLOCK_IO, op_interrupt, op);
-	if (op->deadline != NEVER)
-		runtime__deadline_end(op->fiber);
+	if (!send_eagerly(c, op)) {
+		if (op->deadline != NEVER)
+			runtime__deadline_begin(op->fiber, op->deadline, op_expire, op);
+		runtime__suspend(c, BLOCK_IO, op_interrupt, op);
+		if (op->deadline != NEVER)
+			runtime__deadline_end(op->fiber);
+	}
 
 	int res = op->res;
 	if (res == -ECANCELED || res == -EINTR) {
