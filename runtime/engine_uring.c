@@ -433,16 +433,22 @@ static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 }
 
 /*
- * A send while no other fiber is ready: the loop's next step would be to
- * submit it and wait, and a socket send mostly completes during its
- * submission. So the fiber submits and reaps itself (the same one
- * io_uring_enter), and goes on at once if its CQE is there: no loop turn
- * and no two switches. Under load other fibers are ready, and the loop
- * batches the sends as before. True if the operation is complete.
+ * A send on a core that is nearly idle (the last loop turn brought one
+ * completion, a few operations are in the kernel, no other fiber is
+ * ready): the loop's next step would be an io_uring_enter for this send
+ * alone, and a socket send mostly completes during its submission. So the
+ * fiber submits and reaps itself (that same one io_uring_enter) and goes
+ * on at once if its CQE is there: no loop turn and no two switches. Under
+ * load the loop batches the sends of many fibers into its one enter per
+ * turn, as before (an eager enter there would be one more).
+ * True if the operation is complete.
  */
+#define EAGER_IN_FLIGHT_MAX 8
+
 static bool send_eagerly(struct core *c, const struct op *op)
 {
-	if ((op->head.kind != IO_SEND && op->head.kind != IO_SENDMSG) ||
+	if ((op->head.kind != IO_SEND && op->head.kind != IO_SENDMSG) || c->turn_cqes > 1 ||
+	    c->in_flight > EAGER_IN_FLIGHT_MAX ||
 	    !queue_empty(&c->ready) || !queue_empty(&c->backlog) ||
 	    (c->rt->setup_flags & IORING_SETUP_SQPOLL) || runtime__fault(FAULT_SUBMIT_BUSY))
 		return false;
@@ -760,7 +766,7 @@ static int uring_poll(struct core *c, bool wait)
 			break; /* nothing to reap and no need to wait: try next turn */
 		wait = false; /* reaped something: fibers have work */
 	}
-	reap(c);
+	c->turn_cqes = reap(c);
 	return 0;
 }
 
