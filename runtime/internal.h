@@ -714,6 +714,7 @@ struct core {
 
 	/* The io_uring engine's, and its features'. */
 	struct io_uring ring;
+	unsigned turn_cqes;         /* CQEs the last loop turn reaped */
 	bool ring_ready;
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
 	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
