@@ -118,19 +118,6 @@ probe_cycles() {
 
 
 
-# TERM first (servers exit cleanly on it), KILL after 3 s.
-stop_server() {
-	local i
-	kill -TERM "$srv_pid" 2>/dev/null
-	for ((i = 0; i < 30; i++)); do
-		kill -0 "$srv_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$srv_pid" 2>/dev/null
-	wait "$srv_pid" 2>/dev/null
-	srv_pid=
-}
-
 start_perf() {
 	perf stat -x, -e cycles -p "$srv_pid" -o "$tmp/perf" 2>/dev/null &
 	perf_pid=$!

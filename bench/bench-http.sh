@@ -161,27 +161,6 @@ check_setup() {
 		die "cannot create $H2O_ROOT/index.txt"
 }
 
-
-
-
-
-
-# TERM first (every server exits cleanly on it), KILL after STOP_WAIT.
-# Sets stop_status: "killed" if it took the KILL, else the exit status.
-stop_server() {
-	local i killed=false
-	kill -TERM "$srv_pid" 2>/dev/null
-	for ((i = 0; i < STOP_WAIT; i++)); do
-		kill -0 "$srv_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$srv_pid" 2>/dev/null && killed=true
-	wait "$srv_pid" 2>/dev/null
-	stop_status=$?
-	$killed && stop_status=killed
-	srv_pid=
-}
-
 # wrk's time with its unit (us, ms, s, m, h) in microseconds; n/a for junk.
 to_us() {
 	awk -v t="$1" 'BEGIN {
@@ -233,12 +212,7 @@ run_one() { # run_one ROUND MODE NAME
 	rc=$?
 	t1=$(cpu_ticks "$srv_pid")
 	stop_server
-	# The project's servers must exit 0 on TERM; peers (Go dies of it) may not.
-	if [ "$stop_status" = killed ] || { [ "$stop_status" != 0 ] && is_ours "$name"; }; then
-		echo "round=$round mode=$mode server=$name warning=unclean_stop status=$stop_status"
-		tail -3 "$tmp/$name.log" | sed 's/^/  | /'
-		ok=1
-	fi
+	stopped_clean "round=$round mode=$mode server=$name" "$name" || ok=1
 
 	rps=$(awk '/^Requests\/sec:/ { printf "%.0f", $2 }' <<<"$out")
 	total=$(awk '/ requests in / { print $1 }' <<<"$out")

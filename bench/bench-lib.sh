@@ -1,10 +1,12 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 #
-# bench-lib.sh: the helpers bench-echo.sh and bench-http.sh share, sourced
-# by them: free ports, waiting for a server to listen, a process's CPU time,
-# medians and ratios.  take_port uses the sourcing script's die(), PORT_BASE
-# and next_port, and sets port.
+# bench-lib.sh: the helpers bench-echo.sh, bench-http.sh and bench-tls.sh
+# share, sourced by them: free ports, waiting for a server to listen,
+# stopping it, a process's CPU time, medians and ratios.  take_port uses
+# the sourcing script's die(), PORT_BASE and next_port, and sets port;
+# stop_server its srv_pid and STOP_WAIT (tenths of a second, default 30);
+# stopped_clean its is_ours() and $tmp/NAME.log.
 
 listening() { # listening PORT: something listens on 127.0.0.1:PORT
 	if command -v ss >/dev/null; then
@@ -100,4 +102,32 @@ server_cpus() {
 	[ "${#cpus[@]}" -ge "$CORES" ] || die "CORES=$CORES but only $all CPUs"
 	local IFS=,
 	echo "${cpus[*]}"
+}
+
+# TERM first (every server exits on it), KILL after STOP_WAIT tenths of a
+# second. Sets stop_status: "killed" if it took the KILL, else the exit
+# status.
+stop_server() {
+	local i killed=false
+	kill -TERM "$srv_pid" 2>/dev/null
+	for ((i = 0; i < ${STOP_WAIT:-30}; i++)); do
+		kill -0 "$srv_pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -KILL "$srv_pid" 2>/dev/null && killed=true
+	wait "$srv_pid" 2>/dev/null
+	stop_status=$?
+	$killed && stop_status=killed
+	srv_pid=
+}
+
+# The project's servers must exit 0 on TERM; peers (Go dies of it) may not.
+# Prints a warning (TAG first) and fails if it did not go so.
+stopped_clean() { # stopped_clean TAG NAME
+	if [ "$stop_status" = killed ] || { [ "$stop_status" != 0 ] && is_ours "$2"; }; then
+		echo "$1 warning=unclean_stop status=$stop_status"
+		# shellcheck disable=SC2154 # tmp: the sourcing script's
+		tail -3 "$tmp/$2.log" | sed 's/^/  | /'
+		return 1
+	fi
 }

@@ -270,32 +270,6 @@ server_argv() {
 	esac
 }
 
-# TERM first (every server exits on it), KILL after STOP_WAIT. Sets
-# stop_status: "killed" if it took the KILL, else the exit status.
-stop_server() {
-	local i killed=false
-	kill -TERM "$srv_pid" 2>/dev/null
-	for ((i = 0; i < STOP_WAIT; i++)); do
-		kill -0 "$srv_pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -KILL "$srv_pid" 2>/dev/null && killed=true
-	wait "$srv_pid" 2>/dev/null
-	stop_status=$?
-	$killed && stop_status=killed
-	srv_pid=
-}
-
-# The project's servers must exit 0 on TERM; peers (Go dies of it) may not.
-# Prints a warning and fails if it did not go so.
-stopped_clean() { # stopped_clean TAG NAME
-	if [ "$stop_status" = killed ] || { [ "$stop_status" != 0 ] && is_ours "$2"; }; then
-		echo "$1 warning=unclean_stop status=$stop_status"
-		tail -3 "$tmp/$2.log" | sed 's/^/  | /'
-		return 1
-	fi
-}
-
 # What s_client, on the clients' settings, negotiates with the server on
 # port $2 (once per server): printed, and a failure unless it is TLS 1.3
 # with CIPHER and GROUP and the certificate verifies.
