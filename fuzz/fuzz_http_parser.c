@@ -26,17 +26,12 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include "parser.h"
+#include "fuzz_check.h"
 
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define CHECK(cond)                        \
-	do {                               \
-		if (!(cond))               \
-			__builtin_trap();  \
-	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -52,11 +47,6 @@ struct decoding {
 	size_t consumed, produced;
 	uint64_t total;
 };
-
-static bool inside(struct http_slice s, const char *base, size_t len)
-{
-	return s.p >= base && s.len <= len && (size_t)(s.p - base) <= len - s.len;
-}
 
 static void check_request(const char *buf, size_t size, int rc, const struct http_request *req)
 {

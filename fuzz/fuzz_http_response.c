@@ -31,17 +31,12 @@
  *   ./a.out -dict=fuzz/http_response.dict fuzz/corpus/http_response
  */
 #include "response_parser.h"
+#include "fuzz_check.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define CHECK(cond)                        \
-	do {                               \
-		if (!(cond))               \
-			__builtin_trap();  \
-	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -51,11 +46,6 @@ static const struct http_limits lim = {
 	.headers_max = 10,
 	.body_max = 4096,
 };
-
-static bool inside(struct http_slice s, const char *base, size_t len)
-{
-	return s.p >= base && s.len <= len && (size_t)(s.p - base) <= len - s.len;
-}
 
 static bool tchar(unsigned char c)
 {

@@ -62,6 +62,9 @@
 #include "http.h"   /* the server's insides: stopping, limits */
 #include "server.h"
 
+#define FUZZ_NAME "fuzz_http_server"
+#include "server_harness.h"
+
 #include <ctype.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -75,17 +78,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MARKER 0xFF
-#define MS 1000000ull
-#define HANG_NS (10000 * MS)      /* an input's connection must end within */
-#define STUCK_S 30                /* the runtime itself must answer within */
-#define SLEEP_CAP_NS (100 * 1000ull)
-#define FAST_TIMEOUT_MS 5000      /* header, idle: the client never waits */
-#define SLOW_TIMEOUT_MS 2         /* ... with OPT_SLOW */
 #define PAUSE_NS (5 * MS)         /* an empty piece with OPT_SLOW */
 #define SECRET_LEN 24              /* "~secret-", 16 random hex digits */
-#define FD_SCAN 128               /* fds checked for leaks: 0 .. FD_SCAN-1 */
-#define MAX_PIECES 64             /* writes per input: later markers dropped */
 
 /* Byte 0 of the input. */
 enum {
@@ -99,16 +93,7 @@ enum {
 	OPT_SLOW = 0x40,        /* timeouts of 2 ms, and one pause allowed */
 };
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int __real_runtime_sleep(uint64_t ns);
-int __wrap_runtime_sleep(uint64_t ns);
-
-static struct server srv;     /* srv.http: this input's server */
 static unsigned serving;       /* connections in runtime_http_serve_conn */
-static pthread_t runtime_thread;
-static sem_t runtime_ready;
-static int runtime_rc;
 static char top_dir[256];       /* holds secret.txt and root/ */
 static char root_dir[300];
 static struct fd_snapshot {    /* fds below FD_SCAN between inputs */
@@ -143,33 +128,6 @@ struct job {
 	size_t answered;        /* answers other than 1xx, whole */
 	sem_t done;
 };
-
-__attribute__((noreturn)) static void fail(const char *why)
-{
-	fprintf(stderr, "fuzz_http_server: %s\n", why);
-	abort();
-}
-
-int __wrap_runtime_sleep(uint64_t ns)
-{
-	return __real_runtime_sleep(ns < SLEEP_CAP_NS ? ns : SLEEP_CAP_NS);
-}
-
-/* Which fds below FD_SCAN are open, in one poll(2). The process holds a
- * dozen between inputs, and an input's fds take the lowest free numbers,
- * so a leak lands below FD_SCAN; a wider scan costs more than the server
- * does. */
-static void scan_fds(bool open[FD_SCAN])
-{
-	static struct pollfd pfd[FD_SCAN];
-
-	for (int i = 0; i < FD_SCAN; i++)
-		pfd[i] = (struct pollfd){ .fd = i };
-	if (poll(pfd, FD_SCAN, 0) < 0)
-		fail("poll");
-	for (int i = 0; i < FD_SCAN; i++)
-		open[i] = !(pfd[i].revents & POLLNVAL);
-}
 
 static void describe_fd(int fd, char *out, size_t cap)
 {
@@ -235,21 +193,6 @@ static bool skip_body(const char *in, size_t len, size_t *off, const struct http
 		*off += used;
 		return rc == 1;
 	}
-}
-
-/*
- * A request after which the server may close: one that asks to, and one
- * whose client waits for 100 Continue before a body - if the handler
- * never reads that body, the server answers and closes (it cannot tell
- * whether the body will come: RFC 9110 10.1.1), as the demo's routes do
- * but for POST /echo.
- */
-static bool may_end(const struct http_request *req)
-{
-	bool body = req->body == HTTP_BODY_CHUNKED ||
-	            (req->body == HTTP_BODY_LENGTH && req->content_length > 0);
-
-	return !req->keep_alive || (req->expect_continue && body);
 }
 
 /* Frame the bytes the client sends (the input without its markers). */
@@ -351,30 +294,13 @@ static void check_secret(struct answers *a, const char *p, size_t n)
 /* A complete answer head, a->head[0..len): sets the body to skip. */
 static void answer_head(struct answers *a, size_t len)
 {
-	static const char cl[] = "\r\nContent-Length: ";
-	const char *h = a->head, *p;
-	char *end;
+	const char *h = a->head;
+	uint64_t length;
+	bool bodiless;
 
 	a->head[len] = '\0'; /* room: len < ANSWER_HEAD_MAX */
-	if (len < 16 || memcmp(h, "HTTP/1.1 ", 9) || h[12] != ' ' ||
-	    strspn(h + 9, "0123456789") != 3 || h[9] < '1' || h[9] > '5')
-		fail("an answer whose status line is not HTTP/1.1's");
-	if (h[9] == '1') {
-		if (strcmp(h, "HTTP/1.1 100 Continue\r\n\r\n") != 0)
-			fail("an interim answer other than 100 Continue");
+	if (!final_answer(h, len, &length, &bodiless))
 		return;
-	}
-	bool bodiless = !memcmp(h + 9, "204", 3) || !memcmp(h + 9, "304", 3);
-	uint64_t length = 0;
-	if ((p = strstr(h, cl))) {
-		if (!isdigit((unsigned char)p[sizeof(cl) - 1]))
-			fail("an answer with a bad Content-Length");
-		length = strtoull(p + sizeof(cl) - 1, &end, 10);
-		if (end[0] != '\r')
-			fail("an answer with a bad Content-Length");
-	} else if (!bodiless) {
-		fail("an answer without a Content-Length");
-	}
 	if (++a->finals > a->q->complete + 1)
 		fail("more answers than requests (a request answered twice?)");
 	bool head_only = a->finals <= a->q->heads && a->q->head_only[a->finals - 1];
@@ -529,16 +455,6 @@ static void drain_late(struct job *j)
 		runtime_conn_set_read_deadline(j->conn, 1);
 }
 
-static void join_or_fail(struct runtime_fiber *f, const char *what)
-{
-	int rc = runtime_fiber_join(f, NULL);
-
-	if (rc == -ETIMEDOUT)
-		fail(what);
-	if (rc < 0)
-		fail("join");
-}
-
 /* One connection: the server's fiber on one end, this fiber writing and
  * a reader fiber reading on the other. */
 static void drive(void *arg)
@@ -678,63 +594,12 @@ static void remove_root(void)
 	}
 }
 
-/* Parks until the runtime shuts down: keeps runtime_run going between
- * inputs. */
-static void keeper(void *arg)
-{
-	(void)arg;
-	while (runtime_park(-1) != -ECANCELED)
-		;
-}
-
-static void *run_runtime(void *arg)
-{
-	struct runtime_config cfg;
-	int rc;
-
-	(void)arg;
-	runtime_config_init(&cfg);
-	cfg.cores = 1;
-	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0)
-		rc = runtime_spawn(srv.rt, keeper, NULL);
-	runtime_rc = rc;
-	sem_post(&runtime_ready);
-	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
-		fprintf(stderr, "fuzz_http_server: runtime_run: %s\n", strerror(-rc));
-	return NULL;
-}
-
-/* At exit: the runtime stops (the keeper is cancelled) and goes, once
- * runtime_shutdown has returned here too. */
+/* At exit: the runtime stops, then the root goes. */
 static void finish(void)
 {
-	runtime_shutdown(srv.rt);
-	pthread_join(runtime_thread, NULL);
-	runtime_sem_destroy(srv.backend);
-	runtime_destroy(srv.rt);
+	stop_runtime();
 	close(srv.root_fd);
 	remove_root();
-}
-
-/* The sanitizers' symbolizer, if this build has one (weak: the replay
- * build has none). */
-void __sanitizer_symbolize_pc(void *pc, const char *fmt, char *out, size_t size)
-	__attribute__((weak));
-
-/*
- * Start the sanitizers' symbolizer now, before the fd baseline is taken.
- * It is started on first use and keeps a pipe pair open for the process's
- * life; libFuzzer first uses it when an input reaches a new function
- * ("NEW_FUNC"), and that pair was then taken for a leak of the server's
- * (fds 6 and 9, "pipe:[...]": the stop-14 finding and CI's of acbdac0).
- */
-static void start_symbolizer(void)
-{
-	char where[128];
-
-	if (__sanitizer_symbolize_pc)
-		__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L", where, sizeof(where));
 }
 
 /* The server as http-server would be started with --root (a fresh one),
@@ -755,15 +620,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		.idle_timeout_ms = FAST_TIMEOUT_MS };
 	make_root();
 	srv.opt.root = root_dir;
-	sem_init(&runtime_ready, 0, 0);
-	if (pthread_create(&runtime_thread, NULL, run_runtime, NULL) != 0)
-		fail("pthread_create");
-	while (sem_wait(&runtime_ready) < 0)
-		;
-	if (runtime_rc < 0) {
-		fprintf(stderr, "fuzz_http_server: no runtime: %s\n", strerror(-runtime_rc));
-		exit(1);
-	}
+	start_runtime();
 	atexit(finish);
 	return 0;
 }

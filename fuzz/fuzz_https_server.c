@@ -98,6 +98,9 @@
 #include "http.h"   /* the server's insides: stopping, limits */
 #include "server.h"
 
+#define FUZZ_NAME "fuzz_https_server"
+#include "server_harness.h"
+
 #include "https_client.h"
 #include "tlsutil.h"
 
@@ -113,24 +116,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MARKER 0xFF
 #define RAW_PIECE 0xFE
 #define REKEY_PIECE 0xFD
 #define CLOSE_PIECE 0xFC
 #define REPEAT_PIECE 0xFB
 #define REPEAT_MAX (64 * 1024)    /* a repeat piece's plaintext at most */
-#define MS 1000000ull
-#define HANG_NS (10000 * MS)      /* an input's connection must end within */
-#define STUCK_S 30                /* the runtime itself must answer within */
-#define SLEEP_CAP_NS (100 * 1000ull)
-#define FAST_TIMEOUT_MS 5000      /* header, idle: the client never waits */
-#define SLOW_TIMEOUT_MS 2         /* ... with OPT_SLOW */
 #define PAUSE_NS (5 * MS)         /* OPT_SLOW's one pause */
 #define HANDSHAKE_NS (5000 * MS)  /* the server's handshake timeout */
 #define HANDSHAKE_SLOW_NS (2 * MS) /* ... raw with OPT_SLOW */
 #define NO_ROTATION_NS (1000ull * 3600 * 1000 * MS) /* ticket keys: 1000 h */
-#define FD_SCAN 128               /* fds checked for leaks: 0 .. FD_SCAN-1 */
-#define MAX_PIECES 64             /* writes per input */
 #define RECORD_MAX (16384 + 2048) /* a TLSCiphertext's bound */
 #define ANSWER_HEAD_MAX 4096
 #define PATTERN "0123456789abcdef" /* the .bin files' content, repeated */
@@ -178,20 +172,11 @@ static const struct {
 	{ "\x02h2", 3, NULL },
 };
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-int __real_runtime_sleep(uint64_t ns);
-int __wrap_runtime_sleep(uint64_t ns);
-
-static struct server srv;     /* srv.http: this input's server */
 static unsigned serving;       /* connections in runtime_http_serve_conn */
 static struct runtime_tls *tls_main, *tls_slow; /* server contexts */
 static SSL_CTX *client_ctx;
 static SSL_SESSION *kept[2];   /* to resume, by OPT_CL_TLS12 */
 static struct pem ca, leaf_a, leaf_b;
-static pthread_t runtime_thread;
-static sem_t runtime_ready;
-static int runtime_rc;
 static char top_dir[256];      /* holds root/ */
 static struct {                /* fds below FD_SCAN between inputs */
 	bool taken;
@@ -240,37 +225,12 @@ struct job {
 	sem_t done;
 };
 
-__attribute__((noreturn)) static void fail(const char *why)
-{
-	fprintf(stderr, "fuzz_https_server: %s\n", why);
-	abort();
-}
-
-int __wrap_runtime_sleep(uint64_t ns)
-{
-	return __real_runtime_sleep(ns < SLEEP_CAP_NS ? ns : SLEEP_CAP_NS);
-}
-
 static size_t min_size(size_t a, size_t b)
 {
 	return a < b ? a : b;
 }
 
 /* --------------------------------------------------------------- fds */
-
-/* Which fds below FD_SCAN are open, in one poll(2) (as fuzz_http_server.c:
- * an input's fds take the lowest free numbers). */
-static void scan_fds(bool open[FD_SCAN])
-{
-	static struct pollfd pfd[FD_SCAN];
-
-	for (int i = 0; i < FD_SCAN; i++)
-		pfd[i] = (struct pollfd){ .fd = i };
-	if (poll(pfd, FD_SCAN, 0) < 0)
-		fail("poll");
-	for (int i = 0; i < FD_SCAN; i++)
-		open[i] = !(pfd[i].revents & POLLNVAL);
-}
 
 /* The same fds open as between the first inputs, or fail naming each
  * that differs: opened (a leak) or closed (someone else's: a double close). */
@@ -366,16 +326,6 @@ static void check_accept(const struct job *j)
 	}
 	if (j->accept_rc < 0 && !j->accept_why[0])
 		fail("a failed handshake without words from runtime_conn_tls_error");
-}
-
-static void join_or_fail(struct runtime_fiber *f, const char *what)
-{
-	int rc = runtime_fiber_join(f, NULL);
-
-	if (rc == -ETIMEDOUT)
-		fail(what);
-	if (rc < 0)
-		fail("join");
 }
 
 /* ----------------------------------------------------------- raw mode */
@@ -695,21 +645,6 @@ static struct http_slice target_path(struct http_slice t)
 	return (struct http_slice){ p, (size_t)((q ? q : end) - p) };
 }
 
-/*
- * A request after which the server may close: one that asks to, and one
- * whose client waits for 100 Continue before a body - if the handler
- * never reads that body, the server answers and closes (it cannot tell
- * whether the body will come: RFC 9110 10.1.1), as the demo's routes do
- * but for POST /echo.
- */
-static bool may_end(const struct http_request *req)
-{
-	bool body = req->body == HTTP_BODY_CHUNKED ||
-	            (req->body == HTTP_BODY_LENGTH && req->content_length > 0);
-
-	return !req->keep_alive || (req->expect_continue && body);
-}
-
 /* Frame the client's plaintext (in, len: a copy, changed) into j->q. */
 static void frame_requests(struct job *j, char *in, size_t len)
 {
@@ -761,30 +696,13 @@ struct answers {
 /* A complete answer head, a->head[0..len): sets the body to come. */
 static void answer_head(struct answers *a, size_t len)
 {
-	static const char cl[] = "\r\nContent-Length: ";
-	const char *h = a->head, *p;
-	char *end;
+	const char *h = a->head;
+	uint64_t length;
+	bool bodiless;
 
 	a->head[len] = '\0'; /* room: len < ANSWER_HEAD_MAX */
-	if (len < 16 || memcmp(h, "HTTP/1.1 ", 9) || h[12] != ' ' ||
-	    strspn(h + 9, "0123456789") != 3 || h[9] < '1' || h[9] > '5')
-		fail("an answer whose status line is not HTTP/1.1's");
-	if (h[9] == '1') {
-		if (strcmp(h, "HTTP/1.1 100 Continue\r\n\r\n") != 0)
-			fail("an interim answer other than 100 Continue");
+	if (!final_answer(h, len, &length, &bodiless))
 		return;
-	}
-	bool bodiless = !memcmp(h + 9, "204", 3) || !memcmp(h + 9, "304", 3);
-	uint64_t length = 0;
-	if ((p = strstr(h, cl))) {
-		if (!isdigit((unsigned char)p[sizeof(cl) - 1]))
-			fail("an answer with a bad Content-Length");
-		length = strtoull(p + sizeof(cl) - 1, &end, 10);
-		if (end[0] != '\r')
-			fail("an answer with a bad Content-Length");
-	} else if (!bodiless) {
-		fail("an answer without a Content-Length");
-	}
 	if (++a->finals > a->q->complete + 1)
 		fail("more answers than requests (a request answered twice?)");
 	const struct asked *r = a->finals <= a->q->heads ? &a->q->r[a->finals - 1] : NULL;
@@ -1221,41 +1139,11 @@ static void warm_up(void)
 	}
 }
 
-/* Parks until the runtime shuts down: keeps runtime_run going between
- * inputs. */
-static void keeper(void *arg)
-{
-	(void)arg;
-	while (runtime_park(-1) != -ECANCELED)
-		;
-}
-
-static void *run_runtime(void *arg)
-{
-	struct runtime_config cfg;
-	int rc;
-
-	(void)arg;
-	runtime_config_init(&cfg);
-	cfg.cores = 1;
-	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&
-	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) == 0)
-		rc = runtime_spawn(srv.rt, keeper, NULL);
-	runtime_rc = rc;
-	sem_post(&runtime_ready);
-	if (rc == 0 && (rc = runtime_run(srv.rt)) < 0)
-		fprintf(stderr, "fuzz_https_server: runtime_run: %s\n", strerror(-rc));
-	return NULL;
-}
-
 /* At exit: the runtime stops (the keeper is cancelled) and goes, then
  * everything TLS, then the root. */
 static void finish(void)
 {
-	runtime_shutdown(srv.rt);
-	pthread_join(runtime_thread, NULL);
-	runtime_sem_destroy(srv.backend);
-	runtime_destroy(srv.rt);
+	stop_runtime();
 	close(srv.root_fd);
 	remove_root();
 	runtime_tls_destroy(tls_main);
@@ -1266,21 +1154,6 @@ static void finish(void)
 	tls_free_cert(&ca);
 	tls_free_cert(&leaf_a);
 	tls_free_cert(&leaf_b);
-}
-
-/* The sanitizers' symbolizer, if this build has one (weak: the replay
- * build has none). */
-void __sanitizer_symbolize_pc(void *pc, const char *fmt, char *out, size_t size)
-	__attribute__((weak));
-
-/* Start the symbolizer now, before the fd baseline: it keeps a pipe pair
- * open once started (fuzz_http_server.c says more). */
-static void start_symbolizer(void)
-{
-	char where[128];
-
-	if (__sanitizer_symbolize_pc)
-		__sanitizer_symbolize_pc(__builtin_return_address(0), "%p %F %L", where, sizeof(where));
 }
 
 /* The server as http-server --tls-cert --tls-key would be started, with
@@ -1295,15 +1168,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		.idle_timeout_ms = FAST_TIMEOUT_MS };
 	make_root();
 	make_tls();
-	sem_init(&runtime_ready, 0, 0);
-	if (pthread_create(&runtime_thread, NULL, run_runtime, NULL) != 0)
-		fail("pthread_create");
-	while (sem_wait(&runtime_ready) < 0)
-		;
-	if (runtime_rc < 0) {
-		fprintf(stderr, "fuzz_https_server: no runtime: %s\n", strerror(-runtime_rc));
-		exit(1);
-	}
+	start_runtime();
 	atexit(finish);
 	warm_up();
 	return 0;
