@@ -113,6 +113,7 @@ fuzz_short() {
 		{ echo "build.sh: make fuzz failed" >&2; exit 1; }
 	cd "$top/build"
 	fuzz_run fuzz_http_parser http 200000
+	fuzz_run fuzz_http_response http_response 200000 http_response.dict
 	fuzz_run fuzz_http_server server 30000
 	# A TLS handshake per input: a few hundred a second.
 	fuzz_run fuzz_https_server https 6000 https.dict
