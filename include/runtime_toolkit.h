@@ -414,9 +414,38 @@ RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtim
  * max_conns connections live at once over all cores: one more is accepted
  * and closed at once, and counted as refused. A drain (runtime_drain)
  * stops the acceptors and closes the idle connections
- * (runtime_conn_set_idle); those in the middle of a request go on.
+ * (runtime_conn_set_idle); those in the middle of a request go on. A
+ * handler that serves one request at a time can end between requests
+ * with runtime_conn_idle: an idle connection then holds no fiber.
  */
 typedef void runtime_serve_fn(struct runtime_conn *conn, void *arg);
+
+/*
+ * Wait for the connection's next bytes with no fiber (runtime_stream_idle):
+ * an idle keep-alive connection then costs no stack and no buffer. Call it
+ * when nothing of the next request has been read, as the last thing before
+ * the calling fiber returns; from then on only fn's fiber touches conn.
+ * fn(conn, arg) runs once, in a new fiber of the connection's core, when
+ * bytes come (or the end of stream, or an error), the read deadline or
+ * idle timeout passes, the runtime drains or it shuts down; the first
+ * read in that fiber gives the reason if it was not bytes (-ETIMEDOUT,
+ * -ESHUTDOWN, -ECANCELED). The connection is marked idle
+ * (runtime_conn_set_idle) from the call on, until marked busy.
+ *
+ * For a connection of runtime_serve's, fn NULL means the server's handler:
+ * the handler (or fn) runs again as when the connection came, and the
+ * server closes the connection once one returns without having called
+ * this. Any other connection needs fn, which then owns it.
+ *
+ * Without a receive stream (RUNTIME_CONN_PLAIN_RECV) fn's fiber starts at
+ * once and waits for readiness itself, holding its stack; with bytes held
+ * in a layer (TLS) it starts at once. A fiber of the connection's core.
+ * Returns 0, or -errno and fn will not run: -EINVAL (NULL conn, or fn NULL
+ * for a connection runtime_serve did not make), -EPERM (another core, not
+ * a fiber), -EBUSY (another fiber reads or writes it, or it waits
+ * already), -ECANCELED, -ETIMEDOUT (the caller's own state), -ENOMEM.
+ */
+RUNTIME_API int runtime_conn_idle(struct runtime_conn *conn, runtime_serve_fn *fn, void *arg);
 
 struct runtime_serve_config {
 	const char *host;      /* a numeric address (runtime_tcp_listen's

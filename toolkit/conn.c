@@ -27,6 +27,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -147,6 +148,16 @@ static bool idle_and_draining(const struct runtime_conn *c)
 	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
+/* The first read after runtime_conn_idle's wait ended other than by bytes
+ * says why, once. */
+static int woken(struct runtime_conn *c)
+{
+	int why = c->woke;
+
+	c->woke = 0;
+	return why;
+}
+
 /* Inlined into runtime_conn_read: a read is a stream read and little more
  * (the echo demo's path). */
 static inline __attribute__((always_inline)) ssize_t
@@ -155,6 +166,8 @@ raw_read(struct runtime_conn *c, void *buf, size_t len)
 	uint64_t own = 0;
 	ssize_t n;
 
+	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
+		return woken(c);
 	do {
 		if (idle_and_draining(c))
 			return -ESHUTDOWN;
@@ -325,7 +338,7 @@ int runtime_conn_close(struct runtime_conn *c)
 		return 0;
 	if (mine(c) < 0)
 		return -EPERM;
-	if (c->rd.fiber || c->wr.fiber)
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
 		return -EBUSY;
 	if (c->layer && c->layer->close(c) < 0)
 		return -EBUSY;
@@ -391,6 +404,69 @@ int runtime_conn_set_idle_timeout(struct runtime_conn *c, uint64_t timeout_ns)
 		side_recheck(c, &c->rd);
 		side_recheck(c, &c->wr);
 	}
+	return rc;
+}
+
+/* ------------------------------------------------- waiting with no fiber */
+
+static void resume(struct runtime_conn *c, int why)
+{
+	c->waiting = false;
+	c->woke = why;
+	if (c->server)
+		runtime__serve_resume(c);
+	else
+		c->resume_fn(c, c->resume_arg);
+}
+
+static void stream_woke(void *arg, int why)
+{
+	resume(arg, why);
+}
+
+/* No stream to wait on (or bytes in the layer): a fiber waits for
+ * readiness under the read side's limits, as a read would, and a drain
+ * expires it as it would a read (runtime_serve's close_idle). */
+static void poll_then_resume(void *arg)
+{
+	struct runtime_conn *c = arg;
+	uint64_t own = 0;
+	int rc = 0;
+
+	while (!(c->layer && c->layer->pending(c))) {
+		if (idle_and_draining(c)) {
+			rc = -ESHUTDOWN;
+			break;
+		}
+		bool set = side_begin(c, &c->rd, &own);
+		rc = runtime_poll(c->fd, POLLIN, -1);
+		side_end(&c->rd, set, own);
+		if (rc != -ETIMEDOUT || side_expired(c, &c->rd))
+			break;
+	}
+	resume(c, rc > 0 ? 0 : rc);
+}
+
+int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (!fn && !c->server)
+		return -EINVAL;
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
+		return -EBUSY;
+	c->resume_fn = fn;
+	c->resume_arg = arg;
+	c->idle = true;
+	c->waiting = true;
+	if (c->rx && !(c->layer && c->layer->pending(c)))
+		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
+	else
+		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
+	if (rc < 0)
+		c->waiting = false;
 	return rc;
 }
 

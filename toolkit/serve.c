@@ -79,6 +79,33 @@ static void conns_remove(struct runtime_server *srv, struct runtime_conn *c)
 		c->next->prev = c->prev;
 }
 
+static void conn_end(struct runtime_server *srv, struct runtime_conn *c)
+{
+	conns_remove(srv, c);
+	runtime_conn_close(c);
+	atomic_fetch_sub(&srv->live, 1);
+}
+
+/* The handler, and the close after it - unless it waits with no fiber
+ * (runtime_conn_idle): then its next fiber comes back here. */
+static void run_handler(struct runtime_server *srv, struct runtime_conn *c,
+                        runtime_serve_fn *fn, void *arg)
+{
+	fn(c, arg);
+	if (!c->waiting)
+		conn_end(srv, c);
+}
+
+void runtime__serve_resume(struct runtime_conn *c)
+{
+	struct runtime_server *srv = c->server;
+
+	if (c->resume_fn)
+		run_handler(srv, c, c->resume_fn, c->resume_arg);
+	else
+		run_handler(srv, c, srv->handler, srv->arg);
+}
+
 static void conn_fiber(void *arg)
 {
 	struct runtime_conn *c = arg;
@@ -86,15 +113,13 @@ static void conn_fiber(void *arg)
 
 	int rc = srv->tls ? runtime_conn_tls_accept(c, srv->tls) : 0;
 	if (rc == 0) {
-		srv->handler(c, srv->arg);
-	} else {
-		atomic_fetch_add(&srv->tls_failed, 1);
-		if (srv->on_tls_error)
-			srv->on_tls_error(c, rc, srv->arg);
+		run_handler(srv, c, srv->handler, srv->arg);
+		return;
 	}
-	conns_remove(srv, c);
-	runtime_conn_close(c);
-	atomic_fetch_sub(&srv->live, 1);
+	atomic_fetch_add(&srv->tls_failed, 1);
+	if (srv->on_tls_error)
+		srv->on_tls_error(c, rc, srv->arg);
+	conn_end(srv, c);
 }
 
 /* A connection accepted on this core: served, or refused over the cap. */

@@ -55,9 +55,18 @@ struct runtime_conn {
 	socklen_t peer_len;         /* 0: not known yet */
 	const struct conn_layer *layer; /* NULL: plain */
 	void *layer_state;
+	bool waiting;               /* runtime_conn_idle: the core has it */
+	int woke;                   /* why that wait ended, for the next read */
+	runtime_serve_fn *resume_fn; /* what runs when it ends */
+	void *resume_arg;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
+
+/* serve.c: run a connection's handler (resume_fn, or the server's) in a
+ * fiber whose wait (runtime_conn_idle) ended, and close it after unless
+ * the handler waits again. */
+void runtime__serve_resume(struct runtime_conn *c);
 
 /* tls/: 0 if tls can serve (a server context with a certificate), else
  * -EINVAL. */
