@@ -14,11 +14,10 @@
 # counted) and "after" SETTLE seconds after the last connection was held.
 # User space only: the kernel's socket memory (buffers, struct sock) is not
 # in RSS, nor is what a server allocated at start whatever the connections
-# (nginx's worker_connections array, sized here for N, is touched at start,
-# so its ~0.4 KiB per slot is in "before"). Server and connections are
-# nothing else: no tuning of any of them beyond what holding N needs (fd
-# limit, max-connections, a 300 s idle timeout where there is one, a 4096
-# listen backlog).
+# (nginx's worker_connections array, sized here for 9/8 N, is touched at
+# start, so its ~0.4 KiB per slot is in "before"). No server is tuned
+# beyond what holding N needs: the fd limit, max-connections, a 300 s idle
+# timeout where there is one, a 4096 listen backlog.
 #
 # Each run starts a fresh server pinned to SERVER_CPU on a fresh port of
 # 127.0.0.1, the load pinned to LOAD_CPU; rounds rotate the servers' order.
@@ -183,7 +182,10 @@ check_setup() {
 }
 
 # nginx.conf for port $1 and N $2: one worker in the foreground, keep-alive
-# for longer than a run, room for N connections.
+# for longer than a run, room for N connections. nginx closes keep-alive
+# connections to reuse them once fewer than 1/16 of worker_connections are
+# free ("worker_connections are not enough, reusing connections"), so it
+# gets an eighth more than N.
 nginx_conf() {
 	local d=$tmp/nginx
 	cat >"$d/nginx-$1.conf" <<-EOF
@@ -193,7 +195,7 @@ nginx_conf() {
 		worker_rlimit_nofile $fd_limit;
 		pid $d/nginx.pid;
 		error_log $d/error.log;
-		events { worker_connections $(($2 + FD_SLACK)); }
+		events { worker_connections $(($2 + $2 / 8 + FD_SLACK)); }
 		http {
 		  access_log off;
 		  keepalive_requests 1000000;
