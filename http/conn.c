@@ -18,16 +18,21 @@
  */
 #include "http.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define LINGER_NS (2000 * 1000000ull) /* a closing connection reads and drops
                                           its client's last bytes this long */
 
+static uint64_t deadline_after(uint64_t now, uint64_t ns)
+{
+	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
 uint64_t http_deadline_in(uint64_t ns)
 {
-	uint64_t now = runtime_now();
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+	return deadline_after(runtime_now(), ns);
 }
 
 struct http_core *http_core(struct runtime_http_server *srv)
@@ -88,11 +93,20 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 	return n;
 }
 
+#define HEAD_IDLE (-2) /* no head begun, all answers written: wait idle */
+
+/* No head begun and quiet: wait with no fiber, until idle_end. */
+static int idle_until(struct http_conn *c, uint64_t idle_end)
+{
+	runtime_conn_set_read_deadline(c->rc, idle_end);
+	return HEAD_IDLE;
+}
+
 /*
  * The next request's head: its length (> 0, head filled in), -status for
- * a bad one (answer it, then close), or -1 to close quietly (end of
- * stream, idle timeout, drain, an error). Before it waits for input the
- * batch of answers so far is written: the end of a pipelined burst.
+ * a bad one (answer it, then close), -1 to close quietly (end of stream,
+ * idle timeout, drain, an error), or HEAD_IDLE. Before it waits for input
+ * the batch of answers so far is written: the end of a pipelined burst.
  */
 static int next_head(struct http_conn *c, struct http_request *head)
 {
@@ -107,18 +121,28 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			if (!c->head_start)
 				c->head_start = runtime_now();
 		}
-		/* One clock read for both: the answers get idle_timeout to
+		/* One clock read for all: the answers get idle_timeout to
 		 * leave, and so does the next request to come. */
-		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
+		uint64_t now = runtime_now();
+		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
 		runtime_conn_set_write_deadline(c->rc, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
 		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
+		/* Quiet past release_after: wait on with no fiber. */
+		uint64_t release = !avail && c->may_idle ? deadline_after(now, cfg->release_after_ns)
+		                                         : UINT64_MAX;
+		if (release < deadline && release <= now)
+			return idle_until(c, idle_end);
+		if (deadline < c->head_start)
+			deadline = UINT64_MAX; /* the header timeout overflowed */
 		runtime_conn_set_idle(c->rc, !avail);
-		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
+		ssize_t n = http_fill(c, release < deadline ? release : deadline);
 		runtime_conn_set_idle(c->rc, 0);
+		if (n == -ETIMEDOUT && release < deadline)
+			return idle_until(c, idle_end);
 		if (n == -ETIMEDOUT && avail)
 			return -408; /* a head that trickles in: slowloris */
 		if (n == -ENOBUFS)
@@ -130,13 +154,16 @@ static int next_head(struct http_conn *c, struct http_request *head)
 
 /* ---------------------------------------------------------------- serving */
 
-/* One request: 0 to go on with the connection, -1 to close it. */
+/* One request: 0 to go on with the connection, -1 to close it, 1: wait
+ * for the next with no fiber. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 {
 	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_response res;
 	int rc = next_head(c, &req->head);
 
+	if (rc == HEAD_IDLE)
+		return 1;
 	if (rc < 0) {
 		if (rc != -1) {
 			count(&http_core(srv)->rejected);
@@ -166,35 +193,70 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
+	struct http_core *core = http_core(srv);
 	size_t in_size = srv->limits.head_max + 4096;
 	struct http_conn *c;
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	c = malloc(sizeof(*c) + in_size);
-	if (c) {
-		memset(c, 0, sizeof(*c));
-		c->srv = srv;
-		c->rc = rc;
-		c->in_size = in_size;
-	}
+	if (core->nspare)
+		c = core->spare[--core->nspare];
+	else if (!(c = malloc(sizeof(*c) + in_size)))
+		return NULL;
+	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
+	c->srv = srv;
+	c->rc = rc;
+	c->in_size = in_size;
 	return c;
 }
 
-/* Serve rc until it closes; the caller closes rc after. */
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc)
+static void conn_free(struct http_conn *c)
+{
+	struct http_core *core = http_core(c->srv);
+
+	if (core->nspare < HTTP_SPARE)
+		core->spare[core->nspare++] = c;
+	else
+		free(c);
+}
+
+/* After the run: every core's spare buffers. */
+void http_spares_free(struct runtime_http_server *srv)
+{
+	for (unsigned i = 0; i < srv->ncores; i++)
+		while (srv->cores[i].nspare)
+			free(srv->cores[i].spare[--srv->cores[i].nspare]);
+}
+
+/* Between requests, with nothing of the next one read: hand the
+ * connection to the core (runtime_conn_idle) and let the fiber end. The
+ * first wait of a fiber is a read (it came for bytes), and a connection
+ * that cannot wait so waits here. */
+static bool went_idle(struct http_conn *c)
+{
+	c->may_idle = false;
+	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
+}
+
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle)
 {
 	struct http_conn *c = conn_new(srv, rc);
 	struct runtime_http_request req;
+	int rc_one;
 
 	if (!c)
 		return;
-	while (serve_one(c, &req) == 0)
-		;
+	while ((rc_one = serve_one(c, &req)) >= 0) {
+		if (rc_one == 1 && went_idle(c)) {
+			conn_free(c);
+			return;
+		}
+		c->may_idle = may_idle && rc_one == 0;
+	}
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
 		if (http_flush(c) == 0 && c->linger)
 			runtime_conn_finish(rc, LINGER_NS);
 	}
-	free(c);
+	conn_free(c);
 }

@@ -25,10 +25,16 @@
 #define HTTP_FIELDS_MAX 4096      /* a response's own fields */
 #define HTTP_HEAD_MAX_MAX (1 << 20)
 
+#define HTTP_SPARE 8 /* connection buffers a core keeps for the next */
+
 /* Per core, a cache line each: written by that core only (no locked
- * adds), read relaxed by the stats. */
+ * adds), read relaxed by the stats. A connection that waits between
+ * requests with no fiber gives its buffers back (conn.c), and the next
+ * request of the core takes them from spare, not from malloc. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
+	struct http_conn *spare[HTTP_SPARE];
+	unsigned nspare;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -61,6 +67,7 @@ struct http_conn {
 	size_t out_len;
 	uint64_t head_start;         /* first byte of the pending head, or 0 */
 	bool broken;                 /* an error: close after this response */
+	bool may_idle;               /* wait for the next head with no fiber */
 	bool linger;                 /* input may be left unread: finish, then
 	                                close (else the kernel resets, and the
 	                                last answer may be lost) */
@@ -95,7 +102,11 @@ struct runtime_http_response {
 };
 
 /* conn.c */
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc);
+void http_spares_free(struct runtime_http_server *srv);
+/* Serve rc; the caller closes it after - unless may_idle (runtime_serve's
+ * connections) and it waits between requests with no fiber
+ * (runtime_conn_idle): runtime_serve then calls the handler again. */
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle);
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);

@@ -20,6 +20,7 @@ void runtime_http_server_config_init(struct runtime_http_server_config *cfg)
 	runtime_serve_config_init(&cfg->serve);
 	cfg->header_timeout_ns = 10 * SEC;
 	cfg->idle_timeout_ns = 60 * SEC;
+	cfg->release_after_ns = 10 * 1000 * 1000;
 	cfg->server_name = "runtime";
 }
 
@@ -87,7 +88,7 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 
 static void serve_conn(struct runtime_conn *conn, void *arg)
 {
-	http_conn_serve(arg, conn);
+	http_conn_serve(arg, conn, true);
 }
 
 int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_config *cfg,
@@ -116,7 +117,7 @@ int runtime_http_serve_conn(struct runtime_http_server *srv, struct runtime_conn
 {
 	if (!srv || !conn)
 		return -EINVAL;
-	http_conn_serve(srv, conn);
+	http_conn_serve(srv, conn, false);
 	return 0;
 }
 
@@ -163,6 +164,7 @@ void runtime_http_server_destroy(struct runtime_http_server *srv)
 	if (!srv)
 		return;
 	runtime_server_destroy(srv->base);
+	http_spares_free(srv);
 	free(srv->cores);
 	free(srv);
 }

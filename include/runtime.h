@@ -1217,8 +1217,7 @@ RUNTIME_API int runtime_stream_fd(const struct runtime_stream *s);
  * connection holds no stack and no buffer, only the stream and what arg
  * points at. Exactly once, later, fn(arg, why) runs in a new fiber of the
  * stream's core, when the first of these comes:
- *   0           bytes, the end of stream or an error arrived (read to see;
- *               at once if some are queued already);
+ *   0           bytes, the end of stream or an error arrived (read to see);
  *   -ETIMEDOUT  deadline_ns passed (an absolute runtime_now() time; 0:
  *               none);
  *   -ESHUTDOWN  the runtime began to drain (runtime_drain; at once if it
@@ -1231,10 +1230,12 @@ RUNTIME_API int runtime_stream_fd(const struct runtime_stream *s);
  * millisecond. Where the kernel has no multishot recv (before 6.0) fn's
  * fiber starts at once and waits for readiness itself: the same results,
  * with a stack held. If the run ends otherwise (a failure), fn never runs.
- * Fiber context, a fiber of the stream's core. Returns 0, or -EINVAL (NULL
- * s or fn), -EBUSY (it waits already), -ECANCELED or -ETIMEDOUT (the
- * caller's state, as for a read), -EPERM (another core's stream, closed,
- * or another fiber reads it): fn will not run then.
+ * Fiber context, a fiber of the stream's core. Returns 0; or 1 if a read
+ * would not wait (bytes are queued, the end of stream or an error came):
+ * nothing waits, read in this fiber; or -EINVAL (NULL s or fn), -EBUSY (it
+ * waits already), -ECANCELED or -ETIMEDOUT (the caller's state, as for a
+ * read), -EPERM (another core's stream, closed, or another fiber reads
+ * it). fn runs only after 0.
  */
 typedef void runtime_stream_idle_fn(void *arg, int why);
 RUNTIME_API int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,

@@ -82,6 +82,11 @@ struct runtime_http_server_config {
 	                               measure the batching; default 0) */
 	int file_copy;              /* nonzero: files are read and sent, never
 	                               spliced (to measure splice; default 0) */
+	uint64_t release_after_ns;  /* a connection quiet this long between
+	                               requests gives back its fiber's stack and
+	                               its buffers, and waits with none
+	                               (runtime_conn_idle) until its next bytes
+	                               (10 ms; 0: at once; UINT64_MAX: never) */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */

@@ -443,7 +443,10 @@ typedef void runtime_serve_fn(struct runtime_conn *conn, void *arg);
  * Returns 0, or -errno and fn will not run: -EINVAL (NULL conn, or fn NULL
  * for a connection runtime_serve did not make), -EPERM (another core, not
  * a fiber), -EBUSY (another fiber reads or writes it, or it waits
- * already), -ECANCELED, -ETIMEDOUT (the caller's own state), -ENOMEM.
+ * already), -ECANCELED, -ETIMEDOUT (the caller's own state), -ENOMEM;
+ * or 1 if a read would not wait (bytes, the end of stream or an error
+ * have come to the receive stream): nothing waits, read in this fiber (fn
+ * will not run).
  */
 RUNTIME_API int runtime_conn_idle(struct runtime_conn *conn, runtime_serve_fn *fn, void *arg);
 

@@ -70,6 +70,57 @@ static void poller_main(void *p)
 	run_continuation(w);
 }
 
+/* ------------------------------------------------------- the deadline */
+
+/*
+ * The deadline timer is lazy, as a fiber's is (fiber.c): a wait that ends
+ * by bytes leaves it armed, and the next wait under a deadline no earlier
+ * (an idle timeout counted from each request) keeps it as it is - no heap
+ * push and pop per request. Firing early, it is armed again for the wait
+ * under way; with no wait under it, it stops. Until then it lingers,
+ * counted in c->dl_lingering, which the deadlock check sets aside.
+ */
+static void timer_drop(struct idle *w)
+{
+	if (runtime__timer_stop(&w->timer) && w->lingering)
+		w->timer.core->dl_lingering--;
+	w->lingering = false;
+}
+
+static void deadline_passed(struct timer *t, enum runtime_timer_why why)
+{
+	struct idle *w = container_of(t, struct idle, timer);
+
+	(void)why;
+	if (w->lingering) {
+		w->lingering = false;
+		t->core->dl_lingering--;
+	} else if (w->deadline > t->deadline) { /* moved later */
+		if (w->deadline != NEVER)
+			runtime__timer_start(t->core, t, w->deadline);
+	} else {
+		runtime__idle_wake(w, -ETIMEDOUT);
+	}
+}
+
+/* A wait begins under w->deadline. */
+static void deadline_arm(struct core *c, struct idle *w)
+{
+	struct timer *t = &w->timer;
+
+	if (t->state == TIMER_ARMED) {
+		if (w->lingering)
+			c->dl_lingering--;
+		w->lingering = false;
+		if (t->deadline <= w->deadline)
+			return; /* fires first, and is armed again then */
+		runtime__timer_stop(t);
+	}
+	t->fire = deadline_passed;
+	if (w->deadline != NEVER)
+		runtime__timer_start(c, t, w->deadline);
+}
+
 /* ------------------------------------------------------------- waking */
 
 static void spawn_retry(struct timer *t, enum runtime_timer_why why);
@@ -85,6 +136,7 @@ static void start_continuation(struct idle *w)
 		runtime__load_sub(c); /* the fiber carries the load from here */
 		return;
 	}
+	timer_drop(w);
 	w->timer.fire = spawn_retry;
 	runtime__timer_start(c, &w->timer, deadline_add(c->now, SPAWN_RETRY_NS));
 }
@@ -107,14 +159,11 @@ void runtime__idle_wake(struct idle *w, int why)
 			runtime_fiber_expire(w->poller);
 		return;
 	}
-	runtime__timer_stop(&w->timer);
+	if (w->timer.state == TIMER_ARMED) {
+		w->lingering = true;
+		w->timer.core->dl_lingering++;
+	}
 	start_continuation(w);
-}
-
-static void deadline_passed(struct timer *t, enum runtime_timer_why why)
-{
-	(void)why;
-	runtime__idle_wake(container_of(t, struct idle, timer), -ETIMEDOUT);
 }
 
 void runtime__idle_wake_all(struct core *c, int why)
@@ -130,17 +179,21 @@ void runtime__idle_wake_all(struct core *c, int why)
 void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadline,
                          runtime_stream_idle_fn *fn, void *arg, bool polling)
 {
-	*w = (struct idle){ .fn = fn, .arg = arg, .fd = fd, .deadline = deadline,
-	                    .polling = polling, .state = IDLE_WAITING };
-	w->timer.core = c;
-	w->timer.fire = deadline_passed;
+	w->fn = fn;
+	w->arg = arg;
+	w->fd = fd;
+	w->deadline = deadline;
+	w->why = 0;
+	w->poller = NULL;
+	w->polling = polling;
+	w->state = IDLE_WAITING;
+	w->timer.core = c; /* the rest of the timer is the heap's */
 	dlist_push_back(&c->idle, &w->link);
 	if (polling && runtime__fiber_spawn_here(c, poller_main, w) < 0)
 		w->polling = false; /* no stack: wake at once, the read will wait */
 	if (!w->polling) {
 		runtime__load_add(c);
-		if (deadline != NEVER)
-			runtime__timer_start(c, &w->timer, deadline);
+		deadline_arm(c, w);
 	}
 	if (polling && !w->polling)
 		runtime__idle_wake(w, 0);
@@ -150,12 +203,13 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 		runtime__idle_wake(w, -ECANCELED);
 }
 
-/* The end of a run that failed, before the stream is freed: the record
- * is dropped, its continuation never runs. */
+/* The stream closes (no wait under way), or a run that failed ends before
+ * the stream is freed (the continuation never runs): drop the record's
+ * timer. */
 void runtime__idle_forget(struct idle *w)
 {
 	if (w->state == IDLE_WAITING)
 		dlist_remove(&w->link);
-	runtime__timer_stop(&w->timer);
+	timer_drop(w);
 	w->state = IDLE_NONE;
 }

@@ -657,6 +657,7 @@ struct idle {
 	int why;                    /* what ended the wait, for fn */
 	uint8_t state;              /* enum idle_state */
 	bool polling;               /* a fiber polls: the engine cannot watch */
+	bool lingering;             /* the timer is armed with no wait under it */
 };
 
 void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadline,

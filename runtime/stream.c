@@ -399,13 +399,13 @@ int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,
 	if (s->m.core != f->core || s->m.closed || s->m.waiter)
 		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
 		                       "closed, or another fiber reads it");
+	if (s->queued || s->end || s->starved)
+		return 1; /* a read has something to do now */
 	struct core *c = f->core;
 	bool watch = can_watch(c);
 	runtime__idle_begin(c, &s->idle, s->m.fd, deadline_ns ? deadline_ns : NEVER, fn, arg,
 	                    !watch);
-	if (s->queued || s->end || s->starved)
-		runtime__idle_wake(&s->idle, 0);
-	else if (watch && !s->m.armed)
+	if (watch && !s->m.armed)
 		runtime__mshot_arm(&s->m); /* epoll: may deliver, and wake, at once */
 	return 0;
 }
@@ -487,6 +487,7 @@ int runtime_stream_close(struct runtime_stream *s)
 		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
 	if (s->m.waiter || s->idle.state != IDLE_NONE)
 		return -EBUSY; /* another fiber reads it, or the core waits on it */
+	runtime__idle_forget(&s->idle);
 	give_back_all(pool_of(s->m.core), s);
 	runtime__mshot_close(&s->m);
 	return 0;

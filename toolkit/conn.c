@@ -465,8 +465,8 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
 	else
 		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
-	if (rc < 0)
-		c->waiting = false;
+	if (rc != 0)
+		c->waiting = false; /* 1: a read would not wait, read on */
 	return rc;
 }
 
