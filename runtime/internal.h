@@ -768,6 +768,8 @@ struct core {
 
 	struct stack *stack_cache;  /* hot stacks, pages resident */
 	unsigned stack_cached;
+	unsigned stack_low;         /* the fewest cached this decay period */
+	struct timer stack_decay;   /* gives back what the cache did not use */
 	struct {                    /* stacks whose pages were given back */
 		struct stack *v;
 		size_t len, cap;
