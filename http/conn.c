@@ -193,15 +193,12 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
-	struct http_core *core = http_core(srv);
 	size_t in_size = srv->limits.head_max + 4096;
 	struct http_conn *c;
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	if (core->nspare)
-		c = core->spare[--core->nspare];
-	else if (!(c = malloc(sizeof(*c) + in_size)))
+	if (!(c = http_buffer_get(&http_core(srv)->buffers, sizeof(*c) + in_size)))
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->srv = srv;
@@ -212,20 +209,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 
 static void conn_free(struct http_conn *c)
 {
-	struct http_core *core = http_core(c->srv);
-
-	if (core->nspare < HTTP_SPARE)
-		core->spare[core->nspare++] = c;
-	else
-		free(c);
-}
-
-/* After the run: every core's spare buffers. */
-void http_spares_free(struct runtime_http_server *srv)
-{
-	for (unsigned i = 0; i < srv->ncores; i++)
-		while (srv->cores[i].nspare)
-			free(srv->cores[i].spare[--srv->cores[i].nspare]);
+	http_buffer_put(&http_core(c->srv)->buffers, c);
 }
 
 /* Between requests, with nothing of the next one read: hand the

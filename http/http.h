@@ -5,6 +5,7 @@
  *   parser.c    the strict request parser and the chunked decoder (parser.h)
  *   server.c    runtime_http_serve: configuration, counters, serving
  *   conn.c      one fiber per connection: heads, bodies, the output batch
+ *   buffers.c   each core's connection buffers, outside malloc's heap
  *   response.c  status lines and fields, fixed, streamed and file bodies
  *   request.c   what a handler reads of a request; decoding helpers
  *   client.h    the client's own insides (its files are listed there)
@@ -25,16 +26,28 @@
 #define HTTP_FIELDS_MAX 4096      /* a response's own fields */
 #define HTTP_HEAD_MAX_MAX (1 << 20)
 
-#define HTTP_SPARE 8 /* connection buffers a core keeps for the next */
+#define HTTP_HOT 8 /* connection buffers a core keeps resident and ready */
+
+/* A core's connection buffers (buffers.c). */
+struct http_buffers {
+	void *hot[HTTP_HOT];
+	unsigned nhot;
+	void **clean;                /* pages given back, addresses kept */
+	size_t nclean;
+	void **slabs;                /* every mapping, for the end */
+	size_t nslabs;
+	size_t size;                 /* one buffer, whole pages */
+};
+
+void *http_buffer_get(struct http_buffers *b, size_t size);
+void http_buffer_put(struct http_buffers *b, void *p);
+void http_buffers_free(struct http_buffers *b);
 
 /* Per core, a cache line each: written by that core only (no locked
- * adds), read relaxed by the stats. A connection that waits between
- * requests with no fiber gives its buffers back (conn.c), and the next
- * request of the core takes them from spare, not from malloc. */
+ * adds), read relaxed by the stats; and its connection buffers. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
-	struct http_conn *spare[HTTP_SPARE];
-	unsigned nspare;
+	struct http_buffers buffers;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -102,7 +115,6 @@ struct runtime_http_response {
 };
 
 /* conn.c */
-void http_spares_free(struct runtime_http_server *srv);
 /* Serve rc; the caller closes it after - unless may_idle (runtime_serve's
  * connections) and it waits between requests with no fiber
  * (runtime_conn_idle): runtime_serve then calls the handler again. */

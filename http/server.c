@@ -164,7 +164,8 @@ void runtime_http_server_destroy(struct runtime_http_server *srv)
 	if (!srv)
 		return;
 	runtime_server_destroy(srv->base);
-	http_spares_free(srv);
+	for (unsigned i = 0; i < srv->ncores; i++)
+		http_buffers_free(&srv->cores[i].buffers);
 	free(srv->cores);
 	free(srv);
 }

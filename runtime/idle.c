@@ -7,7 +7,8 @@
  * watching the socket. The first of four things ends the wait: bytes (or
  * the end of stream, or an error) come (stream.c calls runtime__idle_wake),
  * the deadline passes (the record's timer), the runtime drains (each core's
- * drain node, inbox.c) or shuts down (runtime__core_shutdown). Then a fiber
+ * drain node, inbox.c) or shuts down (runtime__core_shutdown): stream.c
+ * finds the waiting records among the core's streams. Then a fiber
  * from the stack cache runs the caller's continuation with why.
  *
  * The record lives in the stream and is the core's alone, so nothing is
@@ -63,7 +64,6 @@ static void poller_main(void *p)
 		runtime_deadline_set(0);
 		w->poller = NULL;
 		if (w->state == IDLE_WAITING) { /* the poll ended it */
-			dlist_remove(&w->link);
 			w->why = rc >= 0 ? 0 : rc == -ETIMEDOUT ? -ETIMEDOUT : -ECANCELED;
 		}
 	}
@@ -151,7 +151,6 @@ void runtime__idle_wake(struct idle *w, int why)
 {
 	if (w->state != IDLE_WAITING)
 		return;
-	dlist_remove(&w->link);
 	w->why = why;
 	w->state = IDLE_WAKING;
 	if (w->polling) { /* its fiber goes on with why */
@@ -166,11 +165,6 @@ void runtime__idle_wake(struct idle *w, int why)
 	start_continuation(w);
 }
 
-void runtime__idle_wake_all(struct core *c, int why)
-{
-	while (!dlist_empty(&c->idle))
-		runtime__idle_wake(container_of(dlist_first(&c->idle), struct idle, link), why);
-}
 
 /* ------------------------------------------------------------- waiting */
 
@@ -188,7 +182,6 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 	w->polling = polling;
 	w->state = IDLE_WAITING;
 	w->timer.core = c; /* the rest of the timer is the heap's */
-	dlist_push_back(&c->idle, &w->link);
 	if (polling && runtime__fiber_spawn_here(c, poller_main, w) < 0)
 		w->polling = false; /* no stack: wake at once, the read will wait */
 	if (!w->polling) {
@@ -208,8 +201,6 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
  * timer. */
 void runtime__idle_forget(struct idle *w)
 {
-	if (w->state == IDLE_WAITING)
-		dlist_remove(&w->link);
 	timer_drop(w);
 	w->state = IDLE_NONE;
 }

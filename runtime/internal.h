@@ -641,13 +641,12 @@ void runtime__mshots_free(struct core *c);
 
 enum idle_state {
 	IDLE_NONE,
-	IDLE_WAITING,   /* on the core's idle list */
+	IDLE_WAITING,   /* its continuation waits for what ends the wait */
 	IDLE_WAKING,    /* its continuation's fiber is due to start */
 };
 
 /* A stream waiting with no fiber (idle.c), inside the stream. */
 struct idle {
-	struct dnode link;          /* in the core's idle list, while waiting */
 	struct timer timer;         /* the deadline; then a failed spawn's retry */
 	runtime_stream_idle_fn *fn;
 	void *arg;
@@ -664,7 +663,8 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
                          runtime_stream_idle_fn *fn, void *arg, bool polling);
 /* End w's wait (if it waits) with why: its continuation starts. */
 void runtime__idle_wake(struct idle *w, int why);
-/* A drain (-ESHUTDOWN) or a shutdown (-ECANCELED): every idle stream. */
+/* A drain (-ESHUTDOWN) or a shutdown (-ECANCELED): every idle stream of
+ * the core (stream.c). */
 void runtime__idle_wake_all(struct core *c, int why);
 void runtime__idle_forget(struct idle *w);
 
@@ -751,8 +751,7 @@ struct core {
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
 	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
-	struct dlist idle;          /* streams waiting with no fiber (idle.c) */
-	struct inbox_node idle_drain_node;
+	struct inbox_node idle_drain_node; /* a drain wakes its idle streams */
 	uint64_t wake_buf;          /* the armed wake read's buffer */
 	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
 	uint64_t kt_gen;

@@ -301,6 +301,16 @@ static void stream_release(struct mshot *m)
 
 static const struct mshot_ops stream_ops = { stream_cqe, stream_release };
 
+/* A drain or a shutdown: every stream of the core that waits idle. */
+void runtime__idle_wake_all(struct core *c, int why)
+{
+	dlist_for_each(n, &c->mshots) {
+		struct mshot *m = container_of(n, struct mshot, link);
+		if (m->ops == &stream_ops)
+			runtime__idle_wake(&stream_of(m)->idle, why);
+	}
+}
+
 /* ------------------------------------------------------------- the API */
 
 int runtime_stream_open(struct runtime_stream **out, int fd)

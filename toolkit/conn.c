@@ -344,6 +344,7 @@ int runtime_conn_close(struct runtime_conn *c)
 		return -EBUSY;
 	runtime_stream_close(c->rx);
 	int rc = runtime_close(c->fd);
+	free(c->peer_big);
 	free(c);
 	return rc;
 }
@@ -353,18 +354,31 @@ int runtime_conn_fd(const struct runtime_conn *c)
 	return c ? c->fd : -EINVAL;
 }
 
+bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len)
+{
+	void *to = &c->peer;
+
+	if (len > sizeof(c->peer) && !(to = c->peer_big = malloc(len)))
+		return false;
+	memcpy(to, addr, len);
+	c->peer_len = len;
+	return true;
+}
+
 const struct sockaddr *runtime_conn_peer(struct runtime_conn *c, socklen_t *len)
 {
+	struct sockaddr_storage ss;
+	socklen_t n = sizeof(ss);
+
 	if (!c)
 		return NULL;
-	if (!c->peer_len) {
-		socklen_t n = sizeof(c->peer);
-		if (getpeername(c->fd, (struct sockaddr *)&c->peer, &n) == 0)
-			c->peer_len = n;
-	}
+	if (!c->peer_len && getpeername(c->fd, (struct sockaddr *)&ss, &n) == 0)
+		runtime__conn_peer_set(c, &ss, n);
 	if (len)
 		*len = c->peer_len;
-	return c->peer_len ? (const struct sockaddr *)&c->peer : NULL;
+	if (!c->peer_len)
+		return NULL;
+	return c->peer_big ? c->peer_big : &c->peer.sa;
 }
 
 const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)

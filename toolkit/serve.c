@@ -142,8 +142,7 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 		atomic_fetch_add(&srv->refused, 1);
 		return;
 	}
-	memcpy(&c->peer, peer, len);
-	c->peer_len = len;
+	runtime__conn_peer_set(c, peer, len); /* or unknown: asked for later */
 	c->server = srv;
 	conns_add(srv, c);
 	atomic_fetch_add(&srv->accepted, 1);

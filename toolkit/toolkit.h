@@ -11,6 +11,7 @@
 
 #include <runtime.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -51,7 +52,11 @@ struct runtime_conn {
 	uint64_t idle_ns;           /* the idle timeout, 0: none */
 	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
-	struct sockaddr_storage peer;
+	union {                     /* the peer's address, if IP: a few bytes */
+		struct sockaddr sa;     /* where sockaddr_storage would take 128 */
+		struct sockaddr_in6 in6;
+	} peer;
+	struct sockaddr *peer_big;  /* or a longer one (AF_UNIX), malloc'ed */
 	socklen_t peer_len;         /* 0: not known yet */
 	const struct conn_layer *layer; /* NULL: plain */
 	void *layer_state;
@@ -67,6 +72,10 @@ struct runtime_conn {
  * fiber whose wait (runtime_conn_idle) ended, and close it after unless
  * the handler waits again. */
 void runtime__serve_resume(struct runtime_conn *c);
+
+/* conn.c: keep addr (len bytes) as the connection's peer; false if it
+ * cannot (no memory for a long one): it stays unknown. */
+bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len);
 
 /* tls/: 0 if tls can serve (a server context with a certificate), else
  * -EINVAL. */
