@@ -25,14 +25,10 @@
 #define LINGER_NS (2000 * 1000000ull) /* a closing connection reads and drops
                                           its client's last bytes this long */
 
-static uint64_t deadline_after(uint64_t now, uint64_t ns)
-{
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
-}
-
 uint64_t http_deadline_in(uint64_t ns)
 {
-	return deadline_after(runtime_now(), ns);
+	uint64_t now = runtime_now();
+	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
 }
 
 struct http_core *http_core(struct runtime_http_server *srv)
@@ -121,28 +117,24 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			if (!c->head_start)
 				c->head_start = runtime_now();
 		}
-		/* One clock read for all: the answers get idle_timeout to
+		/* One clock read for both: the answers get idle_timeout to
 		 * leave, and so does the next request to come. */
-		uint64_t now = runtime_now();
-		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
+		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
 		runtime_conn_set_write_deadline(c->rc, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
 		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
-		/* Quiet past release_after: wait on with no fiber. */
-		uint64_t release = !avail && c->may_idle ? deadline_after(now, cfg->release_after_ns)
-		                                         : UINT64_MAX;
-		if (release < deadline && release <= now)
-			return idle_until(c, idle_end);
-		if (deadline < c->head_start)
-			deadline = UINT64_MAX; /* the header timeout overflowed */
+		if (!avail && c->idle_now)
+			return idle_until(c, idle_end); /* release_after 0: at once */
 		runtime_conn_set_idle(c->rc, !avail);
-		ssize_t n = http_fill(c, release < deadline ? release : deadline);
+		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
 		runtime_conn_set_idle(c->rc, 0);
-		if (n == -ETIMEDOUT && release < deadline)
-			return idle_until(c, idle_end);
+		if (n == -EAGAIN && c->may_idle)
+			return idle_until(c, idle_end); /* quiet past release_after */
+		if (n == -EAGAIN)
+			continue; /* runtime_http_serve_conn: its caller's connection */
 		if (n == -ETIMEDOUT && avail)
 			return -408; /* a head that trickles in: slowloris */
 		if (n == -ENOBUFS)
@@ -213,12 +205,14 @@ static void conn_free(struct http_conn *c)
 }
 
 /* Between requests, with nothing of the next one read: hand the
- * connection to the core (runtime_conn_idle) and let the fiber end. The
- * first wait of a fiber is a read (it came for bytes), and a connection
- * that cannot wait so waits here. */
+ * connection to the core (runtime_conn_idle) and let the fiber end - once
+ * its read has been quiet for release_after (runtime_serve's sweep makes
+ * it -EAGAIN), or at once for release_after 0, though never before the
+ * fiber's first request (it came for bytes). A connection that cannot
+ * wait so waits here. */
 static bool went_idle(struct http_conn *c)
 {
-	c->may_idle = false;
+	c->idle_now = false;
 	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
 }
 
@@ -230,12 +224,13 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 
 	if (!c)
 		return;
+	c->may_idle = may_idle;
 	while ((rc_one = serve_one(c, &req)) >= 0) {
 		if (rc_one == 1 && went_idle(c)) {
 			conn_free(c);
 			return;
 		}
-		c->may_idle = may_idle && rc_one == 0;
+		c->idle_now = may_idle && rc_one == 0 && srv->cfg.release_after_ns == 0;
 	}
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));

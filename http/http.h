@@ -80,7 +80,8 @@ struct http_conn {
 	size_t out_len;
 	uint64_t head_start;         /* first byte of the pending head, or 0 */
 	bool broken;                 /* an error: close after this response */
-	bool may_idle;               /* wait for the next head with no fiber */
+	bool may_idle;               /* runtime_serve's: it may wait with no fiber */
+	bool idle_now;               /* release_after 0: wait so at once */
 	bool linger;                 /* input may be left unread: finish, then
 	                                close (else the kernel resets, and the
 	                                last answer may be lost) */

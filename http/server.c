@@ -105,6 +105,8 @@ int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_conf
 	}
 	srv->cfg.serve.handler = serve_conn;
 	srv->cfg.serve.arg = srv;
+	uint64_t release = srv->cfg.release_after_ns;
+	srv->cfg.serve.release_after_ns = release == UINT64_MAX ? 0 : release;
 	if ((rc = runtime_serve(rt, &srv->cfg.serve, &srv->base)) < 0 && !srv->base) {
 		runtime_http_server_destroy(srv);
 		return rc;

@@ -60,8 +60,8 @@ typedef int runtime_http_handler(struct runtime_http_request *req,
 
 struct runtime_http_server_config {
 	/* Where and how to listen: host, port, max_conns, tls, cores - as
-	 * runtime_serve(3); its handler and arg are the library's (set
-	 * here, ignored). With tls the ALPN to offer is the caller's (set
+	 * runtime_serve(3); its handler, arg and release_after_ns are the
+	 * library's (set here, ignored). With tls the ALPN to offer is the caller's (set
 	 * "http/1.1" in the context). */
 	struct runtime_serve_config serve;
 	runtime_http_handler *handler; /* required */

@@ -330,8 +330,10 @@ RUNTIME_API int runtime_conn_close(struct runtime_conn *conn);
  * has come. Returns the bytes (> 0), 0 at end of stream, or -errno:
  * -ETIMEDOUT (the read deadline or the fiber's), -ECANCELED, -ESHUTDOWN
  * (the connection is idle - runtime_conn_set_idle - and the runtime
- * drains: close it), -ECONNRESET and the socket's other errors, -EINVAL,
- * -EPERM (another core, or another fiber reads it).
+ * drains: close it), -EAGAIN (it is idle, and has been quiet for the
+ * server's release_after: wait with runtime_conn_idle, or read again),
+ * -ECONNRESET and the socket's other errors, -EINVAL, -EPERM (another
+ * core, or another fiber reads it).
  */
 RUNTIME_API ssize_t runtime_conn_read(struct runtime_conn *conn, void *buf, size_t len);
 
@@ -477,6 +479,12 @@ struct runtime_serve_config {
 	                          makes many); NULL: only counted */
 	runtime_serve_fn *handler;
 	void *arg;
+	uint64_t release_after_ns; /* nonzero: a read of a connection marked
+	                          idle (runtime_conn_set_idle) that has waited
+	                          this long - up to twice as long: a sweep per
+	                          period - returns -EAGAIN, for the handler to
+	                          hand the connection to runtime_conn_idle and
+	                          give its stack back (default 0: never) */
 };
 
 /* The defaults above, handler NULL. Any thread. */

@@ -687,6 +687,99 @@ START_TEST(test_idle_connection_times_out)
 }
 END_TEST
 
+/* release_after: an idle-marked read quiet that long gives -EAGAIN (the
+ * handler then waits with no fiber); a read not marked idle is never cut
+ * short. */
+struct release_srv {
+	struct runtime *rt;
+	uint16_t port;
+	_Atomic int eagain;
+	_Atomic uint64_t live_released;
+	_Atomic int busy_ok;
+};
+
+/* Echo; a message starting 'b' is followed by a second read that is not
+ * marked idle, answered "ok" when it gets its byte. */
+static void release_handler(struct runtime_conn *c, void *arg)
+{
+	struct release_srv *s = arg;
+	char buf[64];
+
+	for (;;) {
+		runtime_conn_set_idle(c, 1);
+		ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+		runtime_conn_set_idle(c, 0);
+		if (n == -EAGAIN) {
+			atomic_fetch_add(&s->eagain, 1);
+			if (runtime_conn_idle(c, NULL, NULL) == 0)
+				return;
+			continue;
+		}
+		if (n <= 0)
+			return;
+		if (buf[0] == 'b') {
+			atomic_store(&s->busy_ok, runtime_conn_read(c, buf, sizeof(buf)) == 1);
+			n = 2;
+			memcpy(buf, "ok", 2);
+		}
+		ck_assert_int_eq(runtime_conn_write(c, buf, (size_t)n, NULL), n);
+	}
+}
+
+static void *release_clients(void *arg)
+{
+	struct release_srv *s = arg;
+	int fd[IDLE_CONNS];
+	char b[4];
+
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		fd[i] = client(s->port, (unsigned)i + 1);
+		ck_assert_int_ge(fd[i], 0);
+		echo_once(fd[i], "one");
+	}
+	for (int i = 0; i < 10000 && fibers_live(s->rt) > 2; i++)
+		usleep(1000);
+	s->live_released = fibers_live(s->rt);
+	for (int i = 0; i < IDLE_CONNS; i++)
+		echo_once(fd[i], "two");
+	ck_assert_int_eq(write(fd[0], "b", 1), 1);
+	usleep(150 * 1000); /* well past release_after: the busy read waits on */
+	ck_assert_int_eq(write(fd[0], "!", 1), 1);
+	ck_assert_int_eq(read_some(fd[0], b, 2), 2);
+	ck_assert_int_eq(runtime_drain(s->rt, 60000 * MS), 0);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		ck_assert_int_eq(read_some(fd[i], b, 1), 0); /* closed */
+		close(fd[i]);
+	}
+	return NULL;
+}
+
+START_TEST(test_release_after_frees_quiet_connections)
+{
+	static struct release_srv s;
+	struct runtime_serve_config sc;
+	struct runtime_server *srv;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&s.rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = release_handler;
+	sc.arg = &s;
+	sc.release_after_ns = 20 * MS;
+	ck_assert_int_eq(runtime_serve(s.rt, &sc, &srv), 0);
+	s.port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, release_clients, &s), 0);
+	ck_assert_int_eq(runtime_run(s.rt), 0);
+	pthread_join(th, NULL);
+	runtime_server_destroy(srv);
+	runtime_destroy(s.rt);
+	ck_assert_uint_eq(s.live_released, 2); /* watcher and acceptor only */
+	ck_assert_int_ge(s.eagain, IDLE_CONNS);
+	ck_assert_int_eq(s.busy_ok, 1);
+}
+END_TEST
+
 /* A connection of its own (no server): fn owns it; with a stream or with
  * plain recvs (a fiber polls then); misuse leaves fn unrun. */
 struct own_conn {
@@ -1000,6 +1093,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_idle_connections_hold_no_fiber_and_drain);
 	tcase_add_test(tc, test_idle_connection_times_out);
 	tcase_add_test(tc, test_idle_connection_of_its_own);
+	tcase_add_test(tc, test_release_after_frees_quiet_connections);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("drain");
 	tcase_set_timeout(tc, 60);

@@ -163,18 +163,26 @@ static int woken(struct runtime_conn *c)
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
+	struct release_watch w;
 	uint64_t own = 0;
 	ssize_t n;
 
 	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
 		return woken(c);
+	bool watched = c->idle && c->server && runtime__serve_watch(c, &w);
 	do {
-		if (idle_and_draining(c))
-			return -ESHUTDOWN;
+		if (idle_and_draining(c)) {
+			n = -ESHUTDOWN;
+			break;
+		}
 		bool set = side_begin(c, &c->rd, &own);
 		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
 		side_end(&c->rd, set, own);
+		if (n == -ETIMEDOUT && watched && w.released)
+			return -EAGAIN; /* quiet past release_after */
 	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
+	if (watched)
+		runtime__serve_unwatch(c, &w);
 	if (n > 0)
 		touch(c);
 	return n;

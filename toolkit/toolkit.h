@@ -68,6 +68,20 @@ struct runtime_conn {
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
 
+/* A read of an idle connection of runtime_serve's that waits, while
+ * release_after is set: on its core's list, on the reader's stack
+ * (serve.c's sweep releases it: the read returns -EAGAIN). */
+struct release_watch {
+	struct release_watch *prev, *next;
+	struct runtime_fiber *reader;
+	bool seen;                  /* one sweep has passed it */
+	bool released;
+};
+
+/* serve.c: watch (true) or not (the server does not release). */
+bool runtime__serve_watch(struct runtime_conn *c, struct release_watch *w);
+void runtime__serve_unwatch(struct runtime_conn *c, struct release_watch *w);
+
 /* serve.c: run a connection's handler (resume_fn, or the server's) in a
  * fiber whose wait (runtime_conn_idle) ended, and close it after unless
  * the handler waits again. */

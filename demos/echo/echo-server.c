@@ -47,21 +47,22 @@ static struct server srv = { .release_ms = 10 };
 /* The next bytes (> 0), the end (0, or -errno); or 0 too once the
  * connection has been quiet for --release-after: it waits with no fiber
  * from then on (runtime_conn_idle), and runtime_serve calls echo again
- * when bytes come. */
+ * when bytes come. Between messages the connection is idle: a drain
+ * closes it, and runtime_serve's release_after sweep makes its read
+ * -EAGAIN once it has been quiet that long. */
 static ssize_t next_bytes(struct runtime_conn *conn, char *buf)
 {
 	for (;;) {
-		int rc = 1;
+		int rc;
 		if (srv.release_ms == 0 && (rc = runtime_conn_idle(conn, NULL, NULL)) <= 0)
 			return rc; /* at once; 1: bytes are here */
-		if (srv.release_ms && srv.release_ms != UINT_MAX)
-			runtime_conn_set_read_deadline(conn, runtime_now() + srv.release_ms * MS);
+		runtime_conn_set_idle(conn, 1);
 		ssize_t n = runtime_conn_read(conn, buf, BUF_SIZE);
-		if (n != -ETIMEDOUT || !srv.release_ms || srv.release_ms == UINT_MAX)
+		runtime_conn_set_idle(conn, 0);
+		if (n != -EAGAIN || (rc = runtime_conn_idle(conn, NULL, NULL)) < 0)
 			return n;
-		runtime_conn_set_read_deadline(conn, 0); /* the idle wait has none */
-		if ((rc = runtime_conn_idle(conn, NULL, NULL)) <= 0)
-			return rc;
+		if (rc == 0)
+			return 0;
 	}
 }
 
@@ -219,6 +220,8 @@ int main(int argc, char **argv)
 	sc.plain_recv = srv.plain_recv;
 	sc.tls = tls;
 	sc.handler = echo;
+	if (srv.release_ms && srv.release_ms != UINT_MAX)
+		sc.release_after_ns = srv.release_ms * MS;
 	if ((rc = runtime_shutdown_on_signals(rt)) < 0 || (rc = runtime_serve(rt, &sc, &server)) < 0) {
 		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port, strerror(-rc));
 		return 1;
