@@ -37,6 +37,9 @@ struct conn_layer {
 	int (*close_write)(struct runtime_conn *c);
 	/* Bytes of the peer's held in the layer (a drain reads them). */
 	bool (*pending)(const struct runtime_conn *c);
+	/* runtime_conn_idle: the connection now waits with no fiber - give
+	 * back what an idle connection need not hold. */
+	void (*idle)(struct runtime_conn *c);
 	/* From runtime_conn_close, before the socket closes: never waits;
 	 * frees the layer's state (0), or -EBUSY (a fiber is in it: nothing
 	 * changed). */
