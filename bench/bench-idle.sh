@@ -139,7 +139,7 @@ check_servers() {
 		demo-http) [ -x "$HTTP_SERVER" ] || die "not executable: $HTTP_SERVER (set HTTP_SERVER)" ;;
 		demo-echo) [ -x "$ECHO_SERVER" ] || die "not executable: $ECHO_SERVER (set ECHO_SERVER)" ;;
 		nginx) command -v nginx >/dev/null || { note "skipping nginx: nginx not found"; continue; } ;;
-		go) build_go || continue ;;
+		go) build_go "$GO_SRC" go_http_idle || continue ;;
 		*) die "unknown server '$n' (demo-http, demo-echo, nginx, go)" ;;
 		esac
 		names+=("$n")
@@ -147,29 +147,7 @@ check_servers() {
 	[ "${#names[@]}" -gt 0 ] || die "no server to run"
 }
 
-build_go() {
-	if ! command -v go >/dev/null; then
-		note "skipping go: go not found"
-		return 1
-	fi
-	if ! (cd "$tmp" && GO111MODULE=off GOCACHE=$tmp/go-cache go build -o "$tmp/go_http_idle" \
-		"$GO_SRC") >"$tmp/go-build.log" 2>&1; then
-		note "skipping go: go build failed:"
-		sed 's/^/  | /' "$tmp/go-build.log" | tail -5 >&2
-		return 1
-	fi
-}
 
-check_pinning() {
-	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
-		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
-		pin_srv=(taskset -c "$SERVER_CPU") pin_load=(taskset -c "$LOAD_CPU")
-		srv_cpus=$SERVER_CPU
-	else
-		note "warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned"
-		srv_cpus=any pin_srv=() pin_load=()
-	fi
-}
 
 check_setup() {
 	check_numbers

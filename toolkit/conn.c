@@ -485,12 +485,12 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 	c->waiting = true;
 	if (c->rx && !(c->layer && c->layer->pending(c)))
 		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
-	if (rc == 0 && c->layer)
-		c->layer->idle(c);
 	else
 		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
 	if (rc != 0)
 		c->waiting = false; /* 1: a read would not wait, read on */
+	else if (c->layer)
+		c->layer->idle(c);
 	return rc;
 }
 
