@@ -1,12 +1,14 @@
 # shellcheck shell=bash
 # SPDX-License-Identifier: MIT
 #
-# bench-lib.sh: the helpers bench-echo.sh, bench-http.sh and bench-tls.sh
-# share, sourced by them: free ports, waiting for a server to listen,
-# stopping it, a process's CPU time, medians and ratios.  take_port uses
-# the sourcing script's die(), PORT_BASE and next_port, and sets port;
-# stop_server its srv_pid and STOP_WAIT (tenths of a second, default 30);
-# stopped_clean its is_ours() and $tmp/NAME.log.
+# bench-lib.sh: the helpers bench-echo.sh, bench-http.sh, bench-tls.sh and
+# bench-idle.sh share, sourced by them: free ports, waiting for a server to
+# listen, stopping it, a process's CPU time, medians and ratios, pinning,
+# building a Go peer.  take_port uses the sourcing script's die(),
+# PORT_BASE and next_port, and sets port; stop_server its srv_pid and
+# STOP_WAIT (tenths of a second, default 30); stopped_clean its is_ours()
+# and $tmp/NAME.log; check_pinning its SERVER_CPU, LOAD_CPU and note(),
+# and sets pin_srv, pin_load and srv_cpus; build_go its $tmp and note().
 
 listening() { # listening PORT: something listens on 127.0.0.1:PORT
 	if command -v ss >/dev/null; then
@@ -128,6 +130,32 @@ stopped_clean() { # stopped_clean TAG NAME
 		echo "$1 warning=unclean_stop status=$stop_status"
 		# shellcheck disable=SC2154 # tmp: the sourcing script's
 		tail -3 "$tmp/$2.log" | sed 's/^/  | /'
+		return 1
+	fi
+}
+
+# Pin the server to SERVER_CPU and the load to LOAD_CPU where the machine
+# has them (pin_srv, pin_load: command prefixes; srv_cpus: for the header).
+check_pinning() {
+	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
+		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
+		pin_srv=(taskset -c "$SERVER_CPU") pin_load=(taskset -c "$LOAD_CPU")
+		srv_cpus=$SERVER_CPU
+	else
+		note "warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned"
+		srv_cpus=any pin_srv=() pin_load=()
+	fi
+}
+
+build_go() { # build_go SRC OUT: a Go peer built into $tmp/OUT, or a note why not
+	if ! command -v go >/dev/null; then
+		note "skipping go: go not found"
+		return 1
+	fi
+	if ! (cd "$tmp" && GO111MODULE=off GOCACHE=$tmp/go-cache go build -o "$tmp/$2" "$1") \
+		>"$tmp/go-build.log" 2>&1; then
+		note "skipping go: go build failed:"
+		sed 's/^/  | /' "$tmp/go-build.log" | tail -5 >&2
 		return 1
 	fi
 }

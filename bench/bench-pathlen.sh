@@ -24,6 +24,9 @@
 #               skipped with a message
 #   SHORT (1000)  LONG (11000)
 #   ENGINE      RUNTIME_ENGINE for the demos (default: theirs, io_uring)
+#   DEMO_FLAGS  more flags for the two demos: "--release-after 0" puts every
+#               operation on the path of a connection that waited idle with
+#               no fiber, "--release-after never" keeps the fiber throughout
 # Prints one line per server and exits non-zero if a run failed.
 set -u
 
@@ -33,6 +36,7 @@ BUILD=${BUILD:-$(cd "$BENCH_DIR/.." && pwd)}
 SERVERS=${SERVERS:-http raw nginx echo}
 SHORT=${SHORT:-1000} LONG=${LONG:-11000}
 ENGINE=${ENGINE:-}
+DEMO_FLAGS=${DEMO_FLAGS:-}
 LIBS=$BUILD/runtime/.libs:$BUILD/http/.libs
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -105,9 +109,9 @@ EOF
 server_cmd() { # NAME PORT
 	case $1 in
 	http) [ -x "$BUILD/demos/http/.libs/http-server" ] &&
-		echo "$BUILD/demos/http/.libs/http-server --host 127.0.0.1 --port $2" ;;
+		echo "$BUILD/demos/http/.libs/http-server --host 127.0.0.1 --port $2 $DEMO_FLAGS" ;;
 	echo) [ -x "$BUILD/demos/echo/.libs/echo-server" ] && [ -x "$BENCH_DIR/echo_load" ] &&
-		echo "$BUILD/demos/echo/.libs/echo-server --host 127.0.0.1 --port $2 --quiet" ;;
+		echo "$BUILD/demos/echo/.libs/echo-server --host 127.0.0.1 --port $2 --quiet $DEMO_FLAGS" ;;
 	raw) [ -x "$BENCH_DIR/raw_uring_http" ] && echo "$BENCH_DIR/raw_uring_http --bind 127.0.0.1 --port $2" ;;
 	nginx) command -v nginx >/dev/null && echo "nginx -e stderr -c $(nginx_conf "$2")" ;;
 	esac

@@ -128,7 +128,7 @@ check_servers() {
 		case $n in
 		demo | demo_epoll) ;;
 		nginx | h2o) command -v "$n" >/dev/null || { note "skipping $n: $n not found"; continue; } ;;
-		go) build_go || continue ;;
+		go) build_go "$GO_SRC" go_https || continue ;;
 		*) die "unknown server '$n' (demo, demo_epoll, nginx, h2o, go)" ;;
 		esac
 		names+=("$n")
@@ -136,28 +136,7 @@ check_servers() {
 	[ "${#names[@]}" -gt 0 ] || die "no server to run"
 }
 
-build_go() {
-	if ! command -v go >/dev/null; then
-		note "skipping go: go not found"
-		return 1
-	fi
-	if ! (cd "$tmp" && GO111MODULE=off go build -o "$tmp/go_https" "$GO_SRC") >"$tmp/go-build.log" 2>&1; then
-		note "skipping go: go build failed:"
-		sed 's/^/  | /' "$tmp/go-build.log" | tail -5 >&2
-		return 1
-	fi
-}
 
-check_pinning() {
-	if command -v taskset >/dev/null && [ "$(nproc --all)" -gt "$LOAD_CPU" ] &&
-		[ "$(nproc --all)" -gt "$SERVER_CPU" ]; then
-		pin_srv=(taskset -c "$SERVER_CPU") pin_load=(taskset -c "$LOAD_CPU")
-		srv_cpus=$SERVER_CPU
-	else
-		note "warning: cannot pin to CPUs $SERVER_CPU/$LOAD_CPU, running unpinned"
-		srv_cpus=any pin_srv=() pin_load=()
-	fi
-}
 
 # The test certificate, h2o's document, and the clients' OpenSSL settings:
 # wrk and s_client cannot be told a suite or group, so OPENSSL_CONF does.

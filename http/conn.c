@@ -18,6 +18,7 @@
  */
 #include "http.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,11 +89,20 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 	return n;
 }
 
+#define HEAD_IDLE (-2) /* no head begun, all answers written: wait idle */
+
+/* No head begun and quiet: wait with no fiber, until idle_end. */
+static int idle_until(struct http_conn *c, uint64_t idle_end)
+{
+	runtime_conn_set_read_deadline(c->rc, idle_end);
+	return HEAD_IDLE;
+}
+
 /*
  * The next request's head: its length (> 0, head filled in), -status for
- * a bad one (answer it, then close), or -1 to close quietly (end of
- * stream, idle timeout, drain, an error). Before it waits for input the
- * batch of answers so far is written: the end of a pipelined burst.
+ * a bad one (answer it, then close), -1 to close quietly (end of stream,
+ * idle timeout, drain, an error), or HEAD_IDLE. Before it waits for input
+ * the batch of answers so far is written: the end of a pipelined burst.
  */
 static int next_head(struct http_conn *c, struct http_request *head)
 {
@@ -116,9 +126,15 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
+		if (!avail && c->idle_now)
+			return idle_until(c, idle_end); /* release_after 0: at once */
 		runtime_conn_set_idle(c->rc, !avail);
 		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
 		runtime_conn_set_idle(c->rc, 0);
+		if (n == -EAGAIN && c->may_idle)
+			return idle_until(c, idle_end); /* quiet past release_after */
+		if (n == -EAGAIN)
+			continue; /* runtime_http_serve_conn: its caller's connection */
 		if (n == -ETIMEDOUT && avail)
 			return -408; /* a head that trickles in: slowloris */
 		if (n == -ENOBUFS)
@@ -130,13 +146,16 @@ static int next_head(struct http_conn *c, struct http_request *head)
 
 /* ---------------------------------------------------------------- serving */
 
-/* One request: 0 to go on with the connection, -1 to close it. */
+/* One request: 0 to go on with the connection, -1 to close it, 1: wait
+ * for the next with no fiber. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 {
 	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_response res;
 	int rc = next_head(c, &req->head);
 
+	if (rc == HEAD_IDLE)
+		return 1;
 	if (rc < 0) {
 		if (rc != -1) {
 			count(&http_core(srv)->rejected);
@@ -171,30 +190,52 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	c = malloc(sizeof(*c) + in_size);
-	if (c) {
-		memset(c, 0, sizeof(*c));
-		c->srv = srv;
-		c->rc = rc;
-		c->in_size = in_size;
-	}
+	if (!(c = http_buffer_get(&http_core(srv)->buffers, sizeof(*c) + in_size)))
+		return NULL;
+	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
+	c->srv = srv;
+	c->rc = rc;
+	c->in_size = in_size;
 	return c;
 }
 
-/* Serve rc until it closes; the caller closes rc after. */
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc)
+static void conn_free(struct http_conn *c)
+{
+	http_buffer_put(&http_core(c->srv)->buffers, c);
+}
+
+/* Between requests, with nothing of the next one read: hand the
+ * connection to the core (runtime_conn_idle) and let the fiber end - once
+ * its read has been quiet for release_after (runtime_serve's sweep makes
+ * it -EAGAIN), or at once for release_after 0, though never before the
+ * fiber's first request (it came for bytes). A connection that cannot
+ * wait so waits here. */
+static bool went_idle(struct http_conn *c)
+{
+	c->idle_now = false;
+	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
+}
+
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle)
 {
 	struct http_conn *c = conn_new(srv, rc);
 	struct runtime_http_request req;
+	int rc_one;
 
 	if (!c)
 		return;
-	while (serve_one(c, &req) == 0)
-		;
+	c->may_idle = may_idle;
+	while ((rc_one = serve_one(c, &req)) >= 0) {
+		if (rc_one == 1 && went_idle(c)) {
+			conn_free(c);
+			return;
+		}
+		c->idle_now = may_idle && rc_one == 0 && srv->cfg.release_after_ns == 0;
+	}
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
 		if (http_flush(c) == 0 && c->linger)
 			runtime_conn_finish(rc, LINGER_NS);
 	}
-	free(c);
+	conn_free(c);
 }

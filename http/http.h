@@ -5,6 +5,7 @@
  *   parser.c    the strict request parser and the chunked decoder (parser.h)
  *   server.c    runtime_http_serve: configuration, counters, serving
  *   conn.c      one fiber per connection: heads, bodies, the output batch
+ *   buffers.c   each core's connection buffers, outside malloc's heap
  *   response.c  status lines and fields, fixed, streamed and file bodies
  *   request.c   what a handler reads of a request; decoding helpers
  *   client.h    the client's own insides (its files are listed there)
@@ -25,10 +26,28 @@
 #define HTTP_FIELDS_MAX 4096      /* a response's own fields */
 #define HTTP_HEAD_MAX_MAX (1 << 20)
 
+#define HTTP_HOT 8 /* connection buffers a core keeps resident and ready */
+
+/* A core's connection buffers (buffers.c). */
+struct http_buffers {
+	void *hot[HTTP_HOT];
+	unsigned nhot;
+	void **clean;                /* pages given back, addresses kept */
+	size_t nclean;
+	void **slabs;                /* every mapping, for the end */
+	size_t nslabs;
+	size_t size;                 /* one buffer, whole pages */
+};
+
+void *http_buffer_get(struct http_buffers *b, size_t size);
+void http_buffer_put(struct http_buffers *b, void *p);
+void http_buffers_free(struct http_buffers *b);
+
 /* Per core, a cache line each: written by that core only (no locked
- * adds), read relaxed by the stats. */
+ * adds), read relaxed by the stats; and its connection buffers. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
+	struct http_buffers buffers;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -61,6 +80,8 @@ struct http_conn {
 	size_t out_len;
 	uint64_t head_start;         /* first byte of the pending head, or 0 */
 	bool broken;                 /* an error: close after this response */
+	bool may_idle;               /* runtime_serve's: it may wait with no fiber */
+	bool idle_now;               /* release_after 0: wait so at once */
 	bool linger;                 /* input may be left unread: finish, then
 	                                close (else the kernel resets, and the
 	                                last answer may be lost) */
@@ -95,7 +116,10 @@ struct runtime_http_response {
 };
 
 /* conn.c */
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc);
+/* Serve rc; the caller closes it after - unless may_idle (runtime_serve's
+ * connections) and it waits between requests with no fiber
+ * (runtime_conn_idle): runtime_serve then calls the handler again. */
+void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle);
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);

@@ -20,6 +20,7 @@ void runtime_http_server_config_init(struct runtime_http_server_config *cfg)
 	runtime_serve_config_init(&cfg->serve);
 	cfg->header_timeout_ns = 10 * SEC;
 	cfg->idle_timeout_ns = 60 * SEC;
+	cfg->release_after_ns = 10 * 1000 * 1000;
 	cfg->server_name = "runtime";
 }
 
@@ -87,7 +88,7 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 
 static void serve_conn(struct runtime_conn *conn, void *arg)
 {
-	http_conn_serve(arg, conn);
+	http_conn_serve(arg, conn, true);
 }
 
 int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_config *cfg,
@@ -104,6 +105,8 @@ int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_conf
 	}
 	srv->cfg.serve.handler = serve_conn;
 	srv->cfg.serve.arg = srv;
+	uint64_t release = srv->cfg.release_after_ns;
+	srv->cfg.serve.release_after_ns = release == UINT64_MAX ? 0 : release;
 	if ((rc = runtime_serve(rt, &srv->cfg.serve, &srv->base)) < 0 && !srv->base) {
 		runtime_http_server_destroy(srv);
 		return rc;
@@ -116,7 +119,7 @@ int runtime_http_serve_conn(struct runtime_http_server *srv, struct runtime_conn
 {
 	if (!srv || !conn)
 		return -EINVAL;
-	http_conn_serve(srv, conn);
+	http_conn_serve(srv, conn, false);
 	return 0;
 }
 
@@ -163,6 +166,8 @@ void runtime_http_server_destroy(struct runtime_http_server *srv)
 	if (!srv)
 		return;
 	runtime_server_destroy(srv->base);
+	for (unsigned i = 0; i < srv->ncores; i++)
+		http_buffers_free(&srv->cores[i].buffers);
 	free(srv->cores);
 	free(srv);
 }

@@ -1178,7 +1178,8 @@ RUNTIME_API int runtime_stream_open(struct runtime_stream **out, int fd);
  * peer shut down its side; again on every later call), or -errno: the
  * socket's error (sticky), -ECANCELED, -ETIMEDOUT (the fiber's deadline),
  * -EINVAL (NULL s, or NULL buf with len > 0), -EPERM (outside a fiber of
- * the stream's core, stream closed, or another fiber is reading it).
+ * the stream's core, stream closed, or another fiber is reading it),
+ * -EBUSY (it waits in runtime_stream_idle).
  */
 RUNTIME_API ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len);
 
@@ -1198,8 +1199,9 @@ RUNTIME_API size_t runtime_stream_buffered(const struct runtime_stream *s);
  * the kernel at once, as after a recv. Neither checks cancellation or the
  * deadline: they never wait. A fiber (or timer callback) of the stream's
  * core, not while another fiber waits in runtime_stream_recv. Return the
- * byte count / 0, or -EINVAL (NULL, n too large: nothing consumed) or
- * -EPERM (another core, or another fiber reading it).
+ * byte count / 0, or -EINVAL (NULL, n too large: nothing consumed),
+ * -EPERM (another core, or another fiber reading it) or -EBUSY (it waits
+ * in runtime_stream_idle).
  */
 RUNTIME_API ssize_t runtime_stream_peek(struct runtime_stream *s, const void **data);
 RUNTIME_API int runtime_stream_consume(struct runtime_stream *s, size_t n);
@@ -1209,10 +1211,41 @@ RUNTIME_API int runtime_stream_consume(struct runtime_stream *s, size_t n);
  * usual; never read it around the stream, whose recv may be armed. */
 RUNTIME_API int runtime_stream_fd(const struct runtime_stream *s);
 
+/*
+ * Wait for the stream's next bytes with no fiber: the calling fiber hands
+ * the stream to its core and then returns (ends), so that an idle
+ * connection holds no stack and no buffer, only the stream and what arg
+ * points at. Exactly once, later, fn(arg, why) runs in a new fiber of the
+ * stream's core, when the first of these comes:
+ *   0           bytes, the end of stream or an error arrived (read to see);
+ *   -ETIMEDOUT  deadline_ns passed (an absolute runtime_now() time; 0:
+ *               none);
+ *   -ESHUTDOWN  the runtime began to drain (runtime_drain; at once if it
+ *               has);
+ *   -ECANCELED  the runtime shuts down (fn's fiber is cancelled).
+ * While it waits the stream counts as work, as a fiber blocked in a read
+ * would (the run goes on), and belongs to its core: recv, peek, consume
+ * and close get -EBUSY until fn's fiber starts. Nothing is allocated; if
+ * no stack can be had when the wait ends, the core tries again each
+ * millisecond. Where the kernel has no multishot recv (before 6.0) fn's
+ * fiber starts at once and waits for readiness itself: the same results,
+ * with a stack held. If the run ends otherwise (a failure), fn never runs.
+ * Fiber context, a fiber of the stream's core. Returns 0; or 1 if a read
+ * would not wait (bytes are queued, the end of stream or an error came):
+ * nothing waits, read in this fiber; or -EINVAL (NULL s or fn), -EBUSY (it
+ * waits already), -ECANCELED or -ETIMEDOUT (the caller's state, as for a
+ * read), -EPERM (another core's stream, closed, or another fiber reads
+ * it). fn runs only after 0.
+ */
+typedef void runtime_stream_idle_fn(void *arg, int why);
+RUNTIME_API int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,
+                                    runtime_stream_idle_fn *fn, void *arg);
+
 /* Stop reading and free the stream: its buffers go back at once, and the
  * kernel's recv is cancelled behind the scenes (it never blocks). Does not
  * close the socket. Returns 0 (also for NULL), -EBUSY (another fiber is
- * reading it: nothing changed) or -EPERM (another core's stream). After
+ * reading it, or it waits in runtime_stream_idle: nothing changed) or
+ * -EPERM (another core's stream). After
  * 0, s is gone, as after free(3). */
 RUNTIME_API int runtime_stream_close(struct runtime_stream *s);
 

@@ -60,8 +60,8 @@ typedef int runtime_http_handler(struct runtime_http_request *req,
 
 struct runtime_http_server_config {
 	/* Where and how to listen: host, port, max_conns, tls, cores - as
-	 * runtime_serve(3); its handler and arg are the library's (set
-	 * here, ignored). With tls the ALPN to offer is the caller's (set
+	 * runtime_serve(3); its handler, arg and release_after_ns are the
+	 * library's (set here, ignored). With tls the ALPN to offer is the caller's (set
 	 * "http/1.1" in the context). */
 	struct runtime_serve_config serve;
 	runtime_http_handler *handler; /* required */
@@ -82,6 +82,11 @@ struct runtime_http_server_config {
 	                               measure the batching; default 0) */
 	int file_copy;              /* nonzero: files are read and sent, never
 	                               spliced (to measure splice; default 0) */
+	uint64_t release_after_ns;  /* a connection quiet this long between
+	                               requests gives back its fiber's stack and
+	                               its buffers, and waits with none
+	                               (runtime_conn_idle) until its next bytes
+	                               (10 ms; 0: at once; UINT64_MAX: never) */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */

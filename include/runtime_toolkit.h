@@ -330,8 +330,10 @@ RUNTIME_API int runtime_conn_close(struct runtime_conn *conn);
  * has come. Returns the bytes (> 0), 0 at end of stream, or -errno:
  * -ETIMEDOUT (the read deadline or the fiber's), -ECANCELED, -ESHUTDOWN
  * (the connection is idle - runtime_conn_set_idle - and the runtime
- * drains: close it), -ECONNRESET and the socket's other errors, -EINVAL,
- * -EPERM (another core, or another fiber reads it).
+ * drains: close it), -EAGAIN (it is idle, and has been quiet for the
+ * server's release_after: wait with runtime_conn_idle, or read again),
+ * -ECONNRESET and the socket's other errors, -EINVAL, -EPERM (another
+ * core, or another fiber reads it).
  */
 RUNTIME_API ssize_t runtime_conn_read(struct runtime_conn *conn, void *buf, size_t len);
 
@@ -414,9 +416,41 @@ RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtim
  * max_conns connections live at once over all cores: one more is accepted
  * and closed at once, and counted as refused. A drain (runtime_drain)
  * stops the acceptors and closes the idle connections
- * (runtime_conn_set_idle); those in the middle of a request go on.
+ * (runtime_conn_set_idle); those in the middle of a request go on. A
+ * handler that serves one request at a time can end between requests
+ * with runtime_conn_idle: an idle connection then holds no fiber.
  */
 typedef void runtime_serve_fn(struct runtime_conn *conn, void *arg);
+
+/*
+ * Wait for the connection's next bytes with no fiber (runtime_stream_idle):
+ * an idle keep-alive connection then costs no stack and no buffer. Call it
+ * when nothing of the next request has been read, as the last thing before
+ * the calling fiber returns; from then on only fn's fiber touches conn.
+ * fn(conn, arg) runs once, in a new fiber of the connection's core, when
+ * bytes come (or the end of stream, or an error), the read deadline or
+ * idle timeout passes, the runtime drains or it shuts down; the first
+ * read in that fiber gives the reason if it was not bytes (-ETIMEDOUT,
+ * -ESHUTDOWN, -ECANCELED). The connection is marked idle
+ * (runtime_conn_set_idle) from the call on, until marked busy.
+ *
+ * For a connection of runtime_serve's, fn NULL means the server's handler:
+ * the handler (or fn) runs again as when the connection came, and the
+ * server closes the connection once one returns without having called
+ * this. Any other connection needs fn, which then owns it.
+ *
+ * Without a receive stream (RUNTIME_CONN_PLAIN_RECV) fn's fiber starts at
+ * once and waits for readiness itself, holding its stack; with bytes held
+ * in a layer (TLS) it starts at once. A fiber of the connection's core.
+ * Returns 0, or -errno and fn will not run: -EINVAL (NULL conn, or fn NULL
+ * for a connection runtime_serve did not make), -EPERM (another core, not
+ * a fiber), -EBUSY (another fiber reads or writes it, or it waits
+ * already), -ECANCELED, -ETIMEDOUT (the caller's own state), -ENOMEM;
+ * or 1 if a read would not wait (bytes, the end of stream or an error
+ * have come to the receive stream): nothing waits, read in this fiber (fn
+ * will not run).
+ */
+RUNTIME_API int runtime_conn_idle(struct runtime_conn *conn, runtime_serve_fn *fn, void *arg);
 
 struct runtime_serve_config {
 	const char *host;      /* a numeric address (runtime_tcp_listen's
@@ -445,6 +479,12 @@ struct runtime_serve_config {
 	                          makes many); NULL: only counted */
 	runtime_serve_fn *handler;
 	void *arg;
+	uint64_t release_after_ns; /* nonzero: a read of a connection marked
+	                          idle (runtime_conn_set_idle) that has waited
+	                          this long - up to twice as long: a sweep per
+	                          period - returns -EAGAIN, for the handler to
+	                          hand the connection to runtime_conn_idle and
+	                          give its stack back (default 0: never) */
 };
 
 /* The defaults above, handler NULL. Any thread. */

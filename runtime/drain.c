@@ -110,6 +110,8 @@ int runtime_drain(struct runtime *rt, uint64_t grace_ns)
 	if (ch)
 		runtime_chan_close(ch);
 	run_hooks(d, end);
+	for (unsigned i = 0; i < rt->ncores; i++) /* their idle streams wake */
+		runtime__inbox_push(&rt->cores[i], &rt->cores[i].idle_drain_node);
 	struct core *c0 = &rt->cores[0];
 	if (!this_core() && runtime__may_create_on(c0))
 		runtime__drain_here(c0, &d->node);

@@ -24,6 +24,7 @@ static const char *const names[FAULT_POINTS] = {
 	[FAULT_ACCEPT_EMFILE] = "accept_emfile",
 	[FAULT_STACK] = "stack",
 	[FAULT_MALLOC] = "malloc",
+	[FAULT_NO_MULTISHOT] = "no_multishot",
 };
 
 static struct {

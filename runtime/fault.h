@@ -26,6 +26,9 @@ enum fault {
 	                        queued for the next one */
 	FAULT_STACK,         /* a fiber stack cannot be had */
 	FAULT_MALLOC,        /* malloc, calloc or realloc in the runtime fail */
+	FAULT_NO_MULTISHOT,  /* a receive stream finds no multishot recv, as on
+	                        a kernel before 6.0 (its reads are plain recvs,
+	                        runtime_stream_idle polls in a fiber) */
 	FAULT_POINTS
 };
 

@@ -124,6 +124,9 @@ static int handle(struct core *c, struct inbox_node *n)
 	case INBOX_DRAIN:
 		runtime__drain_here(c, n);
 		return 0;
+	case INBOX_IDLE_DRAIN:
+		runtime__idle_wake_all(c, -ESHUTDOWN);
+		return 0;
 	}
 	return 0;
 }
@@ -171,6 +174,7 @@ void runtime__inbox_discard(struct core *c)
 		case INBOX_WAKE:
 		case INBOX_SHUTDOWN:
 		case INBOX_DRAIN:
+		case INBOX_IDLE_DRAIN:
 			break;
 		}
 	}

@@ -217,6 +217,7 @@ enum inbox_kind {
 	INBOX_FD_RELEASE,   /* unregister a fixed file here (fixed.c) */
 	INBOX_DUMP,         /* write this core's part of a dump (debug.c) */
 	INBOX_DRAIN,        /* core 0: arm the end of a drain's grace (drain.c) */
+	INBOX_IDLE_DRAIN,   /* the core's own node: a drain wakes its idle streams */
 };
 
 struct inbox_node {
@@ -636,6 +637,37 @@ void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshot_quiet(struct mshot *m);
 void runtime__mshots_free(struct core *c);
 
+/* ------------------------------------------------------------ idle streams */
+
+enum idle_state {
+	IDLE_NONE,
+	IDLE_WAITING,   /* its continuation waits for what ends the wait */
+	IDLE_WAKING,    /* its continuation's fiber is due to start */
+};
+
+/* A stream waiting with no fiber (idle.c), inside the stream. */
+struct idle {
+	struct timer timer;         /* the deadline; then a failed spawn's retry */
+	runtime_stream_idle_fn *fn;
+	void *arg;
+	uint64_t deadline;          /* NEVER: none */
+	struct runtime_fiber *poller; /* polling: the fiber, once in its poll */
+	int fd;
+	int why;                    /* what ended the wait, for fn */
+	uint8_t state;              /* enum idle_state */
+	bool polling;               /* a fiber polls: the engine cannot watch */
+	bool lingering;             /* the timer is armed with no wait under it */
+};
+
+void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadline,
+                         runtime_stream_idle_fn *fn, void *arg, bool polling);
+/* End w's wait (if it waits) with why: its continuation starts. */
+void runtime__idle_wake(struct idle *w, int why);
+/* A drain (-ESHUTDOWN) or a shutdown (-ECANCELED): every idle stream of
+ * the core (stream.c). */
+void runtime__idle_wake_all(struct core *c, int why);
+void runtime__idle_forget(struct idle *w);
+
 /* ------------------------------------------------------------ fixed files */
 
 int runtime__fixed_ring_init(struct core *c);
@@ -719,6 +751,7 @@ struct core {
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
 	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
+	struct inbox_node idle_drain_node; /* a drain wakes its idle streams */
 	uint64_t wake_buf;          /* the armed wake read's buffer */
 	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
 	uint64_t kt_gen;
@@ -734,6 +767,8 @@ struct core {
 
 	struct stack *stack_cache;  /* hot stacks, pages resident */
 	unsigned stack_cached;
+	unsigned stack_low;         /* the fewest cached this decay period */
+	struct timer stack_decay;   /* gives back what the cache did not use */
 	struct {                    /* stacks whose pages were given back */
 		struct stack *v;
 		size_t len, cap;

@@ -70,6 +70,7 @@ void runtime__core_shutdown(struct core *c)
 {
 	dlist_for_each(n, &c->fibers)
 		runtime__fiber_cancel(container_of(n, struct fiber, all));
+	runtime__idle_wake_all(c, -ECANCELED);
 	runtime__timers_shutdown(c);
 }
 

@@ -76,6 +76,7 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	queue_init(&c->timer_done);
 	dlist_init(&c->fibers);
 	dlist_init(&c->mshots);
+	c->idle_drain_node.kind = INBOX_IDLE_DRAIN;
 	c->kt_deadline = NEVER;
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
 	c->shutdown_node.kind = INBOX_SHUTDOWN;

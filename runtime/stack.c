@@ -271,6 +271,8 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
 		return -ENOMEM;
 	if (c->stack_cached) {
 		*s = c->stack_cache[--c->stack_cached];
+		if (c->stack_cached < c->stack_low)
+			c->stack_low = c->stack_cached;
 		return 0;
 	}
 	if (!c->clean.len) {
@@ -303,19 +305,70 @@ static void release_pending(struct core *c)
 	c->pending.len = 0;
 }
 
-/* Release a stack: its handle's generation moves on, then the stack goes
- * to the hot cache or, past it, back to the kernel in batches. */
-void runtime__stack_free(struct core *c, const struct stack *s)
+/* Past the hot cache: back to the kernel, in batches. (The clean list has
+ * room: it is sized for every stack there is.) */
+static void give_back(struct core *c, const struct stack *s)
 {
-	handle_retire(s);
-	if (c->stack_cached < c->rt->cfg.stack_cache) {
-		c->stack_cache[c->stack_cached++] = *s;
-		return;
-	}
-	/* The clean list has room: it is sized for every stack there is. */
 	c->pending.v[c->pending.len++] = *s;
 	if (c->pending.len == SLAB_STACKS)
 		release_pending(c);
+}
+
+/*
+ * The hot cache decays. Stacks it held all through a period of
+ * STACK_DECAY_NS - its low-water mark over the period - were not needed:
+ * those past a floor of STACK_DECAY_FLOOR give their pages back, coldest
+ * (first cached) first. A burst of connections that then wait idle with
+ * no fiber leaves no thousand resident stacks behind, and a steady load
+ * keeps what it uses. The timer runs only while the cache is over the
+ * floor; it lingers (c->dl_lingering): it is nobody's pending work.
+ */
+#define STACK_DECAY_NS (1000 * 1000 * 1000ull)
+#define STACK_DECAY_FLOOR 64u
+
+static void decay_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct core *c = t->core;
+	unsigned spare = c->stack_low > STACK_DECAY_FLOOR ? c->stack_low - STACK_DECAY_FLOOR : 0;
+
+	(void)why;
+	c->dl_lingering--;
+	for (unsigned i = 0; i < spare; i++)
+		give_back(c, &c->stack_cache[i]);
+	if (spare)
+		release_pending(c);
+	c->stack_cached -= spare;
+	memmove(c->stack_cache, c->stack_cache + spare, c->stack_cached * sizeof(*c->stack_cache));
+	c->stack_low = c->stack_cached;
+	if (c->stack_cached > STACK_DECAY_FLOOR) {
+		runtime__timer_start(c, t, deadline_add(c->now, STACK_DECAY_NS));
+		c->dl_lingering++;
+	}
+}
+
+static void decay_arm(struct core *c)
+{
+	struct timer *t = &c->stack_decay;
+
+	t->core = c;
+	t->fire = decay_fire;
+	c->stack_low = c->stack_cached;
+	runtime__timer_start(c, t, deadline_add(c->now, STACK_DECAY_NS));
+	c->dl_lingering++;
+}
+
+/* Release a stack: its handle's generation moves on, then the stack goes
+ * to the hot cache or, past it, back to the kernel. */
+void runtime__stack_free(struct core *c, const struct stack *s)
+{
+	handle_retire(s);
+	if (c->stack_cached >= c->rt->cfg.stack_cache) {
+		give_back(c, s);
+		return;
+	}
+	c->stack_cache[c->stack_cached++] = *s;
+	if (c->stack_cached > STACK_DECAY_FLOOR && c->stack_decay.state != TIMER_ARMED)
+		decay_arm(c);
 }
 
 /* Unmap every slab of the core (runtime_destroy). */

@@ -44,6 +44,7 @@ struct runtime_stream {
 	uint32_t queued;            /* unread bytes */
 	int end;                    /* 1: EOF came; < 0: the error that came */
 	bool starved;               /* it ended with -ENOBUFS: next read plain */
+	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
 
 /* ------------------------------------------------------------ the pool */
@@ -285,17 +286,30 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		ended(s, res);
 	else if (s->queued >= STREAM_QUEUE_MAX)
 		runtime__mshot_stop(m);
+	if (unlikely(s->idle.state == IDLE_WAITING))
+		runtime__idle_wake(&s->idle, 0); /* a read has something to do */
 }
 
 static void stream_release(struct mshot *m)
 {
 	struct runtime_stream *s = stream_of(m);
 
+	runtime__idle_forget(&s->idle);
 	give_back_all(pool_of(m->core), s);
 	free(s);
 }
 
 static const struct mshot_ops stream_ops = { stream_cqe, stream_release };
+
+/* A drain or a shutdown: every stream of the core that waits idle. */
+void runtime__idle_wake_all(struct core *c, int why)
+{
+	dlist_for_each(n, &c->mshots) {
+		struct mshot *m = container_of(n, struct mshot, link);
+		if (m->ops == &stream_ops)
+			runtime__idle_wake(&stream_of(m)->idle, why);
+	}
+}
 
 /* ------------------------------------------------------------- the API */
 
@@ -319,6 +333,12 @@ int runtime_stream_open(struct runtime_stream **out, int fd)
 	return 0;
 }
 
+/* Can the core's engine watch a stream with a multishot recv? */
+static bool can_watch(struct core *c)
+{
+	return !c->bufpool.no_multishot && !runtime__fault(FAULT_NO_MULTISHOT) && pool_ready(c);
+}
+
 /* May this read arm the multishot, or must it be a plain recv? */
 static bool use_multishot(struct runtime_stream *s)
 {
@@ -330,7 +350,7 @@ static bool use_multishot(struct runtime_stream *s)
 		s->starved = false;
 		return false;
 	}
-	return !c->bufpool.no_multishot && pool_ready(c) && !pool_low(pool_of(c));
+	return can_watch(c) && !pool_low(pool_of(c));
 }
 
 ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
@@ -342,6 +362,8 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 		return -EINVAL;
 	if (rc)
 		return rc;
+	if (unlikely(s->idle.state != IDLE_NONE))
+		return -EBUSY;
 	if (s->m.core != f->core || s->m.closed || s->m.waiter)
 		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
 		                       "closed, or another fiber reads it");
@@ -368,6 +390,34 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 size_t runtime_stream_buffered(const struct runtime_stream *s)
 {
 	return s ? s->queued : 0;
+}
+
+/* ----------------------------------------- waiting with no fiber (idle.c) */
+
+int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,
+                        runtime_stream_idle_fn *fn, void *arg)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, __func__);
+
+	if (!s || !fn)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if (s->idle.state != IDLE_NONE)
+		return -EBUSY;
+	if (s->m.core != f->core || s->m.closed || s->m.waiter)
+		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
+		                       "closed, or another fiber reads it");
+	if (s->queued || s->end || s->starved)
+		return 1; /* a read has something to do now */
+	struct core *c = f->core;
+	bool watch = can_watch(c);
+	runtime__idle_begin(c, &s->idle, s->m.fd, deadline_ns ? deadline_ns : NEVER, fn, arg,
+	                    !watch);
+	if (watch && !s->m.armed)
+		runtime__mshot_arm(&s->m); /* epoll: may deliver, and wake, at once */
+	return 0;
 }
 
 /* ---------------------------------------------- in place (the toolkit) */
@@ -397,6 +447,8 @@ static void skip_out(struct bufpool *p, struct runtime_stream *s, size_t n)
  * not while another fiber waits in runtime_stream_recv (its bytes). */
 static int in_place_check(const struct runtime_stream *s, const char *fn)
 {
+	if (s->idle.state != IDLE_NONE)
+		return -EBUSY;
 	if (s->m.core != this_core() || s->m.closed || s->m.waiter)
 		return runtime__misuse(-EPERM, fn, "the stream is another core's, "
 		                       "closed, or another fiber reads it");
@@ -443,8 +495,9 @@ int runtime_stream_close(struct runtime_stream *s)
 		return 0;
 	if (s->m.core != this_core())
 		return runtime__misuse(-EPERM, __func__, MISUSE_OTHER_CORE);
-	if (s->m.waiter)
-		return -EBUSY; /* another fiber is reading it */
+	if (s->m.waiter || s->idle.state != IDLE_NONE)
+		return -EBUSY; /* another fiber reads it, or the core waits on it */
+	runtime__idle_forget(&s->idle);
 	give_back_all(pool_of(s->m.core), s);
 	runtime__mshot_close(&s->m);
 	return 0;

@@ -334,6 +334,90 @@ START_TEST(test_malloc_failures)
 }
 END_TEST
 
+/* ------------------------------------------------------ idle streams */
+
+#define IDLERS 3
+
+struct idler {
+	int fd[2];
+	struct runtime_stream *s;
+	_Atomic int runs;
+	int why;
+	ssize_t got;
+};
+
+static struct idler idlers[IDLERS];
+
+static void idle_resumed(void *arg, int why)
+{
+	struct idler *d = arg;
+	char buf[16];
+
+	atomic_fetch_add(&d->runs, 1);
+	d->why = why;
+	d->got = why == 0 ? runtime_stream_recv(d->s, buf, sizeof(buf)) : 0;
+	ck_assert_int_eq(runtime_stream_close(d->s), 0);
+	runtime_close(d->fd[0]);
+	runtime_close(d->fd[1]);
+}
+
+static void idle_start(struct idler *d, uint64_t deadline)
+{
+	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+
+	ck_assert_int_ge(l, 0);
+	d->fd[0] = runtime_tcp_connect("127.0.0.1", bound_port(l));
+	d->fd[1] = runtime_accept(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(d->fd[1], 0);
+	runtime_close(l);
+	ck_assert_int_eq(runtime_stream_open(&d->s, d->fd[1]), 0);
+	ck_assert_int_eq(runtime_stream_idle(d->s, deadline, idle_resumed, d), 0);
+}
+
+/* Bytes for the first, the deadline for the second, a drain for the last. */
+static void idle_main(void *arg)
+{
+	(void)arg;
+	idle_start(&idlers[0], 0);
+	idle_start(&idlers[1], runtime_now() + 40 * MS);
+	idle_start(&idlers[2], 0);
+	runtime_sleep(20 * MS);
+	ck_assert_int_eq(runtime_write_all(idlers[0].fd[0], "abc", 3, NULL), 3);
+	runtime_sleep(60 * MS);
+	ck_assert_int_eq(runtime_drain(runtime_current(), 10000 * MS), 0);
+}
+
+static void check_idlers(void)
+{
+	static const int why[IDLERS] = { 0, -ETIMEDOUT, -ESHUTDOWN };
+
+	for (int i = 0; i < IDLERS; i++) {
+		ck_assert_int_eq(atomic_load(&idlers[i].runs), 1);
+		ck_assert_int_eq(idlers[i].why, why[i]);
+	}
+	ck_assert_int_eq(idlers[0].got, 3);
+}
+
+/* Without multishot recv a fiber polls for each: the same results. */
+START_TEST(test_idle_without_multishot)
+{
+	faults("no_multishot:1");
+	ck_assert_int_eq(run_fiber(NULL, idle_main, NULL), 0);
+	check_idlers();
+	ck_assert_uint_gt(runtime_faults_struck(FAULT_NO_MULTISHOT), 0);
+}
+END_TEST
+
+/* A continuation that cannot get a stack at first runs once it can. */
+START_TEST(test_idle_without_stack)
+{
+	faults("stack:2");
+	ck_assert_int_eq(run_fiber(NULL, idle_main, NULL), 0);
+	check_idlers();
+	ck_assert_uint_gt(runtime_faults_struck(FAULT_STACK), 0);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
 	Suite *s = suite_create("faults");
@@ -345,6 +429,8 @@ static Suite *faults_suite(void)
 	tcase_add_loop_test(tc, test_accept_emfile, 0, 2);
 	tcase_add_test(tc, test_spawn_without_stack);
 	tcase_add_test(tc, test_malloc_failures);
+	tcase_add_test(tc, test_idle_without_multishot);
+	tcase_add_test(tc, test_idle_without_stack);
 	suite_add_tcase(s, tc);
 	return s;
 }

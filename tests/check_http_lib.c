@@ -42,6 +42,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 
 /* The server's thread: it makes the runtime (which only it may run),
  * serves, and tears down when the run ends. */
+static uint64_t release_after_ns = 10 * 1000 * 1000, idle_timeout_ns = 60 * SEC;
+
 static void *run(void *arg)
 {
 	struct runtime_http_server_config cfg;
@@ -53,6 +55,8 @@ static void *run(void *arg)
 	cfg.handler = handler;
 	cfg.limits.body_max = 4096;
 	cfg.header_timeout_ns = 5 * SEC;
+	cfg.release_after_ns = release_after_ns;
+	cfg.idle_timeout_ns = idle_timeout_ns;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -515,6 +519,75 @@ START_TEST(test_drain_closes_idle)
 }
 END_TEST
 
+/* ----------------------------------------- idle with no fiber (release) */
+
+#define IDLE_CONNS 20
+
+static uint64_t live_fibers(void)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(rt, &st, 1, NULL);
+	return st.fibers_live;
+}
+
+/* Quiet past release_after, keep-alive connections hold no fiber (only
+ * the server's watcher and acceptor live), and answer their next requests
+ * - pipelined ones too - as before; a drain then closes them at once. */
+START_TEST(test_idle_connections_release_their_fiber)
+{
+	int fd[IDLE_CONNS];
+	char r[4096];
+
+	release_after_ns = 1000 * 1000;
+	serve_start();
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		fd[i] = dial();
+		send_str(fd[i], "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+		r[0] = '\0';
+		ck_assert(read_until(fd[i], r, sizeof(r), "/info\n"));
+	}
+	for (int i = 0; i < 10000 && live_fibers() > 2; i++)
+		usleep(1000);
+	ck_assert_uint_eq(live_fibers(), 2);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		send_str(fd[i], "GET /info?qa1 HTTP/1.1\r\nHost: h\r\n\r\n"
+		                "GET /info?qb2 HTTP/1.1\r\nHost: h\r\n\r\n");
+		r[0] = '\0';
+		ck_assert(read_until(fd[i], r, sizeof(r), "qa1"));
+		ck_assert(read_until(fd[i], r, sizeof(r), "qb2"));
+	}
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		ck_assert(closed_by_server(fd[i]));
+		close(fd[i]);
+	}
+	serve_end();
+	release_after_ns = 10 * 1000 * 1000;
+}
+END_TEST
+
+/* A connection waiting with no fiber still closes at its idle timeout. */
+START_TEST(test_released_connection_times_out)
+{
+	char r[4096] = "";
+
+	release_after_ns = 0; /* at once */
+	idle_timeout_ns = 100 * 1000 * 1000;
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	uint64_t t0 = runtime_now();
+	ck_assert(closed_by_server(fd));
+	ck_assert_uint_ge(runtime_now() - t0, 50 * 1000 * 1000);
+	close(fd);
+	serve_stop();
+	release_after_ns = 10 * 1000 * 1000;
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
 START_TEST(test_decode_helpers)
 {
 	char out[32];
@@ -583,6 +656,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
+	tcase_add_test(tc, test_idle_connections_release_their_fiber);
+	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);

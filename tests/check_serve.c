@@ -543,6 +543,300 @@ START_TEST(test_fiber_expire_ends_one_wait)
 }
 END_TEST
 
+/* --------------------------------------------- idle with no fiber */
+
+#define IDLE_CONNS 50
+
+struct idle_srv {
+	struct runtime *rt;
+	uint16_t port;
+	uint64_t idle_timeout;      /* each connection's, 0: none */
+	_Atomic int runs, shutdowns, timeouts, eofs;
+	_Atomic uint64_t live_while_idle;
+};
+
+/* Echo one message per run, then wait with no fiber for the next. */
+static void idle_echo(struct runtime_conn *c, void *arg)
+{
+	struct idle_srv *s = arg;
+	char buf[64];
+
+	if (atomic_fetch_add(&s->runs, 1) < IDLE_CONNS && s->idle_timeout)
+		runtime_conn_set_idle_timeout(c, s->idle_timeout);
+	ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+	if (n <= 0) {
+		atomic_fetch_add(n == -ESHUTDOWN ? &s->shutdowns : n == -ETIMEDOUT ? &s->timeouts
+		                                                                   : &s->eofs, 1);
+		return; /* the server closes it */
+	}
+	runtime_conn_set_idle(c, 0);
+	ck_assert_int_eq(runtime_conn_write(c, buf, (size_t)n, NULL), n);
+	ck_assert_int_eq(runtime_conn_idle(c, NULL, NULL), 0);
+}
+
+static uint64_t fibers_live(struct runtime *rt)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(rt, &st, 1, NULL);
+	return st.fibers_live;
+}
+
+static void echo_once(int fd, const char *msg)
+{
+	char back[16];
+	size_t len = strlen(msg);
+
+	ck_assert_int_eq(write(fd, msg, len), (ssize_t)len);
+	ck_assert_int_eq(read_some(fd, back, len), (ssize_t)len);
+	ck_assert_int_eq(memcmp(back, msg, len), 0);
+}
+
+/* Two messages on each connection, all held idle in between (no fiber but
+ * the server's own two: watcher and acceptor), then a drain closes them. */
+static void *idle_clients(void *arg)
+{
+	struct idle_srv *s = arg;
+	int fd[IDLE_CONNS];
+	char b;
+
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		fd[i] = client(s->port, (unsigned)i + 1);
+		ck_assert_int_ge(fd[i], 0);
+		echo_once(fd[i], "first");
+	}
+	for (int i = 0; i < 10000 && fibers_live(s->rt) > 2; i++)
+		usleep(1000);
+	s->live_while_idle = fibers_live(s->rt);
+	for (int i = 0; i < IDLE_CONNS; i++)
+		echo_once(fd[i], "second");
+	ck_assert_int_eq(runtime_drain(s->rt, 60000 * MS), 0);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		ck_assert_int_eq(read_some(fd[i], &b, 1), 0); /* closed */
+		close(fd[i]);
+	}
+	return NULL;
+}
+
+static void run_idle_server(struct idle_srv *s, void *(*clients)(void *))
+{
+	struct runtime_serve_config sc;
+	struct runtime_server *srv;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&s->rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = idle_echo;
+	sc.arg = s;
+	ck_assert_int_eq(runtime_serve(s->rt, &sc, &srv), 0);
+	s->port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, clients, s), 0);
+	ck_assert_int_eq(runtime_run(s->rt), 0);
+	pthread_join(th, NULL);
+	struct runtime_server_stats st;
+	runtime_server_stats(srv, &st);
+	ck_assert_uint_eq(st.live, 0);
+	runtime_server_destroy(srv);
+	runtime_destroy(s->rt);
+}
+
+START_TEST(test_idle_connections_hold_no_fiber_and_drain)
+{
+	static struct idle_srv s;
+
+	run_idle_server(&s, idle_clients);
+	ck_assert_uint_eq(s.live_while_idle, 2);
+	ck_assert_int_eq(s.runs, 3 * IDLE_CONNS); /* two messages, the drain */
+	ck_assert_int_eq(s.shutdowns, IDLE_CONNS);
+	ck_assert_int_eq(s.timeouts + s.eofs, 0);
+}
+END_TEST
+
+/* The idle timeout closes a connection that waits with no fiber; one
+ * whose peer leaves reads its end of stream. */
+static void *timeout_clients(void *arg)
+{
+	struct idle_srv *s = arg;
+	int fd[2];
+	char b;
+
+	for (int i = 0; i < 2; i++) {
+		fd[i] = client(s->port, (unsigned)i + 1);
+		ck_assert_int_ge(fd[i], 0);
+		echo_once(fd[i], "hi");
+	}
+	shutdown(fd[1], SHUT_WR);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(read_some(fd[0], &b, 1), 0);
+	ck_assert_uint_ge(runtime_now() - t0, 30 * MS); /* 50 ms from its last byte */
+	ck_assert_int_eq(read_some(fd[1], &b, 1), 0);
+	close(fd[0]);
+	close(fd[1]);
+	runtime_drain(s->rt, 60000 * MS);
+	return NULL;
+}
+
+START_TEST(test_idle_connection_times_out)
+{
+	static struct idle_srv s = { .idle_timeout = 50 * MS };
+
+	run_idle_server(&s, timeout_clients);
+	ck_assert_int_eq(s.timeouts, 1);
+	ck_assert_int_eq(s.eofs, 1);
+}
+END_TEST
+
+/* release_after: an idle-marked read quiet that long gives -EAGAIN (the
+ * handler then waits with no fiber); a read not marked idle is never cut
+ * short. */
+struct release_srv {
+	struct runtime *rt;
+	uint16_t port;
+	_Atomic int eagain;
+	_Atomic uint64_t live_released;
+	_Atomic int busy_ok;
+};
+
+/* Echo; a message starting 'b' is followed by a second read that is not
+ * marked idle, answered "ok" when it gets its byte. */
+static void release_handler(struct runtime_conn *c, void *arg)
+{
+	struct release_srv *s = arg;
+	char buf[64];
+
+	for (;;) {
+		runtime_conn_set_idle(c, 1);
+		ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+		runtime_conn_set_idle(c, 0);
+		if (n == -EAGAIN) {
+			atomic_fetch_add(&s->eagain, 1);
+			if (runtime_conn_idle(c, NULL, NULL) == 0)
+				return;
+			continue;
+		}
+		if (n <= 0)
+			return;
+		if (buf[0] == 'b') {
+			atomic_store(&s->busy_ok, runtime_conn_read(c, buf, sizeof(buf)) == 1);
+			n = 2;
+			memcpy(buf, "ok", 2);
+		}
+		ck_assert_int_eq(runtime_conn_write(c, buf, (size_t)n, NULL), n);
+	}
+}
+
+static void *release_clients(void *arg)
+{
+	struct release_srv *s = arg;
+	int fd[IDLE_CONNS];
+	char b[4];
+
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		fd[i] = client(s->port, (unsigned)i + 1);
+		ck_assert_int_ge(fd[i], 0);
+		echo_once(fd[i], "one");
+	}
+	for (int i = 0; i < 10000 && fibers_live(s->rt) > 2; i++)
+		usleep(1000);
+	s->live_released = fibers_live(s->rt);
+	for (int i = 0; i < IDLE_CONNS; i++)
+		echo_once(fd[i], "two");
+	ck_assert_int_eq(write(fd[0], "b", 1), 1);
+	usleep(150 * 1000); /* well past release_after: the busy read waits on */
+	ck_assert_int_eq(write(fd[0], "!", 1), 1);
+	ck_assert_int_eq(read_some(fd[0], b, 2), 2);
+	ck_assert_int_eq(runtime_drain(s->rt, 60000 * MS), 0);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		ck_assert_int_eq(read_some(fd[i], b, 1), 0); /* closed */
+		close(fd[i]);
+	}
+	return NULL;
+}
+
+START_TEST(test_release_after_frees_quiet_connections)
+{
+	static struct release_srv s;
+	struct runtime_serve_config sc;
+	struct runtime_server *srv;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&s.rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = release_handler;
+	sc.arg = &s;
+	sc.release_after_ns = 20 * MS;
+	ck_assert_int_eq(runtime_serve(s.rt, &sc, &srv), 0);
+	s.port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, release_clients, &s), 0);
+	ck_assert_int_eq(runtime_run(s.rt), 0);
+	pthread_join(th, NULL);
+	runtime_server_destroy(srv);
+	runtime_destroy(s.rt);
+	ck_assert_uint_eq(s.live_released, 2); /* watcher and acceptor only */
+	ck_assert_int_ge(s.eagain, IDLE_CONNS);
+	ck_assert_int_eq(s.busy_ok, 1);
+}
+END_TEST
+
+/* A connection of its own (no server): fn owns it; with a stream or with
+ * plain recvs (a fiber polls then); misuse leaves fn unrun. */
+struct own_conn {
+	struct runtime_conn *c;
+	int fd[2];
+	_Atomic int runs;
+	ssize_t got;
+};
+
+static void own_resumed(struct runtime_conn *c, void *arg)
+{
+	struct own_conn *o = arg;
+	char buf[8];
+
+	atomic_fetch_add(&o->runs, 1);
+	o->got = runtime_conn_read(c, buf, sizeof(buf));
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(o->fd[0]);
+}
+
+static void never_resumed(struct runtime_conn *c, void *arg)
+{
+	(void)c;
+	(void)arg;
+	ck_abort_msg("fn ran after runtime_conn_idle failed");
+}
+
+static void own_main(void *arg)
+{
+	struct own_conn *o = arg;
+
+	for (unsigned flags = 0; flags <= RUNTIME_CONN_PLAIN_RECV; flags++, o++) {
+		tcp_pair(o->fd);
+		ck_assert_int_eq(runtime_conn_open(&o->c, o->fd[1], flags), 0);
+		ck_assert_int_eq(runtime_conn_idle(NULL, own_resumed, o), -EINVAL);
+		ck_assert_int_eq(runtime_conn_idle(o->c, NULL, NULL), -EINVAL); /* not served */
+		ck_assert_int_eq(runtime_conn_idle(o->c, own_resumed, o), 0);
+		ck_assert_int_eq(runtime_conn_idle(o->c, never_resumed, NULL), -EBUSY);
+		ck_assert_int_eq(runtime_conn_close(o->c), -EBUSY);
+		runtime_sleep(20 * MS);
+		ck_assert_int_eq(atomic_load(&o->runs), 0);
+		ck_assert_int_eq(runtime_write(o->fd[0], "abc", 3), 3);
+	}
+}
+
+START_TEST(test_idle_connection_of_its_own)
+{
+	static struct own_conn o[2];
+
+	ck_assert_int_eq(run_fiber(NULL, own_main, o), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(atomic_load(&o[i].runs), 1);
+		ck_assert_int_eq(o[i].got, 3);
+	}
+}
+END_TEST
+
 /* ----------------------------------------------------------------- drain */
 
 struct drain {
@@ -796,6 +1090,10 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
 	tcase_add_test(tc, test_conn_idle_timeout);
 	tcase_add_test(tc, test_conn_finish_lets_the_last_answer_through);
+	tcase_add_test(tc, test_idle_connections_hold_no_fiber_and_drain);
+	tcase_add_test(tc, test_idle_connection_times_out);
+	tcase_add_test(tc, test_idle_connection_of_its_own);
+	tcase_add_test(tc, test_release_after_frees_quiet_connections);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("drain");
 	tcase_set_timeout(tc, 60);

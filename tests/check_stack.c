@@ -151,6 +151,63 @@ START_TEST(test_stack_cache_reuses_stacks)
 }
 END_TEST
 
+/* ------------------------------------------------------------- decay */
+
+#define BURST 600
+#define TOUCHED (32 * 1024)
+
+/* This process's resident set, in KiB. */
+static long rss_kb(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	long kb = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/* Touch TOUCHED bytes of this fiber's stack, then wait a little. */
+static void deep_sleeper(void *p)
+{
+	volatile char deep[TOUCHED];
+
+	(void)p;
+	for (size_t i = 0; i < sizeof(deep); i += 1024)
+		deep[i] = (char)i;
+	runtime_sleep(20 * MS);
+}
+
+static void burst_then_wait(void *p)
+{
+	long *kb = p;
+
+	for (int i = 0; i < BURST; i++)
+		ck_assert_int_eq(runtime_spawn(runtime_current(), deep_sleeper, NULL), 0);
+	runtime_sleep(200 * MS); /* all ended: their stacks are in the hot cache */
+	kb[0] = rss_kb();
+	runtime_sleep(2500 * MS); /* two decay periods */
+	kb[1] = rss_kb();
+}
+
+/* A burst's stacks, cached hot, give their pages back once a period has
+ * gone by without them: the resident set falls by most of BURST x
+ * TOUCHED (19 MiB). */
+START_TEST(test_stack_cache_decays_after_a_burst)
+{
+	long kb[2];
+
+	ck_assert_int_eq(run_fiber(NULL, burst_then_wait, kb), 0);
+	fprintf(stderr, "note: resident %ld KiB after the burst, %ld KiB after the decay\n",
+	        kb[0], kb[1]);
+	ck_assert_int_ge(kb[0] - kb[1], BURST * (TOUCHED / 1024) / 2);
+}
+END_TEST
+
 /* --------------------------------------------------------- guard VMAs */
 
 static int kernel_has_guard_install(void)
@@ -282,6 +339,7 @@ static Suite *stack_suite(void)
 	tcase_add_test(tc, test_stack_overflow_is_reported);
 	tcase_add_test(tc, test_stack_fiber_uses_configured_size);
 	tcase_add_test(tc, test_stack_cache_reuses_stacks);
+	tcase_add_test(tc, test_stack_cache_decays_after_a_burst);
 	tcase_add_test(tc, test_stack_guards_add_no_vma_per_stack);
 	tcase_add_test(tc, test_stack_segv_handler_chains_to_the_programs);
 	tcase_add_test(tc, test_stack_segv_handler_restored_by_destroy);

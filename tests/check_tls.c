@@ -947,6 +947,92 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 }
 END_TEST
 
+/* Over TLS too, a connection quiet past release_after waits with no
+ * fiber, and its next records are read as if it had waited in place. */
+struct released {
+	struct served base;
+	_Atomic int eagain;
+	uint64_t live_idle;
+	char got[2][8];
+};
+
+static void tls_release_echo(struct runtime_conn *c, void *arg)
+{
+	struct released *r = arg;
+	char buf[64];
+
+	for (;;) {
+		runtime_conn_set_idle(c, 1);
+		ssize_t n = runtime_conn_read(c, buf, sizeof(buf));
+		runtime_conn_set_idle(c, 0);
+		if (n == -EAGAIN) {
+			atomic_fetch_add(&r->eagain, 1);
+			if (runtime_conn_idle(c, NULL, NULL) != 1)
+				return;
+			continue;
+		}
+		if (n <= 0 || runtime_conn_write(c, buf, (size_t)n, NULL) < 0)
+			return;
+	}
+}
+
+static uint64_t live_here(void)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(runtime_current(), &st, 1, NULL);
+	return st.fibers_live;
+}
+
+static void released_client(void *arg)
+{
+	struct released *r = arg;
+	struct runtime_conn *c;
+
+	int fd = runtime_tcp_connect("127.0.0.1", r->base.port);
+	ck_assert_int_eq(runtime_conn_open(&c, fd, 0), 0);
+	ck_assert_int_eq(runtime_conn_tls_connect(c, r->base.client, "a.test"), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(runtime_conn_write(c, i ? "two" : "one", 3, NULL), 3);
+		ck_assert_int_eq(runtime_conn_read(c, r->got[i], sizeof(r->got[i]) - 1), 3);
+		for (int j = 0; j < 5000 && !i && live_here() > 3; j++)
+			runtime_sleep(MS);
+		if (!i)
+			r->live_idle = live_here(); /* watcher, acceptor, this one */
+	}
+	runtime_conn_close(c);
+	runtime_server_stop(r->base.srv);
+}
+
+START_TEST(test_tls_released_connection_reads_on)
+{
+	struct runtime_serve_config sc;
+	static struct released r;
+	struct runtime *rt;
+
+	r.base.client = client_ctx(NULL, NULL, 0);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = tls_release_echo;
+	sc.arg = &r;
+	sc.release_after_ns = 10 * MS;
+	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	ck_assert_int_eq(runtime_serve(rt, &sc, &r.base.srv), 0);
+	r.base.port = runtime_server_port(r.base.srv);
+	ck_assert_int_eq(runtime_spawn(rt, released_client, &r), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_server_destroy(r.base.srv);
+	runtime_destroy(rt);
+	runtime_tls_destroy(sc.tls);
+	runtime_tls_destroy(r.base.client);
+	ck_assert_str_eq(r.got[0], "one");
+	ck_assert_str_eq(r.got[1], "two");
+	ck_assert_int_ge(r.eagain, 1);
+	ck_assert_uint_eq(r.live_idle, 3);
+}
+END_TEST
+
 /* Every core at once on one server context and one client context: the
  * ticket keys, the client's sessions and the counts are shared. */
 #define MANY 40
@@ -1497,6 +1583,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_write_deadline_loses_nothing);
 	tcase_add_test(tc, test_tls_finish_takes_a_bare_close);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);
+	tcase_add_test(tc, test_tls_released_connection_reads_on);
 	tcase_add_test(tc, test_tls_every_core_shares_the_contexts);
 	tcase_add_test(tc, test_tls_idle_connection_frees_its_buffers);
 	tcase_add_test(tc, test_tls_bad_input_gets_clear_errors);

@@ -57,11 +57,19 @@ static void sweep(struct runtime_timer *timer, void *arg, enum runtime_timer_why
 	ic->tick++;
 	unsigned freed = 0;
 	for (struct tls_session *t = ic->head; t; t = t->next)
-		if (!t->buffers_freed && ic->tick - t->waiting_since >= 2)
-			freed += t->buffers_freed = SSL_free_buffers(t->ssl) == 1;
+		if (!t->buffers_freed && ic->tick - t->waiting_since >= 2) {
+			runtime__tls_free_buffers(t);
+			freed += t->buffers_freed;
+		}
 	if (freed >= TRIM_AFTER)
 		malloc_trim(0); /* the pages freed amid the heap go back too */
 	arm(ic);
+}
+
+void runtime__tls_free_buffers(struct tls_session *t)
+{
+	if (!t->buffers_freed)
+		t->buffers_freed = SSL_free_buffers(t->ssl) == 1;
 }
 
 void runtime__tls_wait_begin(struct tls_session *t)

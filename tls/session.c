@@ -87,7 +87,8 @@ static int ssl_call(struct tls_session *t, enum ssl_op op, const void *buf, size
 
 static bool transient(int rc)
 {
-	return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -ESHUTDOWN || rc == -EPERM;
+	return rc == -ETIMEDOUT || rc == -ECANCELED || rc == -ESHUTDOWN || rc == -EPERM ||
+	       rc == -EAGAIN; /* release_after: the connection waits idle */
 }
 
 /* A failure of this session's, for runtime_conn_tls_error: rc back. */
@@ -475,11 +476,19 @@ static int tls_close(struct runtime_conn *c)
 	return 0;
 }
 
+/* runtime_conn_idle: the connection waits with no fiber; OpenSSL's
+ * record buffers go at once (idle.c frees them only under a reader). */
+static void tls_idle(struct runtime_conn *c)
+{
+	runtime__tls_free_buffers(c->layer_state);
+}
+
 static const struct conn_layer tls_layer = {
 	.read = tls_read,
 	.writev = tls_writev,
 	.close_write = tls_close_write,
 	.pending = tls_pending,
+	.idle = tls_idle,
 	.close = tls_close,
 };
 

@@ -106,6 +106,8 @@ bool runtime__tls_keep_feed(struct tls_session *t);
 
 /* idle.c: a session's reader begins and ends a wait for the peer's bytes;
  * a session that waits long has OpenSSL's record buffers freed. */
+/* OpenSSL's record buffers go, unless they hold bytes (idle.c). */
+void runtime__tls_free_buffers(struct tls_session *t);
 void runtime__tls_wait_begin(struct tls_session *t);
 void runtime__tls_wait_end(struct tls_session *t);
 

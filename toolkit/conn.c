@@ -27,6 +27,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -147,21 +148,41 @@ static bool idle_and_draining(const struct runtime_conn *c)
 	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
+/* The first read after runtime_conn_idle's wait ended other than by bytes
+ * says why, once. */
+static int woken(struct runtime_conn *c)
+{
+	int why = c->woke;
+
+	c->woke = 0;
+	return why;
+}
+
 /* Inlined into runtime_conn_read: a read is a stream read and little more
  * (the echo demo's path). */
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
+	struct release_watch w;
 	uint64_t own = 0;
 	ssize_t n;
 
+	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
+		return woken(c);
+	bool watched = c->idle && c->server && runtime__serve_watch(c, &w);
 	do {
-		if (idle_and_draining(c))
-			return -ESHUTDOWN;
+		if (idle_and_draining(c)) {
+			n = -ESHUTDOWN;
+			break;
+		}
 		bool set = side_begin(c, &c->rd, &own);
 		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
 		side_end(&c->rd, set, own);
+		if (n == -ETIMEDOUT && watched && w.released)
+			return -EAGAIN; /* quiet past release_after */
 	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
+	if (watched)
+		runtime__serve_unwatch(c, &w);
 	if (n > 0)
 		touch(c);
 	return n;
@@ -325,12 +346,13 @@ int runtime_conn_close(struct runtime_conn *c)
 		return 0;
 	if (mine(c) < 0)
 		return -EPERM;
-	if (c->rd.fiber || c->wr.fiber)
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
 		return -EBUSY;
 	if (c->layer && c->layer->close(c) < 0)
 		return -EBUSY;
 	runtime_stream_close(c->rx);
 	int rc = runtime_close(c->fd);
+	free(c->peer_big);
 	free(c);
 	return rc;
 }
@@ -340,18 +362,31 @@ int runtime_conn_fd(const struct runtime_conn *c)
 	return c ? c->fd : -EINVAL;
 }
 
+bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len)
+{
+	void *to = &c->peer;
+
+	if (len > sizeof(c->peer) && !(to = c->peer_big = malloc(len)))
+		return false;
+	memcpy(to, addr, len);
+	c->peer_len = len;
+	return true;
+}
+
 const struct sockaddr *runtime_conn_peer(struct runtime_conn *c, socklen_t *len)
 {
+	struct sockaddr_storage ss;
+	socklen_t n = sizeof(ss);
+
 	if (!c)
 		return NULL;
-	if (!c->peer_len) {
-		socklen_t n = sizeof(c->peer);
-		if (getpeername(c->fd, (struct sockaddr *)&c->peer, &n) == 0)
-			c->peer_len = n;
-	}
+	if (!c->peer_len && getpeername(c->fd, (struct sockaddr *)&ss, &n) == 0)
+		runtime__conn_peer_set(c, &ss, n);
 	if (len)
 		*len = c->peer_len;
-	return c->peer_len ? (const struct sockaddr *)&c->peer : NULL;
+	if (!c->peer_len)
+		return NULL;
+	return c->peer_big ? c->peer_big : &c->peer.sa;
 }
 
 const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)
@@ -391,6 +426,71 @@ int runtime_conn_set_idle_timeout(struct runtime_conn *c, uint64_t timeout_ns)
 		side_recheck(c, &c->rd);
 		side_recheck(c, &c->wr);
 	}
+	return rc;
+}
+
+/* ------------------------------------------------- waiting with no fiber */
+
+static void resume(struct runtime_conn *c, int why)
+{
+	c->waiting = false;
+	c->woke = why;
+	if (c->server)
+		runtime__serve_resume(c);
+	else
+		c->resume_fn(c, c->resume_arg);
+}
+
+static void stream_woke(void *arg, int why)
+{
+	resume(arg, why);
+}
+
+/* No stream to wait on (or bytes in the layer): a fiber waits for
+ * readiness under the read side's limits, as a read would, and a drain
+ * expires it as it would a read (runtime_serve's close_idle). */
+static void poll_then_resume(void *arg)
+{
+	struct runtime_conn *c = arg;
+	uint64_t own = 0;
+	int rc = 0;
+
+	while (!(c->layer && c->layer->pending(c))) {
+		if (idle_and_draining(c)) {
+			rc = -ESHUTDOWN;
+			break;
+		}
+		bool set = side_begin(c, &c->rd, &own);
+		rc = runtime_poll(c->fd, POLLIN, -1);
+		side_end(&c->rd, set, own);
+		if (rc != -ETIMEDOUT || side_expired(c, &c->rd))
+			break;
+	}
+	resume(c, rc > 0 ? 0 : rc);
+}
+
+int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (!fn && !c->server)
+		return -EINVAL;
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
+		return -EBUSY;
+	c->resume_fn = fn;
+	c->resume_arg = arg;
+	c->idle = true;
+	c->waiting = true;
+	if (c->rx && !(c->layer && c->layer->pending(c)))
+		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
+	else
+		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
+	if (rc != 0)
+		c->waiting = false; /* 1: a read would not wait, read on */
+	else if (c->layer)
+		c->layer->idle(c);
 	return rc;
 }
 

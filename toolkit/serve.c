@@ -24,9 +24,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A core's live connections, on a cache line of its own. */
+/* A core's live connections, and its idle ones' reads that wait (the
+ * release sweep's), on a cache line of its own. */
 struct core_conns {
 	struct runtime_conn *head;
+	struct runtime_server *srv;
+	struct release_watch *watched;
+	struct runtime_timer sweep;
+	bool sweeping;              /* sweep armed, or its callback due */
 } __attribute__((aligned(64)));
 
 struct runtime_server {
@@ -35,6 +40,7 @@ struct runtime_server {
 	void *arg;
 	unsigned max_conns;
 	unsigned conn_flags;        /* for runtime_conn_open */
+	uint64_t release_after;     /* 0: never */
 	bool plain_accept;
 	struct runtime_tls *tls;    /* the caller's: outlives the server */
 	void (*on_tls_error)(struct runtime_conn *conn, int err, void *arg);
@@ -79,6 +85,33 @@ static void conns_remove(struct runtime_server *srv, struct runtime_conn *c)
 		c->next->prev = c->prev;
 }
 
+static void conn_end(struct runtime_server *srv, struct runtime_conn *c)
+{
+	conns_remove(srv, c);
+	runtime_conn_close(c);
+	atomic_fetch_sub(&srv->live, 1);
+}
+
+/* The handler, and the close after it - unless it waits with no fiber
+ * (runtime_conn_idle): then its next fiber comes back here. */
+static void run_handler(struct runtime_server *srv, struct runtime_conn *c,
+                        runtime_serve_fn *fn, void *arg)
+{
+	fn(c, arg);
+	if (!c->waiting)
+		conn_end(srv, c);
+}
+
+void runtime__serve_resume(struct runtime_conn *c)
+{
+	struct runtime_server *srv = c->server;
+
+	if (c->resume_fn)
+		run_handler(srv, c, c->resume_fn, c->resume_arg);
+	else
+		run_handler(srv, c, srv->handler, srv->arg);
+}
+
 static void conn_fiber(void *arg)
 {
 	struct runtime_conn *c = arg;
@@ -86,15 +119,13 @@ static void conn_fiber(void *arg)
 
 	int rc = srv->tls ? runtime_conn_tls_accept(c, srv->tls) : 0;
 	if (rc == 0) {
-		srv->handler(c, srv->arg);
-	} else {
-		atomic_fetch_add(&srv->tls_failed, 1);
-		if (srv->on_tls_error)
-			srv->on_tls_error(c, rc, srv->arg);
+		run_handler(srv, c, srv->handler, srv->arg);
+		return;
 	}
-	conns_remove(srv, c);
-	runtime_conn_close(c);
-	atomic_fetch_sub(&srv->live, 1);
+	atomic_fetch_add(&srv->tls_failed, 1);
+	if (srv->on_tls_error)
+		srv->on_tls_error(c, rc, srv->arg);
+	conn_end(srv, c);
 }
 
 /* A connection accepted on this core: served, or refused over the cap. */
@@ -117,8 +148,7 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 		atomic_fetch_add(&srv->refused, 1);
 		return;
 	}
-	memcpy(&c->peer, peer, len);
-	c->peer_len = len;
+	runtime__conn_peer_set(c, peer, len); /* or unknown: asked for later */
 	c->server = srv;
 	conns_add(srv, c);
 	atomic_fetch_add(&srv->accepted, 1);
@@ -127,6 +157,78 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 		runtime_conn_close(c);
 		atomic_fetch_sub(&srv->live, 1);
 	}
+}
+
+/* --------------------------------------------------------- the release */
+
+/*
+ * release_after: an idle connection's read that waits goes on its core's
+ * list (the node is on the reader's stack), and a sweep every
+ * release_after (a timer of the core, armed only while the list has
+ * some) releases those it finds a second time - quiet for between one
+ * and two periods, with no clock read per read: their read returns
+ * -EAGAIN and the handler hands the connection to runtime_conn_idle.
+ */
+static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why);
+
+static void sweep_arm(struct core_conns *l)
+{
+	l->sweeping = runtime_timer_start(&l->sweep, l->srv->release_after, sweep, l) == 0;
+}
+
+static void unlink_watch(struct core_conns *l, struct release_watch *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		l->watched = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+}
+
+/* A shutdown's end of the timer releases nobody: the reads are cancelled. */
+static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	struct core_conns *l = arg;
+
+	(void)t;
+	l->sweeping = false;
+	if (why != RUNTIME_TIMER_FIRED)
+		return;
+	for (struct release_watch *w = l->watched, *next; w; w = next) {
+		next = w->next;
+		if (!w->seen) {
+			w->seen = true;
+			continue;
+		}
+		unlink_watch(l, w);
+		w->released = true;
+		runtime_fiber_expire(w->reader);
+	}
+	if (l->watched)
+		sweep_arm(l);
+}
+
+bool runtime__serve_watch(struct runtime_conn *c, struct release_watch *w)
+{
+	struct runtime_server *srv = c->server;
+	struct core_conns *l = &srv->conns[c->core];
+
+	if (!srv->release_after)
+		return false;
+	*w = (struct release_watch){ .next = l->watched, .reader = runtime_fiber_self() };
+	if (l->watched)
+		l->watched->prev = w;
+	l->watched = w;
+	if (!l->sweeping)
+		sweep_arm(l);
+	return true;
+}
+
+void runtime__serve_unwatch(struct runtime_conn *c, struct release_watch *w)
+{
+	if (!w->released)
+		unlink_watch(&c->server->conns[c->core], w);
 }
 
 /* ------------------------------------------------------------ each core */
@@ -247,6 +349,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->arg = cfg->arg;
 	srv->max_conns = cfg->max_conns;
 	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
+	srv->release_after = cfg->release_after_ns;
 	srv->plain_accept = cfg->plain_accept;
 	srv->tls = cfg->tls;
 	srv->on_tls_error = cfg->on_tls_error;
@@ -258,6 +361,8 @@ static struct runtime_server *server_new(struct runtime *rt,
 		return NULL;
 	}
 	memset(srv->conns, 0, n * sizeof(*srv->conns));
+	for (unsigned i = 0; i < n; i++)
+		srv->conns[i].srv = srv;
 	for (unsigned i = 0; i < n; i++)
 		srv->fds[i] = -1;
 	return srv;

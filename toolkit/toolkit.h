@@ -11,6 +11,7 @@
 
 #include <runtime.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -36,6 +37,9 @@ struct conn_layer {
 	int (*close_write)(struct runtime_conn *c);
 	/* Bytes of the peer's held in the layer (a drain reads them). */
 	bool (*pending)(const struct runtime_conn *c);
+	/* runtime_conn_idle: the connection now waits with no fiber - give
+	 * back what an idle connection need not hold. */
+	void (*idle)(struct runtime_conn *c);
 	/* From runtime_conn_close, before the socket closes: never waits;
 	 * frees the layer's state (0), or -EBUSY (a fiber is in it: nothing
 	 * changed). */
@@ -51,13 +55,44 @@ struct runtime_conn {
 	uint64_t idle_ns;           /* the idle timeout, 0: none */
 	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
-	struct sockaddr_storage peer;
+	union {                     /* the peer's address, if IP: a few bytes */
+		struct sockaddr sa;     /* where sockaddr_storage would take 128 */
+		struct sockaddr_in6 in6;
+	} peer;
+	struct sockaddr *peer_big;  /* or a longer one (AF_UNIX), malloc'ed */
 	socklen_t peer_len;         /* 0: not known yet */
 	const struct conn_layer *layer; /* NULL: plain */
 	void *layer_state;
+	bool waiting;               /* runtime_conn_idle: the core has it */
+	int woke;                   /* why that wait ended, for the next read */
+	runtime_serve_fn *resume_fn; /* what runs when it ends */
+	void *resume_arg;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 };
+
+/* A read of an idle connection of runtime_serve's that waits, while
+ * release_after is set: on its core's list, on the reader's stack
+ * (serve.c's sweep releases it: the read returns -EAGAIN). */
+struct release_watch {
+	struct release_watch *prev, *next;
+	struct runtime_fiber *reader;
+	bool seen;                  /* one sweep has passed it */
+	bool released;
+};
+
+/* serve.c: watch (true) or not (the server does not release). */
+bool runtime__serve_watch(struct runtime_conn *c, struct release_watch *w);
+void runtime__serve_unwatch(struct runtime_conn *c, struct release_watch *w);
+
+/* serve.c: run a connection's handler (resume_fn, or the server's) in a
+ * fiber whose wait (runtime_conn_idle) ended, and close it after unless
+ * the handler waits again. */
+void runtime__serve_resume(struct runtime_conn *c);
+
+/* conn.c: keep addr (len bytes) as the connection's peer; false if it
+ * cannot (no memory for a long one): it stays unknown. */
+bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len);
 
 /* tls/: 0 if tls can serve (a server context with a certificate), else
  * -EINVAL. */

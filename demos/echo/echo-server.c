@@ -33,24 +33,48 @@
 #include <unistd.h>
 
 #define BUF_SIZE (64 * 1024)
+#define MS (1000ull * 1000ull)
 
 struct server {
 	int quiet;
 	int plain_recv;
 	const char *tls_cert, *tls_key;
+	unsigned release_ms;        /* --release-after; UINT_MAX: never */
 };
 
-static struct server srv;
+static struct server srv = { .release_ms = 10 };
 
-/* Echo until EOF, an error or a cancel; runtime_serve closes the
- * connection after. */
+/* The next bytes (> 0), the end (0, or -errno); or 0 too once the
+ * connection has been quiet for --release-after: it waits with no fiber
+ * from then on (runtime_conn_idle), and runtime_serve calls echo again
+ * when bytes come. Between messages the connection is idle: a drain
+ * closes it, and runtime_serve's release_after sweep makes its read
+ * -EAGAIN once it has been quiet that long. */
+static ssize_t next_bytes(struct runtime_conn *conn, char *buf)
+{
+	for (;;) {
+		int rc;
+		if (srv.release_ms == 0 && (rc = runtime_conn_idle(conn, NULL, NULL)) <= 0)
+			return rc; /* at once; 1: bytes are here */
+		runtime_conn_set_idle(conn, 1);
+		ssize_t n = runtime_conn_read(conn, buf, BUF_SIZE);
+		runtime_conn_set_idle(conn, 0);
+		if (n != -EAGAIN || (rc = runtime_conn_idle(conn, NULL, NULL)) < 0)
+			return n;
+		if (rc == 0)
+			return 0;
+	}
+}
+
+/* Echo until EOF, an error, a cancel or a quiet spell; runtime_serve
+ * closes the connection after, unless it waits idle. */
 static void echo(struct runtime_conn *conn, void *arg)
 {
 	char buf[BUF_SIZE];
 	ssize_t n;
 
 	(void)arg;
-	while ((n = runtime_conn_read(conn, buf, sizeof(buf))) > 0)
+	while ((n = next_bytes(conn, buf)) > 0)
 		if (runtime_conn_write(conn, buf, (size_t)n, NULL) < 0)
 			break;
 }
@@ -59,7 +83,8 @@ static void usage(FILE *to)
 {
 	fputs("usage: echo-server [--host ADDR] [--port P] [--cores N] [--engine E]\n"
 	      "       [--fixed-files] [--sqpoll] [--busy-poll US] [--no-register-ring]\n"
-	      "       [--plain-recv] [--stream-buffers N] [--stream-buffer-size BYTES]\n"
+	      "       [--plain-recv] [--release-after MS|never] [--stream-buffers N]\n"
+	      "       [--stream-buffer-size BYTES]\n"
 	      "       [--tls-cert FILE --tls-key FILE] [--quiet] [--help]\n"
 	      "A TCP echo server, one fiber per connection; SIGINT/SIGTERM stop it cleanly.\n"
 	      "  --host ADDR        address to listen on (default 0.0.0.0)\n"
@@ -72,6 +97,9 @@ static void usage(FILE *to)
 	      "  --busy-poll US     poll each ring for completions for up to US microseconds\n"
 	      "  --no-register-ring do not register the ring fds (io_uring_register_ring_fd)\n"
 	      "  --plain-recv       one recv SQE per read instead of a multishot receive stream\n"
+	      "  --release-after MS a connection quiet this long gives its fiber stack back\n"
+	      "                     and waits with none (default 10; 0: at once; with\n"
+	      "                     --release-after never, never)\n"
 	      "  --stream-buffers N, --stream-buffer-size BYTES\n"
 	      "                     the provided-buffer ring of each core's receive streams\n"
 	      "                     (default 1024 x 4096)\n"
@@ -106,6 +134,7 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		{ "busy-poll", required_argument, NULL, 'b' },
 		{ "no-register-ring", no_argument, NULL, 'r' },
 		{ "plain-recv", no_argument, NULL, 'P' },
+		{ "release-after", required_argument, NULL, 'R' },
 		{ "stream-buffers", required_argument, NULL, 'B' },
 		{ "stream-buffer-size", required_argument, NULL, 'S' },
 		{ "tls-cert", required_argument, NULL, 'C' },
@@ -119,6 +148,10 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 
 	/* Long options only: i then always names the option found. */
 	while ((c = getopt_long(argc, argv, "", opts, &i)) != -1) {
+		if (c == 'R' && !strcmp(optarg, "never")) {
+			srv.release_ms = UINT_MAX;
+			continue;
+		}
 		if (c != '?' && c != 'h' && c != 'e' && c != 'C' && c != 'K' && opts[i].has_arg &&
 		    parse_number(opts[i].name, optarg, c == 'p' ? 65535 : UINT_MAX, &n) < 0)
 			return -1;
@@ -138,6 +171,7 @@ static int parse_options(int argc, char **argv, struct runtime_config *cfg, cons
 		case 'b': cfg->busy_poll_us = (unsigned)n; break;
 		case 'r': cfg->register_ring_fd = 0; break;
 		case 'P': srv.plain_recv = 1; break;
+		case 'R': srv.release_ms = (unsigned)(n < UINT_MAX ? n : UINT_MAX - 1); break;
 		case 'B': cfg->stream_buffers = (unsigned)n; break;
 		case 'S': cfg->stream_buffer_size = (unsigned)n; break;
 		case 'C': srv.tls_cert = optarg; break;
@@ -186,6 +220,8 @@ int main(int argc, char **argv)
 	sc.plain_recv = srv.plain_recv;
 	sc.tls = tls;
 	sc.handler = echo;
+	if (srv.release_ms && srv.release_ms != UINT_MAX)
+		sc.release_after_ns = srv.release_ms * MS;
 	if ((rc = runtime_shutdown_on_signals(rt)) < 0 || (rc = runtime_serve(rt, &sc, &server)) < 0) {
 		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port, strerror(-rc));
 		return 1;

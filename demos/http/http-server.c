@@ -34,6 +34,7 @@ static void usage(FILE *to)
 	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--engine E] [--root DIR]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
+	        "                   [--release-after MS]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy\n"
@@ -41,6 +42,7 @@ static void usage(FILE *to)
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
+	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
 }
 
@@ -53,6 +55,7 @@ static int parse_options(int argc, char **argv)
 		{ "root", 1, NULL, 'r' }, { "limit", 1, NULL, 'l' }, { "max-conns", 1, NULL, 'm' },
 		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
 		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
+		{ "release-after", 1, NULL, 'R' },
 		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
 		{ "plain-recv", 0, NULL, 'P' }, { "plain-accept", 0, NULL, 'A' },
 		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
@@ -65,7 +68,7 @@ static int parse_options(int argc, char **argv)
 
 	*o = (struct options){ .host = "0.0.0.0", .port = 8080, .cores = 1, .limit = 4,
 		.max_conns = 10000, .body_max = 1 << 20, .header_timeout_ms = 10000,
-		.idle_timeout_ms = 60000, .grace_ms = 5000 };
+		.idle_timeout_ms = 60000, .grace_ms = 5000, .release_after_ms = 10 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
@@ -81,6 +84,7 @@ static int parse_options(int argc, char **argv)
 		                 o->header_timeout_ms; break;
 		case 'i': ok = demo_number(optarg, 1u << 30, &o->idle_timeout_ms); break;
 		case 'g': ok = demo_number(optarg, 1u << 30, &o->grace_ms); break;
+		case 'R': ok = demo_number(optarg, 1u << 30, &o->release_after_ms); break;
 		case 'a': o->access_log = true; break;
 		case 'f': o->fixed_files = true; break;
 		case 'P': o->plain_recv = true; break;
