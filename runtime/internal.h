@@ -578,8 +578,11 @@ struct bufpool {
 	                               kernel's, or taken to read into) */
 	uint16_t *next;             /* per buffer: the next in its stream */
 	uint32_t *len;              /* per buffer: bytes received into it */
-	uint16_t *free;             /* epoll: the free buffers, nfree of them */
+	uint16_t *free;             /* free buffers, nfree of them, last in first
+	                               out: epoll's engine takes from here;
+	                               io_uring's ring is topped up from here */
 	unsigned nfree;
+	unsigned lend_target;       /* io_uring: buffers kept in the ring */
 	uint8_t state;              /* enum pool_state */
 	bool no_multishot;          /* the kernel refused a multishot recv */
 };

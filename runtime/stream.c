@@ -59,18 +59,51 @@ static char *buf_at(const struct bufpool *p, unsigned bid)
 	return p->base + (size_t)bid * p->stride;
 }
 
-/* Buffer bid is free for data to come again: lent to the kernel
- * (io_uring), or back on the free list (epoll). */
+static void ring_add(struct bufpool *p, unsigned bid)
+{
+	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
+	                      io_uring_buf_ring_mask(p->count), 0);
+	io_uring_buf_ring_advance(p->ring, 1);
+	p->lent++;
+}
+
+/*
+ * Buffer bid is free for data to come again. On epoll it goes back on the
+ * free list, which the engine takes from (last in, first out). io_uring's
+ * kernel takes buffers in ring order, so a ring holding them all would
+ * walk every buffer of the pool (4 MiB a core by default) resident, one
+ * message after another. The ring holds lend_target of them instead, and
+ * the rest wait on the free list, last in first out, to top it up: a
+ * light load keeps reusing the same few buffers (and cache lines), a
+ * heavy one raises the target (the ring ran dry: -ENOBUFS, starved()).
+ */
 static void buf_give(struct bufpool *p, unsigned bid)
 {
-	if (p->ring) {
-		io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
-		                      io_uring_buf_ring_mask(p->count), 0);
-		io_uring_buf_ring_advance(p->ring, 1);
-	} else {
-		p->free[p->nfree++] = (uint16_t)bid;
+	if (p->ring && p->lent < p->lend_target) {
+		ring_add(p, bid);
+		return;
 	}
-	p->lent++;
+	p->free[p->nfree++] = (uint16_t)bid;
+	if (!p->ring)
+		p->lent++;
+}
+
+/* io_uring: the ring down to half its target (its buffers held queued):
+ * the free list fills it in. A buffer read out goes back to the ring
+ * itself (buf_give). */
+static void top_up(struct bufpool *p)
+{
+	while (p->lent < p->lend_target && p->nfree)
+		ring_add(p, p->free[--p->nfree]);
+}
+
+/* io_uring: the ring ran dry - lend the kernel more from now on. */
+static void lend_more(struct bufpool *p)
+{
+	if (p->ring && p->lend_target < p->count) {
+		p->lend_target = p->lend_target * 2 < p->count ? p->lend_target * 2 : p->count;
+		top_up(p);
+	}
 }
 
 /* A taken buffer counts as lent until its data is delivered (stream_cqe),
@@ -160,15 +193,19 @@ static bool pool_ready(struct core *c)
 	p->base = map_buffers(p->base_bytes);
 	p->next = calloc(p->count, sizeof(*p->next));
 	p->len = calloc(p->count, sizeof(*p->len));
-	if (!c->ring_ready) /* epoll: the engine takes free buffers from here */
-		p->free = calloc(p->count, sizeof(*p->free));
-	if (!p->base || !p->next || !p->len || !(c->ring_ready ? pool_lend(c, p) : !!p->free)) {
+	p->free = calloc(p->count, sizeof(*p->free));
+	p->lend_target = p->count / 4 ? p->count / 4 : 1;
+	if (!p->base || !p->next || !p->len || !p->free || (c->ring_ready && !pool_lend(c, p))) {
 		runtime__bufpool_free(c);
 		p->state = POOL_FAILED;
 		return false;
 	}
-	for (unsigned bid = 0; bid < p->count; bid++)
-		buf_give(p, bid);
+	for (unsigned bid = 0; bid < p->lend_target && p->ring; bid++)
+		ring_add(p, bid); /* the lowest first, the rest on the free list: */
+	for (unsigned bid = p->count; bid-- > (p->ring ? p->lend_target : 0);)
+		p->free[p->nfree++] = (uint16_t)bid; /* lowest on top */
+	if (!p->ring)
+		p->lent = p->count;
 	p->state = POOL_READY;
 	return true;
 }
@@ -190,10 +227,11 @@ void runtime__bufpool_free(struct core *c)
 	*p = (struct bufpool){ .state = POOL_UNTRIED };
 }
 
-/* Under a quarter of the buffers lent: leave the rest to queued data. */
+/* Under a quarter of the buffers free for data to come (lent, or waiting
+ * to be): leave the rest to queued data. */
 static bool pool_low(const struct bufpool *p)
 {
-	return p->lent < p->count / 4;
+	return p->lent + (p->ring ? p->nfree : 0) < p->count / 4;
 }
 
 /* ---------------------------------------------------------- the queue */
@@ -254,6 +292,14 @@ static struct runtime_stream *stream_of(struct mshot *m)
 	return container_of(m, struct runtime_stream, m);
 }
 
+/* The ring ran dry under this stream: its next read is a plain recv, and
+ * the core lends the kernel more. */
+static void starved(struct runtime_stream *s)
+{
+	s->starved = true;
+	lend_more(&s->m.core->bufpool);
+}
+
 /* The multishot ended: note why. */
 static void ended(struct runtime_stream *s, int res)
 {
@@ -262,7 +308,7 @@ static void ended(struct runtime_stream *s, int res)
 	else if (res == 0)
 		s->end = 1;
 	else if (res == -ENOBUFS)
-		s->starved = true;
+		starved(s);
 	else if (res < 0 && res != -ECANCELED)
 		s->end = res;
 }
@@ -279,6 +325,8 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 			buf_give(p, bid);
 		else
 			stash(p, s, bid, (uint32_t)res);
+		if (p->lent < p->lend_target / 2 && p->ring)
+			top_up(p); /* buffers are held queued: the free list fills in */
 	}
 	if (m->closed)
 		return;
