@@ -24,6 +24,9 @@
 #               skipped with a message
 #   SHORT (1000)  LONG (11000)
 #   ENGINE      RUNTIME_ENGINE for the demos (default: theirs, io_uring)
+#   BREAKDOWN   a number of rows: also print, per server, where an operation's
+#               instructions go - per function, inclusive and self
+#               (bench/callgrind_perop.py; doc/perf/pathlen.md shows one)
 #   DEMO_FLAGS  more flags for the two demos: "--release-after 0" puts every
 #               operation on the path of a connection that waited idle with
 #               no fiber, "--release-after never" keeps the fiber throughout
@@ -37,6 +40,7 @@ SERVERS=${SERVERS:-http raw nginx echo}
 SHORT=${SHORT:-1000} LONG=${LONG:-11000}
 ENGINE=${ENGINE:-}
 DEMO_FLAGS=${DEMO_FLAGS:-}
+BREAKDOWN=${BREAKDOWN:-}
 LIBS=$BUILD/runtime/.libs:$BUILD/http/.libs
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -118,8 +122,8 @@ server_cmd() { # NAME PORT
 }
 
 # Instructions of one callgrind run of NAME over N operations.
-instructions() { # NAME N
-	local port cmd out=$work/cg.out pid
+instructions() { # NAME N (the profile stays in $work/cg.N.out)
+	local port cmd out=$work/cg.$2.out pid
 	port=$(free_port)
 	cmd=$(server_cmd "$1" "$port")
 	# shellcheck disable=SC2086
@@ -154,5 +158,7 @@ for name in $SERVERS; do
 	[ "$name" = echo ] && unit="64-byte round trip"
 	printf '%-6s %6d instructions per %s (%s ops: %s, %s ops: %s)\n' "$name" \
 		$(( (b - a) / (LONG - SHORT) )) "$unit" "$SHORT" "$a" "$LONG" "$b"
+	[ -n "$BREAKDOWN" ] && python3 "$here/callgrind_perop.py" "$work/cg.$SHORT.out" \
+		"$work/cg.$LONG.out" $((LONG - SHORT)) "$BREAKDOWN"
 done
 exit $failed
