@@ -221,64 +221,32 @@ static bool park_claim(struct fiber *f)
 
 /* ------------------------------------------------------------ deadlines */
 
-/*
- * A fiber's deadline timer is lazy. It stays armed when a wait ends, and
- * the next wait under a deadline no earlier keeps it as it is: a
- * connection whose deadline moves on with each request (now + its idle
- * timeout) costs a compare per wait, not a heap push and a pop. When it
- * fires early - the wait's deadline has moved later - it is armed again
- * for that one; when no wait is under it, it stops. Until then it counts
- * in c->dl_lingering, which the deadlock check sets aside: a lingering
- * timer is nobody's pending work.
- */
-static void deadline_fire(struct timer *t, enum runtime_timer_why why)
+/* A fiber's deadline timer is a lazy one (timer.c): a connection whose
+ * deadline moves on with each request costs a compare per wait. */
+static void deadline_passed(struct lazy_deadline *d)
 {
-	struct fiber *f = container_of(t, struct fiber, dl_timer);
+	struct fiber *f = container_of(d, struct fiber, dl);
 
-	(void)why;
-	if (!f->dl_waiting) {
-		f->core->dl_lingering--;
-		return;
-	}
-	if (f->dl_wait > t->deadline) {
-		runtime__timer_start(f->core, t, f->dl_wait);
-		return;
-	}
-	f->dl_waiting = false; /* once: the wait may go on until it is over */
 	f->dl_expire(f, f->dl_ctx);
 }
 
 void runtime__deadline_begin(struct fiber *f, uint64_t deadline,
                              void (*expire)(struct fiber *f, void *ctx), void *ctx)
 {
-	struct timer *t = &f->dl_timer;
-
-	f->dl_wait = deadline;
 	f->dl_expire = expire;
 	f->dl_ctx = ctx;
-	f->dl_waiting = true;
-	if (t->state == TIMER_ARMED) {
-		f->core->dl_lingering--;
-		if (t->deadline <= deadline)
-			return; /* fires first, and is armed again then */
-		runtime__timer_stop(t);
-	}
-	t->fire = deadline_fire;
-	runtime__timer_start(f->core, t, deadline);
+	runtime__lazy_begin(f->core, &f->dl, deadline, deadline_passed);
 }
 
 void runtime__deadline_end(struct fiber *f)
 {
-	f->dl_waiting = false;
-	if (f->dl_timer.state == TIMER_ARMED)
-		f->core->dl_lingering++;
+	runtime__lazy_end(&f->dl);
 }
 
 /* The fiber ends: its timer must not outlive it. */
 static void deadline_drop(struct fiber *f)
 {
-	if (runtime__timer_stop(&f->dl_timer))
-		f->core->dl_lingering--;
+	runtime__lazy_drop(&f->dl);
 }
 
 /* A timed suspend's end: the deadline came first. A parked fiber must win

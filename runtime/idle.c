@@ -59,7 +59,7 @@ static void poller_main(void *p)
 
 	if (w->state == IDLE_WAITING) {
 		w->poller = runtime_fiber_self();
-		runtime_deadline_set(w->deadline);
+		runtime_deadline_set(w->dl.wait);
 		int rc = runtime_poll(w->fd, POLLIN, -1);
 		runtime_deadline_set(0);
 		w->poller = NULL;
@@ -70,81 +70,27 @@ static void poller_main(void *p)
 	run_continuation(w);
 }
 
-/* ------------------------------------------------------- the deadline */
-
-/*
- * The deadline timer is lazy, as a fiber's is (fiber.c): a wait that ends
- * by bytes leaves it armed, and the next wait under a deadline no earlier
- * (an idle timeout counted from each request) keeps it as it is - no heap
- * push and pop per request. Firing early, it is armed again for the wait
- * under way; with no wait under it, it stops. Until then it lingers,
- * counted in c->dl_lingering, which the deadlock check sets aside.
- */
-static void timer_drop(struct idle *w)
-{
-	if (runtime__timer_stop(&w->timer) && w->lingering)
-		w->timer.core->dl_lingering--;
-	w->lingering = false;
-}
-
-static void deadline_passed(struct timer *t, enum runtime_timer_why why)
-{
-	struct idle *w = container_of(t, struct idle, timer);
-
-	(void)why;
-	if (w->lingering) {
-		w->lingering = false;
-		t->core->dl_lingering--;
-	} else if (w->deadline > t->deadline) { /* moved later */
-		if (w->deadline != NEVER)
-			runtime__timer_start(t->core, t, w->deadline);
-	} else {
-		runtime__idle_wake(w, -ETIMEDOUT);
-	}
-}
-
-/* A wait begins under w->deadline. */
-static void deadline_arm(struct core *c, struct idle *w)
-{
-	struct timer *t = &w->timer;
-
-	if (t->state == TIMER_ARMED) {
-		if (w->lingering)
-			c->dl_lingering--;
-		w->lingering = false;
-		if (t->deadline <= w->deadline)
-			return; /* fires first, and is armed again then */
-		runtime__timer_stop(t);
-	}
-	t->fire = deadline_passed;
-	if (w->deadline != NEVER)
-		runtime__timer_start(c, t, w->deadline);
-}
-
 /* ------------------------------------------------------------- waking */
 
-static void spawn_retry(struct timer *t, enum runtime_timer_why why);
+static void spawn_retry(struct lazy_deadline *d);
 
 /* Start the continuation's fiber (cancelled at once in a shutdown). No
- * stack to be had: try again in a millisecond; the record stays the
- * core's load meanwhile. */
+ * stack to be had: try again in a millisecond, the deadline's timer
+ * serving as the retry's; the record stays the core's load meanwhile. */
 static void start_continuation(struct idle *w)
 {
-	struct core *c = w->timer.core;
+	struct core *c = w->dl.timer.core;
 
 	if (runtime__fiber_spawn_here(c, continuation_main, w) == 0) {
 		runtime__load_sub(c); /* the fiber carries the load from here */
 		return;
 	}
-	timer_drop(w);
-	w->timer.fire = spawn_retry;
-	runtime__timer_start(c, &w->timer, deadline_add(c->now, SPAWN_RETRY_NS));
+	runtime__lazy_begin(c, &w->dl, deadline_add(c->now, SPAWN_RETRY_NS), spawn_retry);
 }
 
-static void spawn_retry(struct timer *t, enum runtime_timer_why why)
+static void spawn_retry(struct lazy_deadline *d)
 {
-	(void)why;
-	start_continuation(container_of(t, struct idle, timer));
+	start_continuation(container_of(d, struct idle, dl));
 }
 
 void runtime__idle_wake(struct idle *w, int why)
@@ -158,13 +104,16 @@ void runtime__idle_wake(struct idle *w, int why)
 			runtime_fiber_expire(w->poller);
 		return;
 	}
-	if (w->timer.state == TIMER_ARMED) {
-		w->lingering = true;
-		w->timer.core->dl_lingering++;
-	}
+	runtime__lazy_end(&w->dl);
 	start_continuation(w);
 }
 
+/* The deadline's timer is lazy (timer.c): an idle timeout counted from
+ * each request costs no heap push and pop per request. */
+static void deadline_passed(struct lazy_deadline *d)
+{
+	runtime__idle_wake(container_of(d, struct idle, dl), -ETIMEDOUT);
+}
 
 /* ------------------------------------------------------------- waiting */
 
@@ -176,17 +125,18 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 	w->fn = fn;
 	w->arg = arg;
 	w->fd = fd;
-	w->deadline = deadline;
 	w->why = 0;
 	w->poller = NULL;
 	w->polling = polling;
 	w->state = IDLE_WAITING;
-	w->timer.core = c; /* the rest of the timer is the heap's */
+	w->dl.timer.core = c;
+	w->dl.wait = deadline; /* the poller's, or the timer's below */
 	if (polling && runtime__fiber_spawn_here(c, poller_main, w) < 0)
 		w->polling = false; /* no stack: wake at once, the read will wait */
 	if (!w->polling) {
-		runtime__load_add(c);
-		deadline_arm(c, w);
+		runtime__load_add(c); /* no deadline: no timer, the recv is in flight */
+		if (deadline != NEVER)
+			runtime__lazy_begin(c, &w->dl, deadline, deadline_passed);
 	}
 	if (polling && !w->polling)
 		runtime__idle_wake(w, 0);
@@ -201,6 +151,6 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
  * timer. */
 void runtime__idle_forget(struct idle *w)
 {
-	timer_drop(w);
+	runtime__lazy_drop(&w->dl);
 	w->state = IDLE_NONE;
 }

@@ -295,6 +295,23 @@ struct timer {
 	void *user_arg;
 };
 
+/*
+ * A lazy deadline (timer.c): the timer of waits whose deadline moves on
+ * with each wait (now + a timeout), a fiber's or an idle stream's. It
+ * stays armed when a wait ends, and the next wait under a deadline no
+ * earlier keeps it as it is: a compare per wait, not a heap push and pop.
+ * Firing early - the wait's deadline has moved later - it is armed again
+ * for that one; with no wait under it, it stops. Until then it lingers,
+ * counted in c->dl_lingering, which the deadlock check sets aside: a
+ * lingering timer is nobody's pending work.
+ */
+struct lazy_deadline {
+	struct timer timer;
+	uint64_t wait;              /* the wait's deadline, NEVER: none */
+	void (*expire)(struct lazy_deadline *d); /* it passed: end the wait */
+	bool waiting;               /* a wait is under it */
+};
+
 /* runtime_cleanup's storage, on the fiber's stack from begin to end. */
 struct cleanup {
 	struct cleanup *outer;      /* the enclosing cleanup, or NULL */
@@ -341,13 +358,11 @@ struct fiber {
 	int xwake_res;              /* their result, published by the push */
 	struct stack stack;
 	uint64_t block_since;       /* the core's clock when it suspended */
-	/* The lazy deadline timer (fiber.c): the wait's deadline and what
-	 * ends the wait when it passes, while dl_waiting. */
-	struct timer dl_timer;
-	uint64_t dl_wait;
+	/* The deadline of the wait under way (a lazy one, timer.c) and what
+	 * ends the wait when it passes. */
+	struct lazy_deadline dl;
 	void (*dl_expire)(struct fiber *f, void *ctx);
 	void *dl_ctx;
-	bool dl_waiting;
 	char name[RUNTIME_FIBER_NAME_MAX]; /* runtime_fiber_name_set */
 #ifdef RUNTIME_ASAN
 	void *asan_fake_stack;
@@ -440,6 +455,12 @@ bool runtime__timer_stop(struct timer *t);
 void runtime__timers_run(struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
+
+/* Arm d's timer for its wait (timer.c): the slow path of lazy_begin. */
+void runtime__lazy_arm(struct core *c, struct lazy_deadline *d);
+
+/* Its owner goes: the timer must not outlive it. */
+void runtime__lazy_drop(struct lazy_deadline *d);
 
 /* ----------------------------------------------------------- sync waits */
 
@@ -650,16 +671,15 @@ enum idle_state {
 
 /* A stream waiting with no fiber (idle.c), inside the stream. */
 struct idle {
-	struct timer timer;         /* the deadline; then a failed spawn's retry */
+	struct lazy_deadline dl;    /* the wait's deadline; then a failed
+	                               spawn's retry */
 	runtime_stream_idle_fn *fn;
 	void *arg;
-	uint64_t deadline;          /* NEVER: none */
 	struct runtime_fiber *poller; /* polling: the fiber, once in its poll */
 	int fd;
 	int why;                    /* what ended the wait, for fn */
 	uint8_t state;              /* enum idle_state */
 	bool polling;               /* a fiber polls: the engine cannot watch */
-	bool lingering;             /* the timer is armed with no wait under it */
 };
 
 void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadline,
@@ -906,6 +926,35 @@ void runtime__work_done(struct runtime *rt);
 
 /* A core's load (live fibers, armed public timers) is its own; it counts
  * as one unit of the runtime's work while it is not zero. */
+/* Lazy deadlines (see struct lazy_deadline), inline: the common case is
+ * a compare. */
+/* A wait begins on core c: expire(d) runs once at deadline, unless
+ * runtime__lazy_end came first. */
+static inline void runtime__lazy_begin(struct core *c, struct lazy_deadline *d,
+                                       uint64_t deadline,
+                                       void (*expire)(struct lazy_deadline *d))
+{
+	d->wait = deadline;
+	d->expire = expire;
+	d->waiting = true;
+	if (d->timer.state == TIMER_ARMED) {
+		c->dl_lingering--; /* no longer lingering: a wait is under it */
+		if (d->timer.deadline <= deadline)
+			return; /* fires first, and is armed again then */
+	}
+	runtime__lazy_arm(c, d);
+}
+
+/* The wait is over (its timer may linger). */
+static inline void runtime__lazy_end(struct lazy_deadline *d)
+{
+	if (!d->waiting)
+		return; /* it expired */
+	d->waiting = false;
+	if (d->timer.state == TIMER_ARMED)
+		d->timer.core->dl_lingering++;
+}
+
 static inline void runtime__load_add(struct core *c)
 {
 	if (c->load++ == 0)

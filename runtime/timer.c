@@ -209,6 +209,42 @@ void runtime__timers_free(struct core *c)
 	memset(&c->timers, 0, sizeof(c->timers));
 }
 
+/* ------------------------------------------------------ lazy deadlines */
+
+static void lazy_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct lazy_deadline *d = container_of(t, struct lazy_deadline, timer);
+
+	(void)why;
+	if (!d->waiting) {
+		t->core->dl_lingering--;
+		return;
+	}
+	if (d->wait > t->deadline) { /* moved later */
+		runtime__timer_start(t->core, t, d->wait);
+		return;
+	}
+	d->waiting = false; /* once: the wait may go on until it is over */
+	d->expire(d);
+}
+
+void runtime__lazy_arm(struct core *c, struct lazy_deadline *d)
+{
+	struct timer *t = &d->timer;
+
+	runtime__timer_stop(t); /* armed later than the wait's deadline */
+	t->fire = lazy_fire;
+	runtime__timer_start(c, t, d->wait); /* NEVER too: a wait that only a
+	                                        cancel ends is no deadlock */
+}
+
+void runtime__lazy_drop(struct lazy_deadline *d)
+{
+	if (runtime__timer_stop(&d->timer) && !d->waiting)
+		d->timer.core->dl_lingering--;
+	d->waiting = false;
+}
+
 /* ---------------------------------------------------------------- sleep */
 
 int runtime_sleep(uint64_t ns)

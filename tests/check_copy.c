@@ -45,14 +45,6 @@ static size_t pattern_mismatch(const char *buf, size_t len, size_t from)
 	return len;
 }
 
-static uint64_t fibers_live(void)
-{
-	struct runtime_core_stats st;
-
-	runtime_stats(runtime_current(), &st, 1, NULL);
-	return st.fibers_live;
-}
-
 /* ------------------------------------------------ a counting transport */
 
 struct counted {
@@ -615,7 +607,7 @@ static void both_main(void *arg)
 	char buf[64];
 
 	proxy_pairs(&p, false);
-	uint64_t live = fibers_live();
+	uint64_t live = fibers_live(runtime_current());
 	struct runtime_fiber *px = start(proxy_main, &p), *sv = start(line_server, &p.server);
 	for (int i = 0; i < 5; i++) {
 		ck_assert_int_eq(runtime_write_all(p.client, "hello\n", 6, NULL), 6);
@@ -630,7 +622,7 @@ static void both_main(void *arg)
 	ck_assert_int_eq(join(px), 0);
 	ck_assert_uint_eq(p.a_to_b, 5 * 6 + 5);
 	ck_assert_uint_eq(p.b_to_a, 5 * 7 + 6);
-	ck_assert_uint_eq(fibers_live(), live);
+	ck_assert_uint_eq(fibers_live(runtime_current()), live);
 	int fds[] = { p.client, p.a, p.b, p.server };
 	close_all(fds, 4);
 }
@@ -652,7 +644,7 @@ static void both_error_main(void *arg)
 	char buf[8];
 
 	proxy_pairs(&p, true);
-	uint64_t live = fibers_live();
+	uint64_t live = fibers_live(runtime_current());
 	struct runtime_fiber *px = start(proxy_main, &p);
 	ck_assert_int_eq(runtime_write_all(p.server, "hi", 2, NULL), 2);
 	ck_assert_int_eq(runtime_read_exact(p.client, buf, 2, NULL), 2); /* both run */
@@ -661,7 +653,7 @@ static void both_error_main(void *arg)
 	p.server = -1;
 	ck_assert_int_eq(join(px), -ECONNRESET);
 	ck_assert_uint_eq(p.b_to_a, 2);
-	ck_assert_uint_eq(fibers_live(), live);
+	ck_assert_uint_eq(fibers_live(runtime_current()), live);
 	int fds[] = { p.client, p.a, p.b, p.server };
 	close_all(fds, 4);
 }
@@ -681,11 +673,11 @@ static void both_deadline_main(void *arg)
 
 	(void)arg;
 	proxy_pairs(&p, false);
-	uint64_t live = fibers_live();
+	uint64_t live = fibers_live(runtime_current());
 	p.deadline = runtime_now() + 100 * MS;
 	struct runtime_fiber *px = start(proxy_main, &p);
 	ck_assert_int_eq(join(px), -ETIMEDOUT);
-	ck_assert_uint_eq(fibers_live(), live);
+	ck_assert_uint_eq(fibers_live(runtime_current()), live);
 	int fds[] = { p.client, p.a, p.b, p.server };
 	close_all(fds, 4);
 }
@@ -705,13 +697,13 @@ static void both_cancel_main(void *arg)
 
 	(void)arg;
 	proxy_pairs(&p, false);
-	uint64_t live = fibers_live();
+	uint64_t live = fibers_live(runtime_current());
 	struct runtime_fiber *px = start(proxy_main, &p);
 	ck_assert_int_eq(runtime_write_all(p.server, "hi", 2, NULL), 2);
 	ck_assert_int_eq(runtime_read_exact(p.client, buf, 2, NULL), 2); /* both run */
 	ck_assert_int_eq(runtime_fiber_cancel(px), 0);
 	ck_assert_int_eq(join(px), -ECANCELED);
-	ck_assert_uint_eq(fibers_live(), live); /* no fiber left behind */
+	ck_assert_uint_eq(fibers_live(runtime_current()), live); /* no fiber left behind */
 	int fds[] = { p.client, p.a, p.b, p.server };
 	close_all(fds, 4);
 }

@@ -523,14 +523,6 @@ END_TEST
 
 #define IDLE_CONNS 20
 
-static uint64_t live_fibers(void)
-{
-	struct runtime_core_stats st;
-
-	runtime_stats(rt, &st, 1, NULL);
-	return st.fibers_live;
-}
-
 /* Quiet past release_after, keep-alive connections hold no fiber (only
  * the server's watcher and acceptor live), and answer their next requests
  * - pipelined ones too - as before; a drain then closes them at once. */
@@ -547,9 +539,9 @@ START_TEST(test_idle_connections_release_their_fiber)
 		r[0] = '\0';
 		ck_assert(read_until(fd[i], r, sizeof(r), "/info\n"));
 	}
-	for (int i = 0; i < 10000 && live_fibers() > 2; i++)
+	for (int i = 0; i < 10000 && fibers_live(rt) > 2; i++)
 		usleep(1000);
-	ck_assert_uint_eq(live_fibers(), 2);
+	ck_assert_uint_eq(fibers_live(rt), 2);
 	for (int i = 0; i < IDLE_CONNS; i++) {
 		send_str(fd[i], "GET /info?qa1 HTTP/1.1\r\nHost: h\r\n\r\n"
 		                "GET /info?qb2 HTTP/1.1\r\nHost: h\r\n\r\n");

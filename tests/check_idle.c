@@ -36,14 +36,6 @@ static uint64_t self_id(void)
 	return runtime_fiber_id(runtime_fiber_self());
 }
 
-static uint64_t live_fibers(void)
-{
-	struct runtime_core_stats st;
-
-	runtime_stats(runtime_current(), &st, 1, NULL);
-	return st.fibers_live;
-}
-
 /* The continuation: note everything, read what came, close. */
 static void resumed(void *arg, int why)
 {
@@ -80,7 +72,7 @@ static void write_later(void *arg)
 	runtime_sleep(30 * MS);
 	/* The stream's waiter has ended, and nothing holds the idle stream:
 	 * this fiber is the only one alive. */
-	ck_assert_uint_eq(live_fibers(), 1);
+	ck_assert_uint_eq(fibers_live(runtime_current()), 1);
 	ck_assert_int_eq(atomic_load(&d->runs), 0);
 	ck_assert_int_eq(runtime_write_all(d->fd[0], "hello", 5, NULL), 5);
 }
@@ -276,9 +268,9 @@ static struct idler many[MANY];
 static void poke_all(void *arg)
 {
 	(void)arg;
-	for (int i = 0; i < 2000 && live_fibers() > 1; i++)
+	for (int i = 0; i < 2000 && fibers_live(runtime_current()) > 1; i++)
 		runtime_sleep(MS);
-	ck_assert_uint_eq(live_fibers(), 1); /* MANY idle streams, no fiber */
+	ck_assert_uint_eq(fibers_live(runtime_current()), 1); /* MANY idle streams, no fiber */
 	for (int i = 0; i < MANY; i++)
 		ck_assert_int_eq(runtime_write_all(many[i].fd[0], "ok", 2, NULL), 2);
 }

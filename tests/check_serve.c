@@ -574,14 +574,6 @@ static void idle_echo(struct runtime_conn *c, void *arg)
 	ck_assert_int_eq(runtime_conn_idle(c, NULL, NULL), 0);
 }
 
-static uint64_t fibers_live(struct runtime *rt)
-{
-	struct runtime_core_stats st;
-
-	runtime_stats(rt, &st, 1, NULL);
-	return st.fibers_live;
-}
-
 static void echo_once(int fd, const char *msg)
 {
 	char back[16];

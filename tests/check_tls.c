@@ -976,14 +976,6 @@ static void tls_release_echo(struct runtime_conn *c, void *arg)
 	}
 }
 
-static uint64_t live_here(void)
-{
-	struct runtime_core_stats st;
-
-	runtime_stats(runtime_current(), &st, 1, NULL);
-	return st.fibers_live;
-}
-
 static void released_client(void *arg)
 {
 	struct released *r = arg;
@@ -995,10 +987,10 @@ static void released_client(void *arg)
 	for (int i = 0; i < 2; i++) {
 		ck_assert_int_eq(runtime_conn_write(c, i ? "two" : "one", 3, NULL), 3);
 		ck_assert_int_eq(runtime_conn_read(c, r->got[i], sizeof(r->got[i]) - 1), 3);
-		for (int j = 0; j < 5000 && !i && live_here() > 3; j++)
+		for (int j = 0; j < 5000 && !i && fibers_live(runtime_current()) > 3; j++)
 			runtime_sleep(MS);
 		if (!i)
-			r->live_idle = live_here(); /* watcher, acceptor, this one */
+			r->live_idle = fibers_live(runtime_current()); /* watcher, acceptor, this one */
 	}
 	runtime_conn_close(c);
 	runtime_server_stop(r->base.srv);

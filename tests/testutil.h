@@ -95,6 +95,15 @@ static inline void skip_without_io_uring(void)
 
 #define MS (1000ull * 1000ull)
 
+/* Fibers alive on core 0 of rt (runtime_stats). Any thread. */
+static inline uint64_t fibers_live(struct runtime *rt)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(rt, &st, 1, NULL);
+	return st.fibers_live;
+}
+
 /* Open file descriptors of this process (the directory's own fd counts
  * every time, so counts compare). */
 static inline int count_fds(void)

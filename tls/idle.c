@@ -59,7 +59,7 @@ static void sweep(struct runtime_timer *timer, void *arg, enum runtime_timer_why
 	for (struct tls_session *t = ic->head; t; t = t->next)
 		if (!t->buffers_freed && ic->tick - t->waiting_since >= 2) {
 			runtime__tls_free_buffers(t);
-			freed += t->buffers_freed;
+			freed += t->buffers_freed; /* else they hold bytes */
 		}
 	if (freed >= TRIM_AFTER)
 		malloc_trim(0); /* the pages freed amid the heap go back too */

@@ -105,11 +105,12 @@ void runtime__tls_block_put(struct out *o);
 bool runtime__tls_keep_feed(struct tls_session *t);
 
 /* idle.c: a session's reader begins and ends a wait for the peer's bytes;
- * a session that waits long has OpenSSL's record buffers freed. */
-/* OpenSSL's record buffers go, unless they hold bytes (idle.c). */
-void runtime__tls_free_buffers(struct tls_session *t);
+ * a session that waits long has OpenSSL's record buffers freed, and so
+ * does one whose connection waits with no fiber (free_buffers: those that
+ * hold no bytes). */
 void runtime__tls_wait_begin(struct tls_session *t);
 void runtime__tls_wait_end(struct tls_session *t);
+void runtime__tls_free_buffers(struct tls_session *t);
 
 /* context.c */
 void runtime__tls_unref(struct runtime_tls *tls);
