@@ -3,7 +3,11 @@
  * micro - the runtime's micro figures, one "name=value" line each:
  *
  *   switch_ns            one-way runtime__switch between two bare contexts
+ *                        (each keeps its own MXCSR and x87 control word)
+ *   switch_shared_fp_ns  the same with runtime__switch_shared_fp, the switch
+ *                        of a runtime configured with share_fp_control
  *   yield_ns             runtime_yield between two fibers (per yield)
+ *   yield_shared_fp_ns   the same, share_fp_control = 1
  *   spawn_join_ns        runtime_fiber_spawn + join, in batches of 1024
  *                        (the shape of Go's go + WaitGroup figure)
  *   timer_add_cancel_ns  runtime_timer_start + cancel, until the callback
@@ -120,19 +124,36 @@ __attribute__((noreturn)) static void bounce(void *arg)
 		runtime__switch(&other_sp, main_sp);
 }
 
-static void bench_switch(void)
+__attribute__((noreturn)) static void bounce_shared_fp(void *arg)
+{
+	(void)arg;
+	for (;;)
+		runtime__switch_shared_fp(&other_sp, main_sp);
+}
+
+static double time_switches(long n, bool shared_fp)
+{
+	uint64_t t0 = runtime_now();
+	if (shared_fp) {
+		for (long i = 0; i < n; i++)
+			runtime__switch_shared_fp(&main_sp, other_sp);
+	} else {
+		for (long i = 0; i < n; i++)
+			runtime__switch(&main_sp, other_sp);
+	}
+	return (double)(runtime_now() - t0) / (2.0 * (double)n);
+}
+
+static void bench_switch(bool shared_fp)
 {
 	const long n = scaled(20000000);
 	size_t size = 64 * 1024;
 	char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	other_sp = runtime__context_init(stack + size, bounce, NULL);
-	runtime__switch(&main_sp, other_sp); /* warm up */
-	uint64_t t0 = runtime_now();
-	for (long i = 0; i < n; i++)
-		runtime__switch(&main_sp, other_sp);
-	double ns = (double)(runtime_now() - t0) / (2.0 * (double)n);
-	printf("switch_ns=%.2f\n", ns);
+	other_sp = runtime__context_init(stack + size, shared_fp ? bounce_shared_fp : bounce, NULL);
+	time_switches(1, shared_fp); /* warm up */
+	printf("%s=%.2f\n", shared_fp ? "switch_shared_fp_ns" : "switch_ns",
+	       time_switches(n, shared_fp));
 	munmap(stack, size);
 }
 
@@ -157,12 +178,23 @@ static void yield_main(void *arg)
 	*elapsed = runtime_now() - t0;
 }
 
-static void bench_yield(void)
+static void bench_yield(bool shared_fp)
 {
+	struct runtime_config cfg;
+	struct runtime *rt;
 	uint64_t elapsed;
+
+	runtime_config_init(&cfg);
+	cfg.share_fp_control = shared_fp;
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
 	yield_n = scaled(10000000);
-	run_one(yield_main, &elapsed);
-	printf("yield_ns=%.2f\n", (double)elapsed / (2.0 * (double)yield_n));
+	runtime_spawn(rt, yield_main, &elapsed);
+	if (runtime_run(rt) < 0)
+		exit(1);
+	runtime_destroy(rt);
+	printf("%s=%.2f\n", shared_fp ? "yield_shared_fp_ns" : "yield_ns",
+	       (double)elapsed / (2.0 * (double)yield_n));
 }
 
 /* ----------------------------------------------------------- spawn+join */
@@ -933,10 +965,14 @@ int main(int argc, char **argv)
 	quick = getenv("MICRO_QUICK") != NULL;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 #define WANT(name) (!only || strstr(only, name))
-	if (WANT("switch"))
-		bench_switch();
-	if (WANT("yield"))
-		bench_yield();
+	if (WANT("switch")) {
+		bench_switch(false);
+		bench_switch(true);
+	}
+	if (WANT("yield")) {
+		bench_yield(false);
+		bench_yield(true);
+	}
 	if (WANT("spawn"))
 		bench_spawn_join();
 	if (WANT("timer")) {

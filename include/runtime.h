@@ -177,6 +177,16 @@ struct runtime_config {
 	                           gets 4x as many */
 	unsigned run_budget;    /* fibers run per loop turn before completions
 	                           are reaped; default RUNTIME_DEFAULT_RUN_BUDGET */
+	int share_fp_control;   /* nonzero: the fibers of a core share one
+	                           floating-point control state (MXCSR and the
+	                           x87 control word on x86_64: rounding, FP
+	                           exception masks, flush-to-zero) instead of
+	                           each keeping its own across switches, as the
+	                           ABI has it; a switch then costs about a
+	                           fifth (bench/micro switch_shared_fp_ns). A
+	                           fiber that changes the state must put it
+	                           back before it can block or yield. No
+	                           effect on aarch64 (FPCR is kept). Default 0 */
 	/* Kernel-bypass options (see README for the measurements). */
 	int sqpoll;             /* nonzero: a kernel thread polls the SQ;
 	                           default 0 */

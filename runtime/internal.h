@@ -28,6 +28,7 @@
 #include "fault.h"
 #include "list.h"
 #include "runtime.h"
+#include "switch.h"
 
 #ifdef RUNTIME_FAULTS
 /* A fault build's runtime allocates through these (fault.c), which fail
@@ -389,14 +390,6 @@ static inline struct fiber *fiber_of_stack(const struct stack *s)
 	return (struct fiber *)(stack_top(s) - FIBER_SLOT);
 }
 
-void runtime__switch(void **save_sp, void *next_sp);
-void runtime__fiber_trampoline(void);
-/* fn(arg) with the stack pointer at top (16-byte aligned), then back: a
- * call on another stack, not a switch (fn returns, and never switches). */
-void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top);
-/* Lay out a first frame below top (16-byte aligned) so that switching to
- * the returned sp calls entry(arg); entry must never return. */
-void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
 /* Suspend the running fiber until runtime__resume(); a cancel or an
  * expiry (runtime_fiber_expire) calls interrupt(f, res) meanwhile, res
@@ -735,10 +728,13 @@ struct core {
 	const struct engine *eng;   /* the runtime's (engine.h) */
 	unsigned index;
 	struct fiber *current;      /* running fiber, or &loop */
+#ifdef RUNTIME_ASAN
 	struct fiber *prev;         /* the context that switched to current */
+#endif
 	struct fiber loop;          /* the core thread's own context */
 	struct queue ready;
 	unsigned budget;            /* fibers left to run this turn */
+	bool share_fp;              /* runtime_config.share_fp_control */
 	struct fiber *zombie;       /* ended fiber whose stack is to be freed */
 	struct dlist fibers;        /* every live fiber */
 	unsigned load;              /* live fibers + armed public timers */

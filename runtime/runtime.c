@@ -69,6 +69,7 @@ static int config_check(const struct runtime_config *cfg)
 static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 {
 	c->rt = rt;
+	c->share_fp = rt->cfg.share_fp_control != 0;
 	c->eng = rt->eng;
 	c->index = index;
 	queue_init(&c->ready);
