@@ -17,6 +17,12 @@
  *                        (a bare ring, no runtime)
  *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
  *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
+ *                        (no stack cache; after the other figures)
+ *   "micro sleep1m" alone, in a fresh process (go_micro sleep1m's shape),
+ *   the default config, two waves of 1M sleepers in one runtime:
+ *   sleep_1m_cold_s      the first (no stack memory faulted in yet)
+ *   sleep_1m_warm_s      the second (what the first left behind reused)
+ *   sleep_1m_peak_rss_kib  the process's peak RSS (VmHWM)
  *   xcore_pingpong_ns    round trip between fibers on two cores through
  *                        park/unpark, each core asleep between messages
  *   xcore_pingpong_spin50us_ns   the same with busy_poll_us = 50: cores spin
@@ -406,6 +412,73 @@ static void bench_sleepers(void)
 	if (pb.woke != pb.n)
 		fprintf(stderr, "micro: only %ld of %ld sleepers woke\n", pb.woke, pb.n);
 	printf("sleep_1m_wall_s=%.2f\n", (double)(pb.last_wake - pb.t0) / 1e9);
+}
+
+/* Waves of 1M sleepers: the last to wake unparks the spawner. */
+static struct {
+	long left;
+	struct runtime_fiber *spawner;
+	double secs[2];
+} wave;
+
+static void wave_sleeper(void *arg)
+{
+	(void)arg;
+	runtime_sleep(1000000000ull);
+	if (--wave.left == 0)
+		runtime_fiber_unpark(wave.spawner);
+}
+
+static double one_wave(long n)
+{
+	uint64_t t0 = runtime_now();
+
+	wave.left = n;
+	wave.spawner = runtime_fiber_self();
+	for (long i = 0; i < n; i++)
+		if (runtime_spawn(runtime_current(), wave_sleeper, NULL) < 0) {
+			fprintf(stderr, "micro: spawn failed at %ld\n", i);
+			exit(1);
+		}
+	while (wave.left > 0)
+		runtime_park(-1);
+	return (double)(runtime_now() - t0) / 1e9;
+}
+
+static void waves_main(void *arg)
+{
+	long n = *(long *)arg;
+	wave.secs[0] = one_wave(n);
+	wave.secs[1] = one_wave(n);
+}
+
+static long peak_rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static void bench_sleep_waves(void)
+{
+	struct runtime *rt;
+	long n = scaled(1000000);
+
+	if (runtime_create(&rt, NULL) < 0)
+		exit(1);
+	runtime_spawn(rt, waves_main, &n);
+	if (runtime_run(rt) < 0)
+		exit(1);
+	runtime_destroy(rt);
+	printf("sleep_1m_cold_s=%.2f\nsleep_1m_warm_s=%.2f\nsleep_1m_peak_rss_kib=%ld\n",
+	       wave.secs[0], wave.secs[1], peak_rss_kib());
 }
 
 /* ------------------------------------------------------------ cross-core */
@@ -964,6 +1037,10 @@ int main(int argc, char **argv)
 
 	quick = getenv("MICRO_QUICK") != NULL;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (only && strcmp(only, "sleep1m") == 0) { /* alone: peak RSS is the process's */
+		bench_sleep_waves();
+		return 0;
+	}
 #define WANT(name) (!only || strstr(only, name))
 	if (WANT("switch")) {
 		bench_switch(false);

@@ -119,7 +119,7 @@ struct runtime_fiber;  /* opaque: a join handle */
 
 #define RUNTIME_DEFAULT_STACK_SIZE (128u * 1024)
 #define RUNTIME_MIN_STACK_SIZE (16u * 1024)
-#define RUNTIME_DEFAULT_STACK_CACHE 1024u
+#define RUNTIME_DEFAULT_STACK_CACHE 64u
 #define RUNTIME_DEFAULT_RING_ENTRIES 256u
 #define RUNTIME_DEFAULT_RUN_BUDGET 64u
 #define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
@@ -170,7 +170,10 @@ struct runtime_config {
 	size_t stack_size;      /* usable bytes per fiber stack; default
 	                           RUNTIME_DEFAULT_STACK_SIZE, rounded up to the
 	                           page size, at least RUNTIME_MIN_STACK_SIZE */
-	unsigned stack_cache;   /* stacks kept per core for reuse; default
+	unsigned stack_cache;   /* freed stacks each core keeps resident for
+	                           reuse however long they go unused; the
+	                           others give their pages back once a second
+	                           has gone by without their reuse; default
 	                           RUNTIME_DEFAULT_STACK_CACHE */
 	unsigned ring_entries;  /* SQ entries (a power of two, 8..32768);
 	                           default RUNTIME_DEFAULT_RING_ENTRIES; the CQ

@@ -818,7 +818,7 @@ static int epoll_poll(struct core *c, bool block)
 	int64_t timeout = 0;
 
 	if (block) {
-		uint64_t next = c->timers.len ? c->timers.slot[0].deadline : NEVER;
+		uint64_t next = runtime__timers_next(c);
 		uint64_t now = runtime_now();
 		timeout = next == NEVER ? -1 : next <= now ? 0
 		        : next - now > INT64_MAX ? INT64_MAX : (int64_t)(next - now);

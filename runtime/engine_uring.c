@@ -676,9 +676,7 @@ static void mshot_cqe(uint64_t user_data, int res, unsigned flags)
  * costs one loop turn and no SQEs now. A deadline of NEVER is not armed. */
 static void timers_arm(struct core *c)
 {
-	if (!c->timers.len)
-		return;
-	uint64_t next = c->timers.slot[0].deadline;
+	uint64_t next = runtime__timers_next(c);
 	if (next == NEVER || c->kt_deadline <= next)
 		return;
 	runtime__sqe_reserve(c, 2);

@@ -121,6 +121,12 @@ static inline char *stack_top(const struct stack *s)
 	return stack_base(s) + s->slab->each;
 }
 
+/* Stacks by the slot: each list of a core can hold every stack there is. */
+struct stack_list {
+	struct stack *v;
+	size_t len, cap;
+};
+
 int runtime__stack_alloc(struct core *c, struct stack *s);
 void runtime__stack_free(struct core *c, const struct stack *s);
 void runtime__stacks_free(struct core *c);
@@ -276,21 +282,22 @@ enum fiber_flags {
 
 enum timer_state {
 	TIMER_IDLE,
-	TIMER_ARMED,    /* in the heap */
-	TIMER_ENDING,   /* public timers: out of the heap, callback queued */
+	TIMER_ARMED,    /* in the heap or a lane (timer.c) */
+	TIMER_ENDING,   /* public timers: out of the set, callback queued */
 };
 
-/* A timer in its core's heap: the public struct runtime_timer's storage,
+/* A timer in its core's set: the public struct runtime_timer's storage,
  * and what sleeps, timed suspends and cancel retries use. */
 struct timer {
 	uint64_t deadline;          /* absolute ns; NEVER is kept, never fires */
 	uint64_t seq;               /* start order: equal deadlines fire FIFO */
 	void (*fire)(struct timer *t, enum runtime_timer_why why);
 	struct core *core;
-	uint32_t heap_index;
+	uint32_t heap_index;        /* its heap index, or its lane position */
 	uint8_t state;
 	uint8_t why;                /* TIMER_ENDING: the queued callback's */
 	bool on_shutdown;           /* completed by a shutdown (public, named) */
+	uint8_t lane;               /* 0: in the heap; else its lane + 1 */
 	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
 	runtime_timer_fn *user_fn;  /* public timers only */
 	void *user_arg;
@@ -436,9 +443,21 @@ struct heap_slot {
 	struct timer *t;
 };
 
-struct timer_heap {
-	struct heap_slot *slot;
+#define TIMER_LANES 4
+
+/* Timers started in deadline order (timer.c). */
+struct timer_lane {
+	struct heap_slot *slot;     /* a ring of cap slots, cap a power of two */
+	uint32_t head, tail;        /* free-running positions */
+	uint32_t cap, holes;        /* holes: stopped timers' slots still inside */
+};
+
+/* A core's armed timers: lanes, and a heap for the rest. */
+struct timer_set {
+	struct heap_slot *slot;     /* the heap */
 	uint32_t len, cap;
+	uint32_t armed;             /* in the heap and the lanes */
+	struct timer_lane lane[TIMER_LANES];
 };
 
 /* Arm t to call t->fire(t, RUNTIME_TIMER_FIRED) from the loop at deadline. */
@@ -446,6 +465,8 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
 /* Disarm without a callback. Returns false if t was not armed. */
 bool runtime__timer_stop(struct timer *t);
 void runtime__timers_run(struct core *c);
+/* The earliest deadline armed on c, NEVER if none: when to wake. */
+uint64_t runtime__timers_next(const struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
 
@@ -780,18 +801,15 @@ struct core {
 	struct epoll_core *epoll;
 	struct core_log *log;       /* runtime_log's buffers (log.c) */
 
-	struct timer_heap timers;
+	struct timer_set timers;
 	struct queue timer_done;    /* public timers whose callback is due */
 	uint64_t timer_seq;
 
-	struct stack *stack_cache;  /* hot stacks, pages resident */
-	unsigned stack_cached;
-	unsigned stack_low;         /* the fewest cached this decay period */
-	struct timer stack_decay;   /* gives back what the cache did not use */
-	struct {                    /* stacks whose pages were given back */
-		struct stack *v;
-		size_t len, cap;
-	} clean;
+	struct stack_list resident; /* freed stacks, pages still there; the
+	                               last freed is the first reused */
+	unsigned resident_low;      /* the fewest resident this decay period */
+	struct timer stack_decay;   /* gives back what was not reused */
+	struct stack_list clean;    /* stacks whose pages were given back */
 	struct {                    /* freed stacks awaiting MADV_DONTNEED */
 		struct stack v[SLAB_STACKS];
 		unsigned len;

@@ -82,7 +82,7 @@ void runtime__core_shutdown(struct core *c)
  * Its eventfd and signalfd reads wake no fiber. */
 static bool deadlocked(const struct core *c)
 {
-	return c->rt->ncores == 1 && c->load && c->timers.len == c->dl_lingering && !c->xparked &&
+	return c->rt->ncores == 1 && c->load && c->timers.armed == c->dl_lingering && !c->xparked &&
 	       c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
 	       queue_empty(&c->backlog);
 }

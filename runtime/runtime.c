@@ -85,14 +85,12 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	c->watch.on = rt->cfg.stall_ms != 0;
 }
 
-static int core_init(struct runtime *rt, struct core *c)
+static int core_init(struct core *c)
 {
 	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (c->wake_fd < 0)
 		return -errno;
-	c->stack_cache = calloc(rt->cfg.stack_cache ? rt->cfg.stack_cache : 1,
-	                        sizeof(*c->stack_cache));
-	return c->stack_cache ? 0 : -ENOMEM;
+	return 0;
 }
 
 /* What never ran: inbox work (first, on every core: a node may live on a
@@ -116,7 +114,6 @@ static void core_free(struct core *c)
 	runtime__timers_free(c);
 	runtime__log_free(c);
 	runtime__stacks_free(c);
-	free(c->stack_cache);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 }
@@ -130,7 +127,7 @@ static int cores_init(struct runtime *rt)
 		core_prepare(rt, &rt->cores[i], i);
 	int rc = 0;
 	for (unsigned i = 0; i < rt->ncores && rc == 0; i++)
-		rc = core_init(rt, &rt->cores[i]);
+		rc = core_init(&rt->cores[i]);
 	return rc;
 }
 

@@ -415,7 +415,7 @@ class Core:
             thread = self.thread
             where = "thread %d (LWP %d)" % (thread.num, thread.ptid[1])
         return "core %d: %d fibers, %d timers armed; %s" % (
-            self.index, count, int(self.value["timers"]["len"]), where)
+            self.index, count, int(self.value["timers"]["armed"]), where)
 
 
 def runtime_cores(layout, rt, threads):
