@@ -457,6 +457,8 @@ struct timer_set {
 	struct heap_slot *slot;     /* the heap */
 	uint32_t len, cap;
 	uint32_t armed;             /* in the heap and the lanes */
+	uint64_t lower;             /* no armed deadline is earlier: a loop
+	                               turn before it looks no further */
 	struct timer_lane lane[TIMER_LANES];
 };
 
@@ -465,8 +467,8 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
 /* Disarm without a callback. Returns false if t was not armed. */
 bool runtime__timer_stop(struct timer *t);
 void runtime__timers_run(struct core *c);
-/* The earliest deadline armed on c, NEVER if none: when to wake. */
-uint64_t runtime__timers_next(const struct core *c);
+/* When to wake: no armed deadline on c is earlier (NEVER: none). */
+uint64_t runtime__timers_next(struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
 

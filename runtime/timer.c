@@ -240,10 +240,19 @@ static struct timer *first_due(const struct timer_set *ts)
 	return best ? best->t : NULL;
 }
 
-uint64_t runtime__timers_next(const struct core *c)
+/* The set's lower bound made exact again (it only ever falls behind). */
+static uint64_t refresh_lower(struct timer_set *ts)
 {
-	const struct timer *t = first_due(&c->timers);
-	return t ? t->deadline : NEVER;
+	const struct timer *t = first_due(ts);
+	ts->lower = t ? t->deadline : NEVER;
+	return ts->lower;
+}
+
+/* A bound still ahead of the clock may be early (its timer stopped since):
+ * the core then wakes once for nothing, and refreshes it. */
+uint64_t runtime__timers_next(struct core *c)
+{
+	return c->timers.lower > c->now ? c->timers.lower : refresh_lower(&c->timers);
 }
 
 static void set_remove(struct timer_set *ts, struct timer *t)
@@ -266,6 +275,8 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline)
 	t->deadline = deadline;
 	t->seq = c->timer_seq++;
 	t->state = TIMER_ARMED;
+	if (deadline < c->timers.lower)
+		c->timers.lower = deadline;
 	if (lane >= 0) {
 		lane_push(&c->timers, lane, t);
 	} else {
@@ -334,11 +345,14 @@ void runtime__timers_run(struct core *c)
 	}
 	timers_check(&c->timers);
 	c->now = runtime_now();
+	if (c->now < c->timers.lower)
+		return;
 	for (struct timer *t; (t = first_due(&c->timers)) && t->deadline <= c->now;) {
 		set_remove(&c->timers, t);
 		t->state = TIMER_IDLE;
 		t->fire(t, RUNTIME_TIMER_FIRED);
 	}
+	refresh_lower(&c->timers);
 }
 
 static void collect_on_shutdown(struct timer_set *ts, struct queue *ending)
