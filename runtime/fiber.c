@@ -117,9 +117,24 @@ static void make_ready(struct core *c, struct fiber *f)
 	queue_push(&c->ready, &f->runq);
 }
 
+/* Many fibers are many cold stack pages: while one runs, the next one's
+ * saved frame and the one after's fiber struct are fetched. (The next's
+ * struct, read here for its sp, was fetched one pick earlier.) */
+static inline void prefetch_ahead(const struct queue *ready)
+{
+	const struct qnode *n = ready->head;
+
+	if (n) {
+		__builtin_prefetch(container_of(n, struct fiber, runq)->sp);
+		__builtin_prefetch(n->next, 1);
+	}
+}
+
 static struct fiber *next_ready(struct core *c)
 {
 	struct qnode *n = queue_pop(&c->ready);
+
+	prefetch_ahead(&c->ready);
 	return n ? container_of(n, struct fiber, runq) : NULL;
 }
 
