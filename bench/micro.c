@@ -24,9 +24,14 @@
  *   sleep_1m_warm_s      the second (what the first left behind reused)
  *   sleep_1m_peak_rss_kib  the process's peak RSS (VmHWM)
  *   xcore_pingpong_ns    round trip between fibers on two cores through
- *                        park/unpark, each core asleep between messages
+ *                        park/unpark, default config: the traffic is dense,
+ *                        so each core spins for the next message (runtime.h
+ *                        xcore_spin_us) instead of sleeping
+ *   xcore_pingpong_cpu_ns   the CPU both cores spend per round trip meanwhile
+ *   xcore_pingpong_asleep_ns   the same with xcore_spin_us = 0: each core
+ *                        asleep between messages, woken through its eventfd
  *   xcore_pingpong_spin50us_ns   the same with busy_poll_us = 50: cores spin
- *                        before they sleep, so most messages find them awake
+ *                        before they sleep, always
  *   xcore_spawn_per_s    spawns from a fiber on core 0 onto core 1, counted
  *                        until the last one has run
  *   mutex_uncontended_ns lock + unlock by one fiber
@@ -483,7 +488,7 @@ static void bench_sleep_waves(void)
 
 /* ------------------------------------------------------------ cross-core */
 
-static struct runtime *two_cores(unsigned busy_poll_us)
+static struct runtime *two_cores_spinning(unsigned busy_poll_us, unsigned xcore_spin_us)
 {
 	struct runtime_config cfg;
 	struct runtime *rt;
@@ -492,9 +497,15 @@ static struct runtime *two_cores(unsigned busy_poll_us)
 	cfg.cores = 2;
 	cfg.pin_cpus = 1;
 	cfg.busy_poll_us = busy_poll_us;
+	cfg.xcore_spin_us = xcore_spin_us;
 	if (runtime_create(&rt, &cfg) < 0)
 		exit(1);
 	return rt;
+}
+
+static struct runtime *two_cores(unsigned busy_poll_us)
+{
+	return two_cores_spinning(busy_poll_us, RUNTIME_DEFAULT_XCORE_SPIN_US);
 }
 
 static struct {
@@ -529,19 +540,31 @@ static void xplayer(void *arg)
 		xpp.t1 = runtime_now();
 }
 
-static void bench_xcore_pingpong(unsigned busy_poll_us, const char *name)
+static double process_cpu_ns(void)
 {
-	struct runtime *rt = two_cores(busy_poll_us);
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void bench_xcore_pingpong(unsigned busy_poll_us, unsigned xcore_spin_us, const char *name)
+{
+	struct runtime *rt = two_cores_spinning(busy_poll_us, xcore_spin_us);
+	bool spins = busy_poll_us || xcore_spin_us;
 
 	atomic_store(&xpp.fiber[0], NULL);
 	atomic_store(&xpp.fiber[1], NULL);
 	atomic_store(&xpp.ball, 0);
-	xpp.rounds = scaled(busy_poll_us ? 1000000 : 100000);
+	xpp.rounds = scaled(spins ? 1000000 : 100000);
 	runtime_spawn_on(rt, 0, xplayer, (void *)0);
 	runtime_spawn_on(rt, 1, xplayer, (void *)1);
+	double cpu0 = process_cpu_ns();
 	runtime_run(rt);
+	double cpu = process_cpu_ns() - cpu0;
 	runtime_destroy(rt);
 	printf("%s=%.0f\n", name, (double)(xpp.t1 - xpp.t0) / (double)xpp.rounds);
+	if (!busy_poll_us && xcore_spin_us)
+		printf("xcore_pingpong_cpu_ns=%.0f\n", cpu / (double)xpp.rounds);
 }
 
 static struct {
@@ -1071,8 +1094,9 @@ int main(int argc, char **argv)
 	if (WANT("copy"))
 		bench_copy();
 	if (WANT("xcore")) {
-		bench_xcore_pingpong(0, "xcore_pingpong_ns");
-		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");
+		bench_xcore_pingpong(0, RUNTIME_DEFAULT_XCORE_SPIN_US, "xcore_pingpong_ns");
+		bench_xcore_pingpong(0, 0, "xcore_pingpong_asleep_ns");
+		bench_xcore_pingpong(50, 0, "xcore_pingpong_spin50us_ns");
 		bench_xcore_spawn();
 		chan_pingpong(2, scaled(100000), "chan_xcore_pingpong_ns");
 	}

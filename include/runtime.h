@@ -123,6 +123,7 @@ struct runtime_fiber;  /* opaque: a join handle */
 #define RUNTIME_DEFAULT_RING_ENTRIES 256u
 #define RUNTIME_DEFAULT_RUN_BUDGET 64u
 #define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
+#define RUNTIME_DEFAULT_XCORE_SPIN_US 50u
 #define RUNTIME_MAX_CORES 1024u
 #define RUNTIME_DEBUG_STALL_MS 100u
 #define RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS 8u
@@ -201,7 +202,14 @@ struct runtime_config {
 	                           default 0 */
 	unsigned busy_poll_us;  /* spin this long for completions and for work
 	                           from other threads before the core blocks in
-	                           the kernel; default 0 */
+	                           the kernel, always; default 0 */
+	unsigned xcore_spin_us; /* unless busy_poll_us is set: while work from
+	                           other threads (unpark, spawn_on, a channel
+	                           peer on another core) comes less than this
+	                           far apart on average, and some came within
+	                           it, a core spins this long for the next
+	                           before it sleeps; 0: never; default
+	                           RUNTIME_DEFAULT_XCORE_SPIN_US */
 	/* The offload pool (runtime_offload), shared by all cores. */
 	unsigned offload_min_threads; /* started with each run; default 0 */
 	unsigned offload_max_threads; /* 1 .. RUNTIME_MAX_OFFLOAD_THREADS; a

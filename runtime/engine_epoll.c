@@ -827,9 +827,9 @@ static int epoll_poll(struct core *c, bool block)
 	return n < 0 ? n : 0;
 }
 
-static bool epoll_busy_poll(struct core *c)
+static bool epoll_busy_poll(struct core *c, uint64_t ns)
 {
-	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+	uint64_t until = runtime_now() + ns;
 
 	do {
 		if (reap(c, 0) > 0 || atomic_load_explicit(&c->inbox, memory_order_relaxed))

@@ -725,14 +725,14 @@ static void uring_watch_signals(struct core *c)
 }
 
 /*
- * Before the core sleeps: spin for up to busy_poll_us, submitting and
- * peeking at completions and at the inbox, without announcing the sleep
- * (so producers write no eventfd meanwhile). True if work came: the core
- * then does not block. Costs a CPU while idle; off by default (README).
+ * Before the core sleeps: spin for up to ns, submitting and peeking at
+ * completions and at the inbox, without announcing the sleep (so producers
+ * write no eventfd meanwhile). True if work came: the core then does not
+ * block.
  */
-static bool uring_busy_poll(struct core *c)
+static bool uring_busy_poll(struct core *c, uint64_t ns)
 {
-	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+	uint64_t until = runtime_now() + ns;
 
 	do {
 		stat_add(&c->stats.enters, 1);

@@ -244,6 +244,9 @@ void runtime__inbox_discard(struct core *c);
 void runtime__core_wake(struct core *c);
 bool runtime__core_may_sleep(struct core *c);
 void runtime__core_awake(struct core *c);
+/* Inbox work came in the first turn after a sleep: loop.c's spin learns
+ * whether to spin before the next. */
+void runtime__spin_learn(struct core *c);
 
 /* ----------------------------------------------------------------- fibers */
 
@@ -774,6 +777,10 @@ struct core {
 	_Atomic int sleeping;       /* blocked (or about to) in the kernel */
 	int wake_fd;                /* eventfd other threads write to wake us */
 	struct queue backlog;       /* inbox work taken, not yet handled */
+	bool spin_next;             /* spin for cross-core work before the next
+	                               sleep (loop.c) */
+	uint64_t slept_at;          /* when the core last went to sleep; 0
+	                               once the first turn after it has run */
 	struct inbox_node shutdown_node;
 	_Atomic bool shutdown_sent;
 	pthread_t thread;           /* cores 1..: their thread, for the join */

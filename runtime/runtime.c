@@ -21,6 +21,7 @@ void runtime_config_init(struct runtime_config *cfg)
 	cfg->ring_entries = RUNTIME_DEFAULT_RING_ENTRIES;
 	cfg->run_budget = RUNTIME_DEFAULT_RUN_BUDGET;
 	cfg->sqpoll_idle_ms = RUNTIME_DEFAULT_SQPOLL_IDLE_MS;
+	cfg->xcore_spin_us = RUNTIME_DEFAULT_XCORE_SPIN_US;
 	cfg->register_ring_fd = 1;
 	cfg->offload_max_threads = RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS;
 	cfg->offload_idle_ms = RUNTIME_DEFAULT_OFFLOAD_IDLE_MS;
