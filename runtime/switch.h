@@ -57,82 +57,52 @@ void runtime__fiber_trampoline(void);
 	"xmm13", "xmm14", "xmm15", "st", "st(1)", "st(2)", "st(3)", "st(4)", \
 	"st(5)", "st(6)", "st(7)", "memory", "cc" SWITCH_CLOBBERS_AVX512
 
+/* The halves of a switch as assembler text: leaving (the frame above, the
+ * sp stored through rdi) and resuming the context whose sp is in rsp. The
+ * FP control words are saved and loaded by what fp_save and fp_load say. */
+#define SWITCH_LEAVE(fp_save) \
+	"leaq -144(%%rsp), %%rsp\n\t" fp_save "movq %%rbp, (%%rsp)\n\t" \
+	"leaq 1f(%%rip), %%rax\n\t" "pushq %%rax\n\t" "movq %%rsp, (%%rdi)\n\t"
+#define SWITCH_RESUME(fp_load) \
+	"popq %%rax\n\t" fp_load "movq (%%rsp), %%rbp\n\t" "leaq 144(%%rsp), %%rsp\n\t" \
+	"jmp *%%rax\n"
+#define SWITCH_FP_SAVE "stmxcsr 8(%%rsp)\n\t" "fnstcw 12(%%rsp)\n\t"
+#define SWITCH_FP_LOAD "ldmxcsr 8(%%rsp)\n\t" "fldcw 12(%%rsp)\n\t"
+
+#define SWITCH_ASM(save_sp, next_sp, fp_save, fp_load) \
+	__asm__ volatile(SWITCH_LEAVE(fp_save) "movq %%rsi, %%rsp\n\t" SWITCH_RESUME(fp_load) "1:" \
+	                 : "+D"(save_sp), "+S"(next_sp) : : SWITCH_CLOBBERS)
+
+/* Nothing is saved, so nothing needs to be clobbered. */
+#define SWITCH_FINAL_ASM(next_sp, fp_load) \
+	__asm__ volatile("movq %0, %%rsp\n\t" SWITCH_RESUME(fp_load) : : "r"(next_sp) : "memory")
+
 /* Save this context's sp in *save_sp and continue the one saved at
  * next_sp; returns when something switches back to *save_sp. */
 static inline __attribute__((always_inline)) void runtime__switch(void **save_sp, void *next_sp)
 {
-	__asm__ volatile(
-		"leaq -144(%%rsp), %%rsp\n\t"
-		"stmxcsr 8(%%rsp)\n\t"
-		"fnstcw 12(%%rsp)\n\t"
-		"movq %%rbp, (%%rsp)\n\t"
-		"leaq 1f(%%rip), %%rax\n\t"
-		"pushq %%rax\n\t"
-		"movq %%rsp, (%%rdi)\n\t"
-		"movq %%rsi, %%rsp\n\t"
-		"popq %%rax\n\t"
-		"ldmxcsr 8(%%rsp)\n\t"
-		"fldcw 12(%%rsp)\n\t"
-		"movq (%%rsp), %%rbp\n\t"
-		"leaq 144(%%rsp), %%rsp\n\t"
-		"jmp *%%rax\n"
-		"1:"
-		: "+D"(save_sp), "+S"(next_sp)
-		:
-		: SWITCH_CLOBBERS);
+	SWITCH_ASM(save_sp, next_sp, SWITCH_FP_SAVE, SWITCH_FP_LOAD);
 }
 
 /* The same, leaving MXCSR and the x87 control word alone. */
 static inline __attribute__((always_inline)) void runtime__switch_shared_fp(void **save_sp,
                                                                             void *next_sp)
 {
-	__asm__ volatile(
-		"leaq -144(%%rsp), %%rsp\n\t"
-		"movq %%rbp, (%%rsp)\n\t"
-		"leaq 1f(%%rip), %%rax\n\t"
-		"pushq %%rax\n\t"
-		"movq %%rsp, (%%rdi)\n\t"
-		"movq %%rsi, %%rsp\n\t"
-		"popq %%rax\n\t"
-		"movq (%%rsp), %%rbp\n\t"
-		"leaq 144(%%rsp), %%rsp\n\t"
-		"jmp *%%rax\n"
-		"1:"
-		: "+D"(save_sp), "+S"(next_sp)
-		:
-		: SWITCH_CLOBBERS);
+	SWITCH_ASM(save_sp, next_sp, "", "");
 }
 
 /* Continue the context saved at next_sp, abandoning this one (a fiber that
- * has ended): nothing is saved, so nothing needs to be clobbered. */
+ * has ended). */
 static inline __attribute__((always_inline, noreturn)) void runtime__switch_final(void *next_sp)
 {
-	__asm__ volatile(
-		"movq %0, %%rsp\n\t"
-		"popq %%rax\n\t"
-		"ldmxcsr 8(%%rsp)\n\t"
-		"fldcw 12(%%rsp)\n\t"
-		"movq (%%rsp), %%rbp\n\t"
-		"leaq 144(%%rsp), %%rsp\n\t"
-		"jmp *%%rax"
-		:
-		: "r"(next_sp)
-		: "memory");
+	SWITCH_FINAL_ASM(next_sp, SWITCH_FP_LOAD);
 	__builtin_unreachable();
 }
 
 static inline __attribute__((always_inline, noreturn)) void runtime__switch_final_shared_fp(
 	void *next_sp)
 {
-	__asm__ volatile(
-		"movq %0, %%rsp\n\t"
-		"popq %%rax\n\t"
-		"movq (%%rsp), %%rbp\n\t"
-		"leaq 144(%%rsp), %%rsp\n\t"
-		"jmp *%%rax"
-		:
-		: "r"(next_sp)
-		: "memory");
+	SWITCH_FINAL_ASM(next_sp, "");
 	__builtin_unreachable();
 }
 
