@@ -3,7 +3,11 @@
  * micro - the runtime's micro figures, one "name=value" line each:
  *
  *   switch_ns            one-way runtime__switch between two bare contexts
+ *                        (each keeps its own MXCSR and x87 control word)
+ *   switch_shared_fp_ns  the same with runtime__switch_shared_fp, the switch
+ *                        of a runtime configured with share_fp_control
  *   yield_ns             runtime_yield between two fibers (per yield)
+ *   yield_shared_fp_ns   the same, share_fp_control = 1
  *   spawn_join_ns        runtime_fiber_spawn + join, in batches of 1024
  *                        (the shape of Go's go + WaitGroup figure)
  *   timer_add_cancel_ns  runtime_timer_start + cancel, until the callback
@@ -13,10 +17,21 @@
  *                        (a bare ring, no runtime)
  *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
  *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
+ *                        (no stack cache; after the other figures)
+ *   "micro sleep1m" alone, in a fresh process (go_micro sleep1m's shape),
+ *   the default config, two waves of 1M sleepers in one runtime:
+ *   sleep_1m_cold_s      the first (no stack memory faulted in yet)
+ *   sleep_1m_warm_s      the second (what the first left behind reused)
+ *   sleep_1m_peak_rss_kib  the process's peak RSS (VmHWM)
  *   xcore_pingpong_ns    round trip between fibers on two cores through
- *                        park/unpark, each core asleep between messages
+ *                        park/unpark, default config: the traffic is dense,
+ *                        so each core spins for the next message (runtime.h
+ *                        xcore_spin_us) instead of sleeping
+ *   xcore_pingpong_cpu_ns   the CPU both cores spend per round trip meanwhile
+ *   xcore_pingpong_asleep_ns   the same with xcore_spin_us = 0: each core
+ *                        asleep between messages, woken through its eventfd
  *   xcore_pingpong_spin50us_ns   the same with busy_poll_us = 50: cores spin
- *                        before they sleep, so most messages find them awake
+ *                        before they sleep, always
  *   xcore_spawn_per_s    spawns from a fiber on core 0 onto core 1, counted
  *                        until the last one has run
  *   mutex_uncontended_ns lock + unlock by one fiber
@@ -120,19 +135,36 @@ __attribute__((noreturn)) static void bounce(void *arg)
 		runtime__switch(&other_sp, main_sp);
 }
 
-static void bench_switch(void)
+__attribute__((noreturn)) static void bounce_shared_fp(void *arg)
+{
+	(void)arg;
+	for (;;)
+		runtime__switch_shared_fp(&other_sp, main_sp);
+}
+
+static double time_switches(long n, bool shared_fp)
+{
+	uint64_t t0 = runtime_now();
+	if (shared_fp) {
+		for (long i = 0; i < n; i++)
+			runtime__switch_shared_fp(&main_sp, other_sp);
+	} else {
+		for (long i = 0; i < n; i++)
+			runtime__switch(&main_sp, other_sp);
+	}
+	return (double)(runtime_now() - t0) / (2.0 * (double)n);
+}
+
+static void bench_switch(bool shared_fp)
 {
 	const long n = scaled(20000000);
 	size_t size = 64 * 1024;
 	char *stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
-	other_sp = runtime__context_init(stack + size, bounce, NULL);
-	runtime__switch(&main_sp, other_sp); /* warm up */
-	uint64_t t0 = runtime_now();
-	for (long i = 0; i < n; i++)
-		runtime__switch(&main_sp, other_sp);
-	double ns = (double)(runtime_now() - t0) / (2.0 * (double)n);
-	printf("switch_ns=%.2f\n", ns);
+	other_sp = runtime__context_init(stack + size, shared_fp ? bounce_shared_fp : bounce, NULL);
+	time_switches(1, shared_fp); /* warm up */
+	printf("%s=%.2f\n", shared_fp ? "switch_shared_fp_ns" : "switch_ns",
+	       time_switches(n, shared_fp));
 	munmap(stack, size);
 }
 
@@ -157,12 +189,23 @@ static void yield_main(void *arg)
 	*elapsed = runtime_now() - t0;
 }
 
-static void bench_yield(void)
+static void bench_yield(bool shared_fp)
 {
+	struct runtime_config cfg;
+	struct runtime *rt;
 	uint64_t elapsed;
+
+	runtime_config_init(&cfg);
+	cfg.share_fp_control = shared_fp;
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
 	yield_n = scaled(10000000);
-	run_one(yield_main, &elapsed);
-	printf("yield_ns=%.2f\n", (double)elapsed / (2.0 * (double)yield_n));
+	runtime_spawn(rt, yield_main, &elapsed);
+	if (runtime_run(rt) < 0)
+		exit(1);
+	runtime_destroy(rt);
+	printf("%s=%.2f\n", shared_fp ? "yield_shared_fp_ns" : "yield_ns",
+	       (double)elapsed / (2.0 * (double)yield_n));
 }
 
 /* ----------------------------------------------------------- spawn+join */
@@ -376,9 +419,76 @@ static void bench_sleepers(void)
 	printf("sleep_1m_wall_s=%.2f\n", (double)(pb.last_wake - pb.t0) / 1e9);
 }
 
+/* Waves of 1M sleepers: the last to wake unparks the spawner. */
+static struct {
+	long left;
+	struct runtime_fiber *spawner;
+	double secs[2];
+} wave;
+
+static void wave_sleeper(void *arg)
+{
+	(void)arg;
+	runtime_sleep(1000000000ull);
+	if (--wave.left == 0)
+		runtime_fiber_unpark(wave.spawner);
+}
+
+static double one_wave(long n)
+{
+	uint64_t t0 = runtime_now();
+
+	wave.left = n;
+	wave.spawner = runtime_fiber_self();
+	for (long i = 0; i < n; i++)
+		if (runtime_spawn(runtime_current(), wave_sleeper, NULL) < 0) {
+			fprintf(stderr, "micro: spawn failed at %ld\n", i);
+			exit(1);
+		}
+	while (wave.left > 0)
+		runtime_park(-1);
+	return (double)(runtime_now() - t0) / 1e9;
+}
+
+static void waves_main(void *arg)
+{
+	long n = *(long *)arg;
+	wave.secs[0] = one_wave(n);
+	wave.secs[1] = one_wave(n);
+}
+
+static long peak_rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+static void bench_sleep_waves(void)
+{
+	struct runtime *rt;
+	long n = scaled(1000000);
+
+	if (runtime_create(&rt, NULL) < 0)
+		exit(1);
+	runtime_spawn(rt, waves_main, &n);
+	if (runtime_run(rt) < 0)
+		exit(1);
+	runtime_destroy(rt);
+	printf("sleep_1m_cold_s=%.2f\nsleep_1m_warm_s=%.2f\nsleep_1m_peak_rss_kib=%ld\n",
+	       wave.secs[0], wave.secs[1], peak_rss_kib());
+}
+
 /* ------------------------------------------------------------ cross-core */
 
-static struct runtime *two_cores(unsigned busy_poll_us)
+static struct runtime *two_cores_spinning(unsigned busy_poll_us, unsigned xcore_spin_us)
 {
 	struct runtime_config cfg;
 	struct runtime *rt;
@@ -387,9 +497,15 @@ static struct runtime *two_cores(unsigned busy_poll_us)
 	cfg.cores = 2;
 	cfg.pin_cpus = 1;
 	cfg.busy_poll_us = busy_poll_us;
+	cfg.xcore_spin_us = xcore_spin_us;
 	if (runtime_create(&rt, &cfg) < 0)
 		exit(1);
 	return rt;
+}
+
+static struct runtime *two_cores(unsigned busy_poll_us)
+{
+	return two_cores_spinning(busy_poll_us, RUNTIME_DEFAULT_XCORE_SPIN_US);
 }
 
 static struct {
@@ -424,19 +540,31 @@ static void xplayer(void *arg)
 		xpp.t1 = runtime_now();
 }
 
-static void bench_xcore_pingpong(unsigned busy_poll_us, const char *name)
+static double process_cpu_ns(void)
 {
-	struct runtime *rt = two_cores(busy_poll_us);
+	struct timespec ts;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void bench_xcore_pingpong(unsigned busy_poll_us, unsigned xcore_spin_us, const char *name)
+{
+	struct runtime *rt = two_cores_spinning(busy_poll_us, xcore_spin_us);
+	bool spins = busy_poll_us || xcore_spin_us;
 
 	atomic_store(&xpp.fiber[0], NULL);
 	atomic_store(&xpp.fiber[1], NULL);
 	atomic_store(&xpp.ball, 0);
-	xpp.rounds = scaled(busy_poll_us ? 1000000 : 100000);
+	xpp.rounds = scaled(spins ? 1000000 : 100000);
 	runtime_spawn_on(rt, 0, xplayer, (void *)0);
 	runtime_spawn_on(rt, 1, xplayer, (void *)1);
+	double cpu0 = process_cpu_ns();
 	runtime_run(rt);
+	double cpu = process_cpu_ns() - cpu0;
 	runtime_destroy(rt);
 	printf("%s=%.0f\n", name, (double)(xpp.t1 - xpp.t0) / (double)xpp.rounds);
+	if (!busy_poll_us && xcore_spin_us)
+		printf("xcore_pingpong_cpu_ns=%.0f\n", cpu / (double)xpp.rounds);
 }
 
 static struct {
@@ -932,11 +1060,19 @@ int main(int argc, char **argv)
 
 	quick = getenv("MICRO_QUICK") != NULL;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (only && strcmp(only, "sleep1m") == 0) { /* alone: peak RSS is the process's */
+		bench_sleep_waves();
+		return 0;
+	}
 #define WANT(name) (!only || strstr(only, name))
-	if (WANT("switch"))
-		bench_switch();
-	if (WANT("yield"))
-		bench_yield();
+	if (WANT("switch")) {
+		bench_switch(false);
+		bench_switch(true);
+	}
+	if (WANT("yield")) {
+		bench_yield(false);
+		bench_yield(true);
+	}
 	if (WANT("spawn"))
 		bench_spawn_join();
 	if (WANT("timer")) {
@@ -958,8 +1094,9 @@ int main(int argc, char **argv)
 	if (WANT("copy"))
 		bench_copy();
 	if (WANT("xcore")) {
-		bench_xcore_pingpong(0, "xcore_pingpong_ns");
-		bench_xcore_pingpong(50, "xcore_pingpong_spin50us_ns");
+		bench_xcore_pingpong(0, RUNTIME_DEFAULT_XCORE_SPIN_US, "xcore_pingpong_ns");
+		bench_xcore_pingpong(0, 0, "xcore_pingpong_asleep_ns");
+		bench_xcore_pingpong(50, 0, "xcore_pingpong_spin50us_ns");
 		bench_xcore_spawn();
 		chan_pingpong(2, scaled(100000), "chan_xcore_pingpong_ns");
 	}

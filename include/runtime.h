@@ -119,10 +119,11 @@ struct runtime_fiber;  /* opaque: a join handle */
 
 #define RUNTIME_DEFAULT_STACK_SIZE (128u * 1024)
 #define RUNTIME_MIN_STACK_SIZE (16u * 1024)
-#define RUNTIME_DEFAULT_STACK_CACHE 1024u
+#define RUNTIME_DEFAULT_STACK_CACHE 64u
 #define RUNTIME_DEFAULT_RING_ENTRIES 256u
 #define RUNTIME_DEFAULT_RUN_BUDGET 64u
 #define RUNTIME_DEFAULT_SQPOLL_IDLE_MS 50u
+#define RUNTIME_DEFAULT_XCORE_SPIN_US 50u
 #define RUNTIME_MAX_CORES 1024u
 #define RUNTIME_DEBUG_STALL_MS 100u
 #define RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS 8u
@@ -170,13 +171,26 @@ struct runtime_config {
 	size_t stack_size;      /* usable bytes per fiber stack; default
 	                           RUNTIME_DEFAULT_STACK_SIZE, rounded up to the
 	                           page size, at least RUNTIME_MIN_STACK_SIZE */
-	unsigned stack_cache;   /* stacks kept per core for reuse; default
+	unsigned stack_cache;   /* freed stacks each core keeps resident for
+	                           reuse however long they go unused; the
+	                           others give their pages back once a second
+	                           has gone by without their reuse; default
 	                           RUNTIME_DEFAULT_STACK_CACHE */
 	unsigned ring_entries;  /* SQ entries (a power of two, 8..32768);
 	                           default RUNTIME_DEFAULT_RING_ENTRIES; the CQ
 	                           gets 4x as many */
 	unsigned run_budget;    /* fibers run per loop turn before completions
 	                           are reaped; default RUNTIME_DEFAULT_RUN_BUDGET */
+	int share_fp_control;   /* nonzero: the fibers of a core share one
+	                           floating-point control state (MXCSR and the
+	                           x87 control word on x86_64: rounding, FP
+	                           exception masks, flush-to-zero) instead of
+	                           each keeping its own across switches, as the
+	                           ABI has it; a switch then costs about a
+	                           fifth (bench/micro switch_shared_fp_ns). A
+	                           fiber that changes the state must put it
+	                           back before it can block or yield. No
+	                           effect on aarch64 (FPCR is kept). Default 0 */
 	/* Kernel-bypass options (see README for the measurements). */
 	int sqpoll;             /* nonzero: a kernel thread polls the SQ;
 	                           default 0 */
@@ -188,7 +202,14 @@ struct runtime_config {
 	                           default 0 */
 	unsigned busy_poll_us;  /* spin this long for completions and for work
 	                           from other threads before the core blocks in
-	                           the kernel; default 0 */
+	                           the kernel, always; default 0 */
+	unsigned xcore_spin_us; /* unless busy_poll_us is set: while work from
+	                           other threads (unpark, spawn_on, a channel
+	                           peer on another core) comes less than this
+	                           far apart on average, and some came within
+	                           it, a core spins this long for the next
+	                           before it sleeps; 0: never; default
+	                           RUNTIME_DEFAULT_XCORE_SPIN_US */
 	/* The offload pool (runtime_offload), shared by all cores. */
 	unsigned offload_min_threads; /* started with each run; default 0 */
 	unsigned offload_max_threads; /* 1 .. RUNTIME_MAX_OFFLOAD_THREADS; a

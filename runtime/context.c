@@ -1,30 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * context.c - the first frame of a new fiber, laid out exactly as
- * runtime__switch (switch_<arch>.S) leaves a frame when it switches out, so
- * that the first switch into it "returns" into runtime__fiber_trampoline,
- * which calls entry(arg) from callee-saved registers.
+ * context.c - the first frame of a new fiber, laid out exactly as the
+ * switch (switch.h, switch_<arch>.S) leaves a frame when it switches out,
+ * so that the first switch into it lands in runtime__fiber_trampoline,
+ * which calls entry(arg).
  */
-#include "internal.h"
-
+#include <stdint.h>
 #include <string.h>
+
+#include "switch.h"
 
 #if defined(__x86_64__)
 /* Power-on defaults: all FP exceptions masked, round to nearest. */
 #define MXCSR_DEFAULT 0x1f80u
 #define X87_CW_DEFAULT 0x037fu
 
+/* Below top: entry and arg, where the trampoline finds them once the
+ * switch has popped the frame (16 bytes, so its rsp is 16-byte aligned),
+ * and below them the switch frame itself. */
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg)
 {
-	uint64_t *frame = (uint64_t *)top - 8; /* 64 bytes; top stays untouched */
+	uint64_t *call = (uint64_t *)top - 2;
+	uint64_t *frame = (uint64_t *)((char *)call - SWITCH_FRAME);
 
-	memset(frame, 0, 8 * sizeof(*frame));
-	frame[0] = MXCSR_DEFAULT | ((uint64_t)X87_CW_DEFAULT << 32);
-	frame[1] = (uint64_t)(uintptr_t)entry;                      /* r12 */
-	frame[2] = (uint64_t)(uintptr_t)arg;                        /* r13 */
-	frame[6] = 0;                                               /* rbp */
-	frame[7] = (uint64_t)(uintptr_t)runtime__fiber_trampoline;  /* ret */
-	return frame;
+	call[0] = (uint64_t)(uintptr_t)entry;
+	call[1] = (uint64_t)(uintptr_t)arg;
+	frame[0] = (uint64_t)(uintptr_t)runtime__fiber_trampoline; /* resume at */
+	frame[1] = 0;                                              /* rbp */
+	frame[SWITCH_FP_OFFSET / 8] = MXCSR_DEFAULT | ((uint64_t)X87_CW_DEFAULT << 32);
+	return frame; /* the rest of the frame is the red zone: never read */
 }
 #elif defined(__aarch64__)
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg)
@@ -39,6 +43,4 @@ void *runtime__context_init(void *top, void (*entry)(void *), void *arg)
 	frame[20] = 0;                                              /* fpcr */
 	return frame;
 }
-#else
-#error "runtime: no context switch for this architecture (x86_64 and aarch64 exist)"
 #endif

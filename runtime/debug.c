@@ -107,7 +107,7 @@ static void core_section(FILE *out, const struct core *c)
 
 	dlist_for_each(node, &c->fibers)
 		n++;
-	fprintf(out, "core %u: %u fibers, %u timers armed\n", c->index, n, c->timers.len);
+	fprintf(out, "core %u: %u fibers, %u timers armed\n", c->index, n, c->timers.armed);
 	dlist_for_each(node, &c->fibers)
 		fiber_line(out, container_of(node, struct fiber, all), now);
 }

@@ -123,9 +123,9 @@ struct engine {
 	 * the nearest timer. Then resume whom it concerns. 0, or -errno when
 	 * the engine itself broke (the run fails). */
 	int (*poll)(struct core *c, bool block);
-	/* runtime_config.busy_poll_us: spin before sleeping; true if work
+	/* Spin up to ns before sleeping (loop.c says when); true if work
 	 * came. */
-	bool (*busy_poll)(struct core *c);
+	bool (*busy_poll)(struct core *c, uint64_t ns);
 	/* Core 0 of a runtime with runtime_shutdown_on_signals: watch the
 	 * signalfd (runtime_shutdown when it reads a signal). */
 	void (*watch_signals)(struct core *c);

@@ -818,7 +818,7 @@ static int epoll_poll(struct core *c, bool block)
 	int64_t timeout = 0;
 
 	if (block) {
-		uint64_t next = c->timers.len ? c->timers.slot[0].deadline : NEVER;
+		uint64_t next = runtime__timers_next(c);
 		uint64_t now = runtime_now();
 		timeout = next == NEVER ? -1 : next <= now ? 0
 		        : next - now > INT64_MAX ? INT64_MAX : (int64_t)(next - now);
@@ -827,9 +827,9 @@ static int epoll_poll(struct core *c, bool block)
 	return n < 0 ? n : 0;
 }
 
-static bool epoll_busy_poll(struct core *c)
+static bool epoll_busy_poll(struct core *c, uint64_t ns)
 {
-	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+	uint64_t until = runtime_now() + ns;
 
 	do {
 		if (reap(c, 0) > 0 || atomic_load_explicit(&c->inbox, memory_order_relaxed))

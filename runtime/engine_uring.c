@@ -676,9 +676,7 @@ static void mshot_cqe(uint64_t user_data, int res, unsigned flags)
  * costs one loop turn and no SQEs now. A deadline of NEVER is not armed. */
 static void timers_arm(struct core *c)
 {
-	if (!c->timers.len)
-		return;
-	uint64_t next = c->timers.slot[0].deadline;
+	uint64_t next = runtime__timers_next(c);
 	if (next == NEVER || c->kt_deadline <= next)
 		return;
 	runtime__sqe_reserve(c, 2);
@@ -727,14 +725,14 @@ static void uring_watch_signals(struct core *c)
 }
 
 /*
- * Before the core sleeps: spin for up to busy_poll_us, submitting and
- * peeking at completions and at the inbox, without announcing the sleep
- * (so producers write no eventfd meanwhile). True if work came: the core
- * then does not block. Costs a CPU while idle; off by default (README).
+ * Before the core sleeps: spin for up to ns, submitting and peeking at
+ * completions and at the inbox, without announcing the sleep (so producers
+ * write no eventfd meanwhile). True if work came: the core then does not
+ * block.
  */
-static bool uring_busy_poll(struct core *c)
+static bool uring_busy_poll(struct core *c, uint64_t ns)
 {
-	uint64_t until = runtime_now() + (uint64_t)c->rt->cfg.busy_poll_us * 1000;
+	uint64_t until = runtime_now() + ns;
 
 	do {
 		stat_add(&c->stats.enters, 1);

@@ -66,10 +66,15 @@ static void finish_switch(struct core *c)
 	}
 }
 
-static void switch_to(struct core *c, struct fiber *from, struct fiber *to)
+/* What every switch does before the registers move. Inlined, with the
+ * switch itself, where a fiber gives up the CPU (switch.h says why). */
+static inline __attribute__((always_inline)) void switch_begin(struct core *c, struct fiber *from,
+                                                               struct fiber *to)
 {
 	c->current = to;
+#ifdef RUNTIME_ASAN
 	c->prev = from;
+#endif
 	to->state = FIBER_RUNNING;
 	if (unlikely(c->watch.on))
 		stall_publish(c, to);
@@ -81,8 +86,29 @@ static void switch_to(struct core *c, struct fiber *from, struct fiber *to)
 #ifdef RUNTIME_TSAN
 	__tsan_switch_to_fiber(to->tsan_fiber, 0);
 #endif
-	runtime__switch(&from->sp, to->sp);
+	(void)from;
+}
+
+static inline __attribute__((always_inline)) void switch_to(struct core *c, struct fiber *from,
+                                                            struct fiber *to)
+{
+	switch_begin(c, from, to);
+	if (c->share_fp)
+		runtime__switch_shared_fp(&from->sp, to->sp);
+	else
+		runtime__switch(&from->sp, to->sp);
 	finish_switch(c);
+}
+
+/* A fiber that has ended: nothing of it is saved, it never runs again. */
+__attribute__((noreturn)) static void switch_away(struct core *c, struct fiber *from,
+                                                  struct fiber *to)
+{
+	switch_begin(c, from, to);
+	if (c->share_fp)
+		runtime__switch_final_shared_fp(to->sp);
+	else
+		runtime__switch_final(to->sp);
 }
 
 static void make_ready(struct core *c, struct fiber *f)
@@ -91,9 +117,24 @@ static void make_ready(struct core *c, struct fiber *f)
 	queue_push(&c->ready, &f->runq);
 }
 
+/* Many fibers are many cold stack pages: while one runs, the next one's
+ * saved frame and the one after's fiber struct are fetched. (The next's
+ * struct, read here for its sp, was fetched one pick earlier.) */
+static inline void prefetch_ahead(const struct queue *ready)
+{
+	const struct qnode *n = ready->head;
+
+	if (n) {
+		__builtin_prefetch(container_of(n, struct fiber, runq)->sp);
+		__builtin_prefetch(n->next, 1);
+	}
+}
+
 static struct fiber *next_ready(struct core *c)
 {
 	struct qnode *n = queue_pop(&c->ready);
+
+	prefetch_ahead(&c->ready);
 	return n ? container_of(n, struct fiber, runq) : NULL;
 }
 
@@ -109,9 +150,8 @@ static struct fiber *pick_next(struct core *c)
 }
 
 /* Inlined into suspend and yield: a call here costs yield_ns a third. */
-static inline __attribute__((always_inline)) void schedule(struct core *c)
+static inline __attribute__((always_inline)) void schedule(struct core *c, struct fiber *self)
 {
-	struct fiber *self = c->current;
 	struct fiber *next = pick_next(c);
 
 	if (next != self) {
@@ -148,8 +188,7 @@ __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f
 	if (!(f->flags & FIBER_JOINABLE))
 		c->zombie = f; /* freed by the next context, off this stack */
 	runtime__load_sub(c);
-	switch_to(c, f, pick_next(c));
-	__builtin_unreachable();
+	switch_away(c, f, pick_next(c));
 }
 
 /* Entered from runtime__fiber_trampoline on the fiber's fresh stack. */
@@ -178,7 +217,7 @@ int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fi
 	f->block_since = c->now;
 	f->interrupt = interrupt;
 	f->wait_obj = wait_obj;
-	schedule(c);
+	schedule(c, f);
 	f->interrupt = NULL;
 	f->wait_obj = NULL;
 	return f->resume_res;
@@ -672,14 +711,15 @@ void runtime_fiber_local_set(void *value)
 
 int runtime_yield(void)
 {
-	struct fiber *f = this_fiber();
+	struct core *c = this_core();
+	struct fiber *f = c ? c->current : NULL;
 
-	if (!f)
+	if (!f || (f->flags & FIBER_LOOP))
 		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (fiber_cancelled(f))
 		return -ECANCELED;
-	make_ready(f->core, f);
-	schedule(f->core);
+	make_ready(c, f);
+	schedule(c, f);
 	return 0;
 }
 

@@ -138,8 +138,10 @@ void runtime__inbox_drain(struct core *c)
 {
 	const unsigned budget = c->rt->cfg.run_budget;
 
-	if (atomic_load_explicit(&c->inbox, memory_order_relaxed))
+	if (atomic_load_explicit(&c->inbox, memory_order_relaxed)) {
 		take_all(c);
+		runtime__spin_learn(c);
+	}
 	for (unsigned done = 0; done < budget && !queue_empty(&c->backlog); done++) {
 		struct qnode *q = queue_pop(&c->backlog);
 		stat_add(&c->stats.inbox, 1);

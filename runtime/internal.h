@@ -28,6 +28,7 @@
 #include "fault.h"
 #include "list.h"
 #include "runtime.h"
+#include "switch.h"
 
 #ifdef RUNTIME_FAULTS
 /* A fault build's runtime allocates through these (fault.c), which fail
@@ -119,6 +120,12 @@ static inline char *stack_top(const struct stack *s)
 {
 	return stack_base(s) + s->slab->each;
 }
+
+/* Stacks by the slot: each list of a core can hold every stack there is. */
+struct stack_list {
+	struct stack *v;
+	size_t len, cap;
+};
 
 int runtime__stack_alloc(struct core *c, struct stack *s);
 void runtime__stack_free(struct core *c, const struct stack *s);
@@ -237,6 +244,9 @@ void runtime__inbox_discard(struct core *c);
 void runtime__core_wake(struct core *c);
 bool runtime__core_may_sleep(struct core *c);
 void runtime__core_awake(struct core *c);
+/* Inbox work came in the first turn after a sleep: loop.c's spin learns
+ * whether to spin before the next. */
+void runtime__spin_learn(struct core *c);
 
 /* ----------------------------------------------------------------- fibers */
 
@@ -275,21 +285,22 @@ enum fiber_flags {
 
 enum timer_state {
 	TIMER_IDLE,
-	TIMER_ARMED,    /* in the heap */
-	TIMER_ENDING,   /* public timers: out of the heap, callback queued */
+	TIMER_ARMED,    /* in the heap or a lane (timer.c) */
+	TIMER_ENDING,   /* public timers: out of the set, callback queued */
 };
 
-/* A timer in its core's heap: the public struct runtime_timer's storage,
+/* A timer in its core's set: the public struct runtime_timer's storage,
  * and what sleeps, timed suspends and cancel retries use. */
 struct timer {
 	uint64_t deadline;          /* absolute ns; NEVER is kept, never fires */
 	uint64_t seq;               /* start order: equal deadlines fire FIFO */
 	void (*fire)(struct timer *t, enum runtime_timer_why why);
 	struct core *core;
-	uint32_t heap_index;
+	uint32_t heap_index;        /* its heap index, or its lane position */
 	uint8_t state;
 	uint8_t why;                /* TIMER_ENDING: the queued callback's */
 	bool on_shutdown;           /* completed by a shutdown (public, named) */
+	uint8_t lane;               /* 0: in the heap; else its lane + 1 */
 	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
 	runtime_timer_fn *user_fn;  /* public timers only */
 	void *user_arg;
@@ -389,14 +400,6 @@ static inline struct fiber *fiber_of_stack(const struct stack *s)
 	return (struct fiber *)(stack_top(s) - FIBER_SLOT);
 }
 
-void runtime__switch(void **save_sp, void *next_sp);
-void runtime__fiber_trampoline(void);
-/* fn(arg) with the stack pointer at top (16-byte aligned), then back: a
- * call on another stack, not a switch (fn returns, and never switches). */
-void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top);
-/* Lay out a first frame below top (16-byte aligned) so that switching to
- * the returned sp calls entry(arg); entry must never return. */
-void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 
 /* Suspend the running fiber until runtime__resume(); a cancel or an
  * expiry (runtime_fiber_expire) calls interrupt(f, res) meanwhile, res
@@ -443,9 +446,23 @@ struct heap_slot {
 	struct timer *t;
 };
 
-struct timer_heap {
-	struct heap_slot *slot;
+#define TIMER_LANES 4
+
+/* Timers started in deadline order (timer.c). */
+struct timer_lane {
+	struct heap_slot *slot;     /* a ring of cap slots, cap a power of two */
+	uint32_t head, tail;        /* free-running positions */
+	uint32_t cap, holes;        /* holes: stopped timers' slots still inside */
+};
+
+/* A core's armed timers: lanes, and a heap for the rest. */
+struct timer_set {
+	struct heap_slot *slot;     /* the heap */
 	uint32_t len, cap;
+	uint32_t armed;             /* in the heap and the lanes */
+	uint64_t lower;             /* no armed deadline is earlier: a loop
+	                               turn before it looks no further */
+	struct timer_lane lane[TIMER_LANES];
 };
 
 /* Arm t to call t->fire(t, RUNTIME_TIMER_FIRED) from the loop at deadline. */
@@ -453,6 +470,8 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline);
 /* Disarm without a callback. Returns false if t was not armed. */
 bool runtime__timer_stop(struct timer *t);
 void runtime__timers_run(struct core *c);
+/* When to wake: no armed deadline on c is earlier (NEVER: none). */
+uint64_t runtime__timers_next(struct core *c);
 void runtime__timers_shutdown(struct core *c);
 void runtime__timers_free(struct core *c);
 
@@ -735,10 +754,13 @@ struct core {
 	const struct engine *eng;   /* the runtime's (engine.h) */
 	unsigned index;
 	struct fiber *current;      /* running fiber, or &loop */
+#ifdef RUNTIME_ASAN
 	struct fiber *prev;         /* the context that switched to current */
+#endif
 	struct fiber loop;          /* the core thread's own context */
 	struct queue ready;
 	unsigned budget;            /* fibers left to run this turn */
+	bool share_fp;              /* runtime_config.share_fp_control */
 	struct fiber *zombie;       /* ended fiber whose stack is to be freed */
 	struct dlist fibers;        /* every live fiber */
 	unsigned load;              /* live fibers + armed public timers */
@@ -755,6 +777,10 @@ struct core {
 	_Atomic int sleeping;       /* blocked (or about to) in the kernel */
 	int wake_fd;                /* eventfd other threads write to wake us */
 	struct queue backlog;       /* inbox work taken, not yet handled */
+	bool spin_next;             /* spin for cross-core work before the next
+	                               sleep (loop.c) */
+	uint64_t slept_at;          /* when the core last went to sleep; 0
+	                               once the first turn after it has run */
 	struct inbox_node shutdown_node;
 	_Atomic bool shutdown_sent;
 	pthread_t thread;           /* cores 1..: their thread, for the join */
@@ -784,18 +810,15 @@ struct core {
 	struct epoll_core *epoll;
 	struct core_log *log;       /* runtime_log's buffers (log.c) */
 
-	struct timer_heap timers;
+	struct timer_set timers;
 	struct queue timer_done;    /* public timers whose callback is due */
 	uint64_t timer_seq;
 
-	struct stack *stack_cache;  /* hot stacks, pages resident */
-	unsigned stack_cached;
-	unsigned stack_low;         /* the fewest cached this decay period */
-	struct timer stack_decay;   /* gives back what the cache did not use */
-	struct {                    /* stacks whose pages were given back */
-		struct stack *v;
-		size_t len, cap;
-	} clean;
+	struct stack_list resident; /* freed stacks, pages still there; the
+	                               last freed is the first reused */
+	unsigned resident_low;      /* the fewest resident this decay period */
+	struct timer stack_decay;   /* gives back what was not reused */
+	struct stack_list clean;    /* stacks whose pages were given back */
 	struct {                    /* freed stacks awaiting MADV_DONTNEED */
 		struct stack v[SLAB_STACKS];
 		unsigned len;

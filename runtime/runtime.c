@@ -21,6 +21,7 @@ void runtime_config_init(struct runtime_config *cfg)
 	cfg->ring_entries = RUNTIME_DEFAULT_RING_ENTRIES;
 	cfg->run_budget = RUNTIME_DEFAULT_RUN_BUDGET;
 	cfg->sqpoll_idle_ms = RUNTIME_DEFAULT_SQPOLL_IDLE_MS;
+	cfg->xcore_spin_us = RUNTIME_DEFAULT_XCORE_SPIN_US;
 	cfg->register_ring_fd = 1;
 	cfg->offload_max_threads = RUNTIME_DEFAULT_OFFLOAD_MAX_THREADS;
 	cfg->offload_idle_ms = RUNTIME_DEFAULT_OFFLOAD_IDLE_MS;
@@ -69,6 +70,7 @@ static int config_check(const struct runtime_config *cfg)
 static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 {
 	c->rt = rt;
+	c->share_fp = rt->cfg.share_fp_control != 0;
 	c->eng = rt->eng;
 	c->index = index;
 	queue_init(&c->ready);
@@ -84,14 +86,12 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	c->watch.on = rt->cfg.stall_ms != 0;
 }
 
-static int core_init(struct runtime *rt, struct core *c)
+static int core_init(struct core *c)
 {
 	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (c->wake_fd < 0)
 		return -errno;
-	c->stack_cache = calloc(rt->cfg.stack_cache ? rt->cfg.stack_cache : 1,
-	                        sizeof(*c->stack_cache));
-	return c->stack_cache ? 0 : -ENOMEM;
+	return 0;
 }
 
 /* What never ran: inbox work (first, on every core: a node may live on a
@@ -115,7 +115,6 @@ static void core_free(struct core *c)
 	runtime__timers_free(c);
 	runtime__log_free(c);
 	runtime__stacks_free(c);
-	free(c->stack_cache);
 	if (c->wake_fd >= 0)
 		close(c->wake_fd);
 }
@@ -129,7 +128,7 @@ static int cores_init(struct runtime *rt)
 		core_prepare(rt, &rt->cores[i], i);
 	int rc = 0;
 	for (unsigned i = 0; i < rt->ncores && rc == 0; i++)
-		rc = core_init(rt, &rt->cores[i]);
+		rc = core_init(&rt->cores[i]);
 	return rc;
 }
 

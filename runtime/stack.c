@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stack.c - fiber stacks: carved from slabs of SLAB_STACKS stacks (one mmap
- * each), with a guard page at the low end of each stack; kept per core in a
- * cache of hot stacks (pages still resident, reused at once) and a list of
- * clean ones (pages given back with MADV_DONTNEED, address range kept); and
- * the generations behind fiber handles. (The SIGSEGV handler that names
+ * each), with a guard page at the low end of each stack; kept per core on a
+ * list of resident stacks (pages still there, the last freed reused first)
+ * and a list of clean ones (pages given back with MADV_DONTNEED, address
+ * range kept); and the generations behind fiber handles. (The SIGSEGV handler that names
  * a fiber whose stack overflowed into its guard is in signal.c.)
  *
  * Guards are installed with MADV_GUARD_INSTALL where the kernel has it
@@ -200,6 +200,20 @@ static void handle_retire(const struct stack *s)
 
 /* --------------------------------------------------------------- stacks */
 
+/* Room for n stacks on a list; doubling, so a list costs O(1) per stack. */
+static int list_reserve(struct stack_list *l, size_t n)
+{
+	if (n <= l->cap)
+		return 0;
+	size_t cap = l->cap * 2 > n ? l->cap * 2 : n;
+	struct stack *v = realloc(l->v, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	l->v = v;
+	l->cap = cap;
+	return 0;
+}
+
 static int grow_bookkeeping(struct core *c)
 {
 	if (c->nslabs == c->slab_cap) {
@@ -210,17 +224,11 @@ static int grow_bookkeeping(struct core *c)
 		c->slabs = slabs;
 		c->slab_cap = cap;
 	}
-	/* The clean list must be able to hold every stack there is. */
+	/* Each list must be able to hold every stack there is: pushing a
+	 * freed stack can then never fail. */
 	size_t need = (size_t)(c->nslabs + 1) * SLAB_STACKS;
-	if (need > c->clean.cap) {
-		size_t cap = c->clean.cap * 2 > need ? c->clean.cap * 2 : need;
-		struct stack *v = realloc(c->clean.v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		c->clean.v = v;
-		c->clean.cap = cap;
-	}
-	return 0;
+	int rc = list_reserve(&c->clean, need);
+	return rc < 0 ? rc : list_reserve(&c->resident, need);
 }
 
 static int slab_map(struct slab *sl, size_t stack_size)
@@ -269,10 +277,10 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
 {
 	if (runtime__fault(FAULT_STACK))
 		return -ENOMEM;
-	if (c->stack_cached) {
-		*s = c->stack_cache[--c->stack_cached];
-		if (c->stack_cached < c->stack_low)
-			c->stack_low = c->stack_cached;
+	if (c->resident.len) {
+		*s = c->resident.v[--c->resident.len];
+		if (c->resident.len < c->resident_low)
+			c->resident_low = (unsigned)c->resident.len;
 		return 0;
 	}
 	if (!c->clean.len) {
@@ -305,69 +313,84 @@ static void release_pending(struct core *c)
 	c->pending.len = 0;
 }
 
-/* Past the hot cache: back to the kernel, in batches. (The clean list has
- * room: it is sized for every stack there is.) */
-static void give_back(struct core *c, const struct stack *s)
-{
-	c->pending.v[c->pending.len++] = *s;
-	if (c->pending.len == SLAB_STACKS)
-		release_pending(c);
-}
-
 /*
- * The hot cache decays. Stacks it held all through a period of
- * STACK_DECAY_NS - its low-water mark over the period - were not needed:
- * those past a floor of STACK_DECAY_FLOOR give their pages back, coldest
- * (first cached) first. A burst of connections that then wait idle with
- * no fiber leaves no thousand resident stacks behind, and a steady load
- * keeps what it uses. The timer runs only while the cache is over the
- * floor; it lingers (c->dl_lingering): it is nobody's pending work.
+ * Resident stacks decay. Those the core did not use all through a period
+ * of STACK_DECAY_NS - the low-water mark of the resident list over the
+ * period, the coldest - give their pages back, beyond the first
+ * stack_cache (runtime_config). A burst of fibers thus costs no page
+ * faults when another burst follows within a period or two, and leaves no
+ * resident stacks behind for long when none does: a burst of connections
+ * that then wait idle with no fiber keeps only stack_cache stacks. The
+ * pages go back at most STACK_RELEASE_SLICE stacks per timer firing, a
+ * millisecond apart, so that releasing a million stacks never stalls the
+ * core for the second it takes. The timer runs only while there is more
+ * than stack_cache to decay; it lingers (c->dl_lingering): it is nobody's
+ * pending work.
  */
 #define STACK_DECAY_NS (1000 * 1000 * 1000ull)
-#define STACK_DECAY_FLOOR 64u
+#define STACK_RELEASE_SLICE 1024u
+#define STACK_RELEASE_GAP_NS (1000 * 1000ull)
+
+static void decay_rearm(struct core *c, uint64_t after_ns)
+{
+	runtime__timer_start(c, &c->stack_decay, deadline_add(c->now, after_ns));
+	c->dl_lingering++;
+}
+
+/* Give back the n coldest resident stacks (the bottom of the list). */
+static void release_coldest(struct core *c, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		c->pending.v[c->pending.len++] = c->resident.v[i];
+		if (c->pending.len == SLAB_STACKS)
+			release_pending(c);
+	}
+	release_pending(c);
+	c->resident.len -= n;
+	memmove(c->resident.v, c->resident.v + n, c->resident.len * sizeof(*c->resident.v));
+}
+
+/* A period starts: what stays unused all through it decays. */
+static void decay_period(struct core *c)
+{
+	c->resident_low = (unsigned)c->resident.len;
+	if (c->resident.len > c->rt->cfg.stack_cache)
+		decay_rearm(c, STACK_DECAY_NS);
+}
 
 static void decay_fire(struct timer *t, enum runtime_timer_why why)
 {
 	struct core *c = t->core;
-	unsigned spare = c->stack_low > STACK_DECAY_FLOOR ? c->stack_low - STACK_DECAY_FLOOR : 0;
+	unsigned keep = c->rt->cfg.stack_cache;
 
 	(void)why;
 	c->dl_lingering--;
-	for (unsigned i = 0; i < spare; i++)
-		give_back(c, &c->stack_cache[i]);
-	if (spare)
-		release_pending(c);
-	c->stack_cached -= spare;
-	memmove(c->stack_cache, c->stack_cache + spare, c->stack_cached * sizeof(*c->stack_cache));
-	c->stack_low = c->stack_cached;
-	if (c->stack_cached > STACK_DECAY_FLOOR) {
-		runtime__timer_start(c, t, deadline_add(c->now, STACK_DECAY_NS));
-		c->dl_lingering++;
+	if (c->resident_low > keep) {
+		unsigned n = c->resident_low - keep;
+		n = n < STACK_RELEASE_SLICE ? n : STACK_RELEASE_SLICE;
+		release_coldest(c, n);
+		c->resident_low -= n;
 	}
+	if (c->resident_low > keep)
+		decay_rearm(c, STACK_RELEASE_GAP_NS);
+	else
+		decay_period(c);
 }
 
 static void decay_arm(struct core *c)
 {
-	struct timer *t = &c->stack_decay;
-
-	t->core = c;
-	t->fire = decay_fire;
-	c->stack_low = c->stack_cached;
-	runtime__timer_start(c, t, deadline_add(c->now, STACK_DECAY_NS));
-	c->dl_lingering++;
+	c->stack_decay.core = c;
+	c->stack_decay.fire = decay_fire;
+	decay_period(c);
 }
 
 /* Release a stack: its handle's generation moves on, then the stack goes
- * to the hot cache or, past it, back to the kernel. */
+ * on the resident list, the first to be reused. */
 void runtime__stack_free(struct core *c, const struct stack *s)
 {
 	handle_retire(s);
-	if (c->stack_cached >= c->rt->cfg.stack_cache) {
-		give_back(c, s);
-		return;
-	}
-	c->stack_cache[c->stack_cached++] = *s;
-	if (c->stack_cached > STACK_DECAY_FLOOR && c->stack_decay.state != TIMER_ARMED)
+	c->resident.v[c->resident.len++] = *s;
+	if (c->resident.len > c->rt->cfg.stack_cache && c->stack_decay.state != TIMER_ARMED)
 		decay_arm(c);
 }
 
@@ -382,10 +405,10 @@ void runtime__stacks_free(struct core *c)
 	}
 	free(c->slabs);
 	free(c->clean.v);
+	free(c->resident.v);
 	c->slabs = NULL;
-	c->clean.v = NULL;
 	c->nslabs = c->slab_cap = 0;
-	c->clean.len = c->clean.cap = 0;
-	c->stack_cached = 0;
+	c->clean = (struct stack_list){ 0 };
+	c->resident = (struct stack_list){ 0 };
 	c->pending.len = 0;
 }

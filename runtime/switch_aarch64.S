@@ -17,12 +17,12 @@
 #if defined(__aarch64__)
 	.text
 
-/* void runtime__switch(void **save_sp, void *next_sp) */
-	.globl	runtime__switch
-	.hidden	runtime__switch
-	.type	runtime__switch, %function
+/* void runtime__switch_asm(void **save_sp, void *next_sp): switch.h calls it */
+	.globl	runtime__switch_asm
+	.hidden	runtime__switch_asm
+	.type	runtime__switch_asm, %function
 	.p2align 4
-runtime__switch:
+runtime__switch_asm:
 	sub	sp, sp, #176
 	stp	x19, x20, [sp, #0]
 	stp	x21, x22, [sp, #16]
@@ -53,7 +53,7 @@ runtime__switch:
 	ldp	d14, d15, [sp, #144]
 	add	sp, sp, #176
 	ret
-	.size	runtime__switch, .-runtime__switch
+	.size	runtime__switch_asm, .-runtime__switch_asm
 
 /* First code a new context runs: x19 holds the entry function, x20 its
  * argument, x29 is zero. The entry function must never return. */

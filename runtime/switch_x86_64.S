@@ -1,68 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * switch_x86_64.S - the fiber context switch for x86_64 (System V ABI).
- *
- * A switch is a function call, so only what the ABI says a callee must
- * preserve is saved: rbx, rbp, r12-r15, the stack pointer, and the two FP
- * control words (MXCSR's control bits and the x87 control word), which the
- * ABI also makes callee-saved: a fiber that calls fesetround() must not
- * change another fiber's rounding. Everything else is caller-saved and
- * already spilled by the compiler at the call site. The state lives on the
- * stack being left; only rsp is stored, in *save_sp.
- *
- * Two choices are measured (bench/micro switch_ns; README):
- *  - The switch returns with an indirect jmp, not ret: a ret would land
- *    somewhere else than the return stack predicts on every switch and
- *    cost a misprediction each time (about 3x slower here).
- *  - Reading MXCSR (stmxcsr) is most of the remaining cost; it is kept
- *    because the ABI requires it.
- *
- * Frame, from the saved rsp upwards (64 bytes):
- *   0x00: mxcsr (4 bytes) | x87 cw (2 bytes) | pad
- *   0x08: r12, r13, r14, r15, rbx, rbp, then the return address at 0x38
+ * switch_x86_64.S - what the x86_64 fiber switch cannot do inline: a new
+ * fiber's first instructions, and a call on another stack. The switch
+ * itself is inline assembly in switch.h, which describes its frame.
  */
 #if defined(__x86_64__)
 	.text
 
-/* void runtime__switch(void **save_sp, void *next_sp) */
-	.globl	runtime__switch
-	.hidden	runtime__switch
-	.type	runtime__switch, @function
-	.p2align 4
-runtime__switch:
-	.cfi_startproc
-	leaq	-0x38(%rsp), %rsp
-	.cfi_adjust_cfa_offset 0x38
-	stmxcsr	(%rsp)
-	fnstcw	0x4(%rsp)
-	movq	%r12, 0x08(%rsp)
-	movq	%r13, 0x10(%rsp)
-	movq	%r14, 0x18(%rsp)
-	movq	%r15, 0x20(%rsp)
-	movq	%rbx, 0x28(%rsp)
-	movq	%rbp, 0x30(%rsp)
-	movq	%rsp, (%rdi)
-	movq	%rsi, %rsp
-	movq	0x38(%rsp), %rcx	/* return address first: the jmp waits on it */
-	ldmxcsr	(%rsp)
-	fldcw	0x4(%rsp)
-	movq	0x08(%rsp), %r12
-	movq	0x10(%rsp), %r13
-	movq	0x18(%rsp), %r14
-	movq	0x20(%rsp), %r15
-	movq	0x28(%rsp), %rbx
-	movq	0x30(%rsp), %rbp
-	leaq	0x40(%rsp), %rsp
-	.cfi_adjust_cfa_offset -0x40
-	jmp	*%rcx
-	.cfi_endproc
-	.size	runtime__switch, .-runtime__switch
-
 /*
- * First code a new context runs: runtime__context_init leaves the entry
- * function in r12, its argument in r13 and a zero rbp (ends frame-pointer
- * unwinding here). rsp is 16-byte aligned, so the call below enters C with
- * the alignment the ABI requires. The entry function must never return.
+ * First code a new context runs: the switch has popped its frame, and
+ * runtime__context_init left the entry function and its argument just above
+ * it, at a 16-byte aligned rsp, so that the call enters C with the alignment
+ * the ABI requires. rbp is zero (ends frame-pointer unwinding here). The
+ * entry function must never return.
  */
 	.globl	runtime__fiber_trampoline
 	.hidden	runtime__fiber_trampoline
@@ -71,8 +21,9 @@ runtime__switch:
 runtime__fiber_trampoline:
 	.cfi_startproc
 	.cfi_undefined rip
-	movq	%r13, %rdi
-	call	*%r12
+	movq	8(%rsp), %rdi
+	movq	(%rsp), %rax
+	call	*%rax
 	ud2
 	.cfi_endproc
 	.size	runtime__fiber_trampoline, .-runtime__fiber_trampoline

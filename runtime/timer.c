@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * timer.c - the clock, sleeps and timers: a core-local 4-ary min-heap of
- * deadlines behind every sleep, timed wait, cancel retry and public timer.
+ * timer.c - the clock, sleeps and timers: a core-local timer set behind
+ * every sleep, timed wait, cancel retry and public timer - lanes of timers
+ * started in deadline order, and a 4-ary min-heap for the others.
  *
  * Due timers are fired by the loop from the clock, read once per turn.
  * Only when the core is about to block does its engine tell the kernel
@@ -48,13 +49,13 @@ static bool before(const struct heap_slot *a, const struct heap_slot *b)
 	return a->t->seq < b->t->seq;
 }
 
-static void heap_place(struct timer_heap *h, uint32_t i, struct heap_slot slot)
+static void heap_place(struct timer_set *h, uint32_t i, struct heap_slot slot)
 {
 	h->slot[i] = slot;
 	slot.t->heap_index = i;
 }
 
-static void sift_up(struct timer_heap *h, uint32_t i, struct heap_slot slot)
+static void sift_up(struct timer_set *h, uint32_t i, struct heap_slot slot)
 {
 	while (i) {
 		uint32_t parent = (i - 1) / ARITY;
@@ -66,7 +67,7 @@ static void sift_up(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 	heap_place(h, i, slot);
 }
 
-static void sift_down(struct timer_heap *h, uint32_t i, struct heap_slot slot)
+static void sift_down(struct timer_set *h, uint32_t i, struct heap_slot slot)
 {
 	for (;;) {
 		uint32_t first = ARITY * i + 1, best = first;
@@ -86,7 +87,7 @@ static void sift_down(struct timer_heap *h, uint32_t i, struct heap_slot slot)
 
 /* Growth never fails a start: on ENOMEM the process is out of memory for
  * 16 bytes per timer, and a timer that silently never fires is worse. */
-static void heap_push(struct timer_heap *h, struct timer *t)
+static void heap_push(struct timer_set *h, struct timer *t)
 {
 	if (h->len == h->cap) {
 		uint32_t cap = h->cap ? h->cap * 2 : 64;
@@ -100,11 +101,9 @@ static void heap_push(struct timer_heap *h, struct timer *t)
 	sift_up(h, h->len++, (struct heap_slot){ t->deadline, t });
 }
 
-static void heap_remove(struct timer_heap *h, struct timer *t)
+static void heap_remove(struct timer_set *h, struct timer *t)
 {
 	uint32_t i = t->heap_index;
-
-	stat_add(&t->core->stats.timers, -1);
 	struct heap_slot last = h->slot[--h->len];
 
 	if (last.t == t)
@@ -115,15 +114,176 @@ static void heap_remove(struct timer_heap *h, struct timer *t)
 		sift_down(h, i, last);
 }
 
+/* ------------------------------------------------------------------ lanes */
+
+/*
+ * Most timers start in deadline order: one timeout added to a clock that
+ * only moves on (sleeps of one length, idle timeouts, I/O deadlines). A
+ * lane is a ring of slots in deadline order: a timer whose deadline is no
+ * earlier than a lane's last joins at its tail and leaves from its head,
+ * O(1) each way, and touches no other timer - where sifting the heap
+ * writes the index of every timer it moves, each on some fiber's stack
+ * page: at a million sleepers, most of what a sleep cost. A stopped timer
+ * leaves a hole (t NULL, its deadline kept) that the ends skip; holes are
+ * closed when they outnumber the timers. Positions run free (uint32_t,
+ * wrapping); t->heap_index holds a lane timer's.
+ */
+#define LANE_MIN_HOLES 64u
+
+static struct heap_slot *lane_at(const struct timer_lane *l, uint32_t pos)
+{
+	return &l->slot[pos & (l->cap - 1)];
+}
+
+static bool lane_empty(const struct timer_lane *l)
+{
+	return l->head == l->tail;
+}
+
+/* The lane a timer due at deadline joins: of those whose last is no later,
+ * the one whose last is latest (timers of one length keep to one lane),
+ * else an empty one; -1 if none (the heap). NEVER goes to the heap: it
+ * would close a lane to every other deadline. */
+static int lane_pick(const struct timer_set *ts, uint64_t deadline)
+{
+	int best = -1, empty = -1;
+	uint64_t best_last = 0;
+
+	if (deadline == NEVER)
+		return -1;
+	for (int i = 0; i < TIMER_LANES; i++) {
+		const struct timer_lane *l = &ts->lane[i];
+		if (lane_empty(l)) {
+			empty = empty < 0 ? i : empty;
+			continue;
+		}
+		uint64_t last = lane_at(l, l->tail - 1)->deadline;
+		if (last <= deadline && (best < 0 || last > best_last)) {
+			best = i;
+			best_last = last;
+		}
+	}
+	return best >= 0 ? best : empty;
+}
+
+/* Growth never fails a start, as for the heap. */
+static void lane_grow(struct timer_lane *l)
+{
+	uint32_t cap = l->cap ? l->cap * 2 : 64;
+	struct heap_slot *slot = (malloc)(cap * sizeof(*slot));
+
+	if (!slot)
+		abort();
+	for (uint32_t p = l->head; p != l->tail; p++)
+		slot[p & (cap - 1)] = *lane_at(l, p);
+	free(l->slot);
+	l->slot = slot;
+	l->cap = cap;
+}
+
+static void lane_push(struct timer_set *ts, int lane, struct timer *t)
+{
+	struct timer_lane *l = &ts->lane[lane];
+
+	if (l->tail - l->head == l->cap)
+		lane_grow(l);
+	*lane_at(l, l->tail) = (struct heap_slot){ t->deadline, t };
+	t->heap_index = l->tail++;
+	t->lane = (uint8_t)(lane + 1);
+}
+
+/* Close the holes: the timers move towards the head, in order. */
+static void lane_compact(struct timer_lane *l)
+{
+	uint32_t to = l->head;
+
+	for (uint32_t p = l->head; p != l->tail; p++) {
+		struct heap_slot s = *lane_at(l, p);
+		if (s.t) {
+			*lane_at(l, to) = s;
+			s.t->heap_index = to++;
+		}
+	}
+	l->tail = to;
+	l->holes = 0;
+}
+
+static void lane_remove(struct timer_lane *l, struct timer *t)
+{
+	lane_at(l, t->heap_index)->t = NULL;
+	l->holes++;
+	while (!lane_empty(l) && !lane_at(l, l->head)->t) {
+		l->head++;
+		l->holes--;
+	}
+	while (!lane_empty(l) && !lane_at(l, l->tail - 1)->t) {
+		l->tail--;
+		l->holes--;
+	}
+	if (l->holes > LANE_MIN_HOLES && l->holes > l->tail - l->head - l->holes)
+		lane_compact(l);
+}
+
+/* ------------------------------------------------------------- the set */
+
+/* The armed timer due first, by (deadline, start order): the heap's top or
+ * a lane's head (never a hole); NULL if none is armed. */
+static struct timer *first_due(const struct timer_set *ts)
+{
+	const struct heap_slot *best = ts->len ? &ts->slot[0] : NULL;
+
+	for (int i = 0; i < TIMER_LANES; i++) {
+		const struct timer_lane *l = &ts->lane[i];
+		if (!lane_empty(l) && (!best || before(lane_at(l, l->head), best)))
+			best = lane_at(l, l->head);
+	}
+	return best ? best->t : NULL;
+}
+
+/* The set's lower bound made exact again (it only ever falls behind). */
+static uint64_t refresh_lower(struct timer_set *ts)
+{
+	const struct timer *t = first_due(ts);
+	ts->lower = t ? t->deadline : NEVER;
+	return ts->lower;
+}
+
+/* A bound still ahead of the clock may be early (its timer stopped since):
+ * the core then wakes once for nothing, and refreshes it. */
+uint64_t runtime__timers_next(struct core *c)
+{
+	return c->timers.lower > c->now ? c->timers.lower : refresh_lower(&c->timers);
+}
+
+static void set_remove(struct timer_set *ts, struct timer *t)
+{
+	if (t->lane)
+		lane_remove(&ts->lane[t->lane - 1], t);
+	else
+		heap_remove(ts, t);
+	ts->armed--;
+	stat_add(&t->core->stats.timers, -1);
+}
+
 /* ---------------------------------------------------------------- timers */
 
 void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline)
 {
+	int lane = lane_pick(&c->timers, deadline);
+
 	t->core = c;
 	t->deadline = deadline;
 	t->seq = c->timer_seq++;
 	t->state = TIMER_ARMED;
-	heap_push(&c->timers, t);
+	if (deadline < c->timers.lower)
+		c->timers.lower = deadline;
+	if (lane >= 0) {
+		lane_push(&c->timers, lane, t);
+	} else {
+		t->lane = 0;
+		heap_push(&c->timers, t);
+	}
+	c->timers.armed++;
 	stat_add(&c->stats.timers, 1);
 }
 
@@ -131,7 +291,7 @@ bool runtime__timer_stop(struct timer *t)
 {
 	if (t->state != TIMER_ARMED)
 		return false;
-	heap_remove(&t->core->timers, t);
+	set_remove(&t->core->timers, t);
 	t->state = TIMER_IDLE;
 	return true;
 }
@@ -139,23 +299,36 @@ bool runtime__timer_stop(struct timer *t)
 #ifdef RUNTIME_DEBUG
 /* --enable-debug: every armed timer still says it is armed, where. A
  * mismatch means its storage was freed, reused or overwritten while armed,
- * and the heap can no longer be trusted: abort with the reason. */
-static void heap_check(const struct timer_heap *h)
+ * and the set can no longer be trusted: abort with the reason. */
+static bool slot_broken(const struct heap_slot *s, uint8_t lane, uint32_t at)
 {
-	for (uint32_t i = 0; i < h->len; i++) {
-		const struct timer *t = h->slot[i].t;
-		if (t->heap_index != i || t->state != TIMER_ARMED ||
-		    t->deadline != h->slot[i].deadline) {
-			setenv("RUNTIME_MISUSE", "abort", 1);
-			runtime__misuse(-EFAULT, "timer heap check", "a timer's storage was freed, "
-			                "reused or overwritten while it was armed");
-		}
+	const struct timer *t = s->t;
+	return t->heap_index != at || t->lane != lane || t->state != TIMER_ARMED ||
+	       t->deadline != s->deadline;
+}
+
+static void timers_check(const struct timer_set *ts)
+{
+	bool broken = false;
+
+	for (uint32_t i = 0; i < ts->len; i++)
+		broken |= slot_broken(&ts->slot[i], 0, i);
+	for (int i = 0; i < TIMER_LANES; i++) {
+		const struct timer_lane *l = &ts->lane[i];
+		for (uint32_t p = l->head; p != l->tail; p++)
+			if (lane_at(l, p)->t)
+				broken |= slot_broken(lane_at(l, p), (uint8_t)(i + 1), p);
+	}
+	if (broken) {
+		setenv("RUNTIME_MISUSE", "abort", 1);
+		runtime__misuse(-EFAULT, "timer set check", "a timer's storage was freed, "
+		                "reused or overwritten while it was armed");
 	}
 }
 #else
-static inline void heap_check(const struct timer_heap *h)
+static inline void timers_check(const struct timer_set *ts)
 {
-	(void)h;
+	(void)ts;
 }
 #endif
 
@@ -170,13 +343,28 @@ void runtime__timers_run(struct core *c)
 		t->state = TIMER_IDLE;
 		t->fire(t, (enum runtime_timer_why)t->why);
 	}
-	heap_check(&c->timers);
+	timers_check(&c->timers);
 	c->now = runtime_now();
-	while (c->timers.len && c->timers.slot[0].deadline <= c->now) {
-		struct timer *t = c->timers.slot[0].t;
-		heap_remove(&c->timers, t);
+	if (c->now < c->timers.lower)
+		return;
+	for (struct timer *t; (t = first_due(&c->timers)) && t->deadline <= c->now;) {
+		set_remove(&c->timers, t);
 		t->state = TIMER_IDLE;
 		t->fire(t, RUNTIME_TIMER_FIRED);
+	}
+	refresh_lower(&c->timers);
+}
+
+static void collect_on_shutdown(struct timer_set *ts, struct queue *ending)
+{
+	for (uint32_t i = 0; i < ts->len; i++)
+		if (ts->slot[i].t->on_shutdown)
+			queue_push(ending, &ts->slot[i].t->done);
+	for (int i = 0; i < TIMER_LANES; i++) {
+		struct timer_lane *l = &ts->lane[i];
+		for (uint32_t p = l->head; p != l->tail; p++)
+			if (lane_at(l, p)->t && lane_at(l, p)->t->on_shutdown)
+				queue_push(ending, &lane_at(l, p)->t->done);
 	}
 }
 
@@ -188,9 +376,7 @@ void runtime__timers_shutdown(struct core *c)
 	struct queue ending;
 
 	queue_init(&ending);
-	for (uint32_t i = 0; i < c->timers.len; i++)
-		if (c->timers.slot[i].t->on_shutdown)
-			queue_push(&ending, &c->timers.slot[i].t->done);
+	collect_on_shutdown(&c->timers, &ending);
 	for (struct qnode *n; (n = queue_pop(&ending));) {
 		struct timer *t = container_of(n, struct timer, done);
 		runtime__timer_stop(t);
@@ -206,6 +392,8 @@ void runtime__timers_shutdown(struct core *c)
 void runtime__timers_free(struct core *c)
 {
 	free(c->timers.slot);
+	for (int i = 0; i < TIMER_LANES; i++)
+		free(c->timers.lane[i].slot);
 	memset(&c->timers, 0, sizeof(c->timers));
 }
 

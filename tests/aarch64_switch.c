@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-void runtime__switch(void **save_sp, void *next_sp);
+void runtime__switch_asm(void **save_sp, void *next_sp);
 void *runtime__context_init(void *top, void (*entry)(void *), void *arg);
 void runtime__call_on_stack(void (*fn)(void *), void *arg, void *top);
 
@@ -51,7 +51,7 @@ static void co(void *arg)
 		x *= 1.5;
 		acc = x;
 		(*n)++;
-		runtime__switch(&co_sp, main_sp);
+		runtime__switch_asm(&co_sp, main_sp);
 	}
 }
 
@@ -65,7 +65,7 @@ int main(void)
 
 	co_sp = runtime__context_init(stack + sizeof(stack), co, &n);
 	for (int i = 0; i < 1000; i++) {
-		runtime__switch(&main_sp, co_sp);
+		runtime__switch_asm(&main_sp, co_sp);
 		__asm__ volatile("" : "+r"(keep19), "+w"(d8));
 		if (fpcr_get() & FPCR_RMODE_ZERO)
 			ok = 0; /* the other context's rounding mode leaked */

@@ -401,6 +401,65 @@ START_TEST(test_core_pingpong_between_cores)
 }
 END_TEST
 
+/* Dense cross-core traffic: a core spins for the next message instead of
+ * sleeping (xcore_spin_us), so most messages find their peer awake and
+ * write no eventfd; with the spin off, nearly every one wakes a sleeping
+ * core. Once the traffic stops neither core spins: 300 ms of quiet cost
+ * each core's thread next to no CPU. */
+static uint64_t quiet_cpu_ns[2];
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void player_then_quiet(void *p)
+{
+	int me = (int)(intptr_t)p;
+
+	player(p);
+	uint64_t before = thread_cpu_ns();
+	ck_assert_int_eq(runtime_sleep(300 * MS), 0);
+	quiet_cpu_ns[me] = thread_cpu_ns() - before;
+}
+
+static uint64_t pingpong_wakeups(unsigned spin_us)
+{
+	struct runtime_config cfg;
+	struct runtime_core_stats st[2];
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	cfg.xcore_spin_us = spin_us;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	memset(&pp, 0, sizeof(pp));
+	ck_assert_int_eq(runtime_spawn_on(rt, 0, player_then_quiet, (void *)0), 0);
+	ck_assert_int_eq(runtime_spawn_on(rt, 1, player_then_quiet, (void *)1), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(atomic_load(&pp.ball), 2 * PINGS);
+	ck_assert_uint_eq(runtime_stats(rt, st, 2, NULL), 2);
+	runtime_destroy(rt);
+	return st[0].wakeups_written + st[1].wakeups_written;
+}
+
+START_TEST(test_core_dense_traffic_spins_and_quiet_does_not)
+{
+	uint64_t slept = pingpong_wakeups(0);
+	uint64_t spun = pingpong_wakeups(RUNTIME_DEFAULT_XCORE_SPIN_US);
+
+	fprintf(stderr, "note: %d round trips woke a sleeping core %llu times with the spin, "
+	        "%llu without; quiet cores used %llu and %llu us of CPU\n", PINGS,
+	        (unsigned long long)spun, (unsigned long long)slept,
+	        (unsigned long long)quiet_cpu_ns[0] / 1000, (unsigned long long)quiet_cpu_ns[1] / 1000);
+	ck_assert_uint_lt(spun * 2, slept);
+	ck_assert_uint_lt(quiet_cpu_ns[0], 30 * MS);
+	ck_assert_uint_lt(quiet_cpu_ns[1], 30 * MS);
+}
+END_TEST
+
 /* -------------------------------------------------------------- shutdown */
 
 struct blocked {
@@ -1172,6 +1231,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_core_cancel_wakes_parked_fiber);
 	tcase_add_test(tc, test_core_timeout_races_unpark);
 	tcase_add_test(tc, test_core_pingpong_between_cores);
+	tcase_add_test(tc, test_core_dense_traffic_spins_and_quiet_does_not);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("named");

@@ -3,7 +3,9 @@
  * check_sched.c - the scheduler: spawning from the owner thread and from
  * fibers, run order, yield, join and detach, cancellation of fibers parked
  * in sleep and join, fiber-local storage, ids, deadlock detection, shutdown,
- * misuse from the wrong context, and 10,000 fibers sleeping and yielding.
+ * misuse from the wrong context, 10,000 fibers sleeping and yielding, and
+ * the floating-point control state (rounding, MXCSR) kept per fiber across
+ * yields and sleeps, or shared when the runtime is configured to share it.
  */
 #include "testutil.h"
 
@@ -11,6 +13,10 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
+#include <fenv.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 
 /* ------------------------------------------------------------- spawning */
 
@@ -791,6 +797,139 @@ START_TEST(test_sched_parked_fiber_is_no_deadlock)
 }
 END_TEST
 
+/* ------------------------------------------ floating-point control state */
+
+static double third(void)
+{
+	volatile double one = 1.0, three = 3.0;
+	return one / three;
+}
+
+struct fp_case {
+	int round_a_after;      /* A's rounding mode once B has run */
+	double third_a_before, third_a_after;
+	int round_b_start;      /* what B finds when it first runs */
+	double third_b;
+	int round_child_start;  /* a fiber A spawns after changing its mode */
+	bool sleep;             /* A gives up the CPU by sleeping, not yielding */
+};
+
+static void fp_child(void *p)
+{
+	((struct fp_case *)p)->round_child_start = fegetround();
+}
+
+static void fp_a(void *p)
+{
+	struct fp_case *fc = p;
+
+	fesetround(FE_UPWARD);
+	fc->third_a_before = third();
+	runtime_spawn(runtime_current(), fp_child, fc);
+	if (fc->sleep)
+		runtime_sleep(2 * 1000 * 1000);
+	else
+		runtime_yield();
+	fc->round_a_after = fegetround();
+	fc->third_a_after = third();
+	fesetround(FE_TONEAREST);
+}
+
+static void fp_b(void *p)
+{
+	struct fp_case *fc = p;
+
+	fc->round_b_start = fegetround();
+	fesetround(FE_DOWNWARD);
+	fc->third_b = third();
+	runtime_yield();
+	fesetround(FE_TONEAREST);
+}
+
+static void fp_run(struct fp_case *fc, bool share)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.share_fp_control = share;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_int_eq(runtime_spawn(rt, fp_a, fc), 0);
+	ck_assert_int_eq(runtime_spawn(rt, fp_b, fc), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(fegetround(), FE_TONEAREST); /* the thread's own, kept */
+}
+
+/* By default each fiber keeps its own rounding mode, as the ABI has it for
+ * a function call: another fiber's change does not reach it, its own
+ * survives every switch, and a new fiber starts from the defaults. */
+START_TEST(test_sched_fp_rounding_is_per_fiber)
+{
+	struct fp_case fc = { .sleep = _i == 1 };
+
+	fp_run(&fc, false);
+	ck_assert_int_eq(fc.round_b_start, FE_TONEAREST);
+	ck_assert_int_eq(fc.round_child_start, FE_TONEAREST);
+	ck_assert_int_eq(fc.round_a_after, FE_UPWARD);
+	ck_assert(fc.third_a_after == fc.third_a_before);
+	ck_assert(fc.third_b < fc.third_a_before); /* B's rounding was its own */
+}
+END_TEST
+
+#if defined(__x86_64__)
+/* share_fp_control: one state for the core's fibers (switch.h), so B finds
+ * A's rounding and A finds B's; on aarch64 the option changes nothing. */
+START_TEST(test_sched_fp_rounding_shared_when_configured)
+{
+	struct fp_case fc = { .sleep = false };
+
+	fp_run(&fc, true);
+	ck_assert_int_eq(fc.round_b_start, FE_UPWARD);
+	ck_assert_int_eq(fc.round_a_after, FE_DOWNWARD);
+	ck_assert(fc.third_a_after < fc.third_a_before);
+}
+END_TEST
+
+/* MXCSR alone (flush-to-zero and denormals-are-zero, as DSP code sets
+ * them), which fesetround does not touch, is kept per fiber too. */
+#define FTZ_DAZ 0x8040u
+
+static void csr_setter(void *p)
+{
+	unsigned *seen = p;
+
+	_mm_setcsr(_mm_getcsr() | FTZ_DAZ);
+	runtime_yield();
+	seen[0] = _mm_getcsr() & FTZ_DAZ;
+	_mm_setcsr(_mm_getcsr() & ~FTZ_DAZ);
+}
+
+static void csr_other(void *p)
+{
+	unsigned *seen = p;
+
+	seen[1] = _mm_getcsr() & FTZ_DAZ;
+	runtime_yield();
+}
+
+START_TEST(test_sched_mxcsr_is_per_fiber)
+{
+	struct runtime *rt;
+	unsigned seen[2] = { 0, 1 };
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, csr_setter, seen), 0);
+	ck_assert_int_eq(runtime_spawn(rt, csr_other, seen), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_uint_eq(seen[0], FTZ_DAZ);
+	ck_assert_uint_eq(seen[1], 0);
+	ck_assert_uint_eq(_mm_getcsr() & FTZ_DAZ, 0);
+}
+END_TEST
+#endif
+
 static Suite *sched_suite(void)
 {
 	Suite *s = suite_create("sched");
@@ -810,6 +949,15 @@ static Suite *sched_suite(void)
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_sched_yield_interleaves);
 	tcase_add_test(tc, test_sched_yield_loop_does_not_starve_timers);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("fp");
+	tcase_set_timeout(tc, 10);
+	tcase_add_loop_test(tc, test_sched_fp_rounding_is_per_fiber, 0, 2);
+#if defined(__x86_64__)
+	tcase_add_test(tc, test_sched_fp_rounding_shared_when_configured);
+	tcase_add_test(tc, test_sched_mxcsr_is_per_fiber);
+#endif
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("join");

@@ -4,7 +4,9 @@
  * cutting sleeps short, fire order (and start order among equal deadlines),
  * exactly-once callbacks whether fired, cancelled or shut down, always from
  * the loop, delays so long that they mean never on every timed call,
- * misuse errors, and 10,000 timers with half of them cancelled.
+ * misuse errors, 10,000 timers with half of them cancelled, and timers of
+ * a few lengths started interleaved, or of one length, stopped from either
+ * end and the middle, firing in deadline order.
  */
 #include "testutil.h"
 
@@ -667,6 +669,116 @@ START_TEST(test_timer_lingering_deadline_hides_no_deadlock)
 }
 END_TEST
 
+/* --------------------------------------------- lengths started interleaved */
+
+/* Timers of three lengths started in turn, and some of random length, as
+ * a server's sleeps and timeouts are: each length keeps to its own lane,
+ * the random ones mostly to the heap. A third are cancelled - the newest,
+ * the oldest and ones between - so that lanes lose timers at either end
+ * and in the middle, and one lane most of its timers. The rest must each fire once, never early, in order
+ * of deadline: each deadline is known to within the clock reads around
+ * its start, and a timer that fires before another can be due no later
+ * than that one could be. */
+#define NMIXED 6000
+
+struct mixed_timers {
+	struct runtime_timer t[NMIXED];
+	uint64_t due_lo[NMIXED], due_hi[NMIXED];
+	int calls[NMIXED];
+	int fired[NMIXED], nfired;
+	int early;
+};
+
+static struct mixed_timers *mx;
+
+static void mixed_fire(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	int i = (int)(intptr_t)arg;
+	(void)t;
+	mx->calls[i]++;
+	if (why != RUNTIME_TIMER_FIRED)
+		return;
+	if (runtime_now() < mx->due_lo[i])
+		mx->early++;
+	mx->fired[mx->nfired++] = i;
+}
+
+static uint64_t mixed_delay(int i, unsigned *seed)
+{
+	static const uint64_t lengths[3] = { 30 * MS, 10 * MS, 20 * MS };
+
+	if (i % 4 < 3)
+		return lengths[i % 4];
+	*seed = *seed * 1103515245u + 12345u;
+	return (*seed >> 8) % (40 * MS);
+}
+
+static bool mixed_cancelled(int i)
+{
+	return i % 3 == 0 || (i >= NMIXED - 300) || (i < 300 && i % 2) ||
+	       (i % 4 == 1 && i < NMIXED * 2 / 3); /* most of one lane: compacted */
+}
+
+static void start_mixed(void *p)
+{
+	unsigned seed = 777;
+
+	(void)p;
+	for (int i = 0; i < NMIXED; i++) {
+		uint64_t delay = mixed_delay(i, &seed);
+		mx->due_lo[i] = runtime_now() + delay;
+		ck_assert_int_eq(runtime_timer_start(&mx->t[i], delay, mixed_fire, (void *)(intptr_t)i), 0);
+		mx->due_hi[i] = runtime_now() + delay;
+	}
+	for (int i = NMIXED; i-- > 0;) /* newest first: every lane's tail */
+		if (mixed_cancelled(i))
+			ck_assert_int_eq(runtime_timer_cancel(&mx->t[i]), 0);
+}
+
+/* One length, as a server's idle timeouts: one lane. Most are cancelled
+ * from the middle, oldest first, so that the lane's holes outnumber its
+ * timers and are closed while cancels go on. */
+static bool one_length_cancelled(int i)
+{
+	return i > 0 && i < NMIXED - 100 && i % 7;
+}
+
+static void start_one_length(void *p)
+{
+	(void)p;
+	for (int i = 0; i < NMIXED; i++) {
+		mx->due_lo[i] = runtime_now() + 15 * MS;
+		ck_assert_int_eq(runtime_timer_start(&mx->t[i], 15 * MS, mixed_fire, (void *)(intptr_t)i), 0);
+		mx->due_hi[i] = runtime_now() + 15 * MS;
+	}
+	for (int i = 0; i < NMIXED; i++)
+		if (one_length_cancelled(i))
+			ck_assert_int_eq(runtime_timer_cancel(&mx->t[i]), 0);
+}
+
+START_TEST(test_timer_mixed_lengths_fire_in_deadline_order)
+{
+	int expect = 0;
+	bool one = _i == 1;
+
+	mx = calloc(1, sizeof(*mx));
+	ck_assert_ptr_nonnull(mx);
+	ck_assert_int_eq(run_fiber(NULL, one ? start_one_length : start_mixed, NULL), 0);
+	for (int i = 0; i < NMIXED; i++) {
+		ck_assert_int_eq(mx->calls[i], 1);
+		expect += !(one ? one_length_cancelled(i) : mixed_cancelled(i));
+	}
+	ck_assert_int_eq(mx->nfired, expect);
+	ck_assert_int_eq(mx->early, 0);
+	for (int k = 1; k < mx->nfired; k++) {
+		int a = mx->fired[k - 1], b = mx->fired[k];
+		if (mx->due_lo[a] > mx->due_hi[b])
+			ck_abort_msg("timer %d fired before %d, due after it", a, b);
+	}
+	free(mx);
+}
+END_TEST
+
 static Suite *timer_suite(void)
 {
 	Suite *s = suite_create("timer");
@@ -696,6 +808,7 @@ static Suite *timer_suite(void)
 	tc = tcase_create("many");
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_timer_ten_thousand_half_cancelled);
+	tcase_add_loop_test(tc, test_timer_mixed_lengths_fire_in_deadline_order, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -64,15 +64,16 @@ IO_NAMES = ["read", "write", "readv", "writev", "recv", "send", "recvmsg",
             "sendmsg", "accept", "connect", "openat", "openat2", "statx",
             "splice", "fsync", "shutdown", "poll", "close"]
 
-# What runtime__switch leaves at the saved sp: (register, byte offset), the
-# offset that the stack pointer has once the switch has returned, and the
-# register the switch returns to (x86_64: the return address at 0x38;
-# aarch64: x30, which ret jumps to).
+# What the switch leaves at the saved sp (runtime/switch.h): (register, byte
+# offset), the offset that the stack pointer has once the switch has
+# returned, and the register the switch returns to (x86_64: the resume
+# address at 0; aarch64: x30, which ret jumps to). On x86_64 the switch
+# saves only rbp: the code around it keeps what else is live in its own
+# frame, where the debug info finds it.
 FRAMES = {
     "x86_64": {
-        "saved": [("r12", 0x08), ("r13", 0x10), ("r14", 0x18), ("r15", 0x20),
-                  ("rbx", 0x28), ("rbp", 0x30)],
-        "pc_at": 0x38, "sp_after": 0x40, "sp": "rsp", "pc": "rip",
+        "saved": [("rbp", 0x08)],
+        "pc_at": 0x00, "sp_after": 0x98, "sp": "rsp", "pc": "rip",
     },
     "aarch64": {
         "saved": [("x%d" % n, 8 * (n - 19)) for n in range(19, 31)],
@@ -414,7 +415,7 @@ class Core:
             thread = self.thread
             where = "thread %d (LWP %d)" % (thread.num, thread.ptid[1])
         return "core %d: %d fibers, %d timers armed; %s" % (
-            self.index, count, int(self.value["timers"]["len"]), where)
+            self.index, count, int(self.value["timers"]["armed"]), where)
 
 
 def runtime_cores(layout, rt, threads):
