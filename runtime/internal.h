@@ -625,6 +625,13 @@ struct bufpool {
 	unsigned lend_target;       /* io_uring: buffers kept in the ring */
 	uint8_t state;              /* enum pool_state */
 	bool no_multishot;          /* the kernel refused a multishot recv */
+	bool dry;                   /* the ring ran dry this decay period */
+	/* Per 2 MiB region of base, buffers holding data, and flags: data
+	 * landed this period, pages resident (stream.c's decay). */
+	uint32_t *region_held;
+	uint8_t *region_flags;
+	unsigned nregions;
+	struct timer decay;
 };
 
 /* epoll: a free buffer to read into (its id, address and size), or false

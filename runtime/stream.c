@@ -100,6 +100,7 @@ static void top_up(struct bufpool *p)
 /* io_uring: the ring ran dry - lend the kernel more from now on. */
 static void lend_more(struct bufpool *p)
 {
+	p->dry = true;
 	if (p->ring && p->lend_target < p->count) {
 		p->lend_target = p->lend_target * 2 < p->count ? p->lend_target * 2 : p->count;
 		top_up(p);
@@ -178,6 +179,11 @@ static bool pool_lend(struct core *c, struct bufpool *p)
 	return true;
 }
 
+static unsigned lend_start(const struct bufpool *p)
+{
+	return p->count / 4 ? p->count / 4 : 1;
+}
+
 /* Set the pool up on the core's first stream. False: plain recvs only. */
 static bool pool_ready(struct core *c)
 {
@@ -194,8 +200,12 @@ static bool pool_ready(struct core *c)
 	p->next = calloc(p->count, sizeof(*p->next));
 	p->len = calloc(p->count, sizeof(*p->len));
 	p->free = calloc(p->count, sizeof(*p->free));
-	p->lend_target = p->count / 4 ? p->count / 4 : 1;
-	if (!p->base || !p->next || !p->len || !p->free || (c->ring_ready && !pool_lend(c, p))) {
+	p->nregions = (unsigned)((p->base_bytes + HUGE_PAGE - 1) / HUGE_PAGE);
+	p->region_held = calloc(p->nregions, sizeof(*p->region_held));
+	p->region_flags = calloc(p->nregions, sizeof(*p->region_flags));
+	p->lend_target = lend_start(p);
+	if (!p->base || !p->next || !p->len || !p->free || !p->region_held || !p->region_flags ||
+	    (c->ring_ready && !pool_lend(c, p))) {
 		runtime__bufpool_free(c);
 		p->state = POOL_FAILED;
 		return false;
@@ -221,9 +231,13 @@ void runtime__bufpool_free(struct core *c)
 		munmap(p->ring, p->ring_bytes);
 	if (p->base)
 		munmap(p->base, p->base_bytes);
+	if (runtime__timer_stop(&p->decay))
+		c->dl_lingering--;
 	free(p->next);
 	free(p->len);
 	free(p->free);
+	free(p->region_held);
+	free(p->region_flags);
 	*p = (struct bufpool){ .state = POOL_UNTRIED };
 }
 
@@ -234,10 +248,88 @@ static bool pool_low(const struct bufpool *p)
 	return p->lent + (p->ring ? p->nfree : 0) < p->count / 4;
 }
 
+/* --------------------------------------------------------- its decay */
+
+/*
+ * A burst can leave much of the pool resident: many buffers lent or holding
+ * data at once, each 2 MiB region of the pool a transparent huge page once
+ * a byte of it is touched, and the lend target doubled. So, each period of
+ * POOL_DECAY_NS: a region past the first that no data landed in through
+ * the period and that holds none now gives its pages back (MADV_DONTNEED:
+ * a buffer lent to the kernel holds no data, and a page the kernel writes
+ * to later is faulted in afresh), and a lend target that did not run dry
+ * halves, down to where it started. The first region stays: a light load
+ * lives there. The timer runs while there is something to decay; it
+ * lingers (c->dl_lingering): it is nobody's pending work.
+ */
+#define POOL_DECAY_NS (1000 * 1000 * 1000ull)
+enum { REGION_USED = 1, REGION_RESIDENT = 2 };
+
+/* Data landed in buffer bid (delta 1), or left it (-1): in one region, or
+ * two where the buffer straddles their border. */
+static void region_account(struct bufpool *p, unsigned bid, int delta)
+{
+	size_t off = (size_t)bid * p->stride;
+
+	for (size_t r = off / HUGE_PAGE; r <= (off + p->size - 1) / HUGE_PAGE; r++) {
+		p->region_held[r] += (uint32_t)delta;
+		if (delta > 0)
+			p->region_flags[r] |= REGION_USED | REGION_RESIDENT;
+	}
+}
+
+/* Region r's pages back to the kernel, if it may go; true if it stays. */
+static bool region_decay(struct bufpool *p, unsigned r)
+{
+	uint8_t *f = &p->region_flags[r];
+
+	if (*f & REGION_USED) {
+		*f &= (uint8_t)~REGION_USED;
+		return true;
+	}
+	if (!(*f & REGION_RESIDENT))
+		return false;
+	if (p->region_held[r])
+		return true;
+	size_t off = (size_t)r * HUGE_PAGE;
+	size_t len = p->base_bytes - off < HUGE_PAGE ? p->base_bytes - off : HUGE_PAGE;
+	madvise(p->base + off, len, MADV_DONTNEED);
+	*f = 0;
+	return false;
+}
+
+static void pool_decay_arm(struct core *c, struct bufpool *p);
+
+static void pool_decay_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct bufpool *p = container_of(t, struct bufpool, decay);
+	bool more = false;
+
+	(void)why;
+	t->core->dl_lingering--;
+	if (!p->dry && p->lend_target > lend_start(p))
+		p->lend_target /= 2;
+	p->dry = false;
+	for (unsigned r = 1; r < p->nregions; r++)
+		more |= region_decay(p, r);
+	if (more || p->lend_target > lend_start(p))
+		pool_decay_arm(t->core, p);
+}
+
+static void pool_decay_arm(struct core *c, struct bufpool *p)
+{
+	p->decay.fire = pool_decay_fire;
+	runtime__timer_start(c, &p->decay, deadline_add(c->now, POOL_DECAY_NS));
+	c->dl_lingering++;
+}
+
 /* ---------------------------------------------------------- the queue */
 
 static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
+	region_account(p, bid, 1);
+	if ((size_t)(bid + 1) * p->stride > HUGE_PAGE && p->decay.state != TIMER_ARMED)
+		pool_decay_arm(s->m.core, p);
 	p->len[bid] = n;
 	p->next[bid] = NO_BID;
 	if (s->tail == NO_BID)
@@ -246,6 +338,13 @@ static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uin
 		p->next[s->tail] = (uint16_t)bid;
 	s->tail = (uint16_t)bid;
 	s->queued += n;
+}
+
+/* A queued buffer's data is all read: it is free for more. */
+static void unstash(struct bufpool *p, unsigned bid)
+{
+	region_account(p, bid, -1);
+	buf_give(p, bid);
 }
 
 /* Copy up to len queued bytes to dst, giving emptied buffers back. */
@@ -266,7 +365,7 @@ static size_t copy_out(struct bufpool *p, struct runtime_stream *s, char *dst, s
 			if (s->head == NO_BID)
 				s->tail = NO_BID;
 			s->off = 0;
-			buf_give(p, bid);
+			unstash(p, bid);
 		}
 	}
 	s->queued -= (uint32_t)done;
@@ -278,7 +377,7 @@ static void give_back_all(struct bufpool *p, struct runtime_stream *s)
 	while (s->head != NO_BID) {
 		unsigned bid = s->head;
 		s->head = p->next[bid];
-		buf_give(p, bid);
+		unstash(p, bid);
 	}
 	s->tail = NO_BID;
 	s->queued = 0;
@@ -487,7 +586,7 @@ static void skip_out(struct bufpool *p, struct runtime_stream *s, size_t n)
 		if (s->head == NO_BID)
 			s->tail = NO_BID;
 		s->off = 0;
-		buf_give(p, bid);
+		unstash(p, bid);
 	}
 }
 

@@ -6,7 +6,8 @@
  * Receive streams (runtime_stream_*): bytes arrive whole and
  * in order across buffers, a read of data that came while the fiber was
  * busy costs no SQE, a stream that is not read stops pulling, exhausted
- * buffers fall back to plain recvs, cancel and deadlines end a waiting
+ * buffers fall back to plain recvs, a burst that filled most of the pool
+ * leaves it resident no longer than two seconds, cancel and deadlines end a waiting
  * read, close gives the socket back (the peer sees EOF), errors and EOF
  * are sticky, and misuse gets a clear error.
  *
@@ -298,6 +299,82 @@ START_TEST(test_stream_light_load_reuses_few_buffers)
 	runtime_config_init(&cfg);
 	cfg.stream_buffers = FEW_BUFFERS;
 	ck_assert_int_eq(run_fiber(&cfg, few_buffers_main, NULL), 0);
+}
+END_TEST
+
+/* A burst leaves no pool behind: data lands in most of the pool at once
+ * (80 streams of 64 KiB, into buffers of 64 KiB), and is read; two decay
+ * periods later the pool's regions past the first (2 MiB each) have given
+ * their pages back: the resident set falls by at least one of them. */
+#define BURST_STREAMS 80
+#define BURST_BYTES (64 * 1024)
+
+static long resident_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	long kib = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static void burst_open(int fd[][2], struct runtime_stream **s)
+{
+	for (int i = 0; i < BURST_STREAMS; i++) {
+		char c;
+		tcp_pair(fd[i]);
+		ck_assert_int_eq(runtime_stream_open(&s[i], fd[i][1]), 0);
+		ck_assert_int_eq(write(fd[i][0], "a", 1), 1);
+		ck_assert_int_eq(runtime_stream_recv(s[i], &c, 1), 1); /* armed */
+	}
+}
+
+static void pool_burst_main(void *p)
+{
+	static int fd[BURST_STREAMS][2];
+	static struct runtime_stream *s[BURST_STREAMS];
+	static char chunk[BURST_BYTES];
+	long *kib = p;
+
+	burst_open(fd, s);
+	for (int i = 0; i < BURST_STREAMS; i++)
+		ck_assert_int_eq(write(fd[i][0], chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+	for (int i = 0; i < BURST_STREAMS; i++)
+		for (int t = 0; t < 20000 && runtime_stream_buffered(s[i]) < BURST_BYTES; t++)
+			runtime_sleep(MS / 10);
+	kib[0] = resident_kib();
+	for (int i = 0; i < BURST_STREAMS; i++)
+		for (size_t got = 0; got < BURST_BYTES;) {
+			ssize_t n = runtime_stream_recv(s[i], chunk, sizeof(chunk));
+			ck_assert_int_gt(n, 0);
+			got += (size_t)n;
+		}
+	runtime_sleep(2500 * MS);
+	kib[1] = resident_kib();
+	for (int i = 0; i < BURST_STREAMS; i++) {
+		ck_assert_int_eq(runtime_stream_close(s[i]), 0);
+		runtime_close(fd[i][0]);
+		runtime_close(fd[i][1]);
+	}
+}
+
+START_TEST(test_stream_pool_decays_after_a_burst)
+{
+	struct runtime_config cfg;
+	long kib[2];
+
+	runtime_config_init(&cfg);
+	cfg.stream_buffers = 128;
+	cfg.stream_buffer_size = BURST_BYTES;
+	ck_assert_int_eq(run_fiber(&cfg, pool_burst_main, kib), 0);
+	fprintf(stderr, "note: resident %ld KiB with the burst's data held, %ld KiB after the decay\n",
+	        kib[0], kib[1]);
+	ck_assert_int_ge(kib[0] - kib[1], 2048);
 }
 END_TEST
 
@@ -930,6 +1007,7 @@ static Suite *multishot_suite(void)
 	tcase_add_test(tc, test_stream_unread_stream_stops_pulling);
 	tcase_add_test(tc, test_stream_exhausted_buffers_fall_back_to_recv);
 	tcase_add_test(tc, test_stream_light_load_reuses_few_buffers);
+	tcase_add_test(tc, test_stream_pool_decays_after_a_burst);
 	tcase_add_test(tc, test_stream_cancel_deadline_and_close);
 	tcase_add_test(tc, test_stream_reset_is_a_sticky_error);
 	tcase_add_test(tc, test_stream_left_open_is_freed_with_the_run);
