@@ -626,11 +626,11 @@ struct bufpool {
 	uint8_t state;              /* enum pool_state */
 	bool no_multishot;          /* the kernel refused a multishot recv */
 	bool dry;                   /* the ring ran dry this decay period */
-	/* Per 2 MiB region of base, buffers holding data, and flags: data
-	 * landed this period, pages resident (stream.c's decay). */
-	uint32_t *region_held;
+	/* stream.c's decay: per 2 MiB region of base, whether data landed in
+	 * it this period and whether its pages are resident. */
 	uint8_t *region_flags;
 	unsigned nregions;
+	unsigned region1_bid;       /* the first buffer past the first region */
 	struct timer decay;
 };
 

@@ -156,7 +156,7 @@ static int may_block(struct core *c, bool *block)
 	c->eng->prepare_sleep(c);
 	*block = runtime__core_may_sleep(c);
 	if (*block)
-		c->slept_at = runtime_now();
+		c->slept_at = c->now; /* this turn's clock: no read of its own */
 	return 0;
 }
 

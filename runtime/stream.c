@@ -201,10 +201,11 @@ static bool pool_ready(struct core *c)
 	p->len = calloc(p->count, sizeof(*p->len));
 	p->free = calloc(p->count, sizeof(*p->free));
 	p->nregions = (unsigned)((p->base_bytes + HUGE_PAGE - 1) / HUGE_PAGE);
-	p->region_held = calloc(p->nregions, sizeof(*p->region_held));
+	p->region1_bid = (HUGE_PAGE + p->stride - 1) / p->stride < p->count
+	               ? (HUGE_PAGE + p->stride - 1) / p->stride : p->count;
 	p->region_flags = calloc(p->nregions, sizeof(*p->region_flags));
 	p->lend_target = lend_start(p);
-	if (!p->base || !p->next || !p->len || !p->free || !p->region_held || !p->region_flags ||
+	if (!p->base || !p->next || !p->len || !p->free || !p->region_flags ||
 	    (c->ring_ready && !pool_lend(c, p))) {
 		runtime__bufpool_free(c);
 		p->state = POOL_FAILED;
@@ -236,7 +237,6 @@ void runtime__bufpool_free(struct core *c)
 	free(p->next);
 	free(p->len);
 	free(p->free);
-	free(p->region_held);
 	free(p->region_flags);
 	*p = (struct bufpool){ .state = POOL_UNTRIED };
 }
@@ -265,17 +265,40 @@ static bool pool_low(const struct bufpool *p)
 #define POOL_DECAY_NS (1000 * 1000 * 1000ull)
 enum { REGION_USED = 1, REGION_RESIDENT = 2 };
 
-/* Data landed in buffer bid (delta 1), or left it (-1): in one region, or
- * two where the buffer straddles their border. */
-static void region_account(struct bufpool *p, unsigned bid, int delta)
+/* A buffer belongs to the region its first byte is in; a region's pages
+ * are those its buffers cover whole (so a buffer that straddles into the
+ * next region keeps the pages it shares). */
+static unsigned region_of(const struct bufpool *p, unsigned bid)
 {
-	size_t off = (size_t)bid * p->stride;
+	return (unsigned)((size_t)bid * p->stride / HUGE_PAGE);
+}
 
-	for (size_t r = off / HUGE_PAGE; r <= (off + p->size - 1) / HUGE_PAGE; r++) {
-		p->region_held[r] += (uint32_t)delta;
-		if (delta > 0)
-			p->region_flags[r] |= REGION_USED | REGION_RESIDENT;
-	}
+/* The first buffer of region r (count past the last region). */
+static unsigned region_first(const struct bufpool *p, unsigned r)
+{
+	size_t bid = ((size_t)r * HUGE_PAGE + p->stride - 1) / p->stride;
+	return bid < p->count ? (unsigned)bid : p->count;
+}
+
+/* Does a buffer of region r hold data? (len is zeroed when a buffer's
+ * data is all read: unstash.) A scan of a region's buffers, once a period,
+ * instead of a count kept on every message. */
+static bool region_holds_data(const struct bufpool *p, unsigned r)
+{
+	for (unsigned bid = region_first(p, r); bid < region_first(p, r + 1); bid++)
+		if (p->len[bid])
+			return true;
+	return false;
+}
+
+static void region_give_back(struct bufpool *p, unsigned r)
+{
+	size_t page = runtime__page_size();
+	size_t from = ((size_t)region_first(p, r) * p->stride + page - 1) & ~(page - 1);
+	size_t to = ((size_t)region_first(p, r + 1) * p->stride) & ~(page - 1);
+
+	if (to > from)
+		madvise(p->base + from, to - from, MADV_DONTNEED);
 }
 
 /* Region r's pages back to the kernel, if it may go; true if it stays. */
@@ -289,11 +312,9 @@ static bool region_decay(struct bufpool *p, unsigned r)
 	}
 	if (!(*f & REGION_RESIDENT))
 		return false;
-	if (p->region_held[r])
+	if (region_holds_data(p, r))
 		return true;
-	size_t off = (size_t)r * HUGE_PAGE;
-	size_t len = p->base_bytes - off < HUGE_PAGE ? p->base_bytes - off : HUGE_PAGE;
-	madvise(p->base + off, len, MADV_DONTNEED);
+	region_give_back(p, r);
 	*f = 0;
 	return false;
 }
@@ -323,13 +344,22 @@ static void pool_decay_arm(struct core *c, struct bufpool *p)
 	c->dl_lingering++;
 }
 
+/* Data landed past the first region (out of line: rare, and the message
+ * path stays short). */
+__attribute__((noinline, cold)) static void region_landed(struct core *c, struct bufpool *p,
+                                                          unsigned bid)
+{
+	p->region_flags[region_of(p, bid)] = REGION_USED | REGION_RESIDENT;
+	if (p->decay.state != TIMER_ARMED)
+		pool_decay_arm(c, p);
+}
+
 /* ---------------------------------------------------------- the queue */
 
 static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
-	region_account(p, bid, 1);
-	if ((size_t)(bid + 1) * p->stride > HUGE_PAGE && p->decay.state != TIMER_ARMED)
-		pool_decay_arm(s->m.core, p);
+	if (unlikely(bid >= p->region1_bid)) /* past the first region */
+		region_landed(s->m.core, p, bid);
 	p->len[bid] = n;
 	p->next[bid] = NO_BID;
 	if (s->tail == NO_BID)
@@ -343,7 +373,7 @@ static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uin
 /* A queued buffer's data is all read: it is free for more. */
 static void unstash(struct bufpool *p, unsigned bid)
 {
-	region_account(p, bid, -1);
+	p->len[bid] = 0;
 	buf_give(p, bid);
 }
 
