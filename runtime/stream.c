@@ -265,9 +265,7 @@ static bool pool_low(const struct bufpool *p)
 #define POOL_DECAY_NS (1000 * 1000 * 1000ull)
 enum { REGION_USED = 1, REGION_RESIDENT = 2 };
 
-/* A buffer belongs to the region its first byte is in; a region's pages
- * are those its buffers cover whole (so a buffer that straddles into the
- * next region keeps the pages it shares). */
+/* A buffer belongs to the region its first byte is in. */
 static unsigned region_of(const struct bufpool *p, unsigned bid)
 {
 	return (unsigned)((size_t)bid * p->stride / HUGE_PAGE);
@@ -280,25 +278,26 @@ static unsigned region_first(const struct bufpool *p, unsigned r)
 	return bid < p->count ? (unsigned)bid : p->count;
 }
 
-/* Does a buffer of region r hold data? (len is zeroed when a buffer's
- * data is all read: unstash.) A scan of a region's buffers, once a period,
- * instead of a count kept on every message. */
+/* Does a buffer with bytes in region r (r > 0: the one before its first
+ * may straddle into it) hold data? len is zeroed when a buffer's data is
+ * all read (unstash): a scan of a region's buffers once a period, instead
+ * of a count kept on every message. */
 static bool region_holds_data(const struct bufpool *p, unsigned r)
 {
-	for (unsigned bid = region_first(p, r); bid < region_first(p, r + 1); bid++)
+	for (unsigned bid = region_first(p, r) - 1; bid < region_first(p, r + 1); bid++)
 		if (p->len[bid])
 			return true;
 	return false;
 }
 
+/* The whole huge page: a page left in it would let khugepaged fill it
+ * back to 2 MiB. */
 static void region_give_back(struct bufpool *p, unsigned r)
 {
-	size_t page = runtime__page_size();
-	size_t from = ((size_t)region_first(p, r) * p->stride + page - 1) & ~(page - 1);
-	size_t to = ((size_t)region_first(p, r + 1) * p->stride) & ~(page - 1);
+	size_t off = (size_t)r * HUGE_PAGE;
+	size_t len = p->base_bytes - off < HUGE_PAGE ? p->base_bytes - off : HUGE_PAGE;
 
-	if (to > from)
-		madvise(p->base + from, to - from, MADV_DONTNEED);
+	madvise(p->base + off, len, MADV_DONTNEED);
 }
 
 /* Region r's pages back to the kernel, if it may go; true if it stays. */
