@@ -309,20 +309,6 @@ END_TEST
 #define BURST_STREAMS 80
 #define BURST_BYTES (64 * 1024)
 
-static long resident_kib(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[128];
-	long kib = -1;
-
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
 static void burst_open(int fd[][2], struct runtime_stream **s)
 {
 	for (int i = 0; i < BURST_STREAMS; i++) {

@@ -154,21 +154,6 @@ END_TEST
 #define BURST 600
 #define TOUCHED (32 * 1024)
 
-/* This process's resident set, in KiB. */
-static long rss_kb(void)
-{
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[128];
-	long kb = -1;
-
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 /* Touch TOUCHED bytes of this fiber's stack, then wait a little. */
 static void deep_sleeper(void *p)
 {
@@ -187,9 +172,9 @@ static void burst_then_wait(void *p)
 	for (int i = 0; i < BURST; i++)
 		ck_assert_int_eq(runtime_spawn(runtime_current(), deep_sleeper, NULL), 0);
 	runtime_sleep(200 * MS); /* all ended: their stacks are in the hot cache */
-	kb[0] = rss_kb();
+	kb[0] = resident_kib();
 	runtime_sleep(2500 * MS); /* two decay periods */
-	kb[1] = rss_kb();
+	kb[1] = resident_kib();
 }
 
 /* A burst's stacks, cached hot, give their pages back once a period has

@@ -132,6 +132,21 @@ static inline uint16_t bound_port(int fd)
 }
 
 /* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
+/* This process's resident set, in KiB (VmRSS). */
+static inline long resident_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[128];
+	long kib = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
 static inline void tcp_pair(int fd[2])
 {
 	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
