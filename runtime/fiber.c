@@ -711,10 +711,10 @@ void runtime_fiber_local_set(void *value)
 
 int runtime_yield(void)
 {
-	struct core *c = this_core();
-	struct fiber *f = c ? c->current : NULL;
+	struct fiber *f = this_fiber();
+	struct core *c = this_core(); /* f->core, without a load that waits on f */
 
-	if (!f || (f->flags & FIBER_LOOP))
+	if (!f)
 		return runtime__misuse(-EPERM, __func__, MISUSE_OUTSIDE_FIBER);
 	if (fiber_cancelled(f))
 		return -ECANCELED;

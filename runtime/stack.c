@@ -316,8 +316,8 @@ static void release_pending(struct core *c)
 /*
  * Resident stacks decay. Those the core did not use all through a period
  * of STACK_DECAY_NS - the low-water mark of the resident list over the
- * period, the coldest - give their pages back, beyond the first
- * stack_cache (runtime_config). A burst of fibers thus costs no page
+ * period - give their pages back, beyond the first stack_cache
+ * (runtime_config). A burst of fibers thus costs no page
  * faults when another burst follows within a period or two, and leaves no
  * resident stacks behind for long when none does: a burst of connections
  * that then wait idle with no fiber keeps only stack_cache stacks. The
@@ -337,17 +337,23 @@ static void decay_rearm(struct core *c, uint64_t after_ns)
 	c->dl_lingering++;
 }
 
-/* Give back the n coldest resident stacks (the bottom of the list). */
-static void release_coldest(struct core *c, unsigned n)
+/* Give back n of the stacks unused all period (the bottom resident_low of
+ * the list), the top n of them: only the stacks used since, above them,
+ * move down - not the million below, slice after slice. */
+static void release_unused(struct core *c, unsigned n)
 {
-	for (unsigned i = 0; i < n; i++) {
-		c->pending.v[c->pending.len++] = c->resident.v[i];
+	struct stack *v = c->resident.v;
+	unsigned from = c->resident_low - n;
+
+	for (unsigned i = from; i < c->resident_low; i++) {
+		c->pending.v[c->pending.len++] = v[i];
 		if (c->pending.len == SLAB_STACKS)
 			release_pending(c);
 	}
 	release_pending(c);
+	memmove(v + from, v + c->resident_low, (c->resident.len - c->resident_low) * sizeof(*v));
 	c->resident.len -= n;
-	memmove(c->resident.v, c->resident.v + n, c->resident.len * sizeof(*c->resident.v));
+	c->resident_low -= n;
 }
 
 /* A period starts: what stays unused all through it decays. */
@@ -367,9 +373,7 @@ static void decay_fire(struct timer *t, enum runtime_timer_why why)
 	c->dl_lingering--;
 	if (c->resident_low > keep) {
 		unsigned n = c->resident_low - keep;
-		n = n < STACK_RELEASE_SLICE ? n : STACK_RELEASE_SLICE;
-		release_coldest(c, n);
-		c->resident_low -= n;
+		release_unused(c, n < STACK_RELEASE_SLICE ? n : STACK_RELEASE_SLICE);
 	}
 	if (c->resident_low > keep)
 		decay_rearm(c, STACK_RELEASE_GAP_NS);
