@@ -40,8 +40,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Opcodes the runtime uses; all are in Linux 5.11 and later. */
+/* Opcodes the runtime uses (all in Linux 5.11), and IORING_OP_SOCKET, which
+ * it does not: the probe sees opcodes, not flags, and SOCKET came in 5.19
+ * with what listeners need and cannot do without - multishot accept (a
+ * stream falls back to plain recvs, a listener has no such fallback). So a
+ * kernel before 5.19 gets -EOPNOTSUPP here, and the epoll engine. */
 static const uint8_t required_ops[] = {
+	IORING_OP_SOCKET,
 	IORING_OP_READ, IORING_OP_WRITE, IORING_OP_READV, IORING_OP_WRITEV,
 	IORING_OP_RECV, IORING_OP_SEND, IORING_OP_RECVMSG, IORING_OP_SENDMSG,
 	IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_CLOSE, IORING_OP_OPENAT,
