@@ -15,10 +15,13 @@
 #   - the first program's compile line and output: tests/readme_example.sh;
 #   - `make install && ldconfig`: tests/install_prefix.sh installs into a
 #     prefix (a test must not write /usr/local);
-#   - `./build.sh demo|check`: build.sh must offer both (its usage line);
-#     CI runs `./build.sh check` itself (.ci/run). Neither can run inside
-#     make check: both build in the tree's build/ directory, which may be
-#     this one.
+#   - `./build.sh demo`: run, and its echo server answers, where this
+#     build directory is the tree's build/ (CI's plain build) and every
+#     package build.sh would install is there: it then configures nothing
+#     and builds nothing new (elsewhere it would start a whole new build in
+#     build/, or install packages, from inside make check: noted, not run);
+#   - `./build.sh check`: CI runs it (.ci/run); it cannot run inside the
+#     make check it starts. build.sh must still offer it (its usage line).
 # A line README gains that is none of these fails the test until it is
 # added here with a way to run it.
 set -u
@@ -117,13 +120,47 @@ usage=$("$srcdir/build.sh" --no-such-mode 2>&1)
 case $usage in *"usage: "*"demo|check"*) status=0 ;; *) status=1 ;; esac
 result "build.sh offers demo and check ($usage)" "$status"
 
-# The echo demo, as README starts it: bytes come back.
-if start_server "$tmp/echo.log" ./demos/echo/echo-server --quiet; then
-	exec 3<>"/dev/tcp/127.0.0.1/$port"
+# echo_answers PORT: a line sent to PORT comes back.
+echo_answers() {
+	local back
+	exec 3<>"/dev/tcp/127.0.0.1/$1" || return 1
 	printf 'hello, readme\n' >&3
 	IFS= read -r -t 120 back <&3
 	exec 3<&-
 	[ "${back:-}" = "hello, readme" ]
+}
+
+# ./build.sh demo, where it neither builds afresh nor installs.
+packages=$(sed -n 's/^packages="\(.*\)"$/\1/p' "$srcdir/build.sh")
+missing=
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+if [ "$(cd "$srcdir/build" 2>/dev/null && pwd -P)" != "$(pwd -P)" ]; then
+	echo "readme_docs: note: ./build.sh demo not run: this is not $srcdir/build"
+elif [ -n "$missing" ] || [ -z "$packages" ]; then
+	echo "readme_docs: note: ./build.sh demo not run: it would install:$missing"
+else
+	for try in 1 2 3; do
+		port=$((20000 + RANDOM % 10000))
+		listening "$port" || break
+	done
+	PORT=$port JOBS=1 "$srcdir/build.sh" demo >"$tmp/demo.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 6000); do # a make that finds nothing to do, on a loaded machine
+		listening "$port" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	echo_answers "$port"
+	result "./build.sh demo builds and runs the echo demo, which answers" $?
+	stop_server
+	result "./build.sh demo's echo server stops cleanly on SIGTERM" $?
+fi
+
+# The echo demo, as README starts it: bytes come back.
+if start_server "$tmp/echo.log" ./demos/echo/echo-server --quiet; then
+	echo_answers "$port"
 	result "README's echo demo echoes a line" $?
 	stop_server
 	result "README's echo demo stops cleanly on SIGTERM" $?
