@@ -89,12 +89,12 @@ static void scene_deadline(void)
 	/* An absolute time: every blocking call of this fiber ends by then. */
 	uint64_t start = runtime_now();
 	runtime_deadline_set(start + 100 * MS);
-	ssize_t n = runtime_recv(fd, buf, sizeof(buf), 0);
+	ssize_t n = runtime_recv(fd, buf, sizeof(buf), 0); /* -ETIMEDOUT after 100 ms */
 	printf("deadline: recv gave up after %llu ms: %s (%s)\n",
 	       (unsigned long long)((runtime_now() - start) / MS), runtime_error_name((int)n),
 	       strerror((int)-n));
-	/* Still past it: any blocking call fails at once, without waiting. */
-	int rc = runtime_sleep(10 * MS);
+	/* Any blocking call fails at once now, without waiting. */
+	int rc = runtime_sleep(10 * MS); /* still past it: -ETIMEDOUT at once */
 	printf("deadline: past it, a 10 ms sleep fails at once: %s\n", runtime_error_name(rc));
 	runtime_deadline_set(0); /* no deadline: calls wait as long as they need */
 	rc = runtime_sleep(10 * MS);
@@ -122,7 +122,7 @@ static void *worker(void *arg)
 	/* Cleanup that must still wait (a goodbye, a flush): inside it the
 	 * cancel is held back, and the calls are bounded by 1 s instead. */
 	runtime_cleanup_begin(&cleanup, 1000 * MS);
-	ssize_t sent = runtime_send_all(fd, "bye\n", 4, NULL);
+	ssize_t sent = runtime_send_all(fd, "bye\n", 4, NULL); /* works, though cancelled */
 	runtime_cleanup_end(&cleanup);
 	if (sent >= 0)
 		printf("cleanup: inside runtime_cleanup_begin/_end a send works: %zd bytes\n", sent);

@@ -255,8 +255,8 @@ int main(int argc, char **argv)
 	if ((rc = start(rt, tls, &srv)) < 0) {
 		fprintf(stderr, "http_service: listen on port %u: %s\n", opt.port, strerror(-rc));
 	} else {
-		printf("http_service: listening on port %u (%s), %u cores\n",
-		       runtime_http_server_port(srv), tls ? "HTTPS" : "HTTP", runtime_cores(rt));
+		printf("http_service: listening on port %u (%s), %u core%s\n", runtime_http_server_port(srv),
+		       tls ? "HTTPS" : "HTTP", runtime_cores(rt), runtime_cores(rt) == 1 ? "" : "s");
 		fflush(stdout); /* before the log lines, which go out by write(2) */
 		if ((rc = runtime_run(rt)) < 0) /* until the drain is over */
 			fprintf(stderr, "http_service: %s\n", strerror(-rc));
