@@ -13,14 +13,17 @@
 # (Host, User-Agent, Accept, Connection), for the demo http-server (on
 # libruntime-http), bench/raw_uring_http (the floor: io_uring, no fibers,
 # no real parsing) and nginx (one process, master off); and a 64-byte echo
-# round trip for the demo echo-server. The kernel's share is not counted:
-# callgrind sees user space only.
+# round trip for the demo echo-server and its two floors, bench/raw_uring_echo
+# (io_uring, no fibers: echo-raw) and bench/epoll_echo (a plain epoll loop:
+# echo-epoll). The kernel's share is not counted: callgrind sees user space
+# only, which is why the epoll loop's figure is so small.
 #
 # Environment:
 #   BUILD       the build directory (default: this script's ../ from the
 #               build tree, i.e. $BENCH_DIR/..)
 #   BENCH_DIR   where raw_uring_http and echo_load are (default: $BUILD/bench)
-#   SERVERS     "http raw nginx echo" (default all); a missing one is
+#   SERVERS     "http raw nginx echo echo-raw echo-epoll" (default all); a
+#               missing one is
 #               skipped with a message
 #   SHORT (1000)  LONG (11000)
 #   ENGINE      RUNTIME_ENGINE for the demos (default: theirs, io_uring)
@@ -36,7 +39,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 BENCH_DIR=${BENCH_DIR:-$here}
 BUILD=${BUILD:-$(cd "$BENCH_DIR/.." && pwd)}
-SERVERS=${SERVERS:-http raw nginx echo}
+SERVERS=${SERVERS:-http raw nginx echo echo-raw echo-epoll}
 SHORT=${SHORT:-1000} LONG=${LONG:-11000}
 ENGINE=${ENGINE:-}
 DEMO_FLAGS=${DEMO_FLAGS:-}
@@ -117,6 +120,10 @@ server_cmd() { # NAME PORT
 	echo) [ -x "$BUILD/demos/echo/.libs/echo-server" ] && [ -x "$BENCH_DIR/echo_load" ] &&
 		echo "$BUILD/demos/echo/.libs/echo-server --host 127.0.0.1 --port $2 --quiet $DEMO_FLAGS" ;;
 	raw) [ -x "$BENCH_DIR/raw_uring_http" ] && echo "$BENCH_DIR/raw_uring_http --bind 127.0.0.1 --port $2" ;;
+	echo-raw) [ -x "$BENCH_DIR/raw_uring_echo" ] && [ -x "$BENCH_DIR/echo_load" ] &&
+		echo "$BENCH_DIR/raw_uring_echo --bind 127.0.0.1 --port $2" ;;
+	echo-epoll) [ -x "$BENCH_DIR/epoll_echo" ] && [ -x "$BENCH_DIR/echo_load" ] &&
+		echo "$BENCH_DIR/epoll_echo --bind 127.0.0.1 --port $2" ;;
 	nginx) command -v nginx >/dev/null && echo "nginx -e stderr -c $(nginx_conf "$2")" ;;
 	esac
 }
@@ -135,7 +142,7 @@ instructions() { # NAME N (the profile stays in $work/cg.N.out)
 		return 1
 	fi
 	local ok=0
-	if [ "$1" = echo ]; then
+	if [ "${1%%-*}" = echo ]; then
 		"$BENCH_DIR/echo_load" -p "$port" -c 1 -n "$2" -s 64 -d 300 >/dev/null || ok=1
 	else
 		http_load "$port" "$2" || ok=1
@@ -155,8 +162,8 @@ for name in $SERVERS; do
 		continue
 	fi
 	unit=request
-	[ "$name" = echo ] && unit="64-byte round trip"
-	printf '%-6s %6d instructions per %s (%s ops: %s, %s ops: %s)\n' "$name" \
+	[ "${name%%-*}" = echo ] && unit="64-byte round trip"
+	printf '%-10s %6d instructions per %s (%s ops: %s, %s ops: %s)\n' "$name" \
 		$(( (b - a) / (LONG - SHORT) )) "$unit" "$SHORT" "$a" "$LONG" "$b"
 	[ -n "$BREAKDOWN" ] && python3 "$here/callgrind_perop.py" "$work/cg.$SHORT.out" \
 		"$work/cg.$LONG.out" $((LONG - SHORT)) "$BREAKDOWN"
