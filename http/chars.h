@@ -164,17 +164,19 @@ skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(ui
 }
 
 /* The first byte of b[i..end) not of class cls (TCHAR, REGNAME), or end:
- * four bytes a step while four are left (one AND of their classes), then
- * one at a time. */
+ * eight bytes a step while eight are left, each a table load and a
+ * branch (no bound test per byte), then one at a time. */
 static inline __attribute__((always_inline)) size_t
 skip_class(const char *b, size_t i, size_t end, uint8_t cls)
 {
 	const unsigned char *u = (const unsigned char *)b;
 
-	while (i + 4 <= end &&
-	       (byte_class[u[i]] & byte_class[u[i + 1]] & byte_class[u[i + 2]] &
-	        byte_class[u[i + 3]] & cls))
-		i += 4;
+	for (; i + 8 <= end; i += 8) {
+#pragma GCC unroll 8
+		for (size_t k = 0; k < 8; k++)
+			if (!(byte_class[u[i + k]] & cls))
+				return i + k;
+	}
 	while (i < end && (byte_class[u[i]] & cls))
 		i++;
 	return i;
