@@ -331,14 +331,12 @@ static int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line and apply what it means. The names that
- * mean something are told apart by length first: most fields are none of
- * them, and cost one switch. */
-static int add_field(struct head *h, struct http_slice name, struct http_slice value)
+/* Record a complete field line as the n-th and apply what it means. The
+ * names that mean something are told apart by length first: most fields
+ * are none of them, and cost one switch. */
+static int add_field(struct head *h, unsigned n, struct http_slice name, struct http_slice value)
 {
-	struct http_request *req = h->req;
-
-	req->headers[req->nheaders++] = (struct http_header){ name, value };
+	h->req->headers[n] = (struct http_header){ name, value };
 	switch (name.len) {
 	case 4:
 		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
@@ -355,15 +353,15 @@ static int add_field(struct head *h, struct http_slice name, struct http_slice v
 	}
 }
 
-/* The field line (or the empty line ending the head) at *pos, read left
- * to right once: the name, the colon, the value up to its line's end. */
-static int field_line(struct head *h, size_t *pos)
+/* A line that does not start with a name byte: the empty line ending the
+ * head (DONE), or what it can be told from so far. */
+static int other_line(struct head *h, size_t *pos, unsigned fields)
 {
 	const char *b = h->b;
-	size_t s = *pos, end = h->view, i = s, v, q, ve;
+	size_t s = *pos;
 	int term;
 
-	if (s == end || b[s] == '\r' || b[s] == '\n') { /* the empty line */
+	if (s == h->view || b[s] == '\r' || b[s] == '\n') { /* the empty line */
 		if ((term = terminator(h, s)) != 0)
 			return term;
 		*pos = s + 2;
@@ -371,23 +369,46 @@ static int field_line(struct head *h, size_t *pos)
 	}
 	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
 		return -400;
-	if (h->req->nheaders >= h->max_fields)
+	return fields >= h->max_fields ? -431 : -400;
+}
+
+/* The end of a field value at q that is not CRLF: what the line is so far
+ * (never 0). */
+static int value_end_error(const struct head *h, size_t q)
+{
+	if (q < h->view && h->b[q] != '\r' && h->b[q] != '\n')
+		return -400; /* a control byte in the value */
+	return terminator(h, q);
+}
+
+/* The field line (or the empty line ending the head) at *pos, read left
+ * to right once: the name, the colon, the value up to its line's end;
+ * *fields counts the fields read. A whole line ending in CRLF, the common
+ * case, is read by the shortest path; any other is told apart by
+ * other_line and value_end_error. */
+static int field_line(struct head *h, size_t *pos, unsigned *fields)
+{
+	const char *b = h->b;
+	size_t s = *pos, end = h->view, i, v, q, ve;
+
+	if (s == end || !is_tchar((unsigned char)b[s]))
+		return other_line(h, pos, *fields);
+	if (*fields >= h->max_fields)
 		return -431;
-	i = skip_tchars(b, i, end);
+	i = skip_tchars(b, s + 1, end);
 	if (i == end)
 		return MORE;
-	if (i == s || b[i] != ':')
+	if (b[i] != ':')
 		return -400;
 	v = skip_ows(b, i + 1, end);
 	q = field_value_end(b, v, end);
-	if (q < end && b[q] != '\r' && b[q] != '\n')
-		return -400; /* a control byte in the value */
-	if ((term = terminator(h, q)) != 0)
-		return term;
+	if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+		return value_end_error(h, q);
 	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
 		;
 	*pos = q + 2;
-	return add_field(h, (struct http_slice){ b + s, i - s }, (struct http_slice){ b + v, ve - v });
+	return add_field(h, (*fields)++, (struct http_slice){ b + s, i - s },
+	                 (struct http_slice){ b + v, ve - v });
 }
 
 /* The checks only the end of the head can make, and the results. */
@@ -428,6 +449,7 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 {
 	struct head h;
 	size_t pos = 0;
+	unsigned fields = 0;
 	int rc = 0;
 
 	head_init(&h, buf, len, lim, req);
@@ -440,7 +462,8 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 	if (rc == 0)
 		rc = request_line(&h, &pos);
 	while (rc == 0)
-		rc = field_line(&h, &pos);
+		rc = field_line(&h, &pos, &fields);
+	req->nheaders = fields;
 	if (rc == DONE)
 		return finish(&h, pos);
 	if (rc == MORE)
