@@ -255,14 +255,6 @@ static inline __attribute__((always_inline)) bool slice_eq(struct http_slice s, 
 	return strlen(lit) == s.len && memcmp(s.p, lit, s.len) == 0;
 }
 
-static inline bool is_token(struct http_slice s)
-{
-	for (size_t i = 0; i < s.len; i++)
-		if (!is_tchar((unsigned char)s.p[i]))
-			return false;
-	return s.len > 0;
-}
-
 /*
  * The next element of the comma-separated list at *cur..end, OWS around
  * it removed (it may be empty, RFC 9110 5.6.1 says to ignore those).
@@ -313,6 +305,29 @@ static inline size_t field_value_end(const char *b, size_t v, size_t end)
 	}
 }
 
+/*
+ * The next element of the comma-separated list of tokens at *cur..end
+ * (RFC 9110 5.6.1; empty elements, and the OWS around each, are skipped):
+ * 1 with the token in *el, 0 once the list is exhausted, -1 at an element
+ * that is no token (the elements before it are returned first). One pass
+ * over each: a token, then OWS, then a comma or the end.
+ */
+static inline int next_token(const char **cur, const char *end, struct http_slice *el)
+{
+	const char *p = *cur, *q;
+
+	while (p < end && (is_ows((unsigned char)*p) || *p == ','))
+		p++;
+	if (p == end)
+		return 0;
+	q = p + skip_tchars(p, 0, (size_t)(end - p));
+	*el = (struct http_slice){ p, (size_t)(q - p) };
+	while (q < end && is_ows((unsigned char)*q))
+		q++;
+	*cur = q;
+	return el->len > 0 && (q == end || *q == ',') ? 1 : -1;
+}
+
 /* A Connection field's options: "close" and "keep-alive" noted in *close
  * and *keep (left as they are otherwise). false for an element that is no
  * token. Both parsers read the field by this. */
@@ -320,18 +335,15 @@ static inline bool connection_options(struct http_slice v, bool *close, bool *ke
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int rc;
 
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return false;
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
 		if (slice_ieq(el.p, el.len, "close"))
 			*close = true;
 		else if (slice_ieq(el.p, el.len, "keep-alive"))
 			*keep = true;
 	}
-	return true;
+	return rc == 0;
 }
 
 #endif /* HTTP_CHARS_H */

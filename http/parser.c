@@ -284,22 +284,19 @@ static int transfer_encoding(struct head *h, struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int rc;
 
 	if (h->req->minor == 0 || h->has_cl)
 		return -400;
 	h->has_te = true;
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return -400;
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
 		if (!slice_ieq(el.p, el.len, "chunked"))
 			return -501;
 		if (h->chunked)
 			return -400;
 		h->chunked = true;
 	}
-	return 0;
+	return rc < 0 ? -400 : 0;
 }
 
 static int host_field(struct head *h, struct http_slice v)
