@@ -92,8 +92,8 @@ static inline bool is_regname(unsigned char c)
  * always a real one, since a false flag needs a borrow from a real one
  * below it). On a little-endian machine the first flagged byte is found
  * by counting trailing zeros, and a short tail is tested as the last word
- * of the run, overlapping bytes already known clean; elsewhere the scan
- * stops at the flagged word and the caller's byte loop finds the byte.
+ * of the run, overlapping bytes already known clean; elsewhere, and in
+ * a run shorter than a word, the same test a byte at a time finds it.
  */
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
@@ -118,19 +118,34 @@ static inline uint64_t any_equal(uint64_t w, unsigned char c)
 	return any_below(w ^ (ONES * c), 1);
 }
 
-/* CR or LF. */
+/* CR or LF: is_eol, eol_in. */
+static inline bool is_eol(unsigned char c)
+{
+	return c == '\r' || c == '\n';
+}
+
 static inline uint64_t eol_in(uint64_t w)
 {
 	return any_equal(w, '\r') | any_equal(w, '\n');
 }
 
 /* Not VCHAR, SP or obs-text: a control (HTAB too) or DEL. */
+static inline bool is_non_field(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
 static inline uint64_t non_field_in(uint64_t w)
 {
 	return any_below(w, 0x20) | any_equal(w, 0x7f);
 }
 
 /* Not in a request-target: not VCHAR, or '#'. */
+static inline bool is_non_target(unsigned char c)
+{
+	return !is_vchar(c) || c == '#';
+}
+
 static inline uint64_t non_target_in(uint64_t w)
 {
 	return any_below(w, 0x21) | any_equal(w, 0x7f) | any_equal(w, '#') | (w & HIGHS);
@@ -143,23 +158,29 @@ static inline uint64_t non_target_in(uint64_t w)
 #endif
 
 /*
- * Skip b[i..end) while flags() finds nothing, given that b[start..i) is
- * clean. Returns the first flagged index, or end (RUN_EXACT), or an index
- * at or before the first flagged byte for the caller's byte loop.
+ * The first byte of b[i..end) that stops() (flags() is its test on a
+ * word), or end, given that b[start..i) is clean. Each caller passes
+ * functions that agree, so that the word test and the byte loop, where
+ * the word test cannot pin the byte, find the same one.
  */
 static inline __attribute__((always_inline)) size_t
-skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(uint64_t))
+skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(uint64_t),
+         bool (*stops)(unsigned char))
 {
 	for (; i + 8 <= end; i += 8) {
 		uint64_t m = flags(load_word(b + i));
+		if (m && RUN_EXACT)
+			return i + (size_t)__builtin_ctzll(m) / 8;
 		if (m)
-			return RUN_EXACT ? i + (size_t)__builtin_ctzll(m) / 8 : i;
+			break;
 	}
 	if (RUN_EXACT && i < end && end - start >= 8) {
 		unsigned known = 8 - (unsigned)(end - i); /* low bytes already clean */
 		uint64_t m = flags(load_word(b + end - 8)) >> (8 * known);
 		return m ? i + (size_t)__builtin_ctzll(m) / 8 : end;
 	}
+	while (i < end && !stops((unsigned char)b[i]))
+		i++;
 	return i;
 }
 
@@ -281,28 +302,28 @@ static inline bool next_element(const char **cur, const char *end, struct http_s
 /* The first CR or LF in b[i..end), or end. */
 static inline size_t find_eol(const char *b, size_t i, size_t end)
 {
-	i = skip_run(b, i, i, end, eol_in);
-	while (i < end && b[i] != '\r' && b[i] != '\n')
-		i++;
+	return skip_run(b, i, i, end, eol_in, is_eol);
+}
+
+/* field_value_end past a tab at b[i]: a tab is a field byte, though a
+ * control. Rare, so kept out of the callers' loops. The run starts after
+ * the tab: skip_run's short tail may overlap only clean bytes (a flagged
+ * one below could make a false flag above it). */
+static __attribute__((noinline)) size_t past_tabs(const char *b, size_t i, size_t end)
+{
+	while (i < end && b[i] == '\t')
+		i = skip_run(b, i + 1, i + 1, end, non_field_in, is_non_field);
 	return i;
 }
 
 /* Where a field value that starts at v stops: its first byte that is no
  * field byte (CR or LF, if the line is well-formed), or end. The same scan
- * finds the line's end and checks the value: one pass over it. Where
- * skip_run stops on a word rather than its byte, the byte loop goes on. */
+ * finds the line's end and checks the value: one pass over it. */
 static inline size_t field_value_end(const char *b, size_t v, size_t end)
 {
-	size_t i = v;
+	size_t i = skip_run(b, v, v, end, non_field_in, is_non_field);
 
-	for (;;) {
-		i = skip_run(b, v, i, end, non_field_in);
-		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
-			i++; /* only where skip_run stops at a word, not its byte */
-		if (i == end || b[i] != '\t')
-			return i;
-		i++; /* a tab is a field byte, though a control */
-	}
+	return i < end && b[i] == '\t' ? past_tabs(b, i, end) : i;
 }
 
 /*

@@ -235,9 +235,7 @@ static int request_line(struct head *h, size_t *pos)
 		return -400;
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
-	i = skip_run(b, t, i, lim, non_target_in);
-	while (i < lim && is_vchar((unsigned char)b[i]) && b[i] != '#')
-		i++;
+	i = skip_run(b, t, i, lim, non_target_in, is_non_target);
 	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
 		return ran_out(h, i);
 	if (i == t || b[i] != ' ')

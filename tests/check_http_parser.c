@@ -365,6 +365,10 @@ START_TEST(test_http_value_ows_stripped_obs_text_kept)
 	ck_assert(slice_is(req.headers[1].value, "a \tb\xff\x80"));
 	ck_assert_uint_eq(req.headers[2].value.len, 0);
 	ck_assert_uint_eq(req.headers[3].value.len, 0);
+	/* A tab, then a space where a prefix ends, a word into the value:
+	 * that space is no line end (the prefixes are incomplete). */
+	ck_assert_int_gt(head_str(GET11 "X: abcdefgh\t ij\r\n\r\n"), 0);
+	ck_assert(slice_is(req.headers[1].value, "abcdefgh\t ij"));
 }
 END_TEST
 
