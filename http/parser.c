@@ -180,10 +180,6 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 	size_t n = e - s;
 	const char *v = h->b + s;
 
-	if (whole && n == 8 && !memcmp(v, "HTTP/1.", 7) && (v[7] == '0' || v[7] == '1')) {
-		h->req->minor = v[7] - '0'; /* the common case, in one compare */
-		return 0;
-	}
 	for (size_t k = 0; k < n; k++) {
 		if (k >= sizeof(pattern) - 1)
 			return -400;
@@ -215,6 +211,36 @@ static int ran_out(const struct head *h, size_t lim)
 	return term == 0 ? -400 : term;
 }
 
+/* The version at v and the request line's CRLF (lim as in request_line);
+ * on success *pos moves past the CRLF. HTTP/1.1 or 1.0 and a CRLF, the
+ * common case, are two compares. Else the line's end is found, which may
+ * lie one byte past lim (a line of exactly line_max bytes). */
+static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
+{
+	const char *b = h->b;
+	size_t stop = lim < h->view ? lim + 1 : lim, q;
+	int rc, term;
+
+	if (v + 8 <= lim && v + 10 <= h->view && !memcmp(b + v + 8, "\r\n", 2) &&
+	    (!memcmp(b + v, "HTTP/1.1", 8) || !memcmp(b + v, "HTTP/1.0", 8))) {
+		h->req->minor = b[v + 7] - '0';
+		*pos = v + 10;
+		return 0;
+	}
+	q = find_eol(b, v, stop);
+	if (q == stop && lim < h->view) {
+		rc = check_version(h, v, lim, false);
+		return rc < 0 ? rc : -414;
+	}
+	term = terminator(h, q);
+	if ((rc = check_version(h, v, q, term == 0)) < 0)
+		return rc;
+	if (term != 0)
+		return term;
+	*pos = q + 2;
+	return 0;
+}
+
 /*
  * The request line at *pos, read once left to right: the method, the
  * target, the version and its CRLF; on success *pos moves past the CRLF.
@@ -225,8 +251,8 @@ static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
 	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
-	size_t i = s, t, v, q, stop;
-	int rc, term;
+	size_t i = s, t;
+	int rc;
 
 	i = skip_tchars(b, i, lim);
 	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
@@ -242,22 +268,7 @@ static int request_line(struct head *h, size_t *pos)
 		return -400;
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
-	/* The version: up to the line's end, which may lie one byte past
-	 * lim (a line of exactly line_max bytes). */
-	v = i + 1;
-	stop = lim < h->view ? lim + 1 : lim;
-	q = find_eol(b, v, stop);
-	if (q == stop && lim < h->view) {
-		rc = check_version(h, v, lim, false);
-		return rc < 0 ? rc : -414;
-	}
-	term = terminator(h, q);
-	if ((rc = check_version(h, v, q, term == 0)) < 0)
-		return rc;
-	if (term != 0)
-		return term;
-	*pos = q + 2;
-	return 0;
+	return request_version(h, i + 1, lim, pos);
 }
 
 static int content_length(struct head *h, struct http_slice v)
