@@ -57,6 +57,7 @@ struct runtime_http_server {
 	struct runtime_server *base; /* runtime_serve's, NULL: create only */
 	struct http_core *cores;
 	unsigned ncores;
+	uint64_t serial;             /* this server's, unique in the process */
 	size_t server_len;
 	char server_field[96];       /* "Server: NAME\r\n" or "" */
 	_Atomic bool stopping;       /* as if draining: answers close, idle
@@ -136,8 +137,5 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* request.c */
 void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
 int http_body_discard(struct runtime_http_request *req);
-
-/* date.c-like helper in response.c: the Date value, once a second. */
-size_t http_date(char out[32]);
 
 #endif

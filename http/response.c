@@ -67,26 +67,6 @@ static struct text reason(int status)
 	}
 }
 
-/* The Date value (32 bytes of room; NUL-terminated), made once a second
- * per thread. Returns its length. */
-size_t http_date(char out[32])
-{
-	/* initial-exec: no __tls_get_addr call per answer */
-	static __thread time_t cached __attribute__((tls_model("initial-exec")));
-	static __thread char text[32] __attribute__((tls_model("initial-exec")));
-	static __thread size_t len __attribute__((tls_model("initial-exec")));
-	time_t now = time(NULL);
-
-	if (now != cached) {
-		struct tm tm;
-		gmtime_r(&now, &tm);
-		len = strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		cached = now;
-	}
-	memcpy(out, text, sizeof(text));
-	return len;
-}
-
 static char *put(char *p, const char *s, size_t n)
 {
 	memcpy(p, s, n);
@@ -94,6 +74,44 @@ static char *put(char *p, const char *s, size_t n)
 }
 
 #define PUT_LIT(p, lit) put(p, lit, sizeof(lit) - 1)
+
+#define OK_LINE "HTTP/1.1 200 OK\r\n"
+
+/*
+ * What every head starts with: a 200's status line, the Server field and
+ * the Date field, made once a second per thread (the Date changes no
+ * faster) and per server (its serial: a thread that answers for two
+ * remakes it as it goes from one to the other). A 200 copies all of it,
+ * any other status its own line and then the rest.
+ */
+struct head_start {
+	time_t second;
+	uint64_t serial;
+	size_t len;
+	char text[sizeof(OK_LINE) - 1 + sizeof(((struct runtime_http_server *)0)->server_field) +
+	          sizeof("Date: \r\n") - 1 + 32];
+};
+
+static const struct head_start *head_start(const struct runtime_http_server *srv)
+{
+	/* initial-exec: no __tls_get_addr call per answer */
+	static __thread struct head_start hs __attribute__((tls_model("initial-exec")));
+	time_t now = time(NULL);
+
+	if (now != hs.second || srv->serial != hs.serial) {
+		struct tm tm;
+		char *p = PUT_LIT(hs.text, OK_LINE);
+		p = put(p, srv->server_field, srv->server_len);
+		p = PUT_LIT(p, "Date: ");
+		gmtime_r(&now, &tm);
+		p += strftime(p, 32, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		p = PUT_LIT(p, "\r\n");
+		hs.len = (size_t)(p - hs.text);
+		hs.second = now;
+		hs.serial = srv->serial;
+	}
+	return &hs;
+}
 
 static char *put_u64(char *p, uint64_t v)
 {
@@ -257,19 +275,17 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
+	const struct head_start *hs = head_start(srv);
 	if (res->status == 200) { /* most answers: one copy */
-		p = PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+		p = put(p, hs->text, hs->len);
 	} else {
 		p = PUT_LIT(p, "HTTP/1.1 ");
 		p = put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
 		p = put(p, why.p, why.len);
 		p = PUT_LIT(p, "\r\n");
+		p = put(p, hs->text + sizeof(OK_LINE) - 1, hs->len - (sizeof(OK_LINE) - 1));
 	}
-	p = put(p, srv->server_field, srv->server_len);
-	p = PUT_LIT(p, "Date: ");
-	p += http_date(p);
-	p = PUT_LIT(p, "\r\n");
 	if (type && !(p = put_type(p, type)))
 		return -EINVAL;
 	p = put_framing(res, p);
