@@ -113,17 +113,29 @@ static const struct head_start *head_start(const struct runtime_http_server *srv
 	return &hs;
 }
 
+static const char digit_pairs[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* v in decimal: its digits counted first, then written from the last,
+ * in place, two a step. */
 static char *put_u64(char *p, uint64_t v)
 {
-	char digits[20];
-	int n = 0;
+	size_t n = 1;
+	char *d;
 
-	do
-		digits[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	while (n)
-		*p++ = digits[--n];
-	return p;
+	for (uint64_t rest = v; rest >= 10; rest /= 10)
+		n++;
+	for (d = p + n; v >= 100; v /= 100) {
+		d -= 2;
+		memcpy(d, digit_pairs + 2 * (v % 100), 2);
+	}
+	if (v >= 10)
+		memcpy(d - 2, digit_pairs + 2 * v, 2);
+	else
+		d[-1] = (char)('0' + v);
+	return p + n;
 }
 
 static char *put_hex(char *p, uint64_t v)
@@ -290,7 +302,8 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 		return -EINVAL;
 	p = put_framing(res, p);
 	p = put_connection(res, p);
-	p = put(p, res->fields, res->fields_len);
+	if (res->fields_len) /* mostly none: no call to copy nothing */
+		p = put(p, res->fields, res->fields_len);
 	p = PUT_LIT(p, "\r\n");
 	c->out_len = (size_t)(p - c->out);
 	return 0;
