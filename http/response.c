@@ -263,17 +263,35 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 
 #define TYPE_MAX 256 /* a Content-Type value's length, at most */
 
+#define TYPE_NAME "Content-Type: "
+
+/* The Content-Type field line last found good on this thread: handlers
+ * answer with a few types, and telling that a value is that one again
+ * (strncmp stops at the first difference or NUL, so it reads no more of
+ * it than strnlen would) costs less than checking it again. */
+struct type_line {
+	size_t value_len;            /* 0: none yet */
+	size_t len;
+	char line[sizeof(TYPE_NAME "\r\n") - 1 + TYPE_MAX];
+};
+
 /* The Content-Type field: a value of at most TYPE_MAX bytes, checked by
  * the parser's word-at-a-time scan. NULL for a bad value. */
 static char *put_type(char *p, const char *type)
 {
-	size_t n = strnlen(type, TYPE_MAX + 1);
+	static __thread struct type_line last __attribute__((tls_model("initial-exec")));
+	const char *cached = last.line + sizeof(TYPE_NAME) - 1;
+	size_t n;
 
+	if (last.value_len && !strncmp(type, cached, last.value_len) && !type[last.value_len])
+		return put(p, last.line, last.len);
+	n = strnlen(type, TYPE_MAX + 1);
 	if (n == 0 || n > TYPE_MAX || !valid_value(type, n))
 		return NULL; /* empty, too long, or not a field value */
-	p = PUT_LIT(p, "Content-Type: ");
-	memcpy(p, type, n);
-	return PUT_LIT(p + n, "\r\n");
+	char *e = put(PUT_LIT(last.line, TYPE_NAME), type, n);
+	last.len = (size_t)(PUT_LIT(e, "\r\n") - last.line);
+	last.value_len = n;
+	return put(p, last.line, last.len);
 }
 
 /* The status line and fields into the batch: nothing is kept of them
