@@ -107,6 +107,7 @@ enum http_res_state { RES_NONE, RES_STREAM, RES_DONE };
 struct runtime_http_response {
 	struct http_conn *conn;
 	struct runtime_http_request *req;
+	struct http_core *core;      /* its fiber's core: the counts */
 	enum http_res_state state;
 	bool head_only, close, chunked, no_body;
 	int status;
@@ -129,7 +130,7 @@ struct http_core *http_core(struct runtime_http_server *srv);
 
 /* response.c */
 void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req);
+                        struct runtime_http_request *req, struct http_core *core);
 int http_refuse(struct http_conn *c, int status);
 int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);

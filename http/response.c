@@ -152,10 +152,11 @@ static char *put_hex(char *p, uint64_t v)
 }
 
 void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req)
+                        struct runtime_http_request *req, struct http_core *core)
 {
 	res->conn = c;
 	res->req = req;
+	res->core = core;
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
@@ -329,7 +330,7 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 
 static void count_response(const struct runtime_http_response *res)
 {
-	_Atomic uint64_t *n = &http_core(res->conn->srv)->responses[res->status / 100];
+	_Atomic uint64_t *n = &res->core->responses[res->status / 100];
 
 	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
 	                      memory_order_relaxed);
@@ -473,7 +474,7 @@ int http_refuse(struct http_conn *c, int status)
 	struct text why = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
-	http_response_init(&res, c, NULL);
+	http_response_init(&res, c, NULL, http_core(c->srv));
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
