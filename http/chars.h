@@ -349,21 +349,32 @@ static inline int next_token(const char **cur, const char *end, struct http_slic
 	return el->len > 0 && (q == end || *q == ',') ? 1 : -1;
 }
 
+/* One Connection option: "close" or "keep-alive" noted, any other
+ * ignored. */
+static inline void connection_option(struct http_slice el, bool *close, bool *keep)
+{
+	if (slice_ieq(el.p, el.len, "close"))
+		*close = true;
+	else if (slice_ieq(el.p, el.len, "keep-alive"))
+		*keep = true;
+}
+
 /* A Connection field's options: "close" and "keep-alive" noted in *close
  * and *keep (left as they are otherwise). false for an element that is no
- * token. Both parsers read the field by this. */
+ * token. Both parsers read the field by this. A value of one token, the
+ * common case, is no list to walk. */
 static inline bool connection_options(struct http_slice v, bool *close, bool *keep)
 {
 	const char *cur = v.p;
 	struct http_slice el;
 	int rc;
 
-	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
-		if (slice_ieq(el.p, el.len, "close"))
-			*close = true;
-		else if (slice_ieq(el.p, el.len, "keep-alive"))
-			*keep = true;
+	if (v.len && skip_tchars(v.p, 0, v.len) == v.len) {
+		connection_option(v, close, keep);
+		return true;
 	}
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0)
+		connection_option(el, close, keep);
 	return rc == 0;
 }
 
