@@ -88,9 +88,12 @@ static inline bool is_regname(unsigned char c)
 /*
  * Runs of ordinary bytes are skipped a word at a time (SWAR): byte loops
  * took most of the parser's time under pipelined load. A test flags the
- * bytes that may end a run (exactly: none is missed; the lowest flag is
- * always a real one, since a false flag needs a borrow from a real one
- * below it). On a little-endian machine the first flagged byte is found
+ * bytes that may end a run (exactly: none is missed, and the lowest flag
+ * is always a real one). Tests by subtraction (any_below) can flag a byte
+ * falsely, but only with a borrow from a real flag below it; tests on the
+ * low seven bits of each byte (x below) carry nothing from byte to byte
+ * and flag no other, for fewer operations where the high bit's meaning is
+ * simple. On a little-endian machine the first flagged byte is found
  * by counting trailing zeros, and a short tail is tested as the last word
  * of the run, overlapping bytes already known clean; elsewhere, and in
  * a run shorter than a word, the same test a byte at a time finds it.
@@ -135,9 +138,13 @@ static inline bool is_non_field(unsigned char c)
 	return c < 0x20 || c == 0x7f;
 }
 
+/* Of x's bytes (each 0 to 0x7f): x + 0x60 has the high bit unless below
+ * 0x20, x + 1 only for 0x7f; obs-text (w's high bit) is none. */
 static inline uint64_t non_field_in(uint64_t w)
 {
-	return any_below(w, 0x20) | any_equal(w, 0x7f);
+	uint64_t x = w & ~HIGHS;
+
+	return (~(x + ONES * 0x60) | (x + ONES)) & ~w & HIGHS;
 }
 
 /* Not in a request-target: not VCHAR, or '#'. */
@@ -146,9 +153,14 @@ static inline bool is_non_target(unsigned char c)
 	return !is_vchar(c) || c == '#';
 }
 
+/* As non_field_in: x + 0x5f has the high bit unless below 0x21, and
+ * (x ^ '#') + 0x7f unless '#'; 0x7f, and any byte with the high bit. */
 static inline uint64_t non_target_in(uint64_t w)
 {
-	return any_below(w, 0x21) | any_equal(w, 0x7f) | any_equal(w, '#') | (w & HIGHS);
+	uint64_t x = w & ~HIGHS;
+	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f);
+
+	return (w | ~ok | (x + ONES)) & HIGHS;
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
