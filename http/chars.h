@@ -374,14 +374,16 @@ static inline void connection_option(struct http_slice el, bool *close, bool *ke
 /* A Connection field's options: "close" and "keep-alive" noted in *close
  * and *keep (left as they are otherwise). false for an element that is no
  * token. Both parsers read the field by this. A value of one token, the
- * common case, is no list to walk. */
+ * common case, is no list to walk; one that is either option, no token to
+ * check either (both are tokens). */
 static inline bool connection_options(struct http_slice v, bool *close, bool *keep)
 {
 	const char *cur = v.p;
 	struct http_slice el;
 	int rc;
 
-	if (v.len && skip_tchars(v.p, 0, v.len) == v.len) {
+	if (slice_ieq(v.p, v.len, "keep-alive") || slice_ieq(v.p, v.len, "close") ||
+	    (v.len && skip_tchars(v.p, 0, v.len) == v.len)) {
 		connection_option(v, close, keep);
 		return true;
 	}
