@@ -318,9 +318,9 @@ static inline size_t find_eol(const char *b, size_t i, size_t end)
 }
 
 /* field_value_end past a tab at b[i]: a tab is a field byte, though a
- * control. Rare, so kept out of the callers' loops. The run starts after
- * the tab: skip_run's short tail may overlap only clean bytes (a flagged
- * one below could make a false flag above it). */
+ * control. Rare, so kept out of the callers' loops. Each run starts after
+ * its tab, as skip_run asks (the bytes before i clean: its short tail may
+ * overlap those only). */
 static __attribute__((noinline)) size_t past_tabs(const char *b, size_t i, size_t end)
 {
 	while (i < end && b[i] == '\t')
