@@ -18,6 +18,7 @@
 #include <runtime_http.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "parser.h"
 
@@ -45,9 +46,40 @@ void http_buffers_free(struct http_buffers *b);
 
 /* Per core, a cache line each: written by that core only (no locked
  * adds), read relaxed by the stats; and its connection buffers. */
+#define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
+#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
+
+/*
+ * What a core's responses start with (response.c): a 200's status line,
+ * the Server field and the Date field, made again when the second moves
+ * (the Date changes no faster). A 200 copies all of it, any other status
+ * its own line and then the rest.
+ */
+struct http_head_start {
+	time_t second;               /* 0: not made yet */
+	size_t len;
+	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
+	          sizeof("Date: \r\n") - 1 + 32];
+};
+
+/* The Content-Type field line a core's responses last sent: handlers
+ * answer with a few types, and telling that a value is that one again
+ * costs less than checking it again (response.c). */
+struct http_type_line {
+	size_t value_len;            /* 0: none yet */
+	size_t len;
+	char line[sizeof("Content-Type: \r\n") - 1 + HTTP_TYPE_MAX];
+};
+
+/* A server's share of one core: its counts (read from any thread), and
+ * what only the core's thread touches - buffers and the response caches,
+ * kept here rather than per thread so that neither a second server nor a
+ * late dlopen's static TLS is a concern. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;
+	struct http_head_start head;
+	struct http_type_line type;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -57,9 +89,8 @@ struct runtime_http_server {
 	struct runtime_server *base; /* runtime_serve's, NULL: create only */
 	struct http_core *cores;
 	unsigned ncores;
-	uint64_t serial;             /* this server's, unique in the process */
 	size_t server_len;
-	char server_field[96];       /* "Server: NAME\r\n" or "" */
+	char server_field[HTTP_SERVER_FIELD_MAX]; /* "Server: NAME\r\n" or "" */
 	_Atomic bool stopping;       /* as if draining: answers close, idle
 	                                connections end (the fuzz targets' drain,
 	                                which cannot drain their one runtime) */

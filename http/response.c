@@ -77,40 +77,27 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-/*
- * What every head starts with: a 200's status line, the Server field and
- * the Date field, made once a second per thread (the Date changes no
- * faster) and per server (its serial: a thread that answers for two
- * remakes it as it goes from one to the other). A 200 copies all of it,
- * any other status its own line and then the rest.
- */
-struct head_start {
-	time_t second;
-	uint64_t serial;
-	size_t len;
-	char text[sizeof(OK_LINE) - 1 + sizeof(((struct runtime_http_server *)0)->server_field) +
-	          sizeof("Date: \r\n") - 1 + 32];
-};
+#define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-static const struct head_start *head_start(const struct runtime_http_server *srv)
+/* The core's head start (http.h), made again when the second has moved. */
+static const struct http_head_start *head_start(struct http_core *core,
+                                                const struct runtime_http_server *srv)
 {
-	/* initial-exec: no __tls_get_addr call per answer */
-	static __thread struct head_start hs __attribute__((tls_model("initial-exec")));
+	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
-	if (now != hs.second || srv->serial != hs.serial) {
+	if (now != hs->second) {
 		struct tm tm;
-		char *p = PUT_LIT(hs.text, OK_LINE);
+		char *p = PUT_LIT(hs->text, OK_LINE);
 		p = put(p, srv->server_field, srv->server_len);
 		p = PUT_LIT(p, "Date: ");
 		gmtime_r(&now, &tm);
 		p += strftime(p, 32, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 		p = PUT_LIT(p, "\r\n");
-		hs.len = (size_t)(p - hs.text);
-		hs.second = now;
-		hs.serial = srv->serial;
+		hs->len = (size_t)(p - hs->text);
+		hs->second = now;
 	}
-	return &hs;
+	return hs;
 }
 
 static const char digit_pairs[] =
@@ -262,37 +249,27 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 	return p;
 }
 
-#define TYPE_MAX 256 /* a Content-Type value's length, at most */
-
 #define TYPE_NAME "Content-Type: "
 
-/* The Content-Type field line last found good on this thread: handlers
- * answer with a few types, and telling that a value is that one again
- * (strncmp stops at the first difference or NUL, so it reads no more of
- * it than strnlen would) costs less than checking it again. */
-struct type_line {
-	size_t value_len;            /* 0: none yet */
-	size_t len;
-	char line[sizeof(TYPE_NAME "\r\n") - 1 + TYPE_MAX];
-};
-
-/* The Content-Type field: a value of at most TYPE_MAX bytes, checked by
- * the parser's word-at-a-time scan. NULL for a bad value. */
-static char *put_type(char *p, const char *type)
+/* The Content-Type field: a value of at most HTTP_TYPE_MAX bytes, checked
+ * by the parser's word-at-a-time scan; the core's last line again at the
+ * cost of a strncmp, which stops at the first difference or NUL and so
+ * reads no more of the value than strnlen would. NULL for a bad value. */
+static char *put_type(struct http_core *core, char *p, const char *type)
 {
-	static __thread struct type_line last __attribute__((tls_model("initial-exec")));
-	const char *cached = last.line + sizeof(TYPE_NAME) - 1;
+	struct http_type_line *last = &core->type;
+	const char *cached = last->line + sizeof(TYPE_NAME) - 1;
 	size_t n;
 
-	if (last.value_len && !strncmp(type, cached, last.value_len) && !type[last.value_len])
-		return put(p, last.line, last.len);
-	n = strnlen(type, TYPE_MAX + 1);
-	if (n == 0 || n > TYPE_MAX || !valid_value(type, n))
+	if (last->value_len && !strncmp(type, cached, last->value_len) && !type[last->value_len])
+		return put(p, last->line, last->len);
+	n = strnlen(type, HTTP_TYPE_MAX + 1);
+	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
 		return NULL; /* empty, too long, or not a field value */
-	char *e = put(PUT_LIT(last.line, TYPE_NAME), type, n);
-	last.len = (size_t)(PUT_LIT(e, "\r\n") - last.line);
-	last.value_len = n;
-	return put(p, last.line, last.len);
+	char *e = put(PUT_LIT(last->line, TYPE_NAME), type, n);
+	last->len = (size_t)(PUT_LIT(e, "\r\n") - last->line);
+	last->value_len = n;
+	return put(p, last->line, last->len);
 }
 
 /* The status line and fields into the batch: nothing is kept of them
@@ -301,12 +278,12 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 {
 	struct http_conn *c = res->conn;
 	const struct runtime_http_server *srv = c->srv;
-	size_t need = 160 + TYPE_MAX + why.len + srv->server_len + res->fields_len;
+	size_t need = 160 + HTTP_TYPE_MAX + why.len + srv->server_len + res->fields_len;
 
 	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
-	const struct head_start *hs = head_start(srv);
+	const struct http_head_start *hs = head_start(res->core, srv);
 	if (res->status == 200) { /* most answers: one copy */
 		p = put(p, hs->text, hs->len);
 	} else {
@@ -317,7 +294,7 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 		p = PUT_LIT(p, "\r\n");
 		p = put(p, hs->text + sizeof(OK_LINE) - 1, hs->len - (sizeof(OK_LINE) - 1));
 	}
-	if (type && !(p = put_type(p, type)))
+	if (type && !(p = put_type(res->core, p, type)))
 		return -EINVAL;
 	p = put_framing(res, p);
 	p = put_connection(res, p);

@@ -52,10 +52,6 @@ static int server_field(struct runtime_http_server *srv, const char *name)
 	return 0;
 }
 
-/* Servers made so far: each one's serial, never 0, tells it apart from
- * one made later at the same address (response.c's head_start). */
-static _Atomic uint64_t serials;
-
 int runtime_http_server_create(struct runtime *rt, const struct runtime_http_server_config *cfg,
                                struct runtime_http_server **out)
 {
@@ -71,7 +67,6 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 		return -ENOMEM;
 	srv->cfg = *cfg;
 	srv->rt = rt;
-	srv->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
 	srv->ncores = runtime_cores(rt);
 	if ((rc = limits(&cfg->limits, &srv->limits)) < 0 ||
 	    (rc = server_field(srv, cfg->server_name)) < 0) {
