@@ -88,12 +88,15 @@ static inline bool is_regname(unsigned char c)
 /*
  * Runs of ordinary bytes are skipped a word at a time (SWAR): byte loops
  * took most of the parser's time under pipelined load. A test flags the
- * bytes that may end a run (exactly: none is missed; the lowest flag is
- * always a real one, since a false flag needs a borrow from a real one
- * below it). On a little-endian machine the first flagged byte is found
+ * bytes that may end a run (exactly: none is missed, and the lowest flag
+ * is always a real one). Tests by subtraction (any_below) can flag a byte
+ * falsely, but only with a borrow from a real flag below it; tests on the
+ * low seven bits of each byte (x below) carry nothing from byte to byte
+ * and flag no other, for fewer operations where the high bit's meaning is
+ * simple. On a little-endian machine the first flagged byte is found
  * by counting trailing zeros, and a short tail is tested as the last word
- * of the run, overlapping bytes already known clean; elsewhere the scan
- * stops at the flagged word and the caller's byte loop finds the byte.
+ * of the run, overlapping bytes already known clean; elsewhere, and in
+ * a run shorter than a word, the same test a byte at a time finds it.
  */
 #define ONES 0x0101010101010101ull
 #define HIGHS 0x8080808080808080ull
@@ -118,22 +121,46 @@ static inline uint64_t any_equal(uint64_t w, unsigned char c)
 	return any_below(w ^ (ONES * c), 1);
 }
 
-/* CR or LF. */
+/* CR or LF: is_eol, eol_in. */
+static inline bool is_eol(unsigned char c)
+{
+	return c == '\r' || c == '\n';
+}
+
 static inline uint64_t eol_in(uint64_t w)
 {
 	return any_equal(w, '\r') | any_equal(w, '\n');
 }
 
 /* Not VCHAR, SP or obs-text: a control (HTAB too) or DEL. */
+static inline bool is_non_field(unsigned char c)
+{
+	return c < 0x20 || c == 0x7f;
+}
+
+/* Of x's bytes (each 0 to 0x7f): x + 0x60 has the high bit unless below
+ * 0x20, x + 1 only for 0x7f; obs-text (w's high bit) is none. */
 static inline uint64_t non_field_in(uint64_t w)
 {
-	return any_below(w, 0x20) | any_equal(w, 0x7f);
+	uint64_t x = w & ~HIGHS;
+
+	return (~(x + ONES * 0x60) | (x + ONES)) & ~w & HIGHS;
 }
 
 /* Not in a request-target: not VCHAR, or '#'. */
+static inline bool is_non_target(unsigned char c)
+{
+	return !is_vchar(c) || c == '#';
+}
+
+/* As non_field_in: x + 0x5f has the high bit unless below 0x21, and
+ * (x ^ '#') + 0x7f unless '#'; 0x7f, and any byte with the high bit. */
 static inline uint64_t non_target_in(uint64_t w)
 {
-	return any_below(w, 0x21) | any_equal(w, 0x7f) | any_equal(w, '#') | (w & HIGHS);
+	uint64_t x = w & ~HIGHS;
+	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f);
+
+	return (w | ~ok | (x + ONES)) & HIGHS;
 }
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -143,38 +170,46 @@ static inline uint64_t non_target_in(uint64_t w)
 #endif
 
 /*
- * Skip b[i..end) while flags() finds nothing, given that b[start..i) is
- * clean. Returns the first flagged index, or end (RUN_EXACT), or an index
- * at or before the first flagged byte for the caller's byte loop.
+ * The first byte of b[i..end) that stops() (flags() is its test on a
+ * word), or end, given that b[start..i) is clean. Each caller passes
+ * functions that agree, so that the word test and the byte loop, where
+ * the word test cannot pin the byte, find the same one.
  */
 static inline __attribute__((always_inline)) size_t
-skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(uint64_t))
+skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(uint64_t),
+         bool (*stops)(unsigned char))
 {
 	for (; i + 8 <= end; i += 8) {
 		uint64_t m = flags(load_word(b + i));
+		if (m && RUN_EXACT)
+			return i + (size_t)__builtin_ctzll(m) / 8;
 		if (m)
-			return RUN_EXACT ? i + (size_t)__builtin_ctzll(m) / 8 : i;
+			break;
 	}
 	if (RUN_EXACT && i < end && end - start >= 8) {
 		unsigned known = 8 - (unsigned)(end - i); /* low bytes already clean */
 		uint64_t m = flags(load_word(b + end - 8)) >> (8 * known);
 		return m ? i + (size_t)__builtin_ctzll(m) / 8 : end;
 	}
+	while (i < end && !stops((unsigned char)b[i]))
+		i++;
 	return i;
 }
 
 /* The first byte of b[i..end) not of class cls (TCHAR, REGNAME), or end:
- * four bytes a step while four are left (one AND of their classes), then
- * one at a time. */
+ * eight bytes a step while eight are left, each a table load and a
+ * branch (no bound test per byte), then one at a time. */
 static inline __attribute__((always_inline)) size_t
 skip_class(const char *b, size_t i, size_t end, uint8_t cls)
 {
 	const unsigned char *u = (const unsigned char *)b;
 
-	while (i + 4 <= end &&
-	       (byte_class[u[i]] & byte_class[u[i + 1]] & byte_class[u[i + 2]] &
-	        byte_class[u[i + 3]] & cls))
-		i += 4;
+	for (; i + 8 <= end; i += 8) {
+#pragma GCC unroll 8
+		for (size_t k = 0; k < 8; k++)
+			if (!(byte_class[u[i + k]] & cls))
+				return i + k;
+	}
 	while (i < end && (byte_class[u[i]] & cls))
 		i++;
 	return i;
@@ -253,14 +288,6 @@ static inline __attribute__((always_inline)) bool slice_eq(struct http_slice s, 
 	return strlen(lit) == s.len && memcmp(s.p, lit, s.len) == 0;
 }
 
-static inline bool is_token(struct http_slice s)
-{
-	for (size_t i = 0; i < s.len; i++)
-		if (!is_tchar((unsigned char)s.p[i]))
-			return false;
-	return s.len > 0;
-}
-
 /*
  * The next element of the comma-separated list at *cur..end, OWS around
  * it removed (it may be empty, RFC 9110 5.6.1 says to ignore those).
@@ -287,49 +314,82 @@ static inline bool next_element(const char **cur, const char *end, struct http_s
 /* The first CR or LF in b[i..end), or end. */
 static inline size_t find_eol(const char *b, size_t i, size_t end)
 {
-	i = skip_run(b, i, i, end, eol_in);
-	while (i < end && b[i] != '\r' && b[i] != '\n')
-		i++;
+	return skip_run(b, i, i, end, eol_in, is_eol);
+}
+
+/* field_value_end past a tab at b[i]: a tab is a field byte, though a
+ * control. Rare, so kept out of the callers' loops. Each run starts after
+ * its tab, as skip_run asks (the bytes before i clean: its short tail may
+ * overlap those only). */
+static __attribute__((noinline)) size_t past_tabs(const char *b, size_t i, size_t end)
+{
+	while (i < end && b[i] == '\t')
+		i = skip_run(b, i + 1, i + 1, end, non_field_in, is_non_field);
 	return i;
 }
 
 /* Where a field value that starts at v stops: its first byte that is no
  * field byte (CR or LF, if the line is well-formed), or end. The same scan
- * finds the line's end and checks the value: one pass over it. Where
- * skip_run stops on a word rather than its byte, the byte loop goes on. */
+ * finds the line's end and checks the value: one pass over it. */
 static inline size_t field_value_end(const char *b, size_t v, size_t end)
 {
-	size_t i = v;
+	size_t i = skip_run(b, v, v, end, non_field_in, is_non_field);
 
-	for (;;) {
-		i = skip_run(b, v, i, end, non_field_in);
-		while (i < end && b[i] != '\t' && is_field_byte((unsigned char)b[i]))
-			i++; /* only where skip_run stops at a word, not its byte */
-		if (i == end || b[i] != '\t')
-			return i;
-		i++; /* a tab is a field byte, though a control */
-	}
+	return i < end && b[i] == '\t' ? past_tabs(b, i, end) : i;
+}
+
+/*
+ * The next element of the comma-separated list of tokens at *cur..end
+ * (RFC 9110 5.6.1; empty elements, and the OWS around each, are skipped):
+ * 1 with the token in *el, 0 once the list is exhausted, -1 at an element
+ * that is no token (the elements before it are returned first). One pass
+ * over each: a token, then OWS, then a comma or the end.
+ */
+static inline int next_token(const char **cur, const char *end, struct http_slice *el)
+{
+	const char *p = *cur, *q;
+
+	while (p < end && (is_ows((unsigned char)*p) || *p == ','))
+		p++;
+	if (p == end)
+		return 0;
+	q = p + skip_tchars(p, 0, (size_t)(end - p));
+	*el = (struct http_slice){ p, (size_t)(q - p) };
+	while (q < end && is_ows((unsigned char)*q))
+		q++;
+	*cur = q;
+	return el->len > 0 && (q == end || *q == ',') ? 1 : -1;
+}
+
+/* One Connection option: "close" or "keep-alive" noted, any other
+ * ignored. */
+static inline void connection_option(struct http_slice el, bool *close, bool *keep)
+{
+	if (slice_ieq(el.p, el.len, "close"))
+		*close = true;
+	else if (slice_ieq(el.p, el.len, "keep-alive"))
+		*keep = true;
 }
 
 /* A Connection field's options: "close" and "keep-alive" noted in *close
  * and *keep (left as they are otherwise). false for an element that is no
- * token. Both parsers read the field by this. */
+ * token. Both parsers read the field by this. A value of one token, the
+ * common case, is no list to walk; one that is either option, no token to
+ * check either (both are tokens). */
 static inline bool connection_options(struct http_slice v, bool *close, bool *keep)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int rc;
 
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return false;
-		if (slice_ieq(el.p, el.len, "close"))
-			*close = true;
-		else if (slice_ieq(el.p, el.len, "keep-alive"))
-			*keep = true;
+	if (slice_ieq(v.p, v.len, "keep-alive") || slice_ieq(v.p, v.len, "close") ||
+	    (v.len && skip_tchars(v.p, 0, v.len) == v.len)) {
+		connection_option(v, close, keep);
+		return true;
 	}
-	return true;
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0)
+		connection_option(el, close, keep);
+	return rc == 0;
 }
 
 #endif /* HTTP_CHARS_H */

@@ -152,6 +152,7 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 {
 	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_response res;
+	struct http_core *core;
 	int rc = next_head(c, &req->head);
 
 	if (rc == HEAD_IDLE)
@@ -163,9 +164,10 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 		}
 		return -1;
 	}
-	count(&http_core(srv)->requests);
+	core = http_core(srv); /* the fiber's, so the response's too */
+	count(&core->requests);
 	http_request_init(req, c, (size_t)rc);
-	http_response_init(&res, c, req);
+	http_response_init(&res, c, req, core);
 	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
 	rc = http_response_finish(&res, rc);
 	/* What the handler left of the body is read and dropped, so that the

@@ -18,6 +18,7 @@
 #include <runtime_http.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "parser.h"
 
@@ -45,9 +46,40 @@ void http_buffers_free(struct http_buffers *b);
 
 /* Per core, a cache line each: written by that core only (no locked
  * adds), read relaxed by the stats; and its connection buffers. */
+#define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
+#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
+
+/*
+ * What a core's responses start with (response.c): a 200's status line,
+ * the Server field and the Date field, made again when the second moves
+ * (the Date changes no faster). A 200 copies all of it, any other status
+ * its own line and then the rest.
+ */
+struct http_head_start {
+	time_t second;               /* 0: not made yet */
+	size_t len;
+	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
+	          sizeof("Date: \r\n") - 1 + 32];
+};
+
+/* The Content-Type field line a core's responses last sent: handlers
+ * answer with a few types, and telling that a value is that one again
+ * costs less than checking it again (response.c). */
+struct http_type_line {
+	size_t value_len;            /* 0: none yet */
+	size_t len;
+	char line[sizeof("Content-Type: \r\n") - 1 + HTTP_TYPE_MAX];
+};
+
+/* A server's share of one core: its counts (read from any thread), and
+ * what only the core's thread touches - buffers and the response caches,
+ * kept here rather than per thread so that neither a second server nor a
+ * late dlopen's static TLS is a concern. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;
+	struct http_head_start head;
+	struct http_type_line type;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -58,7 +90,7 @@ struct runtime_http_server {
 	struct http_core *cores;
 	unsigned ncores;
 	size_t server_len;
-	char server_field[96];       /* "Server: NAME\r\n" or "" */
+	char server_field[HTTP_SERVER_FIELD_MAX]; /* "Server: NAME\r\n" or "" */
 	_Atomic bool stopping;       /* as if draining: answers close, idle
 	                                connections end (the fuzz targets' drain,
 	                                which cannot drain their one runtime) */
@@ -106,6 +138,7 @@ enum http_res_state { RES_NONE, RES_STREAM, RES_DONE };
 struct runtime_http_response {
 	struct http_conn *conn;
 	struct runtime_http_request *req;
+	struct http_core *core;      /* its fiber's core: the counts */
 	enum http_res_state state;
 	bool head_only, close, chunked, no_body;
 	int status;
@@ -128,7 +161,7 @@ struct http_core *http_core(struct runtime_http_server *srv);
 
 /* response.c */
 void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req);
+                        struct runtime_http_request *req, struct http_core *core);
 int http_refuse(struct http_conn *c, int status);
 int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);
@@ -136,8 +169,5 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* request.c */
 void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
 int http_body_discard(struct runtime_http_request *req);
-
-/* date.c-like helper in response.c: the Date value, once a second. */
-size_t http_date(char out[32]);
 
 #endif

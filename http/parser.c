@@ -180,10 +180,6 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 	size_t n = e - s;
 	const char *v = h->b + s;
 
-	if (whole && n == 8 && !memcmp(v, "HTTP/1.", 7) && (v[7] == '0' || v[7] == '1')) {
-		h->req->minor = v[7] - '0'; /* the common case, in one compare */
-		return 0;
-	}
 	for (size_t k = 0; k < n; k++) {
 		if (k >= sizeof(pattern) - 1)
 			return -400;
@@ -215,39 +211,22 @@ static int ran_out(const struct head *h, size_t lim)
 	return term == 0 ? -400 : term;
 }
 
-/*
- * The request line at *pos, read once left to right: the method, the
- * target, the version and its CRLF; on success *pos moves past the CRLF.
- * Only its first line_max bytes are looked at (ran_out). A part is judged
- * whole only once the line's CRLF has come (a version 2.0 is -505 then).
- */
-static int request_line(struct head *h, size_t *pos)
+/* The version at v and the request line's CRLF (lim as in request_line);
+ * on success *pos moves past the CRLF. HTTP/1.1 or 1.0 and a CRLF, the
+ * common case, are two compares. Else the line's end is found, which may
+ * lie one byte past lim (a line of exactly line_max bytes). */
+static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 {
 	const char *b = h->b;
-	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
-	size_t i = s, t, v, q, stop;
+	size_t stop = lim < h->view ? lim + 1 : lim, q;
 	int rc, term;
 
-	i = skip_tchars(b, i, lim);
-	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
-		return ran_out(h, i); /* more to come, or a line without a target */
-	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
-		return -400;
-	h->req->method = (struct http_slice){ b + s, i - s };
-	t = ++i;
-	i = skip_run(b, t, i, lim, non_target_in);
-	while (i < lim && is_vchar((unsigned char)b[i]) && b[i] != '#')
-		i++;
-	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
-		return ran_out(h, i);
-	if (i == t || b[i] != ' ')
-		return -400;
-	if ((rc = check_target(h, t, i)) < 0)
-		return rc;
-	/* The version: up to the line's end, which may lie one byte past
-	 * lim (a line of exactly line_max bytes). */
-	v = i + 1;
-	stop = lim < h->view ? lim + 1 : lim;
+	if (v + 8 <= lim && v + 10 <= h->view && !memcmp(b + v + 8, "\r\n", 2) &&
+	    (!memcmp(b + v, "HTTP/1.1", 8) || !memcmp(b + v, "HTTP/1.0", 8))) {
+		h->req->minor = b[v + 7] - '0';
+		*pos = v + 10;
+		return 0;
+	}
 	q = find_eol(b, v, stop);
 	if (q == stop && lim < h->view) {
 		rc = check_version(h, v, lim, false);
@@ -262,7 +241,40 @@ static int request_line(struct head *h, size_t *pos)
 	return 0;
 }
 
-static int content_length(struct head *h, struct http_slice v)
+/*
+ * The request line at *pos, read once left to right: the method, the
+ * target, the version and its CRLF; on success *pos moves past the CRLF.
+ * Only its first line_max bytes are looked at (ran_out). A part is judged
+ * whole only once the line's CRLF has come (a version 2.0 is -505 then).
+ */
+static int request_line(struct head *h, size_t *pos)
+{
+	const char *b = h->b;
+	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
+	size_t i = s, t;
+	int rc;
+
+	i = skip_tchars(b, i, lim);
+	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i); /* more to come, or a line without a target */
+	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
+		return -400;
+	h->req->method = (struct http_slice){ b + s, i - s };
+	t = ++i;
+	i = skip_run(b, t, i, lim, non_target_in, is_non_target);
+	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i);
+	if (i == t || b[i] != ' ')
+		return -400;
+	if ((rc = check_target(h, t, i)) < 0)
+		return rc;
+	return request_version(h, i + 1, lim, pos);
+}
+
+/* Out of line, as transfer_encoding and expect are: fields that most
+ * requests lack, and whose code inlined into the field loop took its
+ * registers. */
+static __attribute__((noinline)) int content_length(struct head *h, struct http_slice v)
 {
 	uint64_t n = 0;
 
@@ -280,35 +292,36 @@ static int content_length(struct head *h, struct http_slice v)
 	return 0;
 }
 
-static int transfer_encoding(struct head *h, struct http_slice v)
+static __attribute__((noinline)) int transfer_encoding(struct head *h, struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int rc;
 
 	if (h->req->minor == 0 || h->has_cl)
 		return -400;
 	h->has_te = true;
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el))
-			return -400;
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
 		if (!slice_ieq(el.p, el.len, "chunked"))
 			return -501;
 		if (h->chunked)
 			return -400;
 		h->chunked = true;
 	}
-	return 0;
+	return rc < 0 ? -400 : 0;
 }
 
+/* The Host field. A reg-name without escapes or port, the common case,
+ * is told valid by its bytes alone, without valid_authority's call. */
 static int host_field(struct head *h, struct http_slice v)
 {
 	if (h->has_host)
 		return -400;
 	h->has_host = true;
 	h->req->host = v;
-	return v.len == 0 || valid_authority(v.p, v.len, false) ? 0 : -400;
+	if (skip_class(v.p, 0, v.len, REGNAME) == v.len)
+		return 0; /* empty too */
+	return valid_authority(v.p, v.len, false) ? 0 : -400;
 }
 
 static int connection(struct head *h, struct http_slice v)
@@ -316,7 +329,7 @@ static int connection(struct head *h, struct http_slice v)
 	return connection_options(v, &h->close, &h->keep) ? 0 : -400;
 }
 
-static int expect(struct head *h, struct http_slice v)
+static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
@@ -331,14 +344,12 @@ static int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line and apply what it means. The names that
- * mean something are told apart by length first: most fields are none of
- * them, and cost one switch. */
-static int add_field(struct head *h, struct http_slice name, struct http_slice value)
+/* Record a complete field line as the n-th and apply what it means. The
+ * names that mean something are told apart by length first: most fields
+ * are none of them, and cost one switch. */
+static int add_field(struct head *h, unsigned n, struct http_slice name, struct http_slice value)
 {
-	struct http_request *req = h->req;
-
-	req->headers[req->nheaders++] = (struct http_header){ name, value };
+	h->req->headers[n] = (struct http_header){ name, value };
 	switch (name.len) {
 	case 4:
 		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
@@ -355,15 +366,15 @@ static int add_field(struct head *h, struct http_slice name, struct http_slice v
 	}
 }
 
-/* The field line (or the empty line ending the head) at *pos, read left
- * to right once: the name, the colon, the value up to its line's end. */
-static int field_line(struct head *h, size_t *pos)
+/* A line that does not start with a name byte: the empty line ending the
+ * head (DONE), or what it can be told from so far. */
+static int other_line(struct head *h, size_t *pos, unsigned fields)
 {
 	const char *b = h->b;
-	size_t s = *pos, end = h->view, i = s, v, q, ve;
+	size_t s = *pos;
 	int term;
 
-	if (s == end || b[s] == '\r' || b[s] == '\n') { /* the empty line */
+	if (s == h->view || b[s] == '\r' || b[s] == '\n') { /* the empty line */
 		if ((term = terminator(h, s)) != 0)
 			return term;
 		*pos = s + 2;
@@ -371,23 +382,46 @@ static int field_line(struct head *h, size_t *pos)
 	}
 	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
 		return -400;
-	if (h->req->nheaders >= h->max_fields)
+	return fields >= h->max_fields ? -431 : -400;
+}
+
+/* The end of a field value at q that is not CRLF: what the line is so far
+ * (never 0). */
+static int value_end_error(const struct head *h, size_t q)
+{
+	if (q < h->view && h->b[q] != '\r' && h->b[q] != '\n')
+		return -400; /* a control byte in the value */
+	return terminator(h, q);
+}
+
+/* The field line (or the empty line ending the head) at *pos, read left
+ * to right once: the name, the colon, the value up to its line's end;
+ * *fields counts the fields read. A whole line ending in CRLF, the common
+ * case, is read by the shortest path; any other is told apart by
+ * other_line and value_end_error. */
+static int field_line(struct head *h, size_t *pos, unsigned *fields)
+{
+	const char *b = h->b;
+	size_t s = *pos, end = h->view, i, v, q, ve;
+
+	if (s == end || !is_tchar((unsigned char)b[s]))
+		return other_line(h, pos, *fields);
+	if (*fields >= h->max_fields)
 		return -431;
-	i = skip_tchars(b, i, end);
+	i = skip_tchars(b, s + 1, end);
 	if (i == end)
 		return MORE;
-	if (i == s || b[i] != ':')
+	if (b[i] != ':')
 		return -400;
 	v = skip_ows(b, i + 1, end);
 	q = field_value_end(b, v, end);
-	if (q < end && b[q] != '\r' && b[q] != '\n')
-		return -400; /* a control byte in the value */
-	if ((term = terminator(h, q)) != 0)
-		return term;
+	if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+		return value_end_error(h, q);
 	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
 		;
 	*pos = q + 2;
-	return add_field(h, (struct http_slice){ b + s, i - s }, (struct http_slice){ b + v, ve - v });
+	return add_field(h, (*fields)++, (struct http_slice){ b + s, i - s },
+	                 (struct http_slice){ b + v, ve - v });
 }
 
 /* The checks only the end of the head can make, and the results. */
@@ -428,6 +462,7 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 {
 	struct head h;
 	size_t pos = 0;
+	unsigned fields = 0;
 	int rc = 0;
 
 	head_init(&h, buf, len, lim, req);
@@ -440,7 +475,8 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 	if (rc == 0)
 		rc = request_line(&h, &pos);
 	while (rc == 0)
-		rc = field_line(&h, &pos);
+		rc = field_line(&h, &pos, &fields);
+	req->nheaders = fields;
 	if (rc == DONE)
 		return finish(&h, pos);
 	if (rc == MORE)

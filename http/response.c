@@ -67,26 +67,6 @@ static struct text reason(int status)
 	}
 }
 
-/* The Date value (32 bytes of room; NUL-terminated), made once a second
- * per thread. Returns its length. */
-size_t http_date(char out[32])
-{
-	/* initial-exec: no __tls_get_addr call per answer */
-	static __thread time_t cached __attribute__((tls_model("initial-exec")));
-	static __thread char text[32] __attribute__((tls_model("initial-exec")));
-	static __thread size_t len __attribute__((tls_model("initial-exec")));
-	time_t now = time(NULL);
-
-	if (now != cached) {
-		struct tm tm;
-		gmtime_r(&now, &tm);
-		len = strftime(text, sizeof(text), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		cached = now;
-	}
-	memcpy(out, text, sizeof(text));
-	return len;
-}
-
 static char *put(char *p, const char *s, size_t n)
 {
 	memcpy(p, s, n);
@@ -95,17 +75,54 @@ static char *put(char *p, const char *s, size_t n)
 
 #define PUT_LIT(p, lit) put(p, lit, sizeof(lit) - 1)
 
+#define OK_LINE "HTTP/1.1 200 OK\r\n"
+
+#define OK_LINE "HTTP/1.1 200 OK\r\n"
+
+/* The core's head start (http.h), made again when the second has moved. */
+static const struct http_head_start *head_start(struct http_core *core,
+                                                const struct runtime_http_server *srv)
+{
+	struct http_head_start *hs = &core->head;
+	time_t now = time(NULL);
+
+	if (now != hs->second) {
+		struct tm tm;
+		char *p = PUT_LIT(hs->text, OK_LINE);
+		p = put(p, srv->server_field, srv->server_len);
+		p = PUT_LIT(p, "Date: ");
+		gmtime_r(&now, &tm);
+		p += strftime(p, 32, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		p = PUT_LIT(p, "\r\n");
+		hs->len = (size_t)(p - hs->text);
+		hs->second = now;
+	}
+	return hs;
+}
+
+static const char digit_pairs[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* v in decimal: its digits counted first, then written from the last,
+ * in place, two a step. */
 static char *put_u64(char *p, uint64_t v)
 {
-	char digits[20];
-	int n = 0;
+	size_t n = 1;
+	char *d;
 
-	do
-		digits[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	while (n)
-		*p++ = digits[--n];
-	return p;
+	for (uint64_t rest = v; rest >= 10; rest /= 10)
+		n++;
+	for (d = p + n; v >= 100; v /= 100) {
+		d -= 2;
+		memcpy(d, digit_pairs + 2 * (v % 100), 2);
+	}
+	if (v >= 10)
+		memcpy(d - 2, digit_pairs + 2 * v, 2);
+	else
+		d[-1] = (char)('0' + v);
+	return p + n;
 }
 
 static char *put_hex(char *p, uint64_t v)
@@ -122,10 +139,11 @@ static char *put_hex(char *p, uint64_t v)
 }
 
 void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req)
+                        struct runtime_http_request *req, struct http_core *core)
 {
 	res->conn = c;
 	res->req = req;
+	res->core = core;
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
@@ -231,19 +249,27 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 	return p;
 }
 
-#define TYPE_MAX 256 /* a Content-Type value's length, at most */
+#define TYPE_NAME "Content-Type: "
 
-/* The Content-Type field: a value of at most TYPE_MAX bytes, checked by
- * the parser's word-at-a-time scan. NULL for a bad value. */
-static char *put_type(char *p, const char *type)
+/* The Content-Type field: a value of at most HTTP_TYPE_MAX bytes, checked
+ * by the parser's word-at-a-time scan; the core's last line again at the
+ * cost of a strncmp, which stops at the first difference or NUL and so
+ * reads no more of the value than strnlen would. NULL for a bad value. */
+static char *put_type(struct http_core *core, char *p, const char *type)
 {
-	size_t n = strnlen(type, TYPE_MAX + 1);
+	struct http_type_line *last = &core->type;
+	const char *cached = last->line + sizeof(TYPE_NAME) - 1;
+	size_t n;
 
-	if (n == 0 || n > TYPE_MAX || !valid_value(type, n))
+	if (last->value_len && !strncmp(type, cached, last->value_len) && !type[last->value_len])
+		return put(p, last->line, last->len);
+	n = strnlen(type, HTTP_TYPE_MAX + 1);
+	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
 		return NULL; /* empty, too long, or not a field value */
-	p = PUT_LIT(p, "Content-Type: ");
-	memcpy(p, type, n);
-	return PUT_LIT(p + n, "\r\n");
+	char *e = put(PUT_LIT(last->line, TYPE_NAME), type, n);
+	last->len = (size_t)(PUT_LIT(e, "\r\n") - last->line);
+	last->value_len = n;
+	return put(p, last->line, last->len);
 }
 
 /* The status line and fields into the batch: nothing is kept of them
@@ -252,29 +278,28 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 {
 	struct http_conn *c = res->conn;
 	const struct runtime_http_server *srv = c->srv;
-	size_t need = 160 + TYPE_MAX + why.len + srv->server_len + res->fields_len;
+	size_t need = 160 + HTTP_TYPE_MAX + why.len + srv->server_len + res->fields_len;
 
 	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
+	const struct http_head_start *hs = head_start(res->core, srv);
 	if (res->status == 200) { /* most answers: one copy */
-		p = PUT_LIT(p, "HTTP/1.1 200 OK\r\n");
+		p = put(p, hs->text, hs->len);
 	} else {
 		p = PUT_LIT(p, "HTTP/1.1 ");
 		p = put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
 		p = put(p, why.p, why.len);
 		p = PUT_LIT(p, "\r\n");
+		p = put(p, hs->text + sizeof(OK_LINE) - 1, hs->len - (sizeof(OK_LINE) - 1));
 	}
-	p = put(p, srv->server_field, srv->server_len);
-	p = PUT_LIT(p, "Date: ");
-	p += http_date(p);
-	p = PUT_LIT(p, "\r\n");
-	if (type && !(p = put_type(p, type)))
+	if (type && !(p = put_type(res->core, p, type)))
 		return -EINVAL;
 	p = put_framing(res, p);
 	p = put_connection(res, p);
-	p = put(p, res->fields, res->fields_len);
+	if (res->fields_len) /* mostly none: no call to copy nothing */
+		p = put(p, res->fields, res->fields_len);
 	p = PUT_LIT(p, "\r\n");
 	c->out_len = (size_t)(p - c->out);
 	return 0;
@@ -282,7 +307,7 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 
 static void count_response(const struct runtime_http_response *res)
 {
-	_Atomic uint64_t *n = &http_core(res->conn->srv)->responses[res->status / 100];
+	_Atomic uint64_t *n = &res->core->responses[res->status / 100];
 
 	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
 	                      memory_order_relaxed);
@@ -426,7 +451,7 @@ int http_refuse(struct http_conn *c, int status)
 	struct text why = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
-	http_response_init(&res, c, NULL);
+	http_response_init(&res, c, NULL, http_core(c->srv));
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;

@@ -126,18 +126,17 @@ static int transfer_encoding(struct rhead *h, struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int rc;
 
 	if (h->res->minor == 0 || h->res->has_length)
 		return -EBADMSG;
 	h->has_te = true;
-	while (next_element(&cur, v.p + v.len, &el)) {
-		if (el.len == 0)
-			continue;
-		if (!is_token(el) || !slice_ieq(el.p, el.len, "chunked") || h->chunked)
+	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
+		if (!slice_ieq(el.p, el.len, "chunked") || h->chunked)
 			return -EBADMSG;
 		h->chunked = true;
 	}
-	return 0;
+	return rc < 0 ? -EBADMSG : 0;
 }
 
 static int connection(struct rhead *h, struct http_slice v)
@@ -174,7 +173,7 @@ static int field_content(struct rhead *h, size_t s, size_t e)
 	if (i == s || i == e || b[i] != ':')
 		return -EBADMSG;
 	v = skip_ows(b, i + 1, e);
-	ve = skip_run(b, v, v, e, non_field_in);
+	ve = skip_run(b, v, v, e, non_field_in, is_non_field);
 	for (; ve < e; ve++)
 		if (!is_field_byte((unsigned char)b[ve]))
 			return -EBADMSG;

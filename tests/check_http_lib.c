@@ -607,6 +607,72 @@ START_TEST(test_decode_helpers)
 }
 END_TEST
 
+#define S(lit) (lit), sizeof(lit) - 1
+
+/* test_two_servers' handler: a one-byte body of the type its server has. */
+static int typed(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
+{
+	return runtime_http_respond(res, 200, arg, "x", 1);
+}
+
+struct two_servers {
+	struct runtime *rt;
+	struct runtime_http_server *named, *unnamed;
+	sem_t ready;
+};
+
+static void *run_two(void *arg)
+{
+	struct two_servers *t = arg;
+	struct runtime_http_server_config cfg;
+
+	ck_assert_int_eq(runtime_create(&t->rt, NULL), 0); /* one core */
+	runtime_http_server_config_init(&cfg);
+	cfg.serve.host = "127.0.0.1";
+	cfg.handler = typed;
+	cfg.header_timeout_ns = 5 * SEC;
+	cfg.server_name = "alpha";
+	cfg.arg = "text/alpha";
+	ck_assert_int_eq(runtime_http_serve(t->rt, &cfg, &t->named), 0);
+	cfg.server_name = "";
+	cfg.arg = "text/b";
+	ck_assert_int_eq(runtime_http_serve(t->rt, &cfg, &t->unnamed), 0);
+	sem_post(&t->ready);
+	runtime_run(t->rt);
+	return NULL;
+}
+
+/* Two servers on one thread, answered by turns: each head has its own
+ * server's Server field (or none) and its own Content-Type, though the
+ * thread keeps one of each made ready. */
+START_TEST(test_two_servers_one_thread)
+{
+	struct two_servers t = { 0 };
+	pthread_t th;
+	char r[1024];
+
+	sem_init(&t.ready, 0, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, run_two, &t), 0);
+	sem_wait(&t.ready);
+	for (int i = 0; i < 3; i++) {
+		port = runtime_http_server_port(t.named);
+		exchange("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+		ck_assert_msg(!strncmp(r, S("HTTP/1.1 200 OK\r\nServer: alpha\r\nDate: ")) &&
+		              strstr(r, "\r\nContent-Type: text/alpha\r\n"), "got: %s", r);
+		port = runtime_http_server_port(t.unnamed);
+		exchange("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+		ck_assert_msg(!strncmp(r, S("HTTP/1.1 200 OK\r\nDate: ")) && !strstr(r, "Server") &&
+		              strstr(r, "\r\nContent-Type: text/b\r\n"), "got: %s", r);
+	}
+	runtime_shutdown(t.rt);
+	pthread_join(th, NULL);
+	runtime_http_server_destroy(t.named);
+	runtime_http_server_destroy(t.unnamed);
+	runtime_destroy(t.rt);
+	sem_destroy(&t.ready);
+}
+END_TEST
+
 START_TEST(test_bad_config)
 {
 	struct runtime_http_server_config cfg;
@@ -651,6 +717,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_decode_helpers);
+	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);
 	return s;

@@ -365,6 +365,10 @@ START_TEST(test_http_value_ows_stripped_obs_text_kept)
 	ck_assert(slice_is(req.headers[1].value, "a \tb\xff\x80"));
 	ck_assert_uint_eq(req.headers[2].value.len, 0);
 	ck_assert_uint_eq(req.headers[3].value.len, 0);
+	/* A tab, then a space where a prefix ends, a word into the value:
+	 * that space is no line end (the prefixes are incomplete). */
+	ck_assert_int_gt(head_str(GET11 "X: abcdefgh\t ij\r\n\r\n"), 0);
+	ck_assert(slice_is(req.headers[1].value, "abcdefgh\t ij"));
 }
 END_TEST
 
@@ -468,6 +472,38 @@ START_TEST(test_http_bad_byte_at_every_offset)
 		ck_assert_ptr_nonnull(v);
 		ck_assert_uint_eq(v->len, len);
 		ck_assert(memcmp(v->p, run, len) == 0);
+	}
+}
+END_TEST
+
+/* The word-at-a-time tests read the low seven bits of each byte apart from
+ * its high bit: the bytes at the edges of each class, and obs-text whose
+ * low bits are a control or DEL, are good at every offset. */
+START_TEST(test_http_edge_bytes_at_every_offset)
+{
+	static const char good_value[] = { ' ', 0x7e, (char)0x80, (char)0x9f, (char)0xa0, (char)0xff };
+	static const char good_target[] = { '!', '"', '$', 0x7e };
+	char run[48];
+
+	for (size_t len = 3; len <= 40; len++) {
+		for (size_t k = 1; k + 1 < len; k++) {
+			for (size_t b = 0; b < sizeof(good_value); b++) {
+				memset(run, 'a', len);
+				run[k] = good_value[b];
+				ck_assert_msg(head_around("GET / HTTP/1.1\r\n" HOST "X: ", run, len,
+				                          "\r\n\r\n") > 0, "value byte %#x at %zu of %zu",
+				              (unsigned char)good_value[b], k, len);
+				ck_assert_uint_eq(req.headers[1].value.len, len);
+			}
+			for (size_t b = 0; b < sizeof(good_target); b++) {
+				memset(run, 'a', len);
+				run[k] = good_target[b];
+				ck_assert_msg(head_around("GET /", run, len, " HTTP/1.1\r\n" HOST "\r\n") > 0,
+				              "target byte %#x at %zu of %zu", (unsigned char)good_target[b],
+				              k, len);
+				ck_assert_uint_eq(req.target.len, len + 1);
+			}
+		}
 	}
 }
 END_TEST
@@ -1143,6 +1179,7 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_target_forms);
 	tcase_add_test(tc, test_http_target_invalid);
 	tcase_add_test(tc, test_http_bad_byte_at_every_offset);
+	tcase_add_test(tc, test_http_edge_bytes_at_every_offset);
 	tcase_add_test(tc, test_http_expect_continue);
 	tcase_add_test(tc, test_http_expect_other_417);
 	tcase_add_test(tc, test_http_host_forms);
