@@ -35,6 +35,8 @@
 # time window, and the time bound (per program) is only there so that a
 # hang fails instead of hanging CI (TSan on a loaded machine: 10-50x).
 set -u
+# shellcheck source=tests/lib.sh
+. "${srcdir:-.}/tests/lib.sh" # test_certs (the rest is this script's own)
 ex=./examples
 bound=300
 tmp=$(mktemp -d)
@@ -635,15 +637,7 @@ fi
 https_checks() {
 	local c=$tmp/certs
 	mkdir -p "$c"
-	{
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-			-subj /CN=examples-test-ca -keyout "$c/ca.key" -out "$c/ca.crt" &&
-		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
-			-keyout "$c/leaf.key" -out "$c/leaf.csr" &&
-		printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$c/ext" &&
-		openssl x509 -req -in "$c/leaf.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial \
-			-days 2 -extfile "$c/ext" -out "$c/leaf.crt"
-	} >"$tmp/out" 2>"$tmp/err" || { fail "certificates made with openssl"; return; }
+	test_certs "$c" examples-test-ca >"$tmp/out" 2>"$tmp/err" || { fail "certificates made with openssl"; return; }
 	if ! start_bg hss "^http_service: listening on port [0-9]* (HTTPS), 2 cores$" \
 		"$ex/http_service" --port 0 --cores 2 --tls-cert "$c/leaf.crt" --tls-key "$c/leaf.key"; then
 		fail "http_service (HTTPS) did not start: $(cat "$tmp/hss.err")"

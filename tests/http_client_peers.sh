@@ -74,15 +74,7 @@ fi
 # ------------------------------------------------------------ the content
 c=$tmp/certs
 mkdir -p "$c" "$tmp/www"
-{
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-		-subj /CN=peers-test-ca -keyout "$c/ca.key" -out "$c/ca.crt" &&
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
-		-keyout "$c/leaf.key" -out "$c/leaf.csr" &&
-	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > "$c/ext" &&
-	openssl x509 -req -in "$c/leaf.csr" -CA "$c/ca.crt" -CAkey "$c/ca.key" -CAcreateserial \
-		-days 2 -extfile "$c/ext" -out "$c/leaf.crt"
-} >"$tmp/err" 2>&1 || { fail "certificates made with openssl"; exit 1; }
+test_certs "$c" peers-test-ca >"$tmp/err" 2>&1 || { fail "certificates made with openssl"; exit 1; }
 # 1234 bytes of text, the body every server sends
 awk 'BEGIN { for (i = 0; i < 1234; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/fixed.txt"
 cp "$tmp/www/fixed.txt" "$tmp/www/page.html"

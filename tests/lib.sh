@@ -75,3 +75,16 @@ stop_server() {
 
 # cpu_ticks PID: user + system time so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# test_certs DIR CA_NAME: with the openssl CLI, a CA (DIR/ca.crt, ca.key)
+# and a leaf for localhost and 127.0.0.1 signed by it (DIR/leaf.crt,
+# leaf.key), ECDSA P-256, valid 2 days. Fails as openssl does.
+test_certs() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=$2" -keyout "$1/ca.key" -out "$1/ca.crt" &&
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=localhost \
+		-keyout "$1/leaf.key" -out "$1/leaf.csr" &&
+	printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\n' >"$1/ext" &&
+	openssl x509 -req -in "$1/leaf.csr" -CA "$1/ca.crt" -CAkey "$1/ca.key" -CAcreateserial \
+		-days 2 -extfile "$1/ext" -out "$1/leaf.crt"
+}
