@@ -382,8 +382,11 @@ static inline bool connection_options(struct http_slice v, bool *close, bool *ke
 	struct http_slice el;
 	int rc;
 
-	if (slice_ieq(v.p, v.len, "keep-alive") || slice_ieq(v.p, v.len, "close") ||
-	    (v.len && skip_tchars(v.p, 0, v.len) == v.len)) {
+	if (slice_ieq(v.p, v.len, "keep-alive"))
+		return *keep = true;
+	if (slice_ieq(v.p, v.len, "close"))
+		return *close = true;
+	if (v.len && skip_tchars(v.p, 0, v.len) == v.len) {
 		connection_option(v, close, keep);
 		return true;
 	}
