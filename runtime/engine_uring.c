@@ -230,35 +230,35 @@ static void dispatch(struct core *c, const struct cqe_copy *e)
 	}
 }
 
-#define REAP_BATCH 64
-
-/* Dispatch every CQE that has arrived. Returns how many. */
+/*
+ * Dispatch every CQE that has arrived. Returns how many. Each CQE is
+ * consumed (the head moved past it) before it is dispatched: a dispatch
+ * may take an SQE, and a full SQ reaps from within (sq_make_room), which
+ * then starts after it and may move the head past this call's view of
+ * the tail. The tail is read again only when the CQEs seen are done.
+ * The ring has 16-byte CQEs (no IORING_SETUP_CQE32).
+ */
 static unsigned reap(struct core *c)
 {
-	struct cqe_copy batch[REAP_BATCH];
-	unsigned total = 0;
+	struct io_uring_cq *cq = &c->ring.cq;
+	unsigned tail = io_uring_smp_load_acquire(cq->ktail);
+	unsigned n = 0;
 
 	for (;;) {
-		struct io_uring_cqe *cqe;
-		unsigned head, n = 0;
-
-		io_uring_for_each_cqe(&c->ring, head, cqe) {
-			batch[n].user_data = cqe->user_data;
-			batch[n].res = cqe->res;
-			batch[n].flags = cqe->flags;
-			/* A multishot's CQEs but its last leave it in flight. */
-			c->in_flight -= !(cqe->flags & IORING_CQE_F_MORE);
-			if (++n == REAP_BATCH)
-				break;
-		}
-		if (!n)
-			return total;
-		io_uring_cq_advance(&c->ring, n);
-		stat_add(&c->stats.cqes, n);
-		for (unsigned i = 0; i < n; i++)
-			dispatch(c, &batch[i]);
-		total += n;
+		unsigned head = *cq->khead;
+		if ((int)(tail - head) <= 0 &&
+		    (int)((tail = io_uring_smp_load_acquire(cq->ktail)) - head) <= 0)
+			break;
+		const struct io_uring_cqe *cqe = &cq->cqes[head & cq->ring_mask];
+		struct cqe_copy e = { cqe->user_data, cqe->res, cqe->flags };
+		io_uring_smp_store_release(cq->khead, head + 1);
+		/* A multishot's CQEs but its last leave it in flight. */
+		c->in_flight -= !(e.flags & IORING_CQE_F_MORE);
+		dispatch(c, &e);
+		n++;
 	}
+	stat_add(&c->stats.cqes, n);
+	return n;
 }
 
 /* ---------------------------------------------------------------- submit */
