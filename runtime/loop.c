@@ -93,9 +93,16 @@ static void watch_signals(struct core *c)
 {
 	struct runtime *rt = c->rt;
 
-	if (c->index == 0 && rt->signal_fd >= 0 && !c->signal_armed &&
+	if (!c->signal_armed && c->index == 0 && rt->signal_fd >= 0 &&
 	    !runtime__is_shutting_down(rt))
 		c->eng->watch_signals(c);
+}
+
+/* The inbox phase's test, inline: most turns have nothing from other
+ * threads and nothing held back. */
+static bool inbox_has_work(struct core *c)
+{
+	return atomic_load_explicit(&c->inbox, memory_order_relaxed) || !queue_empty(&c->backlog);
 }
 
 static bool stopping(const struct runtime *rt)
@@ -164,7 +171,8 @@ static int core_loop(struct core *c)
 {
 	while (!stopping(c->rt)) {
 		runtime__run_ready(c);
-		runtime__inbox_drain(c);
+		if (inbox_has_work(c))
+			runtime__inbox_drain(c);
 		runtime__dump_signal_poll(c);
 		runtime__timers_run(c);
 		watch_signals(c);
