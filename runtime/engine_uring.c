@@ -201,33 +201,28 @@ struct cqe_copy {
 	uint32_t flags;
 };
 
+/* The two kinds of nearly every CQE are tested first, without the jump
+ * table a switch compiles to. */
 static void dispatch(struct core *c, const struct cqe_copy *e)
 {
+	enum cqe_tag tag = (enum cqe_tag)(e->user_data & TAG_MASK);
 	void *ptr = (void *)(uintptr_t)(e->user_data & ~TAG_MASK);
 
-	switch ((enum cqe_tag)(e->user_data & TAG_MASK)) {
-	case TAG_OP:
-	case TAG_CANCEL:
-		op_cqe(c, ptr, (enum cqe_tag)(e->user_data & TAG_MASK), e->res);
-		break;
-	case TAG_KTIMEOUT:
+	if (tag == TAG_OP)
+		op_cqe(c, ptr, TAG_OP, e->res);
+	else if (tag == TAG_MSHOT)
+		mshot_cqe(e->user_data, e->res, e->flags);
+	else if (tag == TAG_CANCEL)
+		op_cqe(c, ptr, TAG_CANCEL, e->res);
+	else if (tag == TAG_KTIMEOUT)
 		ktimeout_cqe(c, e->user_data);
-		break;
-	case TAG_WAKEUP:
+	else if (tag == TAG_WAKEUP)
 		c->wake_armed = false; /* re-armed before the next sleep */
-		break;
-	case TAG_SIGNAL:
+	else if (tag == TAG_SIGNAL) {
 		c->signal_armed = false;
 		if (e->res > 0)
 			runtime__signalled(c->rt);
-		break;
-	case TAG_MSHOT:
-		mshot_cqe(e->user_data, e->res, e->flags);
-		break;
-	case TAG_IGNORE:
-	default:
-		break;
-	}
+	} /* TAG_IGNORE: nothing */
 }
 
 /*
@@ -423,7 +418,8 @@ static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 	case TAG_OP:
 		op->res = op_result(op, res);
 		op->done = true;
-		runtime__timer_stop(&op->timer);
+		if (op->timer.state == TIMER_ARMED) /* a cancel's backoff */
+			runtime__timer_stop(&op->timer);
 		break;
 	case TAG_CANCEL:
 		op->cancel_in_flight = false;
