@@ -15,7 +15,8 @@
 # wrk pinned to LOAD_CPU, on 127.0.0.1.  Server CPU per request is the
 # server's utime+stime (all threads) from /proc/PID/stat across the measured
 # wrk run divided by the requests wrk completed (no perf: the PMU is not
-# exposed here).  p99 comes from wrk's latency distribution; in pipeline mode
+# exposed here), also split into user and system time: on loopback most of
+# it is the kernel's, whose floor is raw_uring_http's system time.  p99 comes from wrk's latency distribution; in pipeline mode
 # wrk times a whole batch and its coordinated-omission correction often
 # zeroes the upper percentiles (wg/wrk#236), so such a p99 is reported n/a.
 # Prints one line per run, then medians per server and mode and the demo's
@@ -179,9 +180,13 @@ wrk_run() { # wrk_run MODE SECONDS URL
 
 is_ours() { [[ $1 == demo* ]] || [ "$1" = raw_uring_http ]; }
 
+per_req() { # TICKS REQUESTS: nanoseconds per request
+	awk -v d="$1" -v hz="$hz" -v n="$2" 'BEGIN { printf "%.0f", d * 1e9 / hz / n }'
+}
+
 run_one() { # run_one ROUND MODE NAME
-	local round=$1 mode=$2 name=$3 port t0 t1 out rc body url cmd
-	local rps total p50 p99 non2xx errors cpu_ns ok=0
+	local round=$1 mode=$2 name=$3 port out rc body url cmd u0 s0 u1 s1
+	local rps total p50 p99 non2xx errors cpu_ns user_ns sys_ns ok=0
 	port=${server_port[$name]}
 	read -r -a cmd <<<"${server_cmd[$name]}"
 	if [ "$port" -eq 0 ]; then
@@ -207,10 +212,10 @@ run_one() { # run_one ROUND MODE NAME
 		return 1
 	fi
 	[ "$WARMUP" -gt 0 ] && wrk_run "$mode" "$WARMUP" "$url" >/dev/null
-	t0=$(cpu_ticks "$srv_pid")
+	read -r u0 s0 <<<"$(cpu_split "$srv_pid")"
 	out=$(wrk_run "$mode" "$SECS" "$url")
 	rc=$?
-	t1=$(cpu_ticks "$srv_pid")
+	read -r u1 s1 <<<"$(cpu_split "$srv_pid")"
 	stop_server
 	stopped_clean "round=$round mode=$mode server=$name" "$name" || ok=1
 
@@ -221,7 +226,7 @@ run_one() { # run_one ROUND MODE NAME
 	non2xx=$(awk '/^ *Non-2xx/ { print $NF }' <<<"$out")
 	errors=$(awk -F'[ ,]+' '/Socket errors:/ { print $5 + $7 + $9 + $11 }' <<<"$out")
 	if [ "$rc" -ne 0 ] || [ -z "$rps" ] || [ "${total:-0}" -eq 0 ] ||
-		[ -z "$t0" ] || [ -z "$t1" ]; then
+		[ -z "$s0" ] || [ -z "$s1" ]; then
 		echo "round=$round mode=$mode server=$name status=load_failed rc=$rc:"
 		tail -8 <<<"$out" | sed 's/^/  | /'
 		return 1
@@ -230,11 +235,13 @@ run_one() { # run_one ROUND MODE NAME
 	if [ "$p99" = n/a ] || [ "$p50" = n/a ] || [ "$p99" -eq 0 ] || [ "$p99" -lt "$p50" ]; then
 		p99=n/a
 	fi
-	cpu_ns=$(awk -v d=$((t1 - t0)) -v hz="$hz" -v n="$total" \
-		'BEGIN { printf "%.0f", d * 1e9 / hz / n }')
+	cpu_ns=$(per_req $((u1 + s1 - u0 - s0)) "$total")
+	user_ns=$(per_req $((u1 - u0)) "$total")
+	sys_ns=$(per_req $((s1 - s0)) "$total")
 	echo "round=$round mode=$mode server=$name rps=$rps p50_us=$p50 p99_us=$p99" \
-		"non2xx=${non2xx:-0} socket_errors=${errors:-0} requests=$total cpu_ns_per_req=$cpu_ns"
-	echo "$name $mode $rps $p99 ${non2xx:-0} $cpu_ns $round" >>"$tmp/results"
+		"non2xx=${non2xx:-0} socket_errors=${errors:-0} requests=$total cpu_ns_per_req=$cpu_ns" \
+		"user_ns_per_req=$user_ns sys_ns_per_req=$sys_ns"
+	echo "$name $mode $rps $p99 ${non2xx:-0} $cpu_ns $round $user_ns $sys_ns" >>"$tmp/results"
 	[ "${non2xx:-0}" -eq 0 ] && [ "${errors:-0}" -eq 0 ] && return $ok
 	return 1
 }
@@ -255,7 +262,8 @@ summary() {
 	for m in "${modes[@]}"; do
 		for n in "${names[@]}"; do
 			echo "mode=$m server=$n rps=$(median "$n" "$m" 3) p99_us=$(median "$n" "$m" 4)" \
-				"non2xx=$(median "$n" "$m" 5) cpu_ns_per_req=$(median "$n" "$m" 6)"
+				"non2xx=$(median "$n" "$m" 5) cpu_ns_per_req=$(median "$n" "$m" 6)" \
+				"user_ns_per_req=$(median "$n" "$m" 8) sys_ns_per_req=$(median "$n" "$m" 9)"
 		done
 	done
 	local pair a

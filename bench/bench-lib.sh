@@ -50,15 +50,22 @@ wait_listening() {
 	return 1
 }
 
-# CPU time of process $1: utime + stime in clock ticks, all threads; comm
-# (the field in parentheses) may hold spaces or ")".
-cpu_ticks() {
+# CPU time of process $1 in clock ticks, all threads, as "utime stime";
+# comm (the field in parentheses) may hold spaces or ")".
+cpu_split() {
 	local s
 	s=$(<"/proc/$1/stat") || return 1
 	s=${s##*) }
 	# shellcheck disable=SC2086 # split into fields on purpose
 	set -- $s
-	echo $((${12} + ${13}))
+	echo "${12} ${13}"
+}
+
+# CPU time of process $1: utime + stime in clock ticks.
+cpu_ticks() {
+	local u s
+	read -r u s <<<"$(cpu_split "$1")" && [ -n "$s" ] || return 1
+	echo $((u + s))
 }
 
 # The median of the numbers on standard input, or n/a if there are none.
