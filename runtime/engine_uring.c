@@ -437,27 +437,41 @@ static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
  * A send on a core that is nearly idle (the last loop turn brought one
  * completion, a few operations are in the kernel, no other fiber is
  * ready): the loop's next step would be an io_uring_enter for this send
- * alone, and a socket send mostly completes during its submission. So the
- * fiber submits and reaps itself (that same one io_uring_enter) and goes
- * on at once if its CQE is there: no loop turn and no two switches. Under
- * load the loop batches the sends of many fibers into its one enter per
- * turn, as before (an eager enter there would be one more).
- * True if the operation is complete.
+ * alone, and a socket send mostly completes at once. So the fiber makes
+ * that one system call itself, a plain non-blocking send (no SQE, no CQE,
+ * no reap), and goes on at once: no loop turn and no two switches. If the
+ * socket's buffer is full it takes the ring's way. Under load the loop
+ * batches the sends of many fibers into its one enter per turn, as before
+ * (a system call per send there would be one more).
  */
 #define EAGER_IN_FLIGHT_MAX 8
 
-static bool send_eagerly(struct core *c, const struct op *op)
+static bool may_send_now(const struct core *c, const struct io_req *r)
 {
-	if ((op->head.kind != IO_SEND && op->head.kind != IO_SENDMSG) || c->turn_cqes > 1 ||
-	    c->in_flight > EAGER_IN_FLIGHT_MAX ||
-	    !queue_empty(&c->ready) || !queue_empty(&c->backlog) ||
-	    (c->rt->setup_flags & IORING_SETUP_SQPOLL) || runtime__fault(FAULT_SUBMIT_BUSY))
-		return false;
-	stat_add(&c->stats.enters, 1);
-	if (io_uring_submit(&c->ring) < 0)
-		return false; /* -EBUSY...: the loop's submission deals with it */
-	reap(c);
-	return op->pending == 0;
+	return (r->kind == IO_SEND || r->kind == IO_SENDMSG) && c->turn_cqes <= 1 &&
+	       c->in_flight <= EAGER_IN_FLIGHT_MAX && queue_empty(&c->ready) &&
+	       queue_empty(&c->backlog) && !(c->rt->setup_flags & IORING_SETUP_SQPOLL);
+}
+
+/* The send, now: bytes sent or -errno (-EAGAIN: the socket is full).
+ * Raw system calls, as the epoll engine's: libruntime-preload's send()
+ * would come back here. MSG_NOSIGNAL, as io_uring's send. */
+static long send_now(const struct io_req *r)
+{
+	int flags = r->flags | MSG_DONTWAIT | MSG_NOSIGNAL;
+	long n;
+	size_t len = r->len;
+
+	if (runtime__fault(FAULT_CONNRESET)) /* the faults op_faults injects */
+		return -ECONNRESET;
+	if (r->kind == IO_SENDMSG)
+		n = syscall(SYS_sendmsg, r->fd, r->msg, flags);
+	else {
+		if (len > 1 && runtime__fault(FAULT_SHORT_IO))
+			len /= 2;
+		n = syscall(SYS_sendto, r->fd, r->cbuf, len, flags, NULL, 0);
+	}
+	return n < 0 ? -errno : n;
 }
 
 /* Finish the SQE, suspend until every CQE has come, and translate the
@@ -469,13 +483,11 @@ static int op_wait(struct op *op, struct io_uring_sqe *sqe)
 	op_faults(op, sqe);
 	io_uring_sqe_set_data64(sqe, tagged(op, TAG_OP));
 	op->pending = 1;
-	if (!send_eagerly(c, op)) {
-		if (op->deadline != NEVER)
-			runtime__deadline_begin(op->fiber, op->deadline, op_expire, op);
-		runtime__suspend(c, BLOCK_IO, op_interrupt, op);
-		if (op->deadline != NEVER)
-			runtime__deadline_end(op->fiber);
-	}
+	if (op->deadline != NEVER)
+		runtime__deadline_begin(op->fiber, op->deadline, op_expire, op);
+	runtime__suspend(c, BLOCK_IO, op_interrupt, op);
+	if (op->deadline != NEVER)
+		runtime__deadline_end(op->fiber);
 
 	int res = op->res;
 	if (res == -ECANCELED || res == -EINTR) {
@@ -573,6 +585,11 @@ static long uring_io(struct fiber *f, struct io_req *r)
 
 	if (unlikely(r->kind == IO_CLOSE))
 		return uring_close(f, r);
+	if (may_send_now(c, r)) {
+		long n = send_now(r);
+		if (n != -EAGAIN)
+			return n;
+	}
 	op_init(&op, f, r);
 	struct io_uring_sqe *sqe = runtime__sqe(c);
 	prep(sqe, r);

@@ -17,6 +17,7 @@
 #include <linux/openat2.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -220,6 +221,62 @@ START_TEST(test_io_message_larger_than_socket_buffer)
 	close(b.fd[1]);
 	free(b.src);
 	free(b.dst);
+}
+END_TEST
+
+/* A send on a core with nothing else to do is made at once, by a plain
+ * non-blocking system call and no SQE (engine_uring.c's send_now); to a
+ * peer that is gone it says -EPIPE and raises no SIGPIPE, as the ring's
+ * send does, whatever the process does with SIGPIPE. */
+struct now {
+	int fd[2];
+	uint64_t sqes;              /* SQEs the sends took (io_uring) */
+	ssize_t sent, sent_vec, got, epipe, epipe_vec;
+	char buf[16];
+};
+
+static uint64_t sqes_now(void)
+{
+	struct runtime_core_stats st;
+
+	runtime_stats(runtime_current(), &st, 1, NULL);
+	return st.sqes_submitted;
+}
+
+static void now_fiber(void *p)
+{
+	struct now *n = p;
+	char tail[] = "!";
+	struct iovec iov[2] = { { "hello", 5 }, { tail, 1 } };
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = 2 };
+	uint64_t before = sqes_now();
+
+	n->sent = runtime_send(n->fd[0], "hello", 5, 0);
+	n->sent_vec = runtime_sendmsg(n->fd[0], &msg, 0);
+	n->sqes = sqes_now() - before;
+	n->got = runtime_read_exact(n->fd[1], n->buf, 11, NULL);
+	ck_assert_int_eq(runtime_close(n->fd[1]), 0);
+	n->epipe = runtime_send(n->fd[0], "x", 1, 0);
+	n->epipe_vec = runtime_sendmsg(n->fd[0], &msg, 0);
+}
+
+START_TEST(test_io_send_on_idle_core_is_made_at_once)
+{
+	struct now n = { .sent = -999, .sent_vec = -999, .got = -999, .epipe = -999,
+	                 .epipe_vec = -999 };
+
+	signal(SIGPIPE, SIG_DFL); /* a SIGPIPE would end the test */
+	make_pair(n.fd);
+	ck_assert_int_eq(run_fiber(NULL, now_fiber, &n), 0);
+	ck_assert_int_eq(n.sent, 5);
+	ck_assert_int_eq(n.sent_vec, 6);
+	ck_assert_int_eq(n.got, 11);
+	ck_assert_int_eq(memcmp(n.buf, "hellohello!", 11), 0);
+	ck_assert_int_eq(n.epipe, -EPIPE);
+	ck_assert_int_eq(n.epipe_vec, -EPIPE);
+	if (!on_epoll())
+		ck_assert_uint_eq(n.sqes, 0);
+	close(n.fd[0]);
 }
 END_TEST
 
@@ -1138,6 +1195,7 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, test_io_read_write_echo);
 	tcase_add_test(tc, test_io_recv_send_echo);
 	tcase_add_loop_test(tc, test_io_message_larger_than_socket_buffer, 0, 2);
+	tcase_add_test(tc, test_io_send_on_idle_core_is_made_at_once);
 	tcase_add_test(tc, test_io_readv_writev_socket);
 	tcase_add_test(tc, test_io_recvmsg_sendmsg_two_iovecs);
 	tcase_add_loop_test(tc, test_io_echo_under_each_ring_option, 0, OPT_N);
