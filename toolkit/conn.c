@@ -158,18 +158,35 @@ static int woken(struct runtime_conn *c)
 	return why;
 }
 
+/* An idle read of a connection whose server releases: the sweep watches
+ * it (toolkit.h's struct release_watch). */
+static inline void watch_begin(struct runtime_conn *c)
+{
+	c->watch.reading = true;
+	c->watch.seen = false;
+	if (!c->watch.linked)
+		runtime__serve_watch(c);
+}
+
+static inline void watch_end(struct runtime_conn *c)
+{
+	c->watch.reading = false;
+	c->watch.released = false;
+}
+
 /* Inlined into runtime_conn_read: a read is a stream read and little more
  * (the echo demo's path). */
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
-	struct release_watch w;
 	uint64_t own = 0;
 	ssize_t n;
 
 	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
 		return woken(c);
-	bool watched = c->idle && c->server && runtime__serve_watch(c, &w);
+	bool watched = c->idle && c->watch.on;
+	if (watched)
+		watch_begin(c);
 	do {
 		if (idle_and_draining(c)) {
 			n = -ESHUTDOWN;
@@ -178,11 +195,13 @@ raw_read(struct runtime_conn *c, void *buf, size_t len)
 		bool set = side_begin(c, &c->rd, &own);
 		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
 		side_end(&c->rd, set, own);
-		if (n == -ETIMEDOUT && watched && w.released)
+		if (n == -ETIMEDOUT && watched && c->watch.released) {
+			watch_end(c);
 			return -EAGAIN; /* quiet past release_after */
+		}
 	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
 	if (watched)
-		runtime__serve_unwatch(c, &w);
+		watch_end(c);
 	if (n > 0)
 		touch(c);
 	return n;
