@@ -143,9 +143,15 @@ static bool bytes_waiting(const struct runtime_conn *c)
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-static bool idle_and_draining(const struct runtime_conn *c)
+static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 {
-	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
+	return runtime_draining(c->rt) && !bytes_waiting(c);
+}
+
+/* Inlined: a read of a busy connection makes no call. */
+static inline bool idle_and_draining(const struct runtime_conn *c)
+{
+	return c->idle && draining(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes
@@ -352,6 +358,7 @@ int runtime_conn_open(struct runtime_conn **out, int fd, unsigned flags)
 		return -ENOMEM;
 	c->fd = fd;
 	c->core = runtime_core_index();
+	c->rt = runtime_current();
 	if (!(flags & RUNTIME_CONN_PLAIN_RECV) && runtime_stream_open(&c->rx, fd) < 0)
 		c->rx = NULL; /* out of memory: plain reads work as well */
 	c->transport = (struct runtime_transport){ .ops = &conn_ops, .ctx = c };
