@@ -272,15 +272,13 @@ static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 	return write_once(c, iov, iovcnt);
 }
 
-ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
+/* Write buf[off..len), off bytes written already: a write through a
+ * layer, or what a short send left. */
+static ssize_t write_from(struct runtime_conn *c, const char *buf, size_t len, size_t off,
+                          size_t *done)
 {
-	size_t off = 0;
 	ssize_t n = 0;
 
-	if (!c || (!buf && len))
-		n = -EINVAL;
-	else if (runtime_core_index() != c->core || busy(c, &c->wr))
-		n = -EPERM;
 	while (n >= 0 && off < len) {
 		struct iovec iov = { (char *)buf + off, len - off };
 		n = write_once(c, &iov, 1);
@@ -292,6 +290,31 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 	if (done)
 		*done = off;
 	return off == len ? (ssize_t)len : n;
+}
+
+/* Without a layer, one send most often takes it all: that send is made
+ * here, and write_from loops only over what a short one left. */
+ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
+{
+	ssize_t n;
+
+	if (!c || (!buf && len)) {
+		n = -EINVAL;
+	} else if (runtime_core_index() != c->core || busy(c, &c->wr)) {
+		n = -EPERM;
+	} else if (__builtin_expect(c->layer || !len, 0)) {
+		return write_from(c, buf, len, 0, done);
+	} else {
+		struct iovec iov = { (void *)buf, len };
+		n = send_once(c, &iov, 1);
+		if (__builtin_expect(n > 0 && (size_t)n < len, 0))
+			return write_from(c, buf, len, (size_t)n, done);
+		if (n == 0)
+			n = -EIO;
+	}
+	if (done)
+		*done = n > 0 ? (size_t)n : 0;
+	return n;
 }
 
 int runtime_conn_close_write(struct runtime_conn *c)
