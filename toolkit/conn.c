@@ -148,10 +148,11 @@ static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 	return runtime_draining(c->rt) && !bytes_waiting(c);
 }
 
-/* Inlined: a read of a busy connection makes no call. */
+/* Inlined: a read of a busy connection, or of an idle one whose server
+ * watches for the drain, makes no call. */
 static inline bool idle_and_draining(const struct runtime_conn *c)
 {
-	return c->idle && draining(c);
+	return c->idle && !(c->drain_watched && *c->drain_watched) && draining(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes

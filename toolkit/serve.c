@@ -32,6 +32,7 @@ struct core_conns {
 	struct runtime_conn *watched;
 	struct runtime_timer sweep;
 	bool sweeping;              /* sweep armed, or its callback due */
+	bool drain_watched;         /* the watcher waits for the drain */
 } __attribute__((aligned(64)));
 
 struct runtime_server {
@@ -155,6 +156,7 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 	runtime__conn_peer_set(c, peer, len); /* or unknown: asked for later */
 	c->server = srv;
 	c->watch.on = srv->release_after != 0;
+	c->drain_watched = &srv->conns[c->core].drain_watched;
 	conns_add(srv, c);
 	atomic_fetch_add(&srv->accepted, 1);
 	if (runtime_spawn(srv->rt, conn_fiber, c) < 0) { /* out of memory, or a shutdown */
@@ -292,8 +294,13 @@ static void watcher(void *arg)
 		{ .chan = srv->stop, .dir = RUNTIME_CHAN_RECV, .elem = &byte },
 		{ .chan = runtime_drain_chan(srv->rt), .dir = RUNTIME_CHAN_RECV, .elem = &byte },
 	};
-	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
+	bool *watched = &srv->conns[runtime_core_index()].drain_watched;
 
+	/* While it waits, the core's idle reads leave the drain to it: they
+	 * wait, and close_idle wakes them to read -ESHUTDOWN. */
+	*watched = ops[1].chan != NULL;
+	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
+	*watched = false;
 	shutdown(srv->fds[runtime_core_index()], SHUT_RD); /* ends the accept */
 	if (rc == 1 || runtime_draining(srv->rt))
 		close_idle(srv);

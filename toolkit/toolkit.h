@@ -87,6 +87,10 @@ struct runtime_conn {
 	runtime_serve_fn *resume_fn; /* what runs when it ends */
 	void *resume_arg;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
+	/* runtime_serve's: true while its core's watcher waits for the drain
+	 * (it expires the idle reads when one comes): an idle read need not
+	 * ask whether the runtime drains before it waits. */
+	const bool *drain_watched;
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 	struct release_watch watch;
 };
