@@ -91,13 +91,21 @@ static bool side_expired(const struct runtime_conn *c, const struct side *s)
 	return d && runtime_now() >= d;
 }
 
-/* A limit moved: expire a call blocked under a later one. */
-static void side_recheck(const struct runtime_conn *c, const struct side *s)
+static void side_expire_later(const struct runtime_conn *c, const struct side *s)
 {
 	uint64_t limit = side_limit(c, s);
 
-	if (s->fiber && limit && (!s->running || limit < s->running))
+	if (limit && (!s->running || limit < s->running))
 		runtime_fiber_expire(s->fiber);
+}
+
+/* A limit moved: expire a call blocked under a later one. Inlined: most
+ * often the caller is the one that reads or writes next, and none is
+ * blocked. */
+static inline void side_recheck(const struct runtime_conn *c, const struct side *s)
+{
+	if (__builtin_expect(s->fiber != NULL, 0))
+		side_expire_later(c, s);
 }
 
 /* Bytes moved: the idle timeout starts again (later: nobody to wake). */
