@@ -189,37 +189,90 @@ static inline void watch_end(struct runtime_conn *c)
 	c->watch.released = false;
 }
 
-/* Inlined into runtime_conn_read: a read is a stream read and little more
- * (the echo demo's path). */
-static inline __attribute__((always_inline)) ssize_t
-raw_read(struct runtime_conn *c, void *buf, size_t len)
+/* One recv of the stream, or of the socket. */
+static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
 {
-	uint64_t own = 0;
-	ssize_t n;
+	return c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
+}
 
-	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
-		return woken(c);
-	bool watched = c->idle && c->watch.on;
-	if (watched)
-		watch_begin(c);
-	do {
-		if (idle_and_draining(c)) {
-			n = -ESHUTDOWN;
-			break;
-		}
-		bool set = side_begin(c, &c->rd, &own);
-		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
-		side_end(&c->rd, set, own);
-		if (n == -ETIMEDOUT && watched && c->watch.released) {
-			watch_end(c);
-			return -EAGAIN; /* quiet past release_after */
-		}
-	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
+/* One recv under limit, the read side's (side_begin with a limit). */
+static __attribute__((noinline)) ssize_t
+recv_limited(struct runtime_conn *c, void *buf, size_t len, uint64_t limit)
+{
+	uint64_t own = runtime_deadline_get();
+
+	c->rd.fiber = runtime_fiber_self();
+	c->rd.running = earlier(own, limit);
+	runtime_deadline_set(c->rd.running);
+	ssize_t n = recv_once(c, buf, len);
+	side_end(&c->rd, true, own);
+	return n;
+}
+
+/* A read's end: the watch's, the idle timeout's. */
+static inline ssize_t read_done(struct runtime_conn *c, bool watched, ssize_t n)
+{
 	if (watched)
 		watch_end(c);
 	if (n > 0)
 		touch(c);
 	return n;
+}
+
+/*
+ * A read whose recv ended -ETIMEDOUT (n): released (-EAGAIN), past a
+ * limit (-ETIMEDOUT), or expired because a limit moved or a drain came
+ * (look again, recv again).
+ */
+static __attribute__((noinline)) ssize_t
+read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n)
+{
+	uint64_t own = 0;
+
+	for (;;) {
+		if (n == -ETIMEDOUT && watched && c->watch.released) {
+			watch_end(c);
+			return -EAGAIN; /* quiet past release_after */
+		}
+		if (n == -ETIMEDOUT && side_expired(c, &c->rd))
+			break;
+		if (idle_and_draining(c)) {
+			n = -ESHUTDOWN;
+			break;
+		}
+		bool set = side_begin(c, &c->rd, &own);
+		n = recv_once(c, buf, len);
+		side_end(&c->rd, set, own);
+		if (n != -ETIMEDOUT)
+			break;
+	}
+	return read_done(c, watched, n);
+}
+
+/* Inlined into runtime_conn_read: a read is a stream read and little
+ * more (the echo demo's path); read_loop takes one that timed out. */
+static inline __attribute__((always_inline)) ssize_t
+raw_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
+		return woken(c);
+	bool watched = c->idle && c->watch.on;
+	if (watched)
+		watch_begin(c);
+	if (idle_and_draining(c))
+		return read_done(c, watched, -ESHUTDOWN);
+	ssize_t n;
+	uint64_t limit = side_limit(c, &c->rd);
+	if (limit) {
+		n = recv_limited(c, buf, len, limit);
+	} else {
+		c->rd.fiber = runtime_fiber_self(); /* side_begin without a limit */
+		n = recv_once(c, buf, len);
+		c->rd.fiber = NULL;
+	}
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		return read_loop(c, buf, len, watched, n);
+	return read_done(c, watched, n);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
