@@ -91,6 +91,7 @@ static bool side_expired(const struct runtime_conn *c, const struct side *s)
 	return d && runtime_now() >= d;
 }
 
+/* side_recheck's call: s has one blocked in it. */
 static void side_expire_later(const struct runtime_conn *c, const struct side *s)
 {
 	uint64_t limit = side_limit(c, s);

@@ -211,7 +211,7 @@ static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why
 	for (struct runtime_conn *c = l->watched, *next; c; c = next) {
 		struct release_watch *w = &c->watch;
 		next = w->next;
-		if (w->reading && (!w->seen || !c->rd.fiber)) { /* (none: not waiting yet) */
+		if (w->reading && (!w->seen || !c->rd.fiber)) { /* (no fiber: not parked yet) */
 			w->seen = true;
 			continue;
 		}

@@ -67,7 +67,7 @@ struct release_watch {
 struct runtime_conn {
 	int fd;
 	int core;                   /* the core it belongs to */
-	struct runtime *rt;         /* of that core's */
+	struct runtime *rt;         /* the runtime of that core */
 	struct runtime_stream *rx;  /* NULL: a plain recv per read */
 	struct side rd, wr;
 	bool idle;                  /* between requests: a drain closes it */
