@@ -688,6 +688,7 @@ struct release_srv {
 	_Atomic int eagain;
 	_Atomic uint64_t live_released;
 	_Atomic int busy_ok;
+	_Atomic int eagain_while_talking;
 };
 
 /* Echo; a message starting 'b' is followed by a second read that is not
@@ -769,6 +770,56 @@ START_TEST(test_release_after_frees_quiet_connections)
 	ck_assert_uint_eq(s.live_released, 2); /* watcher and acceptor only */
 	ck_assert_int_ge(s.eagain, IDLE_CONNS);
 	ck_assert_int_eq(s.busy_ok, 1);
+}
+END_TEST
+
+/* A connection that keeps talking stays on its core's watch list between
+ * its reads, each read a new quiet spell: it is never released while its
+ * messages come more often than release_after, and is once it goes
+ * quiet; then its next message brings it back. */
+static void *talking_client(void *arg)
+{
+	struct release_srv *s = arg;
+	int fd = client(s->port, 1);
+	char b;
+
+	ck_assert_int_ge(fd, 0);
+	for (int i = 0; i < 50; i++) { /* five periods and more */
+		echo_once(fd, "hi");
+		usleep(10 * 1000);
+	}
+	s->eagain_while_talking = atomic_load(&s->eagain);
+	for (int i = 0; i < 10000 && atomic_load(&s->eagain) == 0; i++)
+		usleep(1000);
+	echo_once(fd, "again");
+	ck_assert_int_eq(runtime_drain(s->rt, 60000 * MS), 0);
+	ck_assert_int_eq(read_some(fd, &b, 1), 0); /* closed */
+	close(fd);
+	return NULL;
+}
+
+START_TEST(test_release_after_spares_talking_connections)
+{
+	static struct release_srv s;
+	struct runtime_serve_config sc;
+	struct runtime_server *srv;
+	pthread_t th;
+
+	ck_assert_int_eq(runtime_create(&s.rt, NULL), 0);
+	runtime_serve_config_init(&sc);
+	sc.host = "127.0.0.1";
+	sc.handler = release_handler;
+	sc.arg = &s;
+	sc.release_after_ns = 100 * MS;
+	ck_assert_int_eq(runtime_serve(s.rt, &sc, &srv), 0);
+	s.port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, talking_client, &s), 0);
+	ck_assert_int_eq(runtime_run(s.rt), 0);
+	pthread_join(th, NULL);
+	runtime_server_destroy(srv);
+	runtime_destroy(s.rt);
+	ck_assert_int_eq(s.eagain_while_talking, 0);
+	ck_assert_int_ge(s.eagain, 1);
 }
 END_TEST
 
@@ -1086,6 +1137,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_idle_connection_times_out);
 	tcase_add_test(tc, test_idle_connection_of_its_own);
 	tcase_add_test(tc, test_release_after_frees_quiet_connections);
+	tcase_add_test(tc, test_release_after_spares_talking_connections);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("drain");
 	tcase_set_timeout(tc, 60);

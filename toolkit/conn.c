@@ -91,13 +91,22 @@ static bool side_expired(const struct runtime_conn *c, const struct side *s)
 	return d && runtime_now() >= d;
 }
 
-/* A limit moved: expire a call blocked under a later one. */
-static void side_recheck(const struct runtime_conn *c, const struct side *s)
+/* side_recheck's call: s has one blocked in it. */
+static void side_expire_later(const struct runtime_conn *c, const struct side *s)
 {
 	uint64_t limit = side_limit(c, s);
 
-	if (s->fiber && limit && (!s->running || limit < s->running))
+	if (limit && (!s->running || limit < s->running))
 		runtime_fiber_expire(s->fiber);
+}
+
+/* A limit moved: expire a call blocked under a later one. Inlined: most
+ * often the caller is the one that reads or writes next, and none is
+ * blocked. */
+static inline void side_recheck(const struct runtime_conn *c, const struct side *s)
+{
+	if (__builtin_expect(s->fiber != NULL, 0))
+		side_expire_later(c, s);
 }
 
 /* Bytes moved: the idle timeout starts again (later: nobody to wake). */
@@ -143,9 +152,16 @@ static bool bytes_waiting(const struct runtime_conn *c)
 	return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
 }
 
-static bool idle_and_draining(const struct runtime_conn *c)
+static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 {
-	return c->idle && runtime_draining(runtime_current()) && !bytes_waiting(c);
+	return runtime_draining(c->rt) && !bytes_waiting(c);
+}
+
+/* Inlined: a read of a busy connection, or of an idle one whose server
+ * watches for the drain, makes no call. */
+static inline bool idle_and_draining(const struct runtime_conn *c)
+{
+	return c->idle && !(c->drain_watched && *c->drain_watched) && draining(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes
@@ -158,34 +174,106 @@ static int woken(struct runtime_conn *c)
 	return why;
 }
 
-/* Inlined into runtime_conn_read: a read is a stream read and little more
- * (the echo demo's path). */
-static inline __attribute__((always_inline)) ssize_t
-raw_read(struct runtime_conn *c, void *buf, size_t len)
+/* An idle read of a connection whose server releases: the sweep watches
+ * it (toolkit.h's struct release_watch). */
+static inline void watch_begin(struct runtime_conn *c)
 {
-	struct release_watch w;
-	uint64_t own = 0;
-	ssize_t n;
+	c->watch.reading = true;
+	c->watch.seen = false;
+	if (!c->watch.linked)
+		runtime__serve_watch(c);
+}
 
-	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
-		return woken(c);
-	bool watched = c->idle && c->server && runtime__serve_watch(c, &w);
-	do {
+static inline void watch_end(struct runtime_conn *c)
+{
+	c->watch.reading = false;
+	c->watch.released = false;
+}
+
+/* One recv of the stream, or of the socket. */
+static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
+{
+	return c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
+}
+
+/* One recv under limit, the read side's (side_begin with a limit). */
+static __attribute__((noinline)) ssize_t
+recv_limited(struct runtime_conn *c, void *buf, size_t len, uint64_t limit)
+{
+	uint64_t own = runtime_deadline_get();
+
+	c->rd.fiber = runtime_fiber_self();
+	c->rd.running = earlier(own, limit);
+	runtime_deadline_set(c->rd.running);
+	ssize_t n = recv_once(c, buf, len);
+	side_end(&c->rd, true, own);
+	return n;
+}
+
+/* A read's end: the watch's, the idle timeout's. */
+static inline ssize_t read_done(struct runtime_conn *c, bool watched, ssize_t n)
+{
+	if (watched)
+		watch_end(c);
+	if (n > 0)
+		touch(c);
+	return n;
+}
+
+/*
+ * A read whose recv ended -ETIMEDOUT (n): released (-EAGAIN), past a
+ * limit (-ETIMEDOUT), or expired because a limit moved or a drain came
+ * (look again, recv again).
+ */
+static __attribute__((noinline)) ssize_t
+read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n)
+{
+	uint64_t own = 0;
+
+	for (;;) {
+		if (n == -ETIMEDOUT && watched && c->watch.released) {
+			watch_end(c);
+			return -EAGAIN; /* quiet past release_after */
+		}
+		if (n == -ETIMEDOUT && side_expired(c, &c->rd))
+			break;
 		if (idle_and_draining(c)) {
 			n = -ESHUTDOWN;
 			break;
 		}
 		bool set = side_begin(c, &c->rd, &own);
-		n = c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
+		n = recv_once(c, buf, len);
 		side_end(&c->rd, set, own);
-		if (n == -ETIMEDOUT && watched && w.released)
-			return -EAGAIN; /* quiet past release_after */
-	} while (n == -ETIMEDOUT && !side_expired(c, &c->rd));
+		if (n != -ETIMEDOUT)
+			break;
+	}
+	return read_done(c, watched, n);
+}
+
+/* Inlined into runtime_conn_read: a read is a stream read and little
+ * more (the echo demo's path); read_loop takes one that timed out. */
+static inline __attribute__((always_inline)) ssize_t
+raw_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
+		return woken(c);
+	bool watched = c->idle && c->watch.on;
 	if (watched)
-		runtime__serve_unwatch(c, &w);
-	if (n > 0)
-		touch(c);
-	return n;
+		watch_begin(c);
+	if (idle_and_draining(c))
+		return read_done(c, watched, -ESHUTDOWN);
+	ssize_t n;
+	uint64_t limit = side_limit(c, &c->rd);
+	if (limit) {
+		n = recv_limited(c, buf, len, limit);
+	} else {
+		c->rd.fiber = runtime_fiber_self(); /* side_begin without a limit */
+		n = recv_once(c, buf, len);
+		c->rd.fiber = NULL;
+	}
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		return read_loop(c, buf, len, watched, n);
+	return read_done(c, watched, n);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
@@ -247,15 +335,13 @@ static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 	return write_once(c, iov, iovcnt);
 }
 
-ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
+/* Write buf[off..len), off bytes written already: a write through a
+ * layer, or what a short send left. */
+static ssize_t write_from(struct runtime_conn *c, const char *buf, size_t len, size_t off,
+                          size_t *done)
 {
-	size_t off = 0;
 	ssize_t n = 0;
 
-	if (!c || (!buf && len))
-		n = -EINVAL;
-	else if (runtime_core_index() != c->core || busy(c, &c->wr))
-		n = -EPERM;
 	while (n >= 0 && off < len) {
 		struct iovec iov = { (char *)buf + off, len - off };
 		n = write_once(c, &iov, 1);
@@ -267,6 +353,31 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 	if (done)
 		*done = off;
 	return off == len ? (ssize_t)len : n;
+}
+
+/* Without a layer, one send most often takes it all: that send is made
+ * here, and write_from loops only over what a short one left. */
+ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
+{
+	ssize_t n;
+
+	if (!c || (!buf && len)) {
+		n = -EINVAL;
+	} else if (runtime_core_index() != c->core || busy(c, &c->wr)) {
+		n = -EPERM;
+	} else if (__builtin_expect(c->layer || !len, 0)) {
+		return write_from(c, buf, len, 0, done);
+	} else {
+		struct iovec iov = { (void *)buf, len };
+		n = send_once(c, &iov, 1);
+		if (__builtin_expect(n > 0 && (size_t)n < len, 0))
+			return write_from(c, buf, len, (size_t)n, done);
+		if (n == 0)
+			n = -EIO;
+	}
+	if (done)
+		*done = n > 0 ? (size_t)n : 0;
+	return n;
 }
 
 int runtime_conn_close_write(struct runtime_conn *c)
@@ -333,6 +444,7 @@ int runtime_conn_open(struct runtime_conn **out, int fd, unsigned flags)
 		return -ENOMEM;
 	c->fd = fd;
 	c->core = runtime_core_index();
+	c->rt = runtime_current();
 	if (!(flags & RUNTIME_CONN_PLAIN_RECV) && runtime_stream_open(&c->rx, fd) < 0)
 		c->rx = NULL; /* out of memory: plain reads work as well */
 	c->transport = (struct runtime_transport){ .ops = &conn_ops, .ctx = c };

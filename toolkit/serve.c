@@ -24,14 +24,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* A core's live connections, and its idle ones' reads that wait (the
- * release sweep's), on a cache line of its own. */
+/* A core's live connections, and those its release sweep watches
+ * (toolkit.h's struct release_watch), on a cache line of its own. */
 struct core_conns {
 	struct runtime_conn *head;
 	struct runtime_server *srv;
-	struct release_watch *watched;
+	struct runtime_conn *watched;
 	struct runtime_timer sweep;
 	bool sweeping;              /* sweep armed, or its callback due */
+	bool drain_watched;         /* the watcher waits for the drain */
 } __attribute__((aligned(64)));
 
 struct runtime_server {
@@ -85,9 +86,13 @@ static void conns_remove(struct runtime_server *srv, struct runtime_conn *c)
 		c->next->prev = c->prev;
 }
 
+static void unlink_watch(struct core_conns *l, struct runtime_conn *c);
+
 static void conn_end(struct runtime_server *srv, struct runtime_conn *c)
 {
 	conns_remove(srv, c);
+	if (c->watch.linked)
+		unlink_watch(&srv->conns[c->core], c);
 	runtime_conn_close(c);
 	atomic_fetch_sub(&srv->live, 1);
 }
@@ -150,6 +155,8 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 	}
 	runtime__conn_peer_set(c, peer, len); /* or unknown: asked for later */
 	c->server = srv;
+	c->watch.on = srv->release_after != 0;
+	c->drain_watched = &srv->conns[c->core].drain_watched;
 	conns_add(srv, c);
 	atomic_fetch_add(&srv->accepted, 1);
 	if (runtime_spawn(srv->rt, conn_fiber, c) < 0) { /* out of memory, or a shutdown */
@@ -162,12 +169,15 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 /* --------------------------------------------------------- the release */
 
 /*
- * release_after: an idle connection's read that waits goes on its core's
- * list (the node is on the reader's stack), and a sweep every
- * release_after (a timer of the core, armed only while the list has
- * some) releases those it finds a second time - quiet for between one
- * and two periods, with no clock read per read: their read returns
- * -EAGAIN and the handler hands the connection to runtime_conn_idle.
+ * release_after: an idle connection's read that waits is watched (its
+ * connection on its core's list: toolkit.h's struct release_watch), and a
+ * sweep every release_after (a timer of the core, armed only while the
+ * list has some) releases those it finds reading the same read a second
+ * time - quiet for between one and two periods, with no clock read per
+ * read: their read returns -EAGAIN and the handler hands the connection
+ * to runtime_conn_idle. Those not reading leave the list at a sweep: each
+ * sweep walks the connections that read idle since the last one, never
+ * every connection.
  */
 static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why);
 
@@ -176,14 +186,17 @@ static void sweep_arm(struct core_conns *l)
 	l->sweeping = runtime_timer_start(&l->sweep, l->srv->release_after, sweep, l) == 0;
 }
 
-static void unlink_watch(struct core_conns *l, struct release_watch *w)
+static void unlink_watch(struct core_conns *l, struct runtime_conn *c)
 {
+	struct release_watch *w = &c->watch;
+
 	if (w->prev)
-		w->prev->next = w->next;
+		w->prev->watch.next = w->next;
 	else
 		l->watched = w->next;
 	if (w->next)
-		w->next->prev = w->prev;
+		w->next->watch.prev = w->prev;
+	w->linked = false;
 }
 
 /* A shutdown's end of the timer releases nobody: the reads are cancelled. */
@@ -195,40 +208,36 @@ static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why
 	l->sweeping = false;
 	if (why != RUNTIME_TIMER_FIRED)
 		return;
-	for (struct release_watch *w = l->watched, *next; w; w = next) {
+	for (struct runtime_conn *c = l->watched, *next; c; c = next) {
+		struct release_watch *w = &c->watch;
 		next = w->next;
-		if (!w->seen) {
+		if (w->reading && (!w->seen || !c->rd.fiber)) { /* (no fiber: not parked yet) */
 			w->seen = true;
 			continue;
 		}
-		unlink_watch(l, w);
-		w->released = true;
-		runtime_fiber_expire(w->reader);
+		unlink_watch(l, c);
+		if (w->reading) {
+			w->released = true;
+			runtime_fiber_expire(c->rd.fiber);
+		}
 	}
 	if (l->watched)
 		sweep_arm(l);
 }
 
-bool runtime__serve_watch(struct runtime_conn *c, struct release_watch *w)
+void runtime__serve_watch(struct runtime_conn *c)
 {
-	struct runtime_server *srv = c->server;
-	struct core_conns *l = &srv->conns[c->core];
+	struct core_conns *l = &c->server->conns[c->core];
+	struct release_watch *w = &c->watch;
 
-	if (!srv->release_after)
-		return false;
-	*w = (struct release_watch){ .next = l->watched, .reader = runtime_fiber_self() };
+	w->prev = NULL;
+	w->next = l->watched;
 	if (l->watched)
-		l->watched->prev = w;
-	l->watched = w;
+		l->watched->watch.prev = c;
+	l->watched = c;
+	w->linked = true;
 	if (!l->sweeping)
 		sweep_arm(l);
-	return true;
-}
-
-void runtime__serve_unwatch(struct runtime_conn *c, struct release_watch *w)
-{
-	if (!w->released)
-		unlink_watch(&c->server->conns[c->core], w);
 }
 
 /* ------------------------------------------------------------ each core */
@@ -285,8 +294,13 @@ static void watcher(void *arg)
 		{ .chan = srv->stop, .dir = RUNTIME_CHAN_RECV, .elem = &byte },
 		{ .chan = runtime_drain_chan(srv->rt), .dir = RUNTIME_CHAN_RECV, .elem = &byte },
 	};
-	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
+	bool *watched = &srv->conns[runtime_core_index()].drain_watched;
 
+	/* While it waits, the core's idle reads leave the drain to it: they
+	 * wait, and close_idle wakes them to read -ESHUTDOWN. */
+	*watched = ops[1].chan != NULL;
+	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
+	*watched = false;
 	shutdown(srv->fds[runtime_core_index()], SHUT_RD); /* ends the accept */
 	if (rc == 1 || runtime_draining(srv->rt))
 		close_idle(srv);

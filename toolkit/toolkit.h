@@ -46,9 +46,28 @@ struct conn_layer {
 	int (*close)(struct runtime_conn *c);
 };
 
+/*
+ * serve.c's release sweep, carried by a connection of runtime_serve's
+ * whose server has release_after set. An idle read marks it reading and
+ * links it on its core's list, unless it is there already: it stays
+ * there after the read, so a connection that reads again and again is
+ * linked once per sweep period, not once per read. The sweep unlinks
+ * those not reading, and releases (expires rd.fiber: the read returns
+ * -EAGAIN) those it finds reading the same read a second time.
+ */
+struct release_watch {
+	struct runtime_conn *prev, *next; /* on its core's list, if linked */
+	bool on;                    /* the server releases (release_after) */
+	bool linked;
+	bool reading;               /* an idle read waits: rd.fiber reads */
+	bool seen;                  /* one sweep has passed that read */
+	bool released;              /* the sweep expired it */
+};
+
 struct runtime_conn {
 	int fd;
 	int core;                   /* the core it belongs to */
+	struct runtime *rt;         /* the runtime of that core */
 	struct runtime_stream *rx;  /* NULL: a plain recv per read */
 	struct side rd, wr;
 	bool idle;                  /* between requests: a drain closes it */
@@ -68,22 +87,16 @@ struct runtime_conn {
 	runtime_serve_fn *resume_fn; /* what runs when it ends */
 	void *resume_arg;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
+	/* runtime_serve's: true while its core's watcher waits for the drain
+	 * (it expires the idle reads when one comes): an idle read need not
+	 * ask whether the runtime drains before it waits. */
+	const bool *drain_watched;
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
+	struct release_watch watch;
 };
 
-/* A read of an idle connection of runtime_serve's that waits, while
- * release_after is set: on its core's list, on the reader's stack
- * (serve.c's sweep releases it: the read returns -EAGAIN). */
-struct release_watch {
-	struct release_watch *prev, *next;
-	struct runtime_fiber *reader;
-	bool seen;                  /* one sweep has passed it */
-	bool released;
-};
-
-/* serve.c: watch (true) or not (the server does not release). */
-bool runtime__serve_watch(struct runtime_conn *c, struct release_watch *w);
-void runtime__serve_unwatch(struct runtime_conn *c, struct release_watch *w);
+/* serve.c: link c on its core's list (not linked yet), arming the sweep. */
+void runtime__serve_watch(struct runtime_conn *c);
 
 /* serve.c: run a connection's handler (resume_fn, or the server's) in a
  * fiber whose wait (runtime_conn_idle) ended, and close it after unless

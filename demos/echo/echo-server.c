@@ -47,18 +47,14 @@ static struct server srv = { .release_ms = 10 };
 /* The next bytes (> 0), the end (0, or -errno); or 0 too once the
  * connection has been quiet for --release-after: it waits with no fiber
  * from then on (runtime_conn_idle), and runtime_serve calls echo again
- * when bytes come. Between messages the connection is idle: a drain
- * closes it, and runtime_serve's release_after sweep makes its read
- * -EAGAIN once it has been quiet that long. */
+ * when bytes come. */
 static ssize_t next_bytes(struct runtime_conn *conn, char *buf)
 {
 	for (;;) {
 		int rc;
 		if (srv.release_ms == 0 && (rc = runtime_conn_idle(conn, NULL, NULL)) <= 0)
 			return rc; /* at once; 1: bytes are here */
-		runtime_conn_set_idle(conn, 1);
 		ssize_t n = runtime_conn_read(conn, buf, BUF_SIZE);
-		runtime_conn_set_idle(conn, 0);
 		if (n != -EAGAIN || (rc = runtime_conn_idle(conn, NULL, NULL)) < 0)
 			return n;
 		if (rc == 0)
@@ -67,13 +63,19 @@ static ssize_t next_bytes(struct runtime_conn *conn, char *buf)
 }
 
 /* Echo until EOF, an error, a cancel or a quiet spell; runtime_serve
- * closes the connection after, unless it waits idle. */
+ * closes the connection after, unless it waits idle. The connection is
+ * marked idle once, for good: echo has no requests, every read of it is
+ * between messages, and only reads look at the mark (a drain closes the
+ * connection at a read that would wait; runtime_serve's release_after
+ * sweep makes a read that stays quiet that long -EAGAIN), so marking it
+ * busy for each write and idle again would change nothing. */
 static void echo(struct runtime_conn *conn, void *arg)
 {
 	char buf[BUF_SIZE];
 	ssize_t n;
 
 	(void)arg;
+	runtime_conn_set_idle(conn, 1);
 	while ((n = next_bytes(conn, buf)) > 0)
 		if (runtime_conn_write(conn, buf, (size_t)n, NULL) < 0)
 			break;
