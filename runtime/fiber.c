@@ -333,13 +333,9 @@ static int cancel_pending(const struct fiber *f)
 	return 0;
 }
 
-/* Every blocking call's entry (fn: its name, for the misuse report). */
-int runtime__blocking_begin(struct fiber **out, const char *fn)
+int runtime__blocking_refused(struct fiber *f, const char *fn)
 {
-	struct fiber *f = this_fiber();
-
-	*out = f;
-	if (unlikely(!f))
+	if (!f)
 		return runtime__misuse(-EPERM, fn, MISUSE_OUTSIDE_FIBER);
 	return cancel_pending(f);
 }

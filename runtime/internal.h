@@ -424,10 +424,8 @@ void runtime__resume(struct fiber *f, int res);
 /* The same from any thread, for a fiber that nothing else will resume. */
 void runtime__resume_from_anywhere(struct fiber *f, int res);
 void runtime__ignore_interrupt(struct fiber *f, int res);
-/* Every blocking call's entry: the calling fiber in *out; -EPERM outside
- * fiber context, -ECANCELED (cancelled, not in a cleanup) or -ETIMEDOUT
- * (past its deadline) if it may not block; else 0. */
-int runtime__blocking_begin(struct fiber **out, const char *fn);
+/* runtime__blocking_begin's answer when it is not plainly 0 (below). */
+int runtime__blocking_refused(struct fiber *f, const char *fn);
 int runtime__fiber_spawn_here(struct core *c, void (*fn)(void *), void *arg);
 int runtime__fiber_spawn_local(struct core *c, void (*fn)(void *), void *arg, struct fiber **out);
 int runtime__fiber_spawn_with_exit(struct core *c, void (*fn)(void *), void *arg,
@@ -891,6 +889,22 @@ static inline struct fiber *this_fiber(void)
 	if (!c || (c->current->flags & FIBER_LOOP))
 		return NULL;
 	return c->current;
+}
+
+/* Every blocking call's entry (fn: its name, for the misuse report): the
+ * calling fiber in *out; -EPERM outside fiber context, -ECANCELED
+ * (cancelled, not in a cleanup) or -ETIMEDOUT (past its deadline) if it
+ * may not block; else 0. Inline: a fiber neither cancelled nor under a
+ * deadline is let through by two tests; the rest, and the clock, are
+ * read out of line. */
+static inline int runtime__blocking_begin(struct fiber **out, const char *fn)
+{
+	struct fiber *f = this_fiber();
+
+	*out = f;
+	if (likely(f && !(f->flags & FIBER_CANCELLED) && f->deadline == NEVER))
+		return 0;
+	return runtime__blocking_refused(f, fn);
 }
 
 static inline bool runtime__on_owner_thread(const struct runtime *rt)
