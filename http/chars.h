@@ -267,6 +267,47 @@ word_ieq(const char *p, const char *lit, size_t k)
 	return (w | fold) == want;
 }
 
+/* The 8 bytes at p against the literal's first k (k <= 8; the bytes past
+ * k are not compared), letters in either case: as word_ieq, from a whole
+ * word (8 bytes readable at p) masked, so the compare is one load, an OR,
+ * an AND and a compare. Byte order matters only here: elsewhere than on a
+ * little-endian machine the bytes are compared one at a time. */
+static inline __attribute__((always_inline)) bool
+word_ieq_masked(const char *p, const char *lit, size_t k)
+{
+#if RUN_EXACT
+	uint64_t want = 0, fold = 0, mask = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1;
+
+#pragma GCC unroll 8
+	for (size_t i = 0; i < k; i++) {
+		unsigned char c = (unsigned char)lit[i];
+		bool letter = is_alpha(c);
+		want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
+		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
+	}
+	return ((load_word(p) | fold) & mask) == want;
+#else
+	return slice_ieq_bytes(p, k, lit);
+#endif
+}
+
+/* p starts with lit (1 to 24 bytes, a literal) but for the case of its
+ * letters, with avail bytes readable at p: false if fewer than the
+ * compare reads (the literal's length, and 8 at least). Longer than 8,
+ * whole words from the start and the literal's last 8 bytes (which may
+ * overlap the word before) are compared. */
+static inline __attribute__((always_inline)) bool
+prefix_ieq(const char *p, size_t avail, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (n <= 8)
+		return avail >= 8 && word_ieq_masked(p, lit, n);
+	return avail >= n && word_ieq_masked(p, lit, 8) &&
+	       (n <= 16 || word_ieq_masked(p + 8, lit + 8, 8)) &&
+	       word_ieq_masked(p + n - 8, lit + n - 8, 8);
+}
+
 /* p[0..n) equals lit but for the case of its letters. Inlined
  * so that strlen(lit) of a literal is folded at each call, and literals
  * up to 16 bytes compare a word at a time. */

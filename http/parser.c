@@ -344,23 +344,154 @@ static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line as the n-th and apply what it means. The
- * names that mean something are told apart by length first: most fields
- * are none of them, and cost one switch. */
-static int add_field(struct head *h, unsigned n, struct http_slice name, struct http_slice value)
+/* What a field means to the parser, by its name; the last three also say
+ * that its value was read and found to be the common one already. */
+enum field_kind {
+	F_OTHER, F_HOST, F_EXPECT, F_CONNECTION, F_CONTENT_LENGTH, F_TRANSFER_ENCODING,
+	F_HOST_REGNAME,  /* Host: a reg-name alone, no escape, no port */
+	F_KEEP_ALIVE,    /* Connection: keep-alive */
+	F_CLOSE,         /* Connection: close */
+};
+
+/* The kind of a name read byte by byte: told apart by length first, as
+ * most names are none of these. */
+static int name_kind(const char *p, size_t n)
+{
+	switch (n) {
+	case 4:
+		return slice_ieq(p, 4, "host") ? F_HOST : F_OTHER;
+	case 6:
+		return slice_ieq(p, 6, "expect") ? F_EXPECT : F_OTHER;
+	case 10:
+		return slice_ieq(p, 10, "connection") ? F_CONNECTION : F_OTHER;
+	case 14:
+		return slice_ieq(p, 14, "content-length") ? F_CONTENT_LENGTH : F_OTHER;
+	case 17:
+		return slice_ieq(p, 17, "transfer-encoding") ? F_TRANSFER_ENCODING : F_OTHER;
+	default:
+		return F_OTHER;
+	}
+}
+
+/* name (with its colon, a literal) at p: its length without the colon,
+ * and *kind set, or 0. */
+static inline __attribute__((always_inline)) size_t
+name_is(const char *p, size_t avail, const char *name, int k, int *kind)
+{
+	if (!prefix_ieq(p, avail, name))
+		return 0;
+	*kind = k;
+	return strlen(name) - 1;
+}
+
+/*
+ * A name that most requests carry, and its colon, at p (avail bytes
+ * there): its length (the colon not counted) and *kind, or 0 for a name
+ * to read byte by byte (field_name). A word or two compared in place of
+ * a scan and a lookup; a name matched is all tchars, so nothing else
+ * about it needs checking. The first byte picks the candidates.
+ */
+static size_t known_name(const char *p, size_t avail, int *kind)
+{
+	switch (p[0] | 0x20) {
+	case 'a':
+		return name_is(p, avail, "accept:", F_OTHER, kind) ?:
+		       name_is(p, avail, "accept-encoding:", F_OTHER, kind) ?:
+		       name_is(p, avail, "accept-language:", F_OTHER, kind);
+	case 'c':
+		return name_is(p, avail, "connection:", F_CONNECTION, kind) ?:
+		       name_is(p, avail, "content-type:", F_OTHER, kind) ?:
+		       name_is(p, avail, "content-length:", F_CONTENT_LENGTH, kind) ?:
+		       name_is(p, avail, "cookie:", F_OTHER, kind);
+	case 'e':
+		return name_is(p, avail, "expect:", F_EXPECT, kind);
+	case 'h':
+		return name_is(p, avail, "host:", F_HOST, kind);
+	case 't':
+		return name_is(p, avail, "transfer-encoding:", F_TRANSFER_ENCODING, kind);
+	case 'u':
+		return name_is(p, avail, "user-agent:", F_OTHER, kind);
+	default:
+		return 0;
+	}
+}
+
+/* A name not known_name's, read byte by byte from s: 0 with *colon where
+ * it ends and *kind, or what the line is so far. */
+static int field_name(const struct head *h, size_t s, size_t *colon, int *kind)
+{
+	size_t i = skip_tchars(h->b, s + 1, h->view);
+
+	if (i == h->view)
+		return MORE;
+	if (h->b[i] != ':')
+		return -400;
+	*colon = i;
+	*kind = name_kind(h->b + s, i - s);
+	return 0;
+}
+
+/*
+ * The value of a field of kind at v, if it is the common one, read by
+ * the shortest path: a Host that is a reg-name alone (its class scanned
+ * once, not as field bytes and then as a host), a Connection of
+ * keep-alive or close (compared as words). Where the value ends, its
+ * CRLF there, with *kind saying what it is; else 0, *kind unchanged, for
+ * the general path. The value has no OWS at its end either way.
+ */
+static size_t common_value(const struct head *h, size_t v, int *kind)
+{
+	const char *b = h->b;
+	size_t end = h->view, q;
+
+	if (*kind == F_HOST) {
+		q = skip_class(b, v, end, REGNAME);
+		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+			return 0;
+		*kind = F_HOST_REGNAME;
+		return q;
+	}
+	if (*kind != F_CONNECTION)
+		return 0;
+	if (prefix_ieq(b + v, end - v, "keep-alive\r\n")) {
+		*kind = F_KEEP_ALIVE;
+		return v + 10;
+	}
+	if (prefix_ieq(b + v, end - v, "close\r\n")) {
+		*kind = F_CLOSE;
+		return v + 5;
+	}
+	return 0;
+}
+
+/* Record a complete field line as the n-th and apply what it means. */
+static int add_field(struct head *h, unsigned n, int kind, struct http_slice name,
+                     struct http_slice value)
 {
 	h->req->headers[n] = (struct http_header){ name, value };
-	switch (name.len) {
-	case 4:
-		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
-	case 6:
-		return slice_ieq(name.p, 6, "expect") ? expect(h, value) : 0;
-	case 10:
-		return slice_ieq(name.p, 10, "connection") ? connection(h, value) : 0;
-	case 14:
-		return slice_ieq(name.p, 14, "content-length") ? content_length(h, value) : 0;
-	case 17:
-		return slice_ieq(name.p, 17, "transfer-encoding") ? transfer_encoding(h, value) : 0;
+	switch (kind) {
+	case F_HOST:
+		return host_field(h, value);
+	case F_HOST_REGNAME:
+		if (h->has_host)
+			return -400;
+		h->has_host = true;
+		h->req->host = value;
+		return 0;
+	case F_KEEP_ALIVE:
+		h->keep = true;
+		return 0;
+	case F_CLOSE:
+		h->close = true;
+		return 0;
+	case F_CONNECTION:
+		return connection(h, value);
+	case F_EXPECT:
+		return expect(h, value);
+	case F_CONTENT_LENGTH:
+		return content_length(h, value);
+	case F_TRANSFER_ENCODING:
+		return transfer_encoding(h, value);
 	default:
 		return 0;
 	}
@@ -403,24 +534,28 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 {
 	const char *b = h->b;
 	size_t s = *pos, end = h->view, i, v, q, ve;
+	int kind = F_OTHER, rc;
 
 	if (s == end || !is_tchar((unsigned char)b[s]))
 		return other_line(h, pos, *fields);
 	if (*fields >= h->max_fields)
 		return -431;
-	i = skip_tchars(b, s + 1, end);
-	if (i == end)
-		return MORE;
-	if (b[i] != ':')
-		return -400;
+	if ((i = known_name(b + s, end - s, &kind)))
+		i += s;
+	else if ((rc = field_name(h, s, &i, &kind)) != 0)
+		return rc;
 	v = skip_ows(b, i + 1, end);
-	q = field_value_end(b, v, end);
-	if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
-		return value_end_error(h, q);
-	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
-		;
+	if ((q = common_value(h, v, &kind))) {
+		ve = q;
+	} else {
+		q = field_value_end(b, v, end);
+		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+			return value_end_error(h, q);
+		for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
+			;
+	}
 	*pos = q + 2;
-	return add_field(h, (*fields)++, (struct http_slice){ b + s, i - s },
+	return add_field(h, (*fields)++, kind, (struct http_slice){ b + s, i - s },
 	                 (struct http_slice){ b + v, ve - v });
 }
 
