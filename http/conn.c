@@ -65,11 +65,13 @@ int http_flush(struct http_conn *c)
 
 /* ------------------------------------------------------------- reading */
 
-/* Move the unparsed bytes down to the end of the pinned head. */
+/* Move the unparsed bytes down to the end of the pinned head (none, the
+ * common case between requests: no call to move nothing). */
 static void compact(struct http_conn *c)
 {
 	if (c->in_off > c->keep) {
-		memmove(c->in + c->keep, c->in + c->in_off, c->in_len - c->in_off);
+		if (c->in_len > c->in_off)
+			memmove(c->in + c->keep, c->in + c->in_off, c->in_len - c->in_off);
 		c->in_len -= c->in_off - c->keep;
 		c->in_off = c->keep;
 	}
