@@ -469,6 +469,8 @@ static int add_field(struct head *h, unsigned n, int kind, struct http_slice nam
                      struct http_slice value)
 {
 	h->req->headers[n] = (struct http_header){ name, value };
+	if (kind == F_OTHER) /* most fields: no switch */
+		return 0;
 	switch (kind) {
 	case F_HOST:
 		return host_field(h, value);
@@ -549,9 +551,11 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 		ve = q;
 	} else {
 		q = field_value_end(b, v, end);
-		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+		if (q + 1 >= end || memcmp(b + q, "\r\n", 2))
 			return value_end_error(h, q);
-		for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
+		/* The value's bytes are field bytes: of those, only SP and
+		 * HTAB are not above SP. */
+		for (ve = q; ve > v && (unsigned char)b[ve - 1] <= ' '; ve--)
 			;
 	}
 	*pos = q + 2;
