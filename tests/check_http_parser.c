@@ -919,6 +919,24 @@ START_TEST(test_http_known_names_every_byte)
 }
 END_TEST
 
+/* "GET " is compared whole; any other start is read as a method token. */
+START_TEST(test_http_method_every_byte)
+{
+	for (size_t k = 0; k < 4; k++) {
+		for (unsigned c = 0; c < 256; c++) {
+			char m[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+			bool good = k < 3 ? t_tchar((unsigned char)c) : c == ' ';
+			m[k] = (char)c;
+			int rc = head(m, sizeof(m) - 1);
+			ck_assert_msg(good ? rc == (int)sizeof(m) - 1 : rc == -400,
+			              "method byte %zu made %#x: %d", k, c, rc);
+			if (good)
+				ck_assert(req.method.p == m && req.method.len == 3);
+		}
+	}
+}
+END_TEST
+
 /* A value's byte k made c, by the rules of its field as the test spells
  * them: -1 for a bad line, 1 for a good one that keeps its meaning, 0 for
  * a good one that means nothing (or, for Host, another host). */
@@ -1425,6 +1443,7 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_obs_fold);
 	tcase_add_test(tc, test_http_whitespace_before_first_field);
 	tcase_add_test(tc, test_http_field_name_syntax);
+	tcase_add_test(tc, test_http_method_every_byte);
 	tcase_add_loop_test(tc, test_http_known_names_every_byte, 0,
 	                    (int)(sizeof(named_fields) / sizeof(named_fields[0])));
 	tcase_add_loop_test(tc, test_http_common_values_every_byte, 0,
