@@ -154,22 +154,20 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 {
 	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_response res;
-	struct http_core *core;
 	int rc = next_head(c, &req->head);
 
 	if (rc == HEAD_IDLE)
 		return 1;
 	if (rc < 0) {
 		if (rc != -1) {
-			count(&http_core(srv)->rejected);
+			count(&c->core->rejected);
 			http_refuse(c, -rc);
 		}
 		return -1;
 	}
-	core = http_core(srv); /* the fiber's, so the response's too */
-	count(&core->requests);
+	count(&c->core->requests);
 	http_request_init(req, c, (size_t)rc);
-	http_response_init(&res, c, req, core);
+	http_response_init(&res, c, req, c->core);
 	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
 	rc = http_response_finish(&res, rc);
 	/* What the handler left of the body is read and dropped, so that the
@@ -190,14 +188,16 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
 	size_t in_size = srv->limits.head_max + 4096;
+	struct http_core *core = http_core(srv);
 	struct http_conn *c;
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	if (!(c = http_buffer_get(&http_core(srv)->buffers, sizeof(*c) + in_size)))
+	if (!(c = http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->srv = srv;
+	c->core = core;
 	c->rc = rc;
 	c->in_size = in_size;
 	return c;
@@ -205,7 +205,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 
 static void conn_free(struct http_conn *c)
 {
-	http_buffer_put(&http_core(c->srv)->buffers, c);
+	http_buffer_put(&c->core->buffers, c);
 }
 
 /* Between requests, with nothing of the next one read: hand the

@@ -106,6 +106,8 @@ static inline bool http_stopping(const struct runtime_http_server *srv)
 struct http_conn {
 	struct runtime_http_server *srv;
 	struct runtime_conn *rc;
+	struct http_core *core;      /* its fiber's (a fiber never migrates):
+	                                the counts, the buffer, the caches */
 	size_t keep;                 /* in[0..keep): the pinned head */
 	size_t in_off, in_len;       /* unparsed input: in[in_off..in_len) */
 	size_t in_size;

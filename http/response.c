@@ -451,7 +451,7 @@ int http_refuse(struct http_conn *c, int status)
 	struct text why = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
-	http_response_init(&res, c, NULL, http_core(c->srv));
+	http_response_init(&res, c, NULL, c->core);
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
