@@ -354,20 +354,28 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 
 /* ------------------------------------------------------------------ body */
 
-/* Bytes to the client: into the batch if they fit, else the batch and
- * then they go out at once. */
-static int emit(struct http_conn *c, const void *p, size_t len)
+static int emit(struct http_conn *c, const void *p, size_t len);
+
+/* Bytes that do not fit in the batch: the batch, and then they go out at
+ * once or into the batch emptied. */
+static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const void *p, size_t len)
 {
-	if (len <= HTTP_OUT_SIZE - c->out_len) {
-		memcpy(c->out + c->out_len, p, len);
-		c->out_len += len;
-		return 0;
-	}
 	if (http_flush(c) < 0)
 		return -EPIPE;
 	if (len <= HTTP_OUT_SIZE / 2)
 		return emit(c, p, len);
 	return http_write_out(c, p, len);
+}
+
+/* Bytes to the client: into the batch if they fit (inlined: a copy), else
+ * emit_flushed. */
+static inline int emit(struct http_conn *c, const void *p, size_t len)
+{
+	if (len > HTTP_OUT_SIZE - c->out_len)
+		return emit_flushed(c, p, len);
+	memcpy(c->out + c->out_len, p, len);
+	c->out_len += len;
+	return 0;
 }
 
 /* A chunk: its size line, its data, its CRLF. */
