@@ -112,6 +112,14 @@ static char *put_u64(char *p, uint64_t v)
 	size_t n = 1;
 	char *d;
 
+	if (v < 100) { /* a short body's length: no division */
+		if (v < 10) {
+			*p = (char)('0' + v);
+			return p + 1;
+		}
+		memcpy(p, digit_pairs + 2 * v, 2);
+		return p + 2;
+	}
 	for (uint64_t rest = v; rest >= 10; rest /= 10)
 		n++;
 	for (d = p + n; v >= 100; v /= 100) {
