@@ -47,39 +47,37 @@ void http_buffers_free(struct http_buffers *b);
 /* Per core, a cache line each: written by that core only (no locked
  * adds), read relaxed by the stats; and its connection buffers. */
 #define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
-#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
 
 /*
  * What a core's responses start with (response.c): a 200's status line,
  * the Server field and the Date field, made again when the second moves
- * (the Date changes no faster). A 200 copies all of it, any other status
+ * (the Date changes no faster); then the Content-Type field line the
+ * core's responses last sent: handlers answer with a few types, and
+ * telling that a value is that one again costs less than checking it
+ * again. A 200 of that type copies all of it at once, any other status
  * its own line and then the rest.
  */
+#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
+#define HTTP_TYPE_NAME "Content-Type: "
+
 struct http_head_start {
 	time_t second;               /* 0: not made yet */
-	size_t len;
+	size_t len;                  /* the status line, Server and Date */
+	size_t type_len;             /* the Content-Type line after them */
+	size_t type_value_len;       /* its value's, 0: none yet */
 	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
-	          sizeof("Date: \r\n") - 1 + 32];
-};
-
-/* The Content-Type field line a core's responses last sent: handlers
- * answer with a few types, and telling that a value is that one again
- * costs less than checking it again (response.c). */
-struct http_type_line {
-	size_t value_len;            /* 0: none yet */
-	size_t len;
-	char line[sizeof("Content-Type: \r\n") - 1 + HTTP_TYPE_MAX];
+	          sizeof("Date: \r\n") - 1 + 32 +
+	          sizeof(HTTP_TYPE_NAME "\r\n") - 1 + HTTP_TYPE_MAX];
 };
 
 /* A server's share of one core: its counts (read from any thread), and
- * what only the core's thread touches - buffers and the response caches,
+ * what only the core's thread touches - buffers and the response cache,
  * kept here rather than per thread so that neither a second server nor a
  * late dlopen's static TLS is a concern. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;
 	struct http_head_start head;
-	struct http_type_line type;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
