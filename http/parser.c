@@ -388,20 +388,20 @@ static int name_kind(const char *p, size_t n)
 	}
 }
 
-/* name (with its colon, a literal) at p: its length without the colon,
- * and *kind set, or 0. */
+/* name (with its colon and a space after it, a literal) at p: its length
+ * without those, and *kind set, or 0. */
 static inline __attribute__((always_inline)) size_t
 name_is(const char *p, size_t avail, const char *name, int k, int *kind)
 {
 	if (!prefix_ieq(p, avail, name))
 		return 0;
 	*kind = k;
-	return strlen(name) - 1;
+	return strlen(name) - 2;
 }
 
 /*
- * A name that most requests carry, and its colon, at p (avail bytes
- * there): its length (the colon not counted) and *kind, or 0 for a name
+ * A name that most requests carry, its colon and one space, at p (avail
+ * bytes there, 8 at least): the name's length and *kind, or 0 for a line
  * to read byte by byte (field_name). A word or two compared in place of
  * a scan and a lookup; a name matched is all tchars, so nothing else
  * about it needs checking. The first byte picks the candidates.
@@ -410,39 +410,68 @@ static size_t known_name(const char *p, size_t avail, int *kind)
 {
 	switch (p[0] | 0x20) {
 	case 'a':
-		return name_is(p, avail, "accept:", F_OTHER, kind) ?:
-		       name_is(p, avail, "accept-encoding:", F_OTHER, kind) ?:
-		       name_is(p, avail, "accept-language:", F_OTHER, kind);
+		return name_is(p, avail, "accept: ", F_OTHER, kind) ?:
+		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind) ?:
+		       name_is(p, avail, "accept-language: ", F_OTHER, kind);
 	case 'c':
-		return name_is(p, avail, "connection:", F_CONNECTION, kind) ?:
-		       name_is(p, avail, "content-type:", F_OTHER, kind) ?:
-		       name_is(p, avail, "content-length:", F_CONTENT_LENGTH, kind) ?:
-		       name_is(p, avail, "cookie:", F_OTHER, kind);
+		return name_is(p, avail, "connection: ", F_CONNECTION, kind) ?:
+		       name_is(p, avail, "content-type: ", F_OTHER, kind) ?:
+		       name_is(p, avail, "content-length: ", F_CONTENT_LENGTH, kind) ?:
+		       name_is(p, avail, "cookie: ", F_OTHER, kind);
 	case 'e':
-		return name_is(p, avail, "expect:", F_EXPECT, kind);
+		return name_is(p, avail, "expect: ", F_EXPECT, kind);
 	case 'h':
-		return name_is(p, avail, "host:", F_HOST, kind);
+		return name_is(p, avail, "host: ", F_HOST, kind);
 	case 't':
-		return name_is(p, avail, "transfer-encoding:", F_TRANSFER_ENCODING, kind);
+		return name_is(p, avail, "transfer-encoding: ", F_TRANSFER_ENCODING, kind);
 	case 'u':
-		return name_is(p, avail, "user-agent:", F_OTHER, kind);
+		return name_is(p, avail, "user-agent: ", F_OTHER, kind);
 	default:
 		return 0;
 	}
 }
 
-/* A name not known_name's, read byte by byte from s: 0 with *colon where
- * it ends and *kind, or what the line is so far. */
-static int field_name(const struct head *h, size_t s, size_t *colon, int *kind)
+/* A line that does not start with a name byte: the empty line ending the
+ * head (DONE), or what it can be told from so far. */
+static int other_line(struct head *h, size_t *pos, unsigned fields)
 {
-	size_t i = skip_tchars(h->b, s + 1, h->view);
+	const char *b = h->b;
+	size_t s = *pos;
+	int term;
 
+	if (s == h->view || b[s] == '\r' || b[s] == '\n') { /* the empty line */
+		if ((term = terminator(h, s)) != 0)
+			return term;
+		*pos = s + 2;
+		return DONE;
+	}
+	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
+		return -400;
+	return fields >= h->max_fields ? -431 : -400;
+}
+
+/* A line at *pos that known_name did not take: the empty line or what
+ * other_line tells, else a name read byte by byte. 0 with *colon after
+ * the name, *value past the OWS after the colon and *kind; or what the
+ * line is so far. */
+static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colon,
+                      size_t *value, int *kind)
+{
+	const char *b = h->b;
+	size_t s = *pos, i;
+
+	if (s == h->view || !is_tchar((unsigned char)b[s]))
+		return other_line(h, pos, fields);
+	if (fields >= h->max_fields)
+		return -431;
+	i = skip_tchars(b, s + 1, h->view);
 	if (i == h->view)
 		return MORE;
-	if (h->b[i] != ':')
+	if (b[i] != ':')
 		return -400;
 	*colon = i;
-	*kind = name_kind(h->b + s, i - s);
+	*value = skip_ows(b, i + 1, h->view);
+	*kind = name_kind(b + s, i - s);
 	return 0;
 }
 
@@ -514,25 +543,6 @@ static int add_field(struct head *h, unsigned n, int kind, struct http_slice nam
 	}
 }
 
-/* A line that does not start with a name byte: the empty line ending the
- * head (DONE), or what it can be told from so far. */
-static int other_line(struct head *h, size_t *pos, unsigned fields)
-{
-	const char *b = h->b;
-	size_t s = *pos;
-	int term;
-
-	if (s == h->view || b[s] == '\r' || b[s] == '\n') { /* the empty line */
-		if ((term = terminator(h, s)) != 0)
-			return term;
-		*pos = s + 2;
-		return DONE;
-	}
-	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
-		return -400;
-	return fields >= h->max_fields ? -431 : -400;
-}
-
 /* The end of a field value at q that is not CRLF: what the line is so far
  * (never 0). */
 static int value_end_error(const struct head *h, size_t q)
@@ -553,15 +563,16 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 	size_t s = *pos, end = h->view, i, v, q, ve;
 	int kind = F_OTHER, rc;
 
-	if (s == end || !is_tchar((unsigned char)b[s]))
-		return other_line(h, pos, *fields);
-	if (*fields >= h->max_fields)
-		return -431;
-	if ((i = known_name(b + s, end - s, &kind)))
+	if (end - s >= 8 && (i = known_name(b + s, end - s, &kind))) {
+		if (*fields >= h->max_fields)
+			return -431;
 		i += s;
-	else if ((rc = field_name(h, s, &i, &kind)) != 0)
+		v = i + 2;
+		if (v < end && is_ows((unsigned char)b[v]))
+			v = skip_ows(b, v, end);
+	} else if ((rc = field_name(h, pos, *fields, &i, &v, &kind)) != 0) {
 		return rc;
-	v = skip_ows(b, i + 1, end);
+	}
 	if ((q = common_value(h, v, &kind))) {
 		ve = q;
 	} else {
