@@ -39,15 +39,20 @@ static inline unsigned hex_value(unsigned char c)
 }
 
 /* Byte classes by table: a strchr per byte took 4 % of the server's CPU
- * under pipelined load. */
-enum { TCHAR = 1, REGNAME = 2, BOTH = TCHAR | REGNAME };
+ * under pipelined load. PATH: a request-target's byte (VCHAR but '#')
+ * other than '?', where its path ends. */
+enum { TCHAR = 1, REGNAME = 2, PATH = 4, ALL = TCHAR | REGNAME | PATH };
 
 static const uint8_t byte_class[256] = {
-	['0' ... '9'] = BOTH, ['a' ... 'z'] = BOTH, ['A' ... 'Z'] = BOTH,
-	['!'] = BOTH, ['$'] = BOTH, ['&'] = BOTH, ['\''] = BOTH, ['*'] = BOTH,
-	['+'] = BOTH, ['-'] = BOTH, ['.'] = BOTH, ['_'] = BOTH, ['~'] = BOTH,
-	['#'] = TCHAR, ['%'] = TCHAR, ['^'] = TCHAR, ['`'] = TCHAR, ['|'] = TCHAR,
-	['('] = REGNAME, [')'] = REGNAME, [';'] = REGNAME, ['='] = REGNAME,
+	['0' ... '9'] = ALL, ['a' ... 'z'] = ALL, ['A' ... 'Z'] = ALL,
+	['!'] = ALL, ['$'] = ALL, ['&'] = ALL, ['\''] = ALL, ['*'] = ALL,
+	['+'] = ALL, ['-'] = ALL, ['.'] = ALL, ['_'] = ALL, ['~'] = ALL,
+	['#'] = TCHAR, ['%'] = TCHAR | PATH, ['^'] = TCHAR | PATH, ['`'] = TCHAR | PATH,
+	['|'] = TCHAR | PATH,
+	['('] = REGNAME | PATH, [')'] = REGNAME | PATH, [';'] = REGNAME | PATH,
+	['='] = REGNAME | PATH,
+	['"'] = PATH, [','] = PATH, ['/'] = PATH, [':'] = PATH, ['<'] = PATH, ['>'] = PATH,
+	['@'] = PATH, ['['] = PATH, ['\\'] = PATH, [']'] = PATH, ['{'] = PATH, ['}'] = PATH,
 };
 
 /* RFC 9110 5.6.2 tchar: DIGIT, ALPHA and "!#$%&'*+-.^_`|~" */
@@ -159,6 +164,22 @@ static inline uint64_t non_target_in(uint64_t w)
 {
 	uint64_t x = w & ~HIGHS;
 	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f);
+
+	return (w | ~ok | (x + ONES)) & HIGHS;
+}
+
+/* Not in a request-target, or its first '?': where a target's path ends. */
+static inline bool is_path_end(unsigned char c)
+{
+	return is_non_target(c) || c == '?';
+}
+
+/* As non_target_in, (x ^ '?') + 0x7f too. */
+static inline uint64_t path_end_in(uint64_t w)
+{
+	uint64_t x = w & ~HIGHS;
+	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f) &
+	              ((x ^ ONES * '?') + ONES * 0x7f);
 
 	return (w | ~ok | (x + ONES)) & HIGHS;
 }

@@ -241,6 +241,24 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 	return 0;
 }
 
+/* The request-target's end from t, up to lim: its first byte that is not
+ * a target's (the SP after it, if the line is good), *query at its first
+ * '?' or there. A short path is read a byte a time (a table's class, the
+ * word-at-a-time scan's set-up costing more than its words save); the
+ * rest of a long one, and a query, a word at a time. */
+static size_t target_end(const char *b, size_t t, size_t lim, size_t *query)
+{
+	size_t e = lim - t > 16 ? t + 16 : lim;
+	size_t i = skip_class(b, t, e, PATH);
+
+	if (i == e && e < lim)
+		i = skip_run(b, t, i, lim, path_end_in, is_path_end);
+	*query = i;
+	if (i < lim && b[i] == '?')
+		i = skip_run(b, t, i + 1, lim, non_target_in, is_non_target);
+	return i;
+}
+
 /* The method at s, up to lim (as in request_line): 0 with *sp at the SP
  * after it, or what the line is so far. */
 static int method(const struct head *h, size_t s, size_t lim, size_t *sp)
@@ -267,7 +285,7 @@ static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
 	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
-	size_t i, t;
+	size_t i, t, q;
 	int rc;
 
 	if (lim - s >= 4 && !memcmp(b + s, "GET ", 4))
@@ -276,13 +294,14 @@ static int request_line(struct head *h, size_t *pos)
 		return rc;
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
-	i = skip_run(b, t, i, lim, non_target_in, is_non_target);
+	i = target_end(b, t, lim, &q);
 	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
 		return ran_out(h, i);
 	if (i == t || b[i] != ' ')
 		return -400;
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
+	h->req->query = q - t;
 	return request_version(h, i + 1, lim, pos);
 }
 

@@ -63,6 +63,8 @@ enum http_body {
 struct http_request {
 	struct http_slice method;
 	struct http_slice target;
+	size_t query;                /* offset in target of its first '?', or
+	                                target.len if it has none */
 	int minor;                   /* 0: HTTP/1.0, 1: HTTP/1.1 */
 	struct http_header headers[HTTP_HEADERS_MAX];
 	unsigned nheaders;

@@ -20,7 +20,7 @@
 static void split_target(struct runtime_http_request *req)
 {
 	const char *t = req->head.target.p, *end = t + req->head.target.len;
-	const char *q;
+	const char *q = t + req->head.query; /* end if no '?' */
 
 	req->path = req->query = (struct runtime_http_slice){ end, 0 };
 	if (t[0] != '/') {
@@ -37,9 +37,10 @@ static void split_target(struct runtime_http_request *req)
 			return;
 		}
 	}
-	q = memchr(t, '?', (size_t)(end - t));
-	req->path = (struct runtime_http_slice){ t, (size_t)((q ? q : end) - t) };
-	if (q)
+	/* The target's first '?' ends its path in every form: an authority
+	 * has none. */
+	req->path = (struct runtime_http_slice){ t, (size_t)(q - t) };
+	if (q < end)
 		req->query = (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) };
 }
 

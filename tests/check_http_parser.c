@@ -926,6 +926,37 @@ START_TEST(test_http_known_names_every_byte)
 }
 END_TEST
 
+/* The parser notes the target's first '?' (a path read a byte at a time
+ * for its first 16 bytes, a word at a time after): at every offset, with
+ * more '?' after it or none, and in a target without one. */
+START_TEST(test_http_query_at_every_offset)
+{
+	char t[64], m[128];
+
+	for (size_t len = 1; len <= 40; len++) {
+		for (size_t k = 0; k <= len; k++) {
+			memset(t, 'a', len);
+			t[0] = '/';
+			if (k < len && k > 0)
+				t[k] = '?';
+			if (k + 3 < len)
+				t[k + 3] = '?';
+			snprintf(m, sizeof(m), "GET %.*s HTTP/1.1\r\nHost: h\r\n\r\n", (int)len, t);
+			ck_assert_msg(head_str(m) > 0, "%s", m);
+			ck_assert_uint_eq(req.target.len, len);
+			size_t want = k > 0 && k < len ? k : (k + 3 < len ? k + 3 : len);
+			ck_assert_msg(req.query == want, "%s: %zu, not %zu", m, req.query, want);
+		}
+	}
+	ck_assert_int_gt(head_str("GET http://h/p?q?r HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 10);
+	ck_assert_int_gt(head_str("GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 8);
+	ck_assert_int_gt(head_str("CONNECT h:80 HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 4);
+}
+END_TEST
+
 /* The fast path takes a known name with one space after its colon; no
  * space, more, or a tab, are the same field read by the general path. */
 START_TEST(test_http_known_names_ows)
@@ -1470,6 +1501,7 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_obs_fold);
 	tcase_add_test(tc, test_http_whitespace_before_first_field);
 	tcase_add_test(tc, test_http_field_name_syntax);
+	tcase_add_test(tc, test_http_query_at_every_offset);
 	tcase_add_test(tc, test_http_method_every_byte);
 	tcase_add_test(tc, test_http_known_names_ows);
 	tcase_add_loop_test(tc, test_http_known_names_every_byte, 0,
