@@ -78,8 +78,9 @@ static void compact(struct http_conn *c)
 }
 
 /* Read more input before deadline. Returns the bytes read, 0 at EOF, or
- * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...). */
-ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+ * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...).
+ * Inlined into next_head, the read of every request. */
+static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, uint64_t deadline)
 {
 	compact(c);
 	if (c->in_len == c->in_size)
@@ -89,6 +90,11 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 	if (n > 0)
 		c->in_len += (size_t)n;
 	return n;
+}
+
+ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+{
+	return fill(c, deadline);
 }
 
 #define HEAD_IDLE (-2) /* no head begun, all answers written: wait idle */
@@ -131,7 +137,7 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		if (!avail && c->idle_now)
 			return idle_until(c, idle_end); /* release_after 0: at once */
 		runtime_conn_set_idle(c->rc, !avail);
-		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
+		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
 		runtime_conn_set_idle(c->rc, 0);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
