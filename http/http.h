@@ -18,6 +18,7 @@
 #include <runtime_http.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <time.h>
 
 #include "parser.h"
@@ -160,8 +161,6 @@ uint64_t http_deadline_in(uint64_t ns);
 struct http_core *http_core(struct runtime_http_server *srv);
 
 /* response.c */
-void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req, struct http_core *core);
 int http_refuse(struct http_conn *c, int status);
 int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);
@@ -169,5 +168,23 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* request.c */
 void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
 int http_body_discard(struct runtime_http_request *req);
+
+/* A response made ready (response.c's, inline: one per request). req is
+ * NULL for the library's own answers (http_refuse), which close. */
+static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
+                                      struct runtime_http_request *req, struct http_core *core)
+{
+	res->conn = c;
+	res->req = req;
+	res->core = core;
+	res->state = RES_NONE;
+	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
+	res->close = !req || !req->head.keep_alive;
+	res->chunked = res->no_body = false;
+	res->status = 0;
+	res->length = 0;
+	res->sent = 0;
+	res->fields_len = 0;
+}
 
 #endif

@@ -151,22 +151,6 @@ static char *put_hex(char *p, uint64_t v)
 	return p;
 }
 
-void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req, struct http_core *core)
-{
-	res->conn = c;
-	res->req = req;
-	res->core = core;
-	res->state = RES_NONE;
-	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
-	res->close = !req || !req->head.keep_alive;
-	res->chunked = res->no_body = false;
-	res->status = 0;
-	res->length = 0;
-	res->sent = 0;
-	res->fields_len = 0;
-}
-
 /* ---------------------------------------------------------------- fields */
 
 /* A field value: field bytes (visible, obs-text, spaces and tabs), none
