@@ -67,7 +67,7 @@ int http_flush(struct http_conn *c)
 
 /* Move the unparsed bytes down to the end of the pinned head (none, the
  * common case between requests: no call to move nothing). */
-static void compact(struct http_conn *c)
+static inline __attribute__((always_inline)) void compact(struct http_conn *c)
 {
 	if (c->in_off > c->keep) {
 		if (c->in_len > c->in_off)
