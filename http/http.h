@@ -4,7 +4,8 @@
  *
  *   parser.c    the strict request parser and the chunked decoder (parser.h)
  *   server.c    runtime_http_serve: configuration, counters, serving
- *   conn.c      one fiber per connection: heads, bodies, the output batch
+ *   conn.c      one fiber per connection: heads, the requests made ready
+ *               for their handlers, bodies, the output batch
  *   buffers.c   each core's connection buffers, outside malloc's heap
  *   response.c  status lines and fields, fixed, streamed and file bodies
  *   request.c   what a handler reads of a request; decoding helpers
@@ -166,7 +167,6 @@ int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);
 
 /* request.c */
-void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
 int http_body_discard(struct runtime_http_request *req);
 
 /* A response made ready (response.c's, inline: one per request). req is
