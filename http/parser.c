@@ -632,13 +632,10 @@ static void head_init(struct head *h, const char *buf, size_t len,
 	*h = (struct head){ .b = buf, .lim = lim, .req = req };
 	h->view = len < head_max ? len : head_max;
 	h->max_fields = lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX;
-	req->method = req->target = req->host = (struct http_slice){ NULL, 0 };
-	req->minor = 1;
-	req->nheaders = 0;
-	req->body = HTTP_BODY_NONE;
+	/* What only some heads set; the rest of req is set on the way to
+	 * any complete head (an incomplete or bad one's req is no result). */
+	req->host = (struct http_slice){ NULL, 0 };
 	req->content_length = 0;
-	req->keep_alive = req->expect_continue = false;
-	req->head_len = 0;
 }
 
 int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
