@@ -65,6 +65,27 @@ int http_flush(struct http_conn *c)
 
 /* ------------------------------------------------------------- reading */
 
+/*
+ * runtime_conn_set_idle, told only a change. A head is read idle when
+ * none of it has come (a drain may end the wait); the connection stays
+ * so while its request is served, as nothing reads it then but a body's
+ * reads (the handler may not read it: runtime_http_conn), which make it
+ * busy first (http_not_idle). Between keep-alive requests that is no
+ * call at all.
+ */
+static inline void tell_idle(struct http_conn *c, bool idle)
+{
+	if (c->idle != idle) {
+		runtime_conn_set_idle(c->rc, idle);
+		c->idle = idle;
+	}
+}
+
+void http_not_idle(struct http_conn *c)
+{
+	tell_idle(c, false);
+}
+
 /* Move the unparsed bytes down to the end of the pinned head (none, the
  * common case between requests: no call to move nothing). */
 static inline __attribute__((always_inline)) void compact(struct http_conn *c)
@@ -92,8 +113,10 @@ static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, u
 	return n;
 }
 
+/* A body's read: the connection busy. */
 ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 {
+	tell_idle(c, false);
 	return fill(c, deadline);
 }
 
@@ -136,9 +159,8 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			return -1;
 		if (!avail && c->idle_now)
 			return idle_until(c, idle_end); /* release_after 0: at once */
-		runtime_conn_set_idle(c->rc, !avail);
+		tell_idle(c, !avail);
 		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
-		runtime_conn_set_idle(c->rc, 0);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
 		if (n == -EAGAIN)
@@ -271,6 +293,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 	if (!(c = http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
+	c->idle = -1;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -292,6 +315,7 @@ static void conn_free(struct http_conn *c)
 static bool went_idle(struct http_conn *c)
 {
 	c->idle_now = false;
+	c->idle = -1; /* runtime_conn_idle's to set */
 	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
 }
 
@@ -311,6 +335,8 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 		}
 		c->idle_now = may_idle && rc_one == 0 && srv->cfg.release_after_ns == 0;
 	}
+	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
+	                        caller may go on with the connection */
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
 		if (http_flush(c) == 0 && c->linger)

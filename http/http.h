@@ -119,6 +119,8 @@ struct http_conn {
 	bool linger;                 /* input may be left unread: finish, then
 	                                close (else the kernel resets, and the
 	                                last answer may be lost) */
+	signed char idle;            /* what runtime_conn_set_idle was told
+	                                last (-1: not known) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -158,6 +160,7 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);
+void http_not_idle(struct http_conn *c);
 uint64_t http_deadline_in(uint64_t ns);
 struct http_core *http_core(struct runtime_http_server *srv);
 

@@ -550,6 +550,31 @@ START_TEST(test_drain_closes_idle)
 }
 END_TEST
 
+/* A drain while a keep-alive connection's handler reads its body: the
+ * connection is busy (though its head was read idle), the body is read
+ * whole and answered, with the close. */
+START_TEST(test_drain_lets_a_body_finish)
+{
+	char r[4096] = "";
+
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhello");
+	usleep(100 * 1000); /* the handler waits for the rest */
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	usleep(100 * 1000);
+	send_str(fd, "world");
+	r[0] = '\0';
+	ck_assert(read_until(fd, r, sizeof(r), "helloworld"));
+	ck_assert_msg(strstr(r, "200 OK") && strstr(r, "Connection: close\r\n"), "got: %s", r);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_end();
+}
+END_TEST
+
 /* ----------------------------------------- idle with no fiber (release) */
 
 #define IDLE_CONNS 20
@@ -745,6 +770,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
+	tcase_add_test(tc, test_drain_lets_a_body_finish);
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_decode_helpers);
