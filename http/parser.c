@@ -13,6 +13,13 @@
  * the first head_max bytes are ever looked at; needing more than that is
  * -431.
  *
+ * What most requests carry is read by shorter paths: "GET ", the common
+ * field names with ": ", a Host that is a bare reg-name, Connection
+ * keep-alive or close, an Accept of every type, compared a word at a
+ * time. Each takes only input that the general path would read the same
+ * way, and falls to it otherwise (tests/check_http_parser.c tries every
+ * byte there).
+ *
  * Choices where the RFCs leave room (all in the strict direction):
  *  - One CRLF before the request line is skipped (RFC 9112 2.2 says a
  *    server SHOULD ignore at least one); a second one, or a bare CR or LF
