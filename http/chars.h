@@ -39,15 +39,20 @@ static inline unsigned hex_value(unsigned char c)
 }
 
 /* Byte classes by table: a strchr per byte took 4 % of the server's CPU
- * under pipelined load. */
-enum { TCHAR = 1, REGNAME = 2, BOTH = TCHAR | REGNAME };
+ * under pipelined load. PATH: a request-target's byte (VCHAR but '#')
+ * other than '?', where its path ends. */
+enum { TCHAR = 1, REGNAME = 2, PATH = 4, ALL = TCHAR | REGNAME | PATH };
 
 static const uint8_t byte_class[256] = {
-	['0' ... '9'] = BOTH, ['a' ... 'z'] = BOTH, ['A' ... 'Z'] = BOTH,
-	['!'] = BOTH, ['$'] = BOTH, ['&'] = BOTH, ['\''] = BOTH, ['*'] = BOTH,
-	['+'] = BOTH, ['-'] = BOTH, ['.'] = BOTH, ['_'] = BOTH, ['~'] = BOTH,
-	['#'] = TCHAR, ['%'] = TCHAR, ['^'] = TCHAR, ['`'] = TCHAR, ['|'] = TCHAR,
-	['('] = REGNAME, [')'] = REGNAME, [';'] = REGNAME, ['='] = REGNAME,
+	['0' ... '9'] = ALL, ['a' ... 'z'] = ALL, ['A' ... 'Z'] = ALL,
+	['!'] = ALL, ['$'] = ALL, ['&'] = ALL, ['\''] = ALL, ['*'] = ALL,
+	['+'] = ALL, ['-'] = ALL, ['.'] = ALL, ['_'] = ALL, ['~'] = ALL,
+	['#'] = TCHAR, ['%'] = TCHAR | PATH, ['^'] = TCHAR | PATH, ['`'] = TCHAR | PATH,
+	['|'] = TCHAR | PATH,
+	['('] = REGNAME | PATH, [')'] = REGNAME | PATH, [';'] = REGNAME | PATH,
+	['='] = REGNAME | PATH,
+	['"'] = PATH, [','] = PATH, ['/'] = PATH, [':'] = PATH, ['<'] = PATH, ['>'] = PATH,
+	['@'] = PATH, ['['] = PATH, ['\\'] = PATH, [']'] = PATH, ['{'] = PATH, ['}'] = PATH,
 };
 
 /* RFC 9110 5.6.2 tchar: DIGIT, ALPHA and "!#$%&'*+-.^_`|~" */
@@ -163,6 +168,22 @@ static inline uint64_t non_target_in(uint64_t w)
 	return (w | ~ok | (x + ONES)) & HIGHS;
 }
 
+/* Not in a request-target, or its first '?': where a target's path ends. */
+static inline bool is_path_end(unsigned char c)
+{
+	return is_non_target(c) || c == '?';
+}
+
+/* As non_target_in, (x ^ '?') + 0x7f too. */
+static inline uint64_t path_end_in(uint64_t w)
+{
+	uint64_t x = w & ~HIGHS;
+	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f) &
+	              ((x ^ ONES * '?') + ONES * 0x7f);
+
+	return (w | ~ok | (x + ONES)) & HIGHS;
+}
+
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define RUN_EXACT 1
 #else
@@ -265,6 +286,47 @@ word_ieq(const char *p, const char *lit, size_t k)
 		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
 	}
 	return (w | fold) == want;
+}
+
+/* The 8 bytes at p against the literal's first k (k <= 8; the bytes past
+ * k are not compared), letters in either case: as word_ieq, from a whole
+ * word (8 bytes readable at p) masked, so the compare is one load, an OR,
+ * an AND and a compare. Byte order matters only here: elsewhere than on a
+ * little-endian machine the bytes are compared one at a time. */
+static inline __attribute__((always_inline)) bool
+word_ieq_masked(const char *p, const char *lit, size_t k)
+{
+#if RUN_EXACT
+	uint64_t want = 0, fold = 0, mask = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1;
+
+#pragma GCC unroll 8
+	for (size_t i = 0; i < k; i++) {
+		unsigned char c = (unsigned char)lit[i];
+		bool letter = is_alpha(c);
+		want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
+		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
+	}
+	return ((load_word(p) | fold) & mask) == want;
+#else
+	return slice_ieq_bytes(p, k, lit);
+#endif
+}
+
+/* p starts with lit (1 to 24 bytes, a literal) but for the case of its
+ * letters, with avail bytes readable at p: false if fewer than the
+ * compare reads (the literal's length, and 8 at least). Longer than 8,
+ * whole words from the start and the literal's last 8 bytes (which may
+ * overlap the word before) are compared. */
+static inline __attribute__((always_inline)) bool
+prefix_ieq(const char *p, size_t avail, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	if (n <= 8)
+		return avail >= 8 && word_ieq_masked(p, lit, n);
+	return avail >= n && word_ieq_masked(p, lit, 8) &&
+	       (n <= 16 || word_ieq_masked(p + 8, lit + 8, 8)) &&
+	       word_ieq_masked(p + n - 8, lit + n - 8, 8);
 }
 
 /* p[0..n) equals lit but for the case of its letters. Inlined

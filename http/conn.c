@@ -65,19 +65,43 @@ int http_flush(struct http_conn *c)
 
 /* ------------------------------------------------------------- reading */
 
-/* Move the unparsed bytes down to the end of the pinned head. */
-static void compact(struct http_conn *c)
+/*
+ * runtime_conn_set_idle, told only a change. A head is read idle when
+ * none of it has come (a drain may end the wait); the connection stays
+ * so while its request is served, as nothing reads it then but a body's
+ * reads (the handler may not read it: runtime_http_conn), which make it
+ * busy first (http_not_idle). Between keep-alive requests that is no
+ * call at all.
+ */
+static inline void tell_idle(struct http_conn *c, bool idle)
+{
+	if (c->idle != idle) {
+		runtime_conn_set_idle(c->rc, idle);
+		c->idle = idle;
+	}
+}
+
+void http_not_idle(struct http_conn *c)
+{
+	tell_idle(c, false);
+}
+
+/* Move the unparsed bytes down to the end of the pinned head (none, the
+ * common case between requests: no call to move nothing). */
+static inline __attribute__((always_inline)) void compact(struct http_conn *c)
 {
 	if (c->in_off > c->keep) {
-		memmove(c->in + c->keep, c->in + c->in_off, c->in_len - c->in_off);
+		if (c->in_len > c->in_off)
+			memmove(c->in + c->keep, c->in + c->in_off, c->in_len - c->in_off);
 		c->in_len -= c->in_off - c->keep;
 		c->in_off = c->keep;
 	}
 }
 
 /* Read more input before deadline. Returns the bytes read, 0 at EOF, or
- * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...). */
-ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+ * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...).
+ * Inlined into next_head, the read of every request. */
+static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, uint64_t deadline)
 {
 	compact(c);
 	if (c->in_len == c->in_size)
@@ -87,6 +111,13 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 	if (n > 0)
 		c->in_len += (size_t)n;
 	return n;
+}
+
+/* A body's read: the connection busy. */
+ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+{
+	tell_idle(c, false);
+	return fill(c, deadline);
 }
 
 #define HEAD_IDLE (-2) /* no head begun, all answers written: wait idle */
@@ -128,9 +159,8 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			return -1;
 		if (!avail && c->idle_now)
 			return idle_until(c, idle_end); /* release_after 0: at once */
-		runtime_conn_set_idle(c->rc, !avail);
-		ssize_t n = http_fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
-		runtime_conn_set_idle(c->rc, 0);
+		tell_idle(c, !avail);
+		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
 		if (n == -EAGAIN)
@@ -144,6 +174,72 @@ static int next_head(struct http_conn *c, struct http_request *head)
 	}
 }
 
+/* ---------------------------------------------------------------- requests */
+
+/* The path and query of the target: origin-form "/p?q", absolute-form
+ * "http://host/p?q" (its path, "/" if none); "*" and authority-form have
+ * neither. */
+static void split_target(struct runtime_http_request *req)
+{
+	const char *t = req->head.target.p, *end = t + req->head.target.len;
+	const char *q = t + req->head.query; /* end if no '?' */
+
+	req->path = req->query = (struct runtime_http_slice){ end, 0 };
+	if (t[0] != '/') {
+		const char *scheme = memchr(t, ':', (size_t)(end - t));
+		if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
+			return; /* "*" or authority-form */
+		t = scheme + 3;
+		while (t < end && *t != '/' && *t != '?')
+			t++;
+		if (t == end || *t == '?') {
+			req->path = (struct runtime_http_slice){ "/", 1 };
+			if (t < end)
+				req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
+			return;
+		}
+	}
+	/* The target's first '?' ends its path in every form: an authority
+	 * has none. */
+	req->path = (struct runtime_http_slice){ t, (size_t)(q - t) };
+	if (q < end)
+		req->query = (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) };
+}
+
+/* A pipelined head far into the buffer leaves little room behind it for
+ * the body's framing: move what is unparsed to the front and parse the
+ * head again there (its slices must point where it stays). Rare. */
+static size_t make_room(struct http_conn *c, struct runtime_http_request *req, size_t head_len)
+{
+	if (c->in_size - (c->in_off + head_len) >= 4096 || !c->in_off)
+		return head_len;
+	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+	c->in_len -= c->in_off;
+	c->in_off = 0;
+	return (size_t)http_parse_head(c->in, c->in_len, &c->srv->limits, &req->head);
+}
+
+/* The request whose head is in[in_off..in_off + head_len), made ready for
+ * its handler: the head pinned, the body's state, path and query. Here,
+ * not in request.c, so that serving a request makes no call for it. */
+static void request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len)
+{
+	const struct http_request *h = &req->head;
+
+	head_len = make_room(c, req, head_len);
+	req->conn = c;
+	c->in_off += head_len;
+	c->keep = c->in_off;
+	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
+	req->body_done = h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && !req->body_left);
+	req->continued = !h->expect_continue;
+	req->answered = false;
+	req->body_error = 0;
+	if (h->body == HTTP_BODY_CHUNKED)
+		http_chunked_init(&req->chunked, &c->srv->limits);
+	split_target(req);
+}
+
 /* ---------------------------------------------------------------- serving */
 
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
@@ -152,24 +248,25 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 {
 	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_response res;
-	struct http_core *core;
 	int rc = next_head(c, &req->head);
 
 	if (rc == HEAD_IDLE)
 		return 1;
 	if (rc < 0) {
 		if (rc != -1) {
-			count(&http_core(srv)->rejected);
+			count(&c->core->rejected);
 			http_refuse(c, -rc);
 		}
 		return -1;
 	}
-	core = http_core(srv); /* the fiber's, so the response's too */
-	count(&core->requests);
-	http_request_init(req, c, (size_t)rc);
-	http_response_init(&res, c, req, core);
+	count(&c->core->requests);
+	request_init(req, c, (size_t)rc);
+	http_response_init(&res, c, req, c->core);
 	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
-	rc = http_response_finish(&res, rc);
+	if (res.state == RES_DONE && req->body_done && !req->body_error)
+		rc = res.close ? -1 : 0; /* answered, body read: nothing to finish */
+	else
+		rc = http_response_finish(&res, rc);
 	/* What the handler left of the body is read and dropped, so that the
 	 * next request starts where it should; a body that breaks a rule now
 	 * only ends the connection (a second answer would be taken for the
@@ -188,14 +285,17 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
 	size_t in_size = srv->limits.head_max + 4096;
+	struct http_core *core = http_core(srv);
 	struct http_conn *c;
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	if (!(c = http_buffer_get(&http_core(srv)->buffers, sizeof(*c) + in_size)))
+	if (!(c = http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
+	c->idle = -1;
 	c->srv = srv;
+	c->core = core;
 	c->rc = rc;
 	c->in_size = in_size;
 	return c;
@@ -203,7 +303,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 
 static void conn_free(struct http_conn *c)
 {
-	http_buffer_put(&http_core(c->srv)->buffers, c);
+	http_buffer_put(&c->core->buffers, c);
 }
 
 /* Between requests, with nothing of the next one read: hand the
@@ -215,6 +315,7 @@ static void conn_free(struct http_conn *c)
 static bool went_idle(struct http_conn *c)
 {
 	c->idle_now = false;
+	c->idle = -1; /* runtime_conn_idle's to set */
 	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
 }
 
@@ -234,6 +335,8 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 		}
 		c->idle_now = may_idle && rc_one == 0 && srv->cfg.release_after_ns == 0;
 	}
+	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
+	                        caller may go on with the connection */
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
 		if (http_flush(c) == 0 && c->linger)

@@ -4,7 +4,8 @@
  *
  *   parser.c    the strict request parser and the chunked decoder (parser.h)
  *   server.c    runtime_http_serve: configuration, counters, serving
- *   conn.c      one fiber per connection: heads, bodies, the output batch
+ *   conn.c      one fiber per connection: heads, the requests made ready
+ *               for their handlers, bodies, the output batch
  *   buffers.c   each core's connection buffers, outside malloc's heap
  *   response.c  status lines and fields, fixed, streamed and file bodies
  *   request.c   what a handler reads of a request; decoding helpers
@@ -18,6 +19,7 @@
 #include <runtime_http.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
 #include <time.h>
 
 #include "parser.h"
@@ -47,39 +49,37 @@ void http_buffers_free(struct http_buffers *b);
 /* Per core, a cache line each: written by that core only (no locked
  * adds), read relaxed by the stats; and its connection buffers. */
 #define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
-#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
 
 /*
  * What a core's responses start with (response.c): a 200's status line,
  * the Server field and the Date field, made again when the second moves
- * (the Date changes no faster). A 200 copies all of it, any other status
+ * (the Date changes no faster); then the Content-Type field line the
+ * core's responses last sent: handlers answer with a few types, and
+ * telling that a value is that one again costs less than checking it
+ * again. A 200 of that type copies all of it at once, any other status
  * its own line and then the rest.
  */
+#define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
+#define HTTP_TYPE_NAME "Content-Type: "
+
 struct http_head_start {
 	time_t second;               /* 0: not made yet */
-	size_t len;
+	size_t len;                  /* the status line, Server and Date */
+	size_t type_len;             /* the Content-Type line after them */
+	size_t type_value_len;       /* its value's, 0: none yet */
 	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
-	          sizeof("Date: \r\n") - 1 + 32];
-};
-
-/* The Content-Type field line a core's responses last sent: handlers
- * answer with a few types, and telling that a value is that one again
- * costs less than checking it again (response.c). */
-struct http_type_line {
-	size_t value_len;            /* 0: none yet */
-	size_t len;
-	char line[sizeof("Content-Type: \r\n") - 1 + HTTP_TYPE_MAX];
+	          sizeof("Date: \r\n") - 1 + 32 +
+	          sizeof(HTTP_TYPE_NAME "\r\n") - 1 + HTTP_TYPE_MAX];
 };
 
 /* A server's share of one core: its counts (read from any thread), and
- * what only the core's thread touches - buffers and the response caches,
+ * what only the core's thread touches - buffers and the response cache,
  * kept here rather than per thread so that neither a second server nor a
  * late dlopen's static TLS is a concern. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;
 	struct http_head_start head;
-	struct http_type_line type;
 } __attribute__((aligned(64)));
 
 struct runtime_http_server {
@@ -106,6 +106,8 @@ static inline bool http_stopping(const struct runtime_http_server *srv)
 struct http_conn {
 	struct runtime_http_server *srv;
 	struct runtime_conn *rc;
+	struct http_core *core;      /* its fiber's (a fiber never migrates):
+	                                the counts, the buffer, the caches */
 	size_t keep;                 /* in[0..keep): the pinned head */
 	size_t in_off, in_len;       /* unparsed input: in[in_off..in_len) */
 	size_t in_size;
@@ -117,6 +119,8 @@ struct http_conn {
 	bool linger;                 /* input may be left unread: finish, then
 	                                close (else the kernel resets, and the
 	                                last answer may be lost) */
+	signed char idle;            /* what runtime_conn_set_idle was told
+	                                last (-1: not known) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -156,18 +160,34 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);
+void http_not_idle(struct http_conn *c);
 uint64_t http_deadline_in(uint64_t ns);
 struct http_core *http_core(struct runtime_http_server *srv);
 
 /* response.c */
-void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req, struct http_core *core);
 int http_refuse(struct http_conn *c, int status);
 int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);
 
 /* request.c */
-void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len);
 int http_body_discard(struct runtime_http_request *req);
+
+/* A response made ready (response.c's, inline: one per request). req is
+ * NULL for the library's own answers (http_refuse), which close. */
+static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
+                                      struct runtime_http_request *req, struct http_core *core)
+{
+	res->conn = c;
+	res->req = req;
+	res->core = core;
+	res->state = RES_NONE;
+	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
+	res->close = !req || !req->head.keep_alive;
+	res->chunked = res->no_body = false;
+	res->status = 0;
+	res->length = 0;
+	res->sent = 0;
+	res->fields_len = 0;
+}
 
 #endif

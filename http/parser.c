@@ -13,6 +13,13 @@
  * the first head_max bytes are ever looked at; needing more than that is
  * -431.
  *
+ * What most requests carry is read by shorter paths: "GET ", the common
+ * field names with ": ", a Host that is a bare reg-name, Connection
+ * keep-alive or close, an Accept of every type, compared a word at a
+ * time. Each takes only input that the general path would read the same
+ * way, and falls to it otherwise (tests/check_http_parser.c tries every
+ * byte there).
+ *
  * Choices where the RFCs leave room (all in the strict direction):
  *  - One CRLF before the request line is skipped (RFC 9112 2.2 says a
  *    server SHOULD ignore at least one); a second one, or a bare CR or LF
@@ -241,33 +248,67 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 	return 0;
 }
 
+/* The request-target's end from t, up to lim: its first byte that is not
+ * a target's (the SP after it, if the line is good), *query at its first
+ * '?' or there. A short path is read a byte a time (a table's class, the
+ * word-at-a-time scan's set-up costing more than its words save); the
+ * rest of a long one, and a query, a word at a time. */
+static size_t target_end(const char *b, size_t t, size_t lim, size_t *query)
+{
+	size_t e = lim - t > 16 ? t + 16 : lim;
+	size_t i = skip_class(b, t, e, PATH);
+
+	if (i == e && e < lim)
+		i = skip_run(b, t, i, lim, path_end_in, is_path_end);
+	*query = i;
+	if (i < lim && b[i] == '?')
+		i = skip_run(b, t, i + 1, lim, non_target_in, is_non_target);
+	return i;
+}
+
+/* The method at s, up to lim (as in request_line): 0 with *sp at the SP
+ * after it, or what the line is so far. */
+static int method(const struct head *h, size_t s, size_t lim, size_t *sp)
+{
+	const char *b = h->b;
+	size_t i = skip_tchars(b, s, lim);
+
+	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
+		return ran_out(h, i); /* more to come, or a line without a target */
+	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
+		return -400;
+	*sp = i;
+	return 0;
+}
+
 /*
  * The request line at *pos, read once left to right: the method, the
  * target, the version and its CRLF; on success *pos moves past the CRLF.
  * Only its first line_max bytes are looked at (ran_out). A part is judged
  * whole only once the line's CRLF has come (a version 2.0 is -505 then).
+ * "GET ", most requests' start, is one compare.
  */
 static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
 	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
-	size_t i = s, t;
+	size_t i, t, q;
 	int rc;
 
-	i = skip_tchars(b, i, lim);
-	if (i == lim || (i > s && (b[i] == '\r' || b[i] == '\n')))
-		return ran_out(h, i); /* more to come, or a line without a target */
-	if (i == s || b[i] != ' ') /* also an empty line, or a bare CR or LF */
-		return -400;
+	if (lim - s >= 4 && !memcmp(b + s, "GET ", 4))
+		i = s + 3;
+	else if ((rc = method(h, s, lim, &i)) != 0)
+		return rc;
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
-	i = skip_run(b, t, i, lim, non_target_in, is_non_target);
+	i = target_end(b, t, lim, &q);
 	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
 		return ran_out(h, i);
 	if (i == t || b[i] != ' ')
 		return -400;
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
+	h->req->query = q - t;
 	return request_version(h, i + 1, lim, pos);
 }
 
@@ -344,23 +385,74 @@ static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
 	return 0;
 }
 
-/* Record a complete field line as the n-th and apply what it means. The
- * names that mean something are told apart by length first: most fields
- * are none of them, and cost one switch. */
-static int add_field(struct head *h, unsigned n, struct http_slice name, struct http_slice value)
+/* What a field means to the parser, by its name; the last three also say
+ * that its value was read and found to be the common one already. */
+enum field_kind {
+	F_OTHER, F_HOST, F_EXPECT, F_CONNECTION, F_CONTENT_LENGTH, F_TRANSFER_ENCODING,
+	F_ACCEPT,        /* means nothing here, but has a common value */
+	F_HOST_REGNAME,  /* Host: a reg-name alone, no escape, no port */
+	F_KEEP_ALIVE,    /* Connection: keep-alive */
+	F_CLOSE,         /* Connection: close */
+};
+
+/* The kind of a name read byte by byte: told apart by length first, as
+ * most names are none of these. */
+static int name_kind(const char *p, size_t n)
 {
-	h->req->headers[n] = (struct http_header){ name, value };
-	switch (name.len) {
+	switch (n) {
 	case 4:
-		return slice_ieq(name.p, 4, "host") ? host_field(h, value) : 0;
+		return slice_ieq(p, 4, "host") ? F_HOST : F_OTHER;
 	case 6:
-		return slice_ieq(name.p, 6, "expect") ? expect(h, value) : 0;
+		return slice_ieq(p, 6, "expect") ? F_EXPECT : F_OTHER;
 	case 10:
-		return slice_ieq(name.p, 10, "connection") ? connection(h, value) : 0;
+		return slice_ieq(p, 10, "connection") ? F_CONNECTION : F_OTHER;
 	case 14:
-		return slice_ieq(name.p, 14, "content-length") ? content_length(h, value) : 0;
+		return slice_ieq(p, 14, "content-length") ? F_CONTENT_LENGTH : F_OTHER;
 	case 17:
-		return slice_ieq(name.p, 17, "transfer-encoding") ? transfer_encoding(h, value) : 0;
+		return slice_ieq(p, 17, "transfer-encoding") ? F_TRANSFER_ENCODING : F_OTHER;
+	default:
+		return F_OTHER;
+	}
+}
+
+/* name (with its colon and a space after it, a literal) at p: its length
+ * without those, and *kind set, or 0. */
+static inline __attribute__((always_inline)) size_t
+name_is(const char *p, size_t avail, const char *name, int k, int *kind)
+{
+	if (!prefix_ieq(p, avail, name))
+		return 0;
+	*kind = k;
+	return strlen(name) - 2;
+}
+
+/*
+ * A name that most requests carry, its colon and one space, at p (avail
+ * bytes there, 8 at least): the name's length and *kind, or 0 for a line
+ * to read byte by byte (field_name). A word or two compared in place of
+ * a scan and a lookup; a name matched is all tchars, so nothing else
+ * about it needs checking. The first byte picks the candidates.
+ */
+static size_t known_name(const char *p, size_t avail, int *kind)
+{
+	switch (p[0] | 0x20) {
+	case 'a':
+		return name_is(p, avail, "accept: ", F_ACCEPT, kind) ?:
+		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind) ?:
+		       name_is(p, avail, "accept-language: ", F_OTHER, kind);
+	case 'c':
+		return name_is(p, avail, "connection: ", F_CONNECTION, kind) ?:
+		       name_is(p, avail, "content-type: ", F_OTHER, kind) ?:
+		       name_is(p, avail, "content-length: ", F_CONTENT_LENGTH, kind) ?:
+		       name_is(p, avail, "cookie: ", F_OTHER, kind);
+	case 'e':
+		return name_is(p, avail, "expect: ", F_EXPECT, kind);
+	case 'h':
+		return name_is(p, avail, "host: ", F_HOST, kind);
+	case 't':
+		return name_is(p, avail, "transfer-encoding: ", F_TRANSFER_ENCODING, kind);
+	case 'u':
+		return name_is(p, avail, "user-agent: ", F_OTHER, kind);
 	default:
 		return 0;
 	}
@@ -385,6 +477,104 @@ static int other_line(struct head *h, size_t *pos, unsigned fields)
 	return fields >= h->max_fields ? -431 : -400;
 }
 
+/* A line at *pos that known_name did not take: the empty line or what
+ * other_line tells, else a name read byte by byte. 0 with *colon after
+ * the name, *value past the OWS after the colon and *kind; or what the
+ * line is so far. */
+static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colon,
+                      size_t *value, int *kind)
+{
+	const char *b = h->b;
+	size_t s = *pos, i;
+
+	if (s == h->view || !is_tchar((unsigned char)b[s]))
+		return other_line(h, pos, fields);
+	if (fields >= h->max_fields)
+		return -431;
+	i = skip_tchars(b, s + 1, h->view);
+	if (i == h->view)
+		return MORE;
+	if (b[i] != ':')
+		return -400;
+	*colon = i;
+	*value = skip_ows(b, i + 1, h->view);
+	*kind = name_kind(b + s, i - s);
+	return 0;
+}
+
+/*
+ * The value of a field of kind at v, if it is the common one, read by
+ * the shortest path: a Host that is a reg-name alone (its class scanned
+ * once, not as field bytes and then as a host), a Connection of
+ * keep-alive or close, an Accept of any type (compared as words); an
+ * Accept becomes F_OTHER either way. Where the value ends, its
+ * CRLF there, with *kind saying what it is; else 0, *kind unchanged, for
+ * the general path. The value has no OWS at its end either way.
+ */
+static size_t common_value(const struct head *h, size_t v, int *kind)
+{
+	const char *b = h->b;
+	size_t end = h->view, q;
+
+	if (*kind == F_HOST) {
+		q = skip_class(b, v, end, REGNAME);
+		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
+			return 0;
+		*kind = F_HOST_REGNAME;
+		return q;
+	}
+	if (*kind == F_ACCEPT) { /* curl's and most tools' */
+		*kind = F_OTHER;
+		return prefix_ieq(b + v, end - v, "*/*\r\n") ? v + 3 : 0;
+	}
+	if (*kind != F_CONNECTION)
+		return 0;
+	if (prefix_ieq(b + v, end - v, "keep-alive\r\n")) {
+		*kind = F_KEEP_ALIVE;
+		return v + 10;
+	}
+	if (prefix_ieq(b + v, end - v, "close\r\n")) {
+		*kind = F_CLOSE;
+		return v + 5;
+	}
+	return 0;
+}
+
+/* Record a complete field line as the n-th and apply what it means. */
+static int add_field(struct head *h, unsigned n, int kind, struct http_slice name,
+                     struct http_slice value)
+{
+	h->req->headers[n] = (struct http_header){ name, value };
+	if (kind == F_OTHER) /* most fields: no switch */
+		return 0;
+	switch (kind) {
+	case F_HOST:
+		return host_field(h, value);
+	case F_HOST_REGNAME:
+		if (h->has_host)
+			return -400;
+		h->has_host = true;
+		h->req->host = value;
+		return 0;
+	case F_KEEP_ALIVE:
+		h->keep = true;
+		return 0;
+	case F_CLOSE:
+		h->close = true;
+		return 0;
+	case F_CONNECTION:
+		return connection(h, value);
+	case F_EXPECT:
+		return expect(h, value);
+	case F_CONTENT_LENGTH:
+		return content_length(h, value);
+	case F_TRANSFER_ENCODING:
+		return transfer_encoding(h, value);
+	default:
+		return 0;
+	}
+}
+
 /* The end of a field value at q that is not CRLF: what the line is so far
  * (never 0). */
 static int value_end_error(const struct head *h, size_t q)
@@ -403,24 +593,31 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 {
 	const char *b = h->b;
 	size_t s = *pos, end = h->view, i, v, q, ve;
+	int kind = F_OTHER, rc;
 
-	if (s == end || !is_tchar((unsigned char)b[s]))
-		return other_line(h, pos, *fields);
-	if (*fields >= h->max_fields)
-		return -431;
-	i = skip_tchars(b, s + 1, end);
-	if (i == end)
-		return MORE;
-	if (b[i] != ':')
-		return -400;
-	v = skip_ows(b, i + 1, end);
-	q = field_value_end(b, v, end);
-	if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
-		return value_end_error(h, q);
-	for (ve = q; ve > v && is_ows((unsigned char)b[ve - 1]); ve--)
-		;
+	if (end - s >= 8 && (i = known_name(b + s, end - s, &kind))) {
+		if (*fields >= h->max_fields)
+			return -431;
+		i += s;
+		v = i + 2;
+		if (v < end && is_ows((unsigned char)b[v]))
+			v = skip_ows(b, v, end);
+	} else if ((rc = field_name(h, pos, *fields, &i, &v, &kind)) != 0) {
+		return rc;
+	}
+	if ((q = common_value(h, v, &kind))) {
+		ve = q;
+	} else {
+		q = field_value_end(b, v, end);
+		if (q + 1 >= end || memcmp(b + q, "\r\n", 2))
+			return value_end_error(h, q);
+		/* The value's bytes are field bytes: of those, only SP and
+		 * HTAB are not above SP. */
+		for (ve = q; ve > v && (unsigned char)b[ve - 1] <= ' '; ve--)
+			;
+	}
 	*pos = q + 2;
-	return add_field(h, (*fields)++, (struct http_slice){ b + s, i - s },
+	return add_field(h, (*fields)++, kind, (struct http_slice){ b + s, i - s },
 	                 (struct http_slice){ b + v, ve - v });
 }
 
@@ -448,13 +645,10 @@ static void head_init(struct head *h, const char *buf, size_t len,
 	*h = (struct head){ .b = buf, .lim = lim, .req = req };
 	h->view = len < head_max ? len : head_max;
 	h->max_fields = lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX;
-	req->method = req->target = req->host = (struct http_slice){ NULL, 0 };
-	req->minor = 1;
-	req->nheaders = 0;
-	req->body = HTTP_BODY_NONE;
+	/* What only some heads set; the rest of req is set on the way to
+	 * any complete head (an incomplete or bad one's req is no result). */
+	req->host = (struct http_slice){ NULL, 0 };
 	req->content_length = 0;
-	req->keep_alive = req->expect_continue = false;
-	req->head_len = 0;
 }
 
 int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,

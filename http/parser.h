@@ -63,6 +63,8 @@ enum http_body {
 struct http_request {
 	struct http_slice method;
 	struct http_slice target;
+	size_t query;                /* offset in target of its first '?', or
+	                                target.len if it has none */
 	int minor;                   /* 0: HTTP/1.0, 1: HTTP/1.1 */
 	struct http_header headers[HTTP_HEADERS_MAX];
 	unsigned nheaders;
@@ -81,6 +83,8 @@ struct http_request {
  *        starts at buf + the result)
  *   0    incomplete so far (no error in what is there): read more
  *   < 0  -status (see the top)
+ * (req is the result of a complete head only: after 0 or an error it is
+ * left part filled.)
  * Incomplete input is reported as an error as soon as it is certain to be
  * one: a request line already longer than line_max (-414), a head already
  * longer than head_max (-431), an invalid byte (-400). Calling again with

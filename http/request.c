@@ -14,66 +14,6 @@
 
 #define BODY_DIRECT_MIN 4096 /* a read this large skips the buffer */
 
-/* The path and query of the target: origin-form "/p?q", absolute-form
- * "http://host/p?q" (its path, "/" if none); "*" and authority-form have
- * neither. */
-static void split_target(struct runtime_http_request *req)
-{
-	const char *t = req->head.target.p, *end = t + req->head.target.len;
-	const char *q;
-
-	req->path = req->query = (struct runtime_http_slice){ end, 0 };
-	if (t[0] != '/') {
-		const char *scheme = memchr(t, ':', (size_t)(end - t));
-		if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
-			return; /* "*" or authority-form */
-		t = scheme + 3;
-		while (t < end && *t != '/' && *t != '?')
-			t++;
-		if (t == end || *t == '?') {
-			req->path = (struct runtime_http_slice){ "/", 1 };
-			if (t < end)
-				req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
-			return;
-		}
-	}
-	q = memchr(t, '?', (size_t)(end - t));
-	req->path = (struct runtime_http_slice){ t, (size_t)((q ? q : end) - t) };
-	if (q)
-		req->query = (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) };
-}
-
-/* A pipelined head far into the buffer leaves little room behind it for
- * the body's framing: move what is unparsed to the front and parse the
- * head again there (its slices must point where it stays). Rare. */
-static size_t make_room(struct http_conn *c, struct runtime_http_request *req, size_t head_len)
-{
-	if (c->in_size - (c->in_off + head_len) >= 4096 || !c->in_off)
-		return head_len;
-	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
-	c->in_len -= c->in_off;
-	c->in_off = 0;
-	return (size_t)http_parse_head(c->in, c->in_len, &c->srv->limits, &req->head);
-}
-
-void http_request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len)
-{
-	const struct http_request *h = &req->head;
-
-	head_len = make_room(c, req, head_len);
-	req->conn = c;
-	c->in_off += head_len;
-	c->keep = c->in_off;
-	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
-	req->body_done = h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && !req->body_left);
-	req->continued = !h->expect_continue;
-	req->answered = false;
-	req->body_error = 0;
-	if (h->body == HTTP_BODY_CHUNKED)
-		http_chunked_init(&req->chunked, &c->srv->limits);
-	split_target(req);
-}
-
 /* ---------------------------------------------------------------- head */
 
 struct runtime_http_slice runtime_http_method(const struct runtime_http_request *req)
@@ -206,6 +146,7 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	struct http_conn *c = req->conn;
 	size_t want = len < req->body_left ? len : (size_t)req->body_left;
 
+	http_not_idle(c);
 	runtime_conn_set_read_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	ssize_t n = runtime_conn_read(c->rc, dst, want);
 	if (n > 0) {

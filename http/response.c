@@ -77,24 +77,29 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-#define OK_LINE "HTTP/1.1 200 OK\r\n"
-
-/* The core's head start (http.h), made again when the second has moved. */
-static const struct http_head_start *head_start(struct http_core *core,
-                                                const struct runtime_http_server *srv)
+/* The core's head start (http.h), made again when the second has moved;
+ * the Content-Type line after it is kept (moved, should the Date's
+ * length change). */
+static struct http_head_start *head_start(struct http_core *core,
+                                          const struct runtime_http_server *srv)
 {
 	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
 	if (now != hs->second) {
 		struct tm tm;
+		char date[32];
+		gmtime_r(&now, &tm);
+		size_t n = strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+		size_t len = sizeof(OK_LINE) - 1 + srv->server_len + sizeof("Date: \r\n") - 1 + n;
+		if (hs->type_len && len != hs->len)
+			memmove(hs->text + len, hs->text + hs->len, hs->type_len);
 		char *p = PUT_LIT(hs->text, OK_LINE);
 		p = put(p, srv->server_field, srv->server_len);
 		p = PUT_LIT(p, "Date: ");
-		gmtime_r(&now, &tm);
-		p += strftime(p, 32, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		p = PUT_LIT(p, "\r\n");
-		hs->len = (size_t)(p - hs->text);
+		p = put(p, date, n);
+		PUT_LIT(p, "\r\n");
+		hs->len = len;
 		hs->second = now;
 	}
 	return hs;
@@ -112,6 +117,14 @@ static char *put_u64(char *p, uint64_t v)
 	size_t n = 1;
 	char *d;
 
+	if (v < 100) { /* a short body's length: no division */
+		if (v < 10) {
+			*p = (char)('0' + v);
+			return p + 1;
+		}
+		memcpy(p, digit_pairs + 2 * v, 2);
+		return p + 2;
+	}
 	for (uint64_t rest = v; rest >= 10; rest /= 10)
 		n++;
 	for (d = p + n; v >= 100; v /= 100) {
@@ -136,22 +149,6 @@ static char *put_hex(char *p, uint64_t v)
 	while (n)
 		*p++ = digits[--n];
 	return p;
-}
-
-void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                        struct runtime_http_request *req, struct http_core *core)
-{
-	res->conn = c;
-	res->req = req;
-	res->core = core;
-	res->state = RES_NONE;
-	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
-	res->close = !req || !req->head.keep_alive;
-	res->chunked = res->no_body = false;
-	res->status = 0;
-	res->length = 0;
-	res->sent = 0;
-	res->fields_len = 0;
 }
 
 /* ---------------------------------------------------------------- fields */
@@ -249,31 +246,30 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 	return p;
 }
 
-#define TYPE_NAME "Content-Type: "
-
 /* The Content-Type field: a value of at most HTTP_TYPE_MAX bytes, checked
- * by the parser's word-at-a-time scan; the core's last line again at the
- * cost of a strncmp, which stops at the first difference or NUL and so
- * reads no more of the value than strnlen would. NULL for a bad value. */
-static char *put_type(struct http_core *core, char *p, const char *type)
+ * by the parser's word-at-a-time scan and made the head start's type
+ * line; the core's last one again at the cost of a strncmp, which stops
+ * at the first difference or NUL and so reads no more of the value than
+ * strnlen would. false for a bad value. */
+static bool set_type(struct http_head_start *hs, const char *type)
 {
-	struct http_type_line *last = &core->type;
-	const char *cached = last->line + sizeof(TYPE_NAME) - 1;
-	size_t n;
+	const char *cached = hs->text + hs->len + sizeof(HTTP_TYPE_NAME) - 1;
+	size_t n = hs->type_value_len;
 
-	if (last->value_len && !strncmp(type, cached, last->value_len) && !type[last->value_len])
-		return put(p, last->line, last->len);
+	if (n && !strncmp(type, cached, n) && !type[n])
+		return true;
 	n = strnlen(type, HTTP_TYPE_MAX + 1);
 	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
-		return NULL; /* empty, too long, or not a field value */
-	char *e = put(PUT_LIT(last->line, TYPE_NAME), type, n);
-	last->len = (size_t)(PUT_LIT(e, "\r\n") - last->line);
-	last->value_len = n;
-	return put(p, last->line, last->len);
+		return false; /* empty, too long, or not a field value */
+	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
+	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
+	hs->type_value_len = n;
+	return true;
 }
 
 /* The status line and fields into the batch: nothing is kept of them
- * unless all is well. 0 or -errno. */
+ * unless all is well. 0 or -errno. A 200 with a type starts with one
+ * copy of the head start and its type line. */
 static int put_head(struct runtime_http_response *res, struct text why, const char *type)
 {
 	struct http_conn *c = res->conn;
@@ -283,19 +279,21 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
-	const struct http_head_start *hs = head_start(res->core, srv);
-	if (res->status == 200) { /* most answers: one copy */
-		p = put(p, hs->text, hs->len);
-	} else {
+	struct http_head_start *hs = head_start(res->core, srv);
+	size_t from = 0, to = hs->len;
+	if (type && !set_type(hs, type))
+		return -EINVAL;
+	if (type)
+		to += hs->type_len;
+	if (res->status != 200) {
 		p = PUT_LIT(p, "HTTP/1.1 ");
 		p = put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
 		p = put(p, why.p, why.len);
 		p = PUT_LIT(p, "\r\n");
-		p = put(p, hs->text + sizeof(OK_LINE) - 1, hs->len - (sizeof(OK_LINE) - 1));
+		from = sizeof(OK_LINE) - 1;
 	}
-	if (type && !(p = put_type(res->core, p, type)))
-		return -EINVAL;
+	p = put(p, hs->text + from, to - from);
 	p = put_framing(res, p);
 	p = put_connection(res, p);
 	if (res->fields_len) /* mostly none: no call to copy nothing */
@@ -354,20 +352,28 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 
 /* ------------------------------------------------------------------ body */
 
-/* Bytes to the client: into the batch if they fit, else the batch and
- * then they go out at once. */
-static int emit(struct http_conn *c, const void *p, size_t len)
+static int emit(struct http_conn *c, const void *p, size_t len);
+
+/* Bytes that do not fit in the batch: the batch, and then they go out at
+ * once or into the batch emptied. */
+static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const void *p, size_t len)
 {
-	if (len <= HTTP_OUT_SIZE - c->out_len) {
-		memcpy(c->out + c->out_len, p, len);
-		c->out_len += len;
-		return 0;
-	}
 	if (http_flush(c) < 0)
 		return -EPIPE;
 	if (len <= HTTP_OUT_SIZE / 2)
 		return emit(c, p, len);
 	return http_write_out(c, p, len);
+}
+
+/* Bytes to the client: into the batch if they fit (inlined: a copy), else
+ * emit_flushed. */
+static inline int emit(struct http_conn *c, const void *p, size_t len)
+{
+	if (len > HTTP_OUT_SIZE - c->out_len)
+		return emit_flushed(c, p, len);
+	memcpy(c->out + c->out_len, p, len);
+	c->out_len += len;
+	return 0;
 }
 
 /* A chunk: its size line, its data, its CRLF. */
@@ -451,7 +457,7 @@ int http_refuse(struct http_conn *c, int status)
 	struct text why = reason(status);
 	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
-	http_response_init(&res, c, NULL, http_core(c->srv));
+	http_response_init(&res, c, NULL, c->core);
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;

@@ -255,6 +255,22 @@ static int streams(struct runtime_http_request *req, struct runtime_http_respons
 	return -EIO;
 }
 
+/* The core's last Content-Type is kept after its head start: a bad type
+ * is refused and leaves it as it was, another replaces it, on any status. */
+static int types(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+
+	if (q.len == 1 && q.p[0] == 'b') {
+		ck_assert_int_eq(runtime_http_respond(res, 200, "bad\r\ntype", "x", 1), -EINVAL);
+		ck_assert_int_eq(runtime_http_respond(res, 200, "", "x", 1), -EINVAL);
+		return runtime_http_respond(res, 404, "text/b", "b", 1);
+	}
+	if (q.len == 1 && q.p[0] == 'n')
+		return runtime_http_respond(res, 200, NULL, "n", 1);
+	return runtime_http_respond(res, 200, "text/a", "a", 1);
+}
+
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
 	struct runtime_http_slice path = runtime_http_path(req);
@@ -270,6 +286,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return fields(req, res);
 	if (is(path, "/chunked") || is(path, "/length") || is(path, "/short") || is(path, "/abandon"))
 		return streams(req, res, path);
+	if (is(path, "/types"))
+		return types(req, res);
 	if (is(path, "/fail"))
 		return -EIO;
 	if (is(path, "/nothing"))
@@ -447,6 +465,19 @@ START_TEST(test_responses)
 	ck_assert_msg(strstr(r, "X-Fine: yes  it is\r\n") && !strstr(r, "Injected") &&
 	              strstr(r, "\r\n\r\n-22 -22 -1 0"), "got: %s", r);
 	ck_assert_msg(strstr(r, "Server: runtime\r\n") && strstr(r, "Date: "), "got: %s", r);
+	for (int i = 0; i < 2; i++) {
+		exchange("GET /types?a HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+		ck_assert_msg(!strncmp(r, "HTTP/1.1 200 OK\r\nServer: runtime\r\nDate: ", 40) &&
+		              strstr(r, "\r\nContent-Type: text/a\r\nContent-Length: 1\r\n") &&
+		              strstr(r, "\r\n\r\na"), "got: %s", r);
+		exchange("GET /types?b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+		ck_assert_msg(!strncmp(r, "HTTP/1.1 404 Not Found\r\nServer: runtime\r\nDate: ", 47) &&
+		              strstr(r, "\r\nContent-Type: text/b\r\nContent-Length: 1\r\n") &&
+		              !strstr(r, "bad") && strstr(r, "\r\n\r\nb"), "got: %s", r);
+		exchange("GET /types?n HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+		ck_assert_msg(!strstr(r, "Content-Type") && strstr(r, "Content-Length: 1\r\n"),
+		              "got: %s", r);
+	}
 	serve_stop();
 }
 END_TEST
@@ -516,6 +547,31 @@ START_TEST(test_drain_closes_idle)
 	ck_assert(closed_by_server(fd));
 	close(fd);
 	serve_end(); /* the run ends with its last connection */
+}
+END_TEST
+
+/* A drain while a keep-alive connection's handler reads its body: the
+ * connection is busy (though its head was read idle), the body is read
+ * whole and answered, with the close. */
+START_TEST(test_drain_lets_a_body_finish)
+{
+	char r[4096] = "";
+
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhello");
+	usleep(100 * 1000); /* the handler waits for the rest */
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	usleep(100 * 1000);
+	send_str(fd, "world");
+	r[0] = '\0';
+	ck_assert(read_until(fd, r, sizeof(r), "helloworld"));
+	ck_assert_msg(strstr(r, "200 OK") && strstr(r, "Connection: close\r\n"), "got: %s", r);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_end();
 }
 END_TEST
 
@@ -714,6 +770,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
+	tcase_add_test(tc, test_drain_lets_a_body_finish);
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_decode_helpers);

@@ -769,6 +769,315 @@ START_TEST(test_http_field_name_syntax)
 }
 END_TEST
 
+/* ----------------------------------------------- the parser's fast paths */
+
+/*
+ * The parser reads the names most requests carry by comparing words (a
+ * name matched is known valid), a Host that is a bare reg-name by one
+ * scan, and a Connection of keep-alive or close by comparing words; any
+ * other line, and a line too near the end of the input for a word, by the
+ * general path. Each line below is parsed with every byte of the name (or
+ * value) replaced by each of the 256, against the rules as this test
+ * spells them; the line is followed by enough bytes for the fast path,
+ * and the prefixes of the input that end in the line or soon after it,
+ * which the general path reads, must agree (0, or the whole result).
+ */
+static bool t_alpha(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool t_tchar(unsigned char c)
+{
+	return t_alpha(c) || (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool t_regname(unsigned char c)
+{
+	return t_alpha(c) || (c >= '0' && c <= '9') || (c && strchr("-._~!$&'()*+;=", c));
+}
+
+/* c stands for orig: the same byte, or the same letter in the other case. */
+static bool t_same(unsigned char c, unsigned char orig)
+{
+	return c == orig || (t_alpha(c) && t_alpha(orig) && (c | 0x20) == (orig | 0x20));
+}
+
+/* What a head means, of what the fields read by the fast paths set. */
+struct meaning {
+	size_t host_len;
+	int body;
+	uint64_t content_length;
+	bool keep_alive, expect_continue;
+};
+
+static struct meaning meaning_of(const struct http_request *r)
+{
+	return (struct meaning){ r->host.len, r->body, r->content_length, r->keep_alive,
+	                         r->expect_continue };
+}
+
+static void assert_meaning(struct meaning a, struct meaning b, const char *what)
+{
+	ck_assert_msg(a.host_len == b.host_len && a.body == b.body &&
+	              a.content_length == b.content_length && a.keep_alive == b.keep_alive &&
+	              a.expect_continue == b.expect_continue, "%s: meaning differs", what);
+}
+
+#define PAD "X-Pad: 0123456789abcdef\r\n\r\n" /* past the line: room for words */
+
+/* before, line[0..n), PAD, parsed whole and at the prefixes that end from
+ * the line's start to 16 bytes past its end. The whole result. */
+static int parse_line(const char *before, const char *line, size_t n)
+{
+	static char buf[512];
+	static struct http_request r;
+	size_t b = strlen(before), total = b + n + sizeof(PAD) - 1;
+	int whole;
+
+	ck_assert_uint_le(total, sizeof(buf));
+	memcpy(buf, before, b);
+	memcpy(buf + b, line, n);
+	memcpy(buf + b + n, PAD, sizeof(PAD) - 1);
+	whole = http_parse_head(buf, total, &lim_std, &req);
+	for (size_t k = b; k < total && k <= b + n + 16; k++) {
+		int rc = http_parse_head(buf, k, &lim_std, &r);
+		ck_assert_msg(rc == 0 || rc == whole, "prefix %zu of %.*s: %d, whole: %d", k,
+		              (int)n - 2, line, rc, whole);
+	}
+	return whole;
+}
+
+static struct meaning meaning_without(const char *before)
+{
+	ck_assert_int_gt(parse_line(before, "", 0), 0);
+	return meaning_of(&req);
+}
+
+static const struct {
+	const char *before, *name, *value;
+} named_fields[] = {
+	{ "GET / HTTP/1.0\r\n", "Host", "example.org" },
+	{ GET11, "Connection", "close" },
+	{ "GET / HTTP/1.0\r\n", "Connection", "keep-alive" },
+	{ GET11, "Content-Length", "5" },
+	{ GET11, "Transfer-Encoding", "chunked" },
+	{ GET11, "Expect", "100-continue" },
+	{ GET11, "User-Agent", "x" },
+	{ GET11, "Accept", "x" },
+	{ GET11, "Accept-Encoding", "x" },
+	{ GET11, "Accept-Language", "x" },
+	{ GET11, "Content-Type", "x" },
+	{ GET11, "Cookie", "x" },
+};
+
+/* The name's byte k (its colon at k == len, the space after it at
+ * len + 1) made c: what the line must be. Returns the name's length if
+ * the line is good (*known: the field still means what it did), else 0;
+ * SIZE_MAX for a byte that starts the value (the value tests' part). */
+static size_t name_oracle(const char *name, size_t k, unsigned char c, bool *known)
+{
+	size_t len = strlen(name);
+
+	*known = false;
+	if (k == len + 1) {
+		*known = c == ' ' || c == '\t';
+		return *known ? len : SIZE_MAX;
+	}
+	if (k == len || t_same(c, (unsigned char)name[k])) {
+		*known = k < len || c == ':';
+		return *known ? len : 0;
+	}
+	if (t_tchar(c))
+		return len;
+	return c == ':' && k > 0 ? k : 0; /* a shorter name, the rest in its value */
+}
+
+START_TEST(test_http_known_names_every_byte)
+{
+	const char *before = named_fields[_i].before, *name = named_fields[_i].name;
+	unsigned at = strcmp(before, GET11) == 0; /* the field's index: after Host */
+	struct meaning unknown = meaning_without(before), known;
+	char line[96];
+	int n = snprintf(line, sizeof(line), "%s: %s\r\n", name, named_fields[_i].value);
+
+	ck_assert_int_gt(parse_line(before, line, (size_t)n), 0);
+	known = meaning_of(&req);
+	for (size_t k = 0; k <= strlen(name) + 1; k++) {
+		for (unsigned c = 0; c < 256; c++) {
+			bool is_known;
+			size_t name_len = name_oracle(name, k, (unsigned char)c, &is_known);
+			char what[64];
+			if (name_len == SIZE_MAX)
+				continue;
+			snprintf(what, sizeof(what), "%s byte %zu made %#x", name, k, c);
+			snprintf(line, sizeof(line), "%s: %s\r\n", name, named_fields[_i].value);
+			line[k] = (char)c;
+			int rc = parse_line(before, line, (size_t)n);
+			if (!name_len) {
+				ck_assert_msg(rc == -400, "%s: %d", what, rc);
+				continue;
+			}
+			ck_assert_msg(rc > 0, "%s: %d", what, rc);
+			assert_meaning(meaning_of(&req), is_known ? known : unknown, what);
+			ck_assert_uint_eq(req.headers[at].name.len, name_len);
+		}
+	}
+}
+END_TEST
+
+/* The parser notes the target's first '?' (a path read a byte at a time
+ * for its first 16 bytes, a word at a time after): at every offset, with
+ * more '?' after it or none, and in a target without one. */
+START_TEST(test_http_query_at_every_offset)
+{
+	char t[64], m[128];
+
+	for (size_t len = 1; len <= 40; len++) {
+		for (size_t k = 0; k <= len; k++) {
+			memset(t, 'a', len);
+			t[0] = '/';
+			if (k < len && k > 0)
+				t[k] = '?';
+			if (k + 3 < len)
+				t[k + 3] = '?';
+			snprintf(m, sizeof(m), "GET %.*s HTTP/1.1\r\nHost: h\r\n\r\n", (int)len, t);
+			ck_assert_msg(head_str(m) > 0, "%s", m);
+			ck_assert_uint_eq(req.target.len, len);
+			size_t want = k > 0 && k < len ? k : (k + 3 < len ? k + 3 : len);
+			ck_assert_msg(req.query == want, "%s: %zu, not %zu", m, req.query, want);
+		}
+	}
+	ck_assert_int_gt(head_str("GET http://h/p?q?r HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 10);
+	ck_assert_int_gt(head_str("GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 8);
+	ck_assert_int_gt(head_str("CONNECT h:80 HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+	ck_assert_uint_eq(req.query, 4);
+}
+END_TEST
+
+/* The fast path takes a known name with one space after its colon; no
+ * space, more, or a tab, are the same field read by the general path. */
+START_TEST(test_http_known_names_ows)
+{
+	static const char *const sep[] = { ":", ": ", ":  ", ":\t", ": \t ", ":\t\t" };
+	char m[256];
+
+	for (size_t i = 0; i < sizeof(sep) / sizeof(sep[0]); i++) {
+		snprintf(m, sizeof(m), "GET / HTTP/1.0\r\nHost%sexample.org \r\nConnection%s"
+		         "keep-alive\t\r\nUser-Agent%sx\r\nContent-Length%s5\r\n\r\n",
+		         sep[i], sep[i], sep[i], sep[i]);
+		ck_assert_msg(head_str(m) > 0, "%s", m);
+		ck_assert(slice_is(req.host, "example.org"));
+		ck_assert(req.keep_alive);
+		ck_assert(slice_is(req.headers[2].value, "x"));
+		ck_assert(req.body == HTTP_BODY_LENGTH && req.content_length == 5);
+	}
+}
+END_TEST
+
+/* "GET " is compared whole; any other start is read as a method token. */
+START_TEST(test_http_method_every_byte)
+{
+	for (size_t k = 0; k < 4; k++) {
+		for (unsigned c = 0; c < 256; c++) {
+			char m[] = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+			bool good = k < 3 ? t_tchar((unsigned char)c) : c == ' ';
+			m[k] = (char)c;
+			int rc = head(m, sizeof(m) - 1);
+			ck_assert_msg(good ? rc == (int)sizeof(m) - 1 : rc == -400,
+			              "method byte %zu made %#x: %d", k, c, rc);
+			if (good)
+				ck_assert(req.method.p == m && req.method.len == 3);
+		}
+	}
+}
+END_TEST
+
+/* A value's byte k made c, by the rules of its field as the test spells
+ * them: -1 for a bad line, 1 for a good one that keeps its meaning, 0 for
+ * a good one that means nothing (or, for Host, another host). */
+static int host_oracle(const char *v, size_t k, unsigned char c)
+{
+	size_t last = strlen(v) - 1;
+
+	if (c == (unsigned char)v[k])
+		return 1;
+	if (t_regname(c) || ((k == 0 || k == last) && (c == ' ' || c == '\t')))
+		return 0;
+	return k == last && c == ':' ? 0 : -1; /* an empty port */
+}
+
+static int connection_oracle(const char *v, size_t k, unsigned char c)
+{
+	size_t last = strlen(v) - 1;
+
+	if (t_same(c, (unsigned char)v[k]))
+		return 1;
+	if (t_tchar(c) || c == ',' || ((k == 0 || k == last) && (c == ' ' || c == '\t')))
+		return 0; /* another token, or two: none of them the option */
+	return -1;
+}
+
+/* A value that means nothing to the parser: any field bytes. */
+static int field_oracle(const char *v, size_t k, unsigned char c)
+{
+	(void)v;
+	(void)k;
+	return (c >= 0x20 && c != 0x7f) || c == '\t' ? 0 : -1;
+}
+
+static const struct {
+	const char *before, *name, *value;
+	int (*oracle)(const char *v, size_t k, unsigned char c);
+} valued_fields[] = {
+	{ GET11, "Accept", "*/*", field_oracle },
+	{ "GET / HTTP/1.0\r\n", "Host", "example.org", host_oracle },
+	{ GET11, "Connection", "close", connection_oracle },
+	{ "GET / HTTP/1.0\r\n", "Connection", "keep-alive", connection_oracle },
+	{ "GET / HTTP/1.0\r\n", "Connection", "Keep-Alive", connection_oracle },
+};
+
+START_TEST(test_http_common_values_every_byte)
+{
+	const char *before = valued_fields[_i].before, *value = valued_fields[_i].value;
+	bool host = strcmp(valued_fields[_i].name, "Host") == 0;
+	unsigned at = strcmp(before, GET11) == 0;
+	struct meaning unknown = meaning_without(before), known;
+	char line[96];
+	size_t start = strlen(valued_fields[_i].name) + 2;
+	int n = snprintf(line, sizeof(line), "%s: %s\r\n", valued_fields[_i].name, value);
+
+	ck_assert_int_gt(parse_line(before, line, (size_t)n), 0);
+	known = meaning_of(&req);
+	for (size_t k = 0; k < strlen(value); k++) {
+		for (unsigned c = 0; c < 256; c++) {
+			int want = valued_fields[_i].oracle(value, k, (unsigned char)c);
+			char what[64];
+			snprintf(what, sizeof(what), "%s byte %zu made %#x", value, k, c);
+			snprintf(line, sizeof(line), "%s: %s\r\n", valued_fields[_i].name, value);
+			line[start + k] = (char)c;
+			int rc = parse_line(before, line, (size_t)n);
+			if (want < 0) {
+				ck_assert_msg(rc == -400, "%s: %d", what, rc);
+				continue;
+			}
+			ck_assert_msg(rc > 0, "%s: %d", what, rc);
+			/* the value as sent, OWS at either end dropped */
+			bool ows = (c == ' ' || c == '\t') && (k == 0 || k + 1 == strlen(value));
+			size_t skip = ows && k == 0, len = strlen(value) - ows;
+			ck_assert_msg(req.headers[at].value.p == req.headers[at].name.p + start + skip &&
+			              req.headers[at].value.len == len, "%s: value", what);
+			if (host)
+				ck_assert(req.host.p == req.headers[at].value.p && req.host.len == len);
+			else
+				assert_meaning(meaning_of(&req), want ? known : unknown, what);
+		}
+	}
+}
+END_TEST
+
 /* ---------------------------------------------------- Content-Length */
 
 START_TEST(test_http_content_length_not_digits)
@@ -1201,6 +1510,13 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_obs_fold);
 	tcase_add_test(tc, test_http_whitespace_before_first_field);
 	tcase_add_test(tc, test_http_field_name_syntax);
+	tcase_add_test(tc, test_http_query_at_every_offset);
+	tcase_add_test(tc, test_http_method_every_byte);
+	tcase_add_test(tc, test_http_known_names_ows);
+	tcase_add_loop_test(tc, test_http_known_names_every_byte, 0,
+	                    (int)(sizeof(named_fields) / sizeof(named_fields[0])));
+	tcase_add_loop_test(tc, test_http_common_values_every_byte, 0,
+	                    (int)(sizeof(valued_fields) / sizeof(valued_fields[0])));
 	return tc;
 }
 
