@@ -267,6 +267,21 @@ static inline bool slice_ieq_bytes(const char *p, size_t n, const char *lit)
 	return true;
 }
 
+/* The first k (<= 8) bytes of a literal as a word, letters lowercased,
+ * and the mask of its letters' case bit (word_ieq says why). */
+static inline __attribute__((always_inline)) void
+lit_fold(const char *lit, size_t k, uint64_t *want, uint64_t *fold)
+{
+	*want = *fold = 0;
+#pragma GCC unroll 8
+	for (size_t i = 0; i < k; i++) {
+		unsigned char c = (unsigned char)lit[i];
+		bool letter = is_alpha(c);
+		*want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
+		*fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
+	}
+}
+
 /* Up to 8 bytes of p against the same of a literal: a letter of the
  * literal matches its two cases (x | 0x20 is a lowercase letter only
  * for that letter and its capital), any other byte only itself. With a
@@ -275,16 +290,10 @@ static inline bool slice_ieq_bytes(const char *p, size_t n, const char *lit)
 static inline __attribute__((always_inline)) bool
 word_ieq(const char *p, const char *lit, size_t k)
 {
-	uint64_t w = 0, want = 0, fold = 0;
+	uint64_t w = 0, want, fold;
 
 	memcpy(&w, p, k);
-#pragma GCC unroll 8
-	for (size_t i = 0; i < k; i++) {
-		unsigned char c = (unsigned char)lit[i];
-		bool letter = is_alpha(c);
-		want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
-		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
-	}
+	lit_fold(lit, k, &want, &fold);
 	return (w | fold) == want;
 }
 
@@ -297,15 +306,9 @@ static inline __attribute__((always_inline)) bool
 word_ieq_masked(const char *p, const char *lit, size_t k)
 {
 #if RUN_EXACT
-	uint64_t want = 0, fold = 0, mask = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1;
+	uint64_t want, fold, mask = k >= 8 ? ~0ull : (1ull << (8 * k)) - 1;
 
-#pragma GCC unroll 8
-	for (size_t i = 0; i < k; i++) {
-		unsigned char c = (unsigned char)lit[i];
-		bool letter = is_alpha(c);
-		want |= (uint64_t)(letter ? c | 0x20 : c) << (8 * i);
-		fold |= (uint64_t)(letter ? 0x20 : 0) << (8 * i);
-	}
+	lit_fold(lit, k, &want, &fold);
 	return ((load_word(p) | fold) & mask) == want;
 #else
 	return slice_ieq_bytes(p, k, lit);

@@ -747,26 +747,35 @@ static void *release_clients(void *arg)
 	return NULL;
 }
 
-START_TEST(test_release_after_frees_quiet_connections)
+/* Serve release_handler with release_after, while talk (a thread) talks
+ * to it, until the run ends. */
+static void run_release_server(struct release_srv *s, uint64_t release_after_ns,
+                               void *(*talk)(void *))
 {
-	static struct release_srv s;
 	struct runtime_serve_config sc;
 	struct runtime_server *srv;
 	pthread_t th;
 
-	ck_assert_int_eq(runtime_create(&s.rt, NULL), 0);
+	ck_assert_int_eq(runtime_create(&s->rt, NULL), 0);
 	runtime_serve_config_init(&sc);
 	sc.host = "127.0.0.1";
 	sc.handler = release_handler;
-	sc.arg = &s;
-	sc.release_after_ns = 20 * MS;
-	ck_assert_int_eq(runtime_serve(s.rt, &sc, &srv), 0);
-	s.port = runtime_server_port(srv);
-	ck_assert_int_eq(pthread_create(&th, NULL, release_clients, &s), 0);
-	ck_assert_int_eq(runtime_run(s.rt), 0);
+	sc.arg = s;
+	sc.release_after_ns = release_after_ns;
+	ck_assert_int_eq(runtime_serve(s->rt, &sc, &srv), 0);
+	s->port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, talk, s), 0);
+	ck_assert_int_eq(runtime_run(s->rt), 0);
 	pthread_join(th, NULL);
 	runtime_server_destroy(srv);
-	runtime_destroy(s.rt);
+	runtime_destroy(s->rt);
+}
+
+START_TEST(test_release_after_frees_quiet_connections)
+{
+	static struct release_srv s;
+
+	run_release_server(&s, 20 * MS, release_clients);
 	ck_assert_uint_eq(s.live_released, 2); /* watcher and acceptor only */
 	ck_assert_int_ge(s.eagain, IDLE_CONNS);
 	ck_assert_int_eq(s.busy_ok, 1);
@@ -801,23 +810,8 @@ static void *talking_client(void *arg)
 START_TEST(test_release_after_spares_talking_connections)
 {
 	static struct release_srv s;
-	struct runtime_serve_config sc;
-	struct runtime_server *srv;
-	pthread_t th;
 
-	ck_assert_int_eq(runtime_create(&s.rt, NULL), 0);
-	runtime_serve_config_init(&sc);
-	sc.host = "127.0.0.1";
-	sc.handler = release_handler;
-	sc.arg = &s;
-	sc.release_after_ns = 100 * MS;
-	ck_assert_int_eq(runtime_serve(s.rt, &sc, &srv), 0);
-	s.port = runtime_server_port(srv);
-	ck_assert_int_eq(pthread_create(&th, NULL, talking_client, &s), 0);
-	ck_assert_int_eq(runtime_run(s.rt), 0);
-	pthread_join(th, NULL);
-	runtime_server_destroy(srv);
-	runtime_destroy(s.rt);
+	run_release_server(&s, 100 * MS, talking_client);
 	ck_assert_int_eq(s.eagain_while_talking, 0);
 	ck_assert_int_ge(s.eagain, 1);
 }

@@ -154,14 +154,14 @@ static bool bytes_waiting(const struct runtime_conn *c)
 
 static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 {
-	return runtime_draining(c->rt) && !bytes_waiting(c);
+	return runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
 /* Inlined: a read of a busy connection, or of an idle one whose server
- * watches for the drain, makes no call. */
+ * watches for the drain, asks nothing of the runtime. */
 static inline bool idle_and_draining(const struct runtime_conn *c)
 {
-	return c->idle && !(c->drain_watched && *c->drain_watched) && draining(c);
+	return c->idle && !(c->server && runtime__serve_drain_watched(c)) && draining(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes
@@ -444,7 +444,6 @@ int runtime_conn_open(struct runtime_conn **out, int fd, unsigned flags)
 		return -ENOMEM;
 	c->fd = fd;
 	c->core = runtime_core_index();
-	c->rt = runtime_current();
 	if (!(flags & RUNTIME_CONN_PLAIN_RECV) && runtime_stream_open(&c->rx, fd) < 0)
 		c->rx = NULL; /* out of memory: plain reads work as well */
 	c->transport = (struct runtime_transport){ .ops = &conn_ops, .ctx = c };

@@ -156,7 +156,6 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 	runtime__conn_peer_set(c, peer, len); /* or unknown: asked for later */
 	c->server = srv;
 	c->watch.on = srv->release_after != 0;
-	c->drain_watched = &srv->conns[c->core].drain_watched;
 	conns_add(srv, c);
 	atomic_fetch_add(&srv->accepted, 1);
 	if (runtime_spawn(srv->rt, conn_fiber, c) < 0) { /* out of memory, or a shutdown */
@@ -188,15 +187,13 @@ static void sweep_arm(struct core_conns *l)
 
 static void unlink_watch(struct core_conns *l, struct runtime_conn *c)
 {
-	struct release_watch *w = &c->watch;
-
-	if (w->prev)
-		w->prev->watch.next = w->next;
+	if (c->watch_prev)
+		c->watch_prev->watch_next = c->watch_next;
 	else
-		l->watched = w->next;
-	if (w->next)
-		w->next->watch.prev = w->prev;
-	w->linked = false;
+		l->watched = c->watch_next;
+	if (c->watch_next)
+		c->watch_next->watch_prev = c->watch_prev;
+	c->watch.linked = false;
 }
 
 /* A shutdown's end of the timer releases nobody: the reads are cancelled. */
@@ -210,7 +207,7 @@ static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why
 		return;
 	for (struct runtime_conn *c = l->watched, *next; c; c = next) {
 		struct release_watch *w = &c->watch;
-		next = w->next;
+		next = c->watch_next;
 		if (w->reading && (!w->seen || !c->rd.fiber)) { /* (no fiber: not parked yet) */
 			w->seen = true;
 			continue;
@@ -225,17 +222,20 @@ static void sweep(struct runtime_timer *t, void *arg, enum runtime_timer_why why
 		sweep_arm(l);
 }
 
+bool runtime__serve_drain_watched(const struct runtime_conn *c)
+{
+	return c->server->conns[c->core].drain_watched;
+}
+
 void runtime__serve_watch(struct runtime_conn *c)
 {
 	struct core_conns *l = &c->server->conns[c->core];
-	struct release_watch *w = &c->watch;
-
-	w->prev = NULL;
-	w->next = l->watched;
+	c->watch_prev = NULL;
+	c->watch_next = l->watched;
 	if (l->watched)
-		l->watched->watch.prev = c;
+		l->watched->watch_prev = c;
 	l->watched = c;
-	w->linked = true;
+	c->watch.linked = true;
 	if (!l->sweeping)
 		sweep_arm(l);
 }

@@ -56,21 +56,20 @@ struct conn_layer {
  * -EAGAIN) those it finds reading the same read a second time.
  */
 struct release_watch {
-	struct runtime_conn *prev, *next; /* on its core's list, if linked */
-	bool on;                    /* the server releases (release_after) */
-	bool linked;
-	bool reading;               /* an idle read waits: rd.fiber reads */
-	bool seen;                  /* one sweep has passed that read */
-	bool released;              /* the sweep expired it */
+	bool on : 1;                /* the server releases (release_after) */
+	bool linked : 1;            /* on its core's list (watch_prev, _next) */
+	bool reading : 1;           /* an idle read waits: rd.fiber reads */
+	bool seen : 1;              /* one sweep has passed that read */
+	bool released : 1;          /* the sweep expired it */
 };
 
+/* Its small fields together, and its peer's length beside the address:
+ * an idle connection holds this much (bench-idle), so no padding. */
 struct runtime_conn {
 	int fd;
 	int core;                   /* the core it belongs to */
-	struct runtime *rt;         /* the runtime of that core */
 	struct runtime_stream *rx;  /* NULL: a plain recv per read */
 	struct side rd, wr;
-	bool idle;                  /* between requests: a drain closes it */
 	uint64_t idle_ns;           /* the idle timeout, 0: none */
 	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
@@ -78,22 +77,26 @@ struct runtime_conn {
 		struct sockaddr sa;     /* where sockaddr_storage would take 128 */
 		struct sockaddr_in6 in6;
 	} peer;
-	struct sockaddr *peer_big;  /* or a longer one (AF_UNIX), malloc'ed */
 	socklen_t peer_len;         /* 0: not known yet */
+	struct sockaddr *peer_big;  /* or a longer one (AF_UNIX), malloc'ed */
 	const struct conn_layer *layer; /* NULL: plain */
 	void *layer_state;
-	bool waiting;               /* runtime_conn_idle: the core has it */
-	int woke;                   /* why that wait ended, for the next read */
-	runtime_serve_fn *resume_fn; /* what runs when it ends */
+	runtime_serve_fn *resume_fn; /* what runs when runtime_conn_idle's wait ends */
 	void *resume_arg;
 	struct runtime_server *server; /* runtime_serve's, if it made it */
-	/* runtime_serve's: true while its core's watcher waits for the drain
-	 * (it expires the idle reads when one comes): an idle read need not
-	 * ask whether the runtime drains before it waits. */
-	const bool *drain_watched;
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
+	struct runtime_conn *watch_prev, *watch_next; /* on the release list */
+	int woke;                   /* why runtime_conn_idle's wait ended, for
+	                               the next read */
+	bool idle : 1;              /* between requests: a drain closes it */
+	bool waiting : 1;           /* runtime_conn_idle: the core has it */
 	struct release_watch watch;
 };
+
+/* serve.c: true while the watcher of c's core (c of runtime_serve's)
+ * waits for the drain, which it answers by expiring the idle reads: an
+ * idle read need not ask whether the runtime drains before it waits. */
+bool runtime__serve_drain_watched(const struct runtime_conn *c);
 
 /* serve.c: link c on its core's list (not linked yet), arming the sweep. */
 void runtime__serve_watch(struct runtime_conn *c);
