@@ -97,7 +97,7 @@ static int connect_by_name(const char *host, uint16_t port)
 {
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 	                          .ai_flags = AI_ADDRCONFIG };
-	struct addrinfo *res;
+	struct addrinfo *res = NULL;
 	char service[8];
 
 	snprintf(service, sizeof(service), "%u", (unsigned)port);
