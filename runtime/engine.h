@@ -23,11 +23,14 @@
 #ifndef RUNTIME_ENGINE_H
 #define RUNTIME_ENGINE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 struct core;
 struct fiber;
@@ -99,6 +102,23 @@ struct io_wait {
 
 /* The syscall's name of w's kind ("recv"), for runtime_dump. */
 const char *runtime__io_wait_name(const struct io_wait *w);
+
+/* r, an IO_SEND of len bytes (r->len or fewer) or an IO_SENDMSG, as one
+ * system call with flags added to its own (MSG_DONTWAIT: never blocking)
+ * and MSG_NOSIGNAL, as io_uring's send: bytes sent or -errno. Raw system
+ * calls: libruntime-preload's send() would come back here. Both engines':
+ * each of epoll's sends, io_uring's sends made at once. */
+static inline long runtime__send_syscall(const struct io_req *r, size_t len, int flags)
+{
+	long n;
+
+	flags |= r->flags | MSG_NOSIGNAL;
+	if (r->kind == IO_SENDMSG)
+		n = syscall(SYS_sendmsg, r->fd, r->msg, flags);
+	else
+		n = syscall(SYS_sendto, r->fd, r->cbuf, len, flags, NULL, 0);
+	return n < 0 ? -errno : n;
+}
 
 /* ---------------------------------------------------------------- engines */
 

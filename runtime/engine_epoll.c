@@ -329,13 +329,10 @@ static long try_data(const struct io_req *r, bool nowait)
 		return rw(r, r->iov, r->len, nowait ? RWF_NOWAIT : 0);
 	case IO_RECV:
 		return sys(syscall(SYS_recvfrom, r->fd, r->buf, r->len, r->flags | dontwait, NULL, NULL));
-	case IO_SEND: /* MSG_NOSIGNAL, as io_uring's send */
-		return sys(syscall(SYS_sendto, r->fd, r->cbuf, r->len,
-		                   r->flags | dontwait | MSG_NOSIGNAL, NULL, 0));
+	case IO_SEND: case IO_SENDMSG:
+		return runtime__send_syscall(r, r->len, dontwait);
 	case IO_RECVMSG:
 		return sys(syscall(SYS_recvmsg, r->fd, r->msg, r->flags | dontwait));
-	case IO_SENDMSG:
-		return sys(syscall(SYS_sendmsg, r->fd, r->msg, r->flags | dontwait | MSG_NOSIGNAL));
 	}
 	return -EINVAL;
 }

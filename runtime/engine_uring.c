@@ -453,25 +453,17 @@ static bool may_send_now(const struct core *c, const struct io_req *r)
 	       queue_empty(&c->backlog) && !(c->rt->setup_flags & IORING_SETUP_SQPOLL);
 }
 
-/* The send, now: bytes sent or -errno (-EAGAIN: the socket is full).
- * Raw system calls, as the epoll engine's: libruntime-preload's send()
- * would come back here. MSG_NOSIGNAL, as io_uring's send. */
+/* The send, now: bytes sent or -errno (-EAGAIN: the socket is full),
+ * with the faults op_faults would inject into its SQE. */
 static long send_now(const struct io_req *r)
 {
-	int flags = r->flags | MSG_DONTWAIT | MSG_NOSIGNAL;
-	long n;
 	size_t len = r->len;
 
-	if (runtime__fault(FAULT_CONNRESET)) /* the faults op_faults injects */
+	if (runtime__fault(FAULT_CONNRESET))
 		return -ECONNRESET;
-	if (r->kind == IO_SENDMSG)
-		n = syscall(SYS_sendmsg, r->fd, r->msg, flags);
-	else {
-		if (len > 1 && runtime__fault(FAULT_SHORT_IO))
-			len /= 2;
-		n = syscall(SYS_sendto, r->fd, r->cbuf, len, flags, NULL, 0);
-	}
-	return n < 0 ? -errno : n;
+	if (r->kind == IO_SEND && len > 1 && runtime__fault(FAULT_SHORT_IO))
+		len /= 2;
+	return runtime__send_syscall(r, len, MSG_DONTWAIT);
 }
 
 /* Finish the SQE, suspend until every CQE has come, and translate the
