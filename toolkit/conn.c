@@ -59,10 +59,8 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
  * limit of the connection's (the common case) the fiber's own deadline is
  * left alone: nothing to set and restore.
  */
-static inline bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
+static inline bool side_begin_under(struct side *s, uint64_t limit, uint64_t *own)
 {
-	uint64_t limit = side_limit(c, s);
-
 	s->fiber = runtime_fiber_self();
 	if (!limit) {
 		s->running = 0;
@@ -72,6 +70,12 @@ static inline bool side_begin(const struct runtime_conn *c, struct side *s, uint
 	s->running = earlier(*own, limit);
 	runtime_deadline_set(s->running);
 	return true;
+}
+
+/* side_begin_under the side's limit (side_limit). */
+static inline bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
+{
+	return side_begin_under(s, side_limit(c, s), own);
 }
 
 static inline void side_end(struct side *s, bool set, uint64_t own)
@@ -196,15 +200,14 @@ static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
 	return c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
 }
 
-/* One recv under limit, the read side's (side_begin with a limit). */
+/* One recv under limit (not 0), the read side's; out of line, so that
+ * a read without one stays short. */
 static __attribute__((noinline)) ssize_t
 recv_limited(struct runtime_conn *c, void *buf, size_t len, uint64_t limit)
 {
-	uint64_t own = runtime_deadline_get();
+	uint64_t own = 0;
 
-	c->rd.fiber = runtime_fiber_self();
-	c->rd.running = earlier(own, limit);
-	runtime_deadline_set(c->rd.running);
+	side_begin_under(&c->rd, limit, &own);
 	ssize_t n = recv_once(c, buf, len);
 	side_end(&c->rd, true, own);
 	return n;
