@@ -263,10 +263,7 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 	request_init(req, c, (size_t)rc);
 	http_response_init(&res, c, req, c->core);
 	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
-	if (res.state == RES_DONE && req->body_done && !req->body_error)
-		rc = res.close ? -1 : 0; /* answered, body read: nothing to finish */
-	else
-		rc = http_response_finish(&res, rc);
+	rc = http_response_finish(&res, rc);
 	/* What the handler left of the body is read and dropped, so that the
 	 * next request starts where it should; a body that breaks a rule now
 	 * only ends the connection (a second answer would be taken for the
