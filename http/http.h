@@ -46,8 +46,6 @@ void *http_buffer_get(struct http_buffers *b, size_t size);
 void http_buffer_put(struct http_buffers *b, void *p);
 void http_buffers_free(struct http_buffers *b);
 
-/* Per core, a cache line each: written by that core only (no locked
- * adds), read relaxed by the stats; and its connection buffers. */
 #define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
 
 /*
@@ -72,10 +70,11 @@ struct http_head_start {
 	          sizeof(HTTP_TYPE_NAME "\r\n") - 1 + HTTP_TYPE_MAX];
 };
 
-/* A server's share of one core: its counts (read from any thread), and
- * what only the core's thread touches - buffers and the response cache,
- * kept here rather than per thread so that neither a second server nor a
- * late dlopen's static TLS is a concern. */
+/* A server's share of one core, a cache line each: its counts, written by
+ * that core only (no locked adds) and read relaxed by the stats; and what
+ * only the core's thread touches - its connection buffers and the response
+ * cache, kept here rather than per thread so that neither a second server
+ * nor a late dlopen's static TLS is a concern. */
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;

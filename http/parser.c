@@ -15,8 +15,7 @@
  *
  * What most requests carry is read by shorter paths: "GET ", the common
  * field names with ": ", a Host that is a bare reg-name, Connection
- * keep-alive or close, an Accept of every type, compared a word at a
- * time. Each takes only input that the general path would read the same
+ * keep-alive or close, compared a word at a time. Each takes only input that the general path would read the same
  * way, and falls to it otherwise (tests/check_http_parser.c tries every
  * byte there).
  *
@@ -389,7 +388,6 @@ static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
  * that its value was read and found to be the common one already. */
 enum field_kind {
 	F_OTHER, F_HOST, F_EXPECT, F_CONNECTION, F_CONTENT_LENGTH, F_TRANSFER_ENCODING,
-	F_ACCEPT,        /* means nothing here, but has a common value */
 	F_HOST_REGNAME,  /* Host: a reg-name alone, no escape, no port */
 	F_KEEP_ALIVE,    /* Connection: keep-alive */
 	F_CLOSE,         /* Connection: close */
@@ -437,7 +435,7 @@ static size_t known_name(const char *p, size_t avail, int *kind)
 {
 	switch (p[0] | 0x20) {
 	case 'a':
-		return name_is(p, avail, "accept: ", F_ACCEPT, kind) ?:
+		return name_is(p, avail, "accept: ", F_OTHER, kind) ?:
 		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind) ?:
 		       name_is(p, avail, "accept-language: ", F_OTHER, kind);
 	case 'c':
@@ -506,8 +504,7 @@ static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colo
  * The value of a field of kind at v, if it is the common one, read by
  * the shortest path: a Host that is a reg-name alone (its class scanned
  * once, not as field bytes and then as a host), a Connection of
- * keep-alive or close, an Accept of any type (compared as words); an
- * Accept becomes F_OTHER either way. Where the value ends, its
+ * keep-alive or close (compared as words). Where the value ends, its
  * CRLF there, with *kind saying what it is; else 0, *kind unchanged, for
  * the general path. The value has no OWS at its end either way.
  */
@@ -522,10 +519,6 @@ static size_t common_value(const struct head *h, size_t v, int *kind)
 			return 0;
 		*kind = F_HOST_REGNAME;
 		return q;
-	}
-	if (*kind == F_ACCEPT) { /* curl's and most tools' */
-		*kind = F_OTHER;
-		return prefix_ieq(b + v, end - v, "*/*\r\n") ? v + 3 : 0;
 	}
 	if (*kind != F_CONNECTION)
 		return 0;
