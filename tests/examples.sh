@@ -266,6 +266,19 @@ stop() {
 # closed ST: a read's status ST says end of stream or an error (1..128),
 # not a timeout (> 128) nor a line (0).
 closed() { [ "$1" -ge 1 ] && [ "$1" -le 128 ]; }
+# term_open NAME PORT PID: a connection to PORT is open and echoes; then
+# PID gets SIGTERM. The read that follows on it: its status (closed) in
+# term_read.
+term_open() {
+	exec 4<>"/dev/tcp/127.0.0.1/$2"
+	printf 'ping\n' >&4
+	IFS= read -r -t "$bound" line <&4
+	[ "${line:-}" = ping ] || fail "$1: open connection answered '${line:-}'"
+	kill -TERM "$3"
+	IFS= read -r -t "$bound" line <&4
+	term_read=$?
+	exec 4<&-
+}
 # until_refused PORT PID: until nothing accepts on PORT (PID still runs).
 until_refused() {
 	local i
@@ -402,15 +415,8 @@ wait_for "$tmp/echo.out" "listening on 127.0.0.1:[0-9]" "$echo_pid" &&
 if [ -n "$echo_port" ] && start_bg grace "^proxy: listening on [0-9]" \
 	"$ex/proxy" 0 "127.0.0.1:$echo_port" --cores 2 --grace 200; then
 	g_pid=$bg_pid
-	exec 4<>"/dev/tcp/127.0.0.1/$bg_port"
-	printf 'ping\n' >&4
-	IFS= read -r -t "$bound" line <&4
-	[ "${line:-}" = ping ] || fail "proxy: open connection answered '${line:-}'"
-	kill -TERM "$g_pid"
-	IFS= read -r -t "$bound" line <&4
-	st=$?
-	exec 4>&-
-	check "proxy cuts a connection still open when the grace is over" closed "$st"
+	term_open proxy "$bg_port" "$g_pid"
+	check "proxy cuts a connection still open when the grace is over" closed "$term_read"
 	finish "$g_pid" grace
 	check "proxy exits 0 after the grace, logging the cut connection" eval \
 		'ok && has ": 5 bytes up, 5 bytes down: cut at the end of the drain$" &&
@@ -539,14 +545,8 @@ if start_bg echo_ex "^echo_server: listening on 127\.0\.0\.1:[0-9]*$" "$ex/echo_
 	pipe "$e_port" <"$tmp/big" >"$tmp/echo_ex.got"
 	check "echo_server: 1 MiB comes back exactly" eval \
 		'[ "$rc" -eq 0 ] && cmp -s "$tmp/big" "$tmp/echo_ex.got"'
-	exec 4<>"/dev/tcp/127.0.0.1/$e_port"
-	printf 'ping\n' >&4
-	IFS= read -r -t "$bound" line <&4
-	[ "${line:-}" = ping ] || fail "echo_server: open connection answered '${line:-}'"
-	kill -TERM "$e_pid"
-	IFS= read -r -t "$bound" line <&4
-	check "echo_server: SIGTERM closes a connection left open" closed $?
-	exec 4<&-
+	term_open echo_server "$e_port" "$e_pid"
+	check "echo_server: SIGTERM closes a connection left open" closed "$term_read"
 	finish "$e_pid" echo_ex
 	check "echo_server stops cleanly on SIGTERM (exit 0, stderr empty)" eval \
 		'ok && has "^echo_server: stopped$"'
