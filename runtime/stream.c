@@ -42,8 +42,13 @@ struct runtime_stream {
 	uint16_t head, tail;        /* queued buffer ids, NO_BID if none */
 	uint32_t off;               /* bytes of head already read */
 	uint32_t queued;            /* unread bytes */
-	int end;                    /* 1: EOF came; < 0: the error that came */
+	int16_t end;                /* 1: EOF came; < 0: the error that came */
 	bool starved;               /* it ended with -ENOBUFS: next read plain */
+	/* A reader waiting on an empty queue: the bytes that come next are
+	 * copied straight to its buffer (hand_over). */
+	uint32_t dst_len;
+	uint32_t handed;            /* bytes copied there, for the reader */
+	char *dst;                  /* NULL: none waits, or it has its bytes */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
 
@@ -355,10 +360,16 @@ __attribute__((noinline, cold)) static void region_landed(struct core *c, struct
 
 /* ---------------------------------------------------------- the queue */
 
-static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
+/* Data landed in buffer bid: the pool's decay must know its region. */
+static inline void landed(struct core *c, struct bufpool *p, unsigned bid)
 {
 	if (unlikely(bid >= p->region1_bid)) /* past the first region */
-		region_landed(s->m.core, p, bid);
+		region_landed(c, p, bid);
+}
+
+static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
+{
+	landed(s->m.core, p, bid);
 	p->len[bid] = n;
 	p->next[bid] = NO_BID;
 	if (s->tail == NO_BID)
@@ -438,7 +449,31 @@ static void ended(struct runtime_stream *s, int res)
 	else if (res == -ENOBUFS)
 		starved(s);
 	else if (res < 0 && res != -ECANCELED)
-		s->end = res;
+		s->end = (int16_t)res;
+}
+
+/*
+ * n bytes came in buffer bid while a reader waits on the empty queue
+ * (s->dst): they go straight to its buffer, and what does not fit is
+ * queued, as copy_out would have left it. The reader is resumed by
+ * runtime__mshot_deliver and finds them in s->handed; the buffer is free
+ * again at once. Saves the queue's round trip on a message's way.
+ */
+static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
+{
+	uint32_t k = n < s->dst_len ? n : s->dst_len;
+
+	landed(s->m.core, p, bid);
+	memcpy(s->dst, buf_at(p, bid), k);
+	s->handed = k;
+	s->dst = NULL;
+	if (k == n) {
+		buf_give(p, bid);
+		return;
+	}
+	stash(p, s, bid, n);
+	s->off = k;
+	s->queued -= k;
 }
 
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
@@ -451,6 +486,8 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		p->lent--;
 		if (m->closed || res <= 0)
 			buf_give(p, bid);
+		else if (s->dst)
+			hand_over(p, s, bid, (uint32_t)res);
 		else
 			stash(p, s, bid, (uint32_t)res);
 		if (p->lent < p->lend_target / 2 && p->ring)
@@ -529,6 +566,21 @@ static bool use_multishot(struct runtime_stream *s)
 	return can_watch(c) && !pool_low(pool_of(c));
 }
 
+/* Wait (the queue empty, len > 0) for the next result: the bytes handed
+ * straight to buf (> 0), 0 to look at the stream again, or the wait's
+ * -errno. Bytes handed as the wait timed out or was cancelled are
+ * returned all the same: nothing read is lost. */
+static ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
+                              size_t len)
+{
+	s->dst = buf;
+	s->dst_len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+	s->handed = 0;
+	int rc = runtime__mshot_wait(&s->m, f);
+	s->dst = NULL;
+	return s->handed ? (ssize_t)s->handed : rc;
+}
+
 ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 {
 	struct fiber *f;
@@ -558,8 +610,9 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 			runtime__mshot_arm(&s->m); /* epoll: may end it at once */
 			continue;
 		}
-		if ((rc = runtime__mshot_wait(&s->m, f)) < 0)
-			return rc;
+		ssize_t n = wait_for_bytes(s, f, buf, len);
+		if (n != 0)
+			return n;
 	}
 }
 

@@ -5,7 +5,8 @@
  *
  * Receive streams (runtime_stream_*): bytes arrive whole and
  * in order across buffers, a read of data that came while the fiber was
- * busy costs no SQE, a stream that is not read stops pulling, exhausted
+ * busy costs no SQE, a waiting reader gets the next bytes in its own
+ * buffer and loses none as its wait expires, a stream that is not read stops pulling, exhausted
  * buffers fall back to plain recvs, a burst that filled most of the pool
  * leaves it resident no longer than two seconds, cancel and deadlines end a waiting
  * read, close gives the socket back (the peer sees EOF), errors and EOF
@@ -152,6 +153,88 @@ static void buffered_main(void *p)
 START_TEST(test_stream_read_of_arrived_data_costs_no_sqe)
 {
 	ck_assert_int_eq(run_fiber(NULL, buffered_main, NULL), 0);
+}
+END_TEST
+
+/* A reader of a given buffer, for handed_main. */
+struct handed_read {
+	struct runtime_stream *s;
+	char buf[8];
+	size_t len;
+};
+
+static void *handed_reader(void *arg)
+{
+	struct handed_read *r = arg;
+
+	return (void *)(intptr_t)runtime_stream_recv(r->s, r->buf, r->len);
+}
+
+/* Read what is left of the pattern "abcdefg" from its offset on: every
+ * byte arrives once, in order (a bounded wait: a lost byte fails, not
+ * hangs). */
+static void read_rest(struct runtime_stream *s, const char *want)
+{
+	char buf[8];
+	size_t got = 0, n = strlen(want);
+
+	runtime_deadline_set(runtime_now() + 5000 * MS);
+	while (got < n) {
+		ssize_t k = runtime_stream_recv(s, buf + got, sizeof(buf) - got);
+		ck_assert_msg(k > 0, "a byte was lost: read %zd after %zu of \"%s\"", k, got, want);
+		got += (size_t)k;
+	}
+	runtime_deadline_set(0);
+	ck_assert_uint_eq(got, n);
+	ck_assert_int_eq(memcmp(buf, want, n), 0);
+}
+
+/* A reader that waits gets the next bytes in its own buffer; what does
+ * not fit stays queued, in order. Bytes that come while its wait is
+ * ending (expired, then completed before it runs again: the run budget
+ * of one lets the loop reap between the two) are its result, or the next
+ * read's: never lost. */
+static void handed_main(void *p)
+{
+	int fd[2];
+	struct handed_read r = { .len = 2 };
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&r.s, fd[1]), 0);
+	struct runtime_fiber *f = start(handed_reader, &r);
+	runtime_sleep(20 * MS); /* it waits (the first read arms the stream) */
+	ck_assert_int_eq(write(fd[0], "abcdefg", 7), 7);
+	ck_assert_int_eq(join(f), 2);
+	ck_assert_int_eq(memcmp(r.buf, "ab", 2), 0);
+	read_rest(r.s, "cdefg");
+
+	r.len = sizeof(r.buf);
+	f = start(handed_reader, &r);
+	runtime_sleep(20 * MS);
+	ck_assert_int_eq(write(fd[0], "xyz", 3), 3);
+	ck_assert_int_eq(runtime_fiber_expire(f), 0);
+	intptr_t n = join(f);
+	ck_assert_msg(n == 3 || n == -ETIMEDOUT, "read %ld", (long)n);
+	if (n == 3)
+		ck_assert_int_eq(memcmp(r.buf, "xyz", 3), 0);
+	else
+		read_rest(r.s, "xyz");
+	fprintf(stderr, "note: bytes that came as the wait expired: %s\n",
+	        n == 3 ? "the read's result" : "the next read's");
+	ck_assert_uint_eq(runtime_stream_buffered(r.s), 0);
+	ck_assert_int_eq(runtime_stream_close(r.s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_waiting_reader_gets_bytes_and_loses_none)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.run_budget = 1;
+	ck_assert_int_eq(run_fiber(&cfg, handed_main, NULL), 0);
 }
 END_TEST
 
@@ -994,6 +1077,7 @@ static Suite *multishot_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_stream_bytes_whole_and_in_order_then_eof);
 	tcase_add_test(tc, test_stream_read_of_arrived_data_costs_no_sqe);
+	tcase_add_test(tc, test_stream_waiting_reader_gets_bytes_and_loses_none);
 	tcase_add_test(tc, test_stream_unread_stream_stops_pulling);
 	tcase_add_test(tc, test_stream_exhausted_buffers_fall_back_to_recv);
 	tcase_add_test(tc, test_stream_light_load_reuses_few_buffers);
