@@ -26,6 +26,7 @@
 
 #include "engine.h"
 #include "fault.h"
+#include "layer.h"
 #include "list.h"
 #include "runtime.h"
 #include "switch.h"
@@ -680,7 +681,7 @@ void runtime__mshot_init(struct mshot *m, struct core *c, int fd, enum mshot_kin
 void runtime__mshot_arm(struct mshot *m);
 void runtime__mshot_stop(struct mshot *m);
 void runtime__mshot_close(struct mshot *m);
-int runtime__mshot_wait(struct mshot *m, struct fiber *f);
+int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline);
 void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshot_quiet(struct mshot *m);
 void runtime__mshots_free(struct core *c);

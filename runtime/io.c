@@ -94,6 +94,34 @@ ssize_t runtime_send(int fd, const void *buf, size_t len, int flags)
 	return submit(&r, __func__);
 }
 
+static uint64_t by(uint64_t deadline)
+{
+	return deadline ? deadline : NEVER;
+}
+
+ssize_t runtime__recv_by(int fd, void *buf, size_t len, int flags, uint64_t deadline)
+{
+	struct io_req r = REQ(IO_RECV, .fd = fd, .buf = buf, .len = rw_len(len), .flags = flags);
+
+	r.deadline = by(deadline);
+	return submit(&r, "runtime_recv");
+}
+
+ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
+                         uint64_t deadline)
+{
+	if (iovcnt == 1) {
+		struct io_req r = REQ(IO_SEND, .fd = fd, .cbuf = iov[0].iov_base,
+		                      .len = rw_len(iov[0].iov_len), .flags = flags);
+		r.deadline = by(deadline);
+		return submit(&r, "runtime_send");
+	}
+	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	struct io_req r = REQ(IO_SENDMSG, .fd = fd, .msg = &msg, .flags = flags);
+	r.deadline = by(deadline);
+	return submit(&r, "runtime_sendmsg");
+}
+
 ssize_t runtime_recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	struct io_req r = REQ(IO_RECVMSG, .fd = fd, .msg = msg, .flags = flags);

@@ -261,7 +261,7 @@ int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
 			runtime__mshot_arm(&l->m); /* epoll: may end it at once */
 			continue;
 		}
-		if ((rc = runtime__mshot_wait(&l->m, f)) < 0)
+		if ((rc = runtime__mshot_wait(&l->m, f, f->deadline)) < 0)
 			return rc;
 	}
 }

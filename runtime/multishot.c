@@ -61,20 +61,20 @@ void runtime__mshot_close(struct mshot *m)
 	runtime__mshot_quiet(m);
 }
 
-/* Wait (fiber f, m's core, m armed) for m's next result, the fiber's
- * deadline or a cancel. Returns 0, -ETIMEDOUT, -ECANCELED. Without a
- * deadline no timer is needed (it would cost a heap push and pop per
- * wait): the armed request is in flight, so the core cannot take the wait
- * for a deadlock. */
-int runtime__mshot_wait(struct mshot *m, struct fiber *f)
+/* Wait (fiber f, m's core, m armed) for m's next result, the deadline
+ * (the fiber's, or an earlier one of the call's) or a cancel. Returns 0,
+ * -ETIMEDOUT, -ECANCELED. Without a deadline no timer is needed (it would
+ * cost a heap push and pop per wait): the armed request is in flight, so
+ * the core cannot take the wait for a deadlock. */
+int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline)
 {
 	int rc;
 
 	m->waiter = f;
-	if (f->deadline == NEVER)
+	if (deadline == NEVER)
 		rc = runtime__suspend(f->core, BLOCK_STREAM, NULL, m);
 	else
-		rc = runtime__suspend_until(f->core, BLOCK_STREAM, NULL, m, f->deadline, -ETIMEDOUT);
+		rc = runtime__suspend_until(f->core, BLOCK_STREAM, NULL, m, deadline, -ETIMEDOUT);
 	m->waiter = NULL;
 	return rc;
 }

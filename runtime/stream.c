@@ -566,37 +566,56 @@ static bool use_multishot(struct runtime_stream *s)
 	return can_watch(c) && !pool_low(pool_of(c));
 }
 
-/* Wait (the queue empty, len > 0) for the next result: the bytes handed
- * straight to buf (> 0), 0 to look at the stream again, or the wait's
- * -errno. Bytes handed as the wait timed out or was cancelled are
- * returned all the same: nothing read is lost. */
+/* Wait (the queue empty, len > 0) until the deadline for the next
+ * result: the bytes handed straight to buf (> 0), 0 to look at the
+ * stream again, or the wait's -errno. Bytes handed as the wait timed out
+ * or was cancelled are returned all the same: nothing read is lost. */
 static ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
-                              size_t len)
+                              size_t len, uint64_t deadline)
 {
 	s->dst = buf;
 	s->dst_len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
 	s->handed = 0;
-	int rc = runtime__mshot_wait(&s->m, f);
+	int rc = runtime__mshot_wait(&s->m, f, deadline);
 	s->dst = NULL;
 	return s->handed ? (ssize_t)s->handed : rc;
 }
 
-ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
+/* May the read start? 0, or the -errno it returns at once. */
+static int recv_check(struct runtime_stream *s, struct fiber *f)
 {
-	struct fiber *f;
-	int rc = runtime__blocking_begin(&f, __func__);
-
-	if (!s || (!buf && len))
-		return -EINVAL;
-	if (rc)
-		return rc;
 	if (unlikely(s->idle.state != IDLE_NONE))
 		return -EBUSY;
 	if (s->m.core != f->core || s->m.closed || s->m.waiter)
-		return runtime__misuse(-EPERM, __func__, "the stream is another core's, "
-		                       "closed, or another fiber reads it");
+		return runtime__misuse(-EPERM, "runtime_stream_recv", "the stream is another "
+		                       "core's, closed, or another fiber reads it");
 	if (runtime__fault(FAULT_CONNRESET))
 		return -ECONNRESET;
+	return 0;
+}
+
+/* The call's deadline (0: none) earlier than the fiber's, already past? */
+static inline bool past(uint64_t deadline, uint64_t *until)
+{
+	if (likely(!deadline || deadline >= *until))
+		return false;
+	*until = deadline;
+	return runtime_now() >= deadline;
+}
+
+ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
+                                uint64_t deadline)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, "runtime_stream_recv");
+
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if (rc || (rc = recv_check(s, f)) != 0)
+		return rc;
+	uint64_t until = f->deadline;
+	if (past(deadline, &until))
+		return -ETIMEDOUT;
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
@@ -604,16 +623,21 @@ ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
 			return s->end > 0 ? 0 : s->end;
 		if (!use_multishot(s)) {
 			stat_add(&f->core->stats.stream_fallbacks, 1);
-			return runtime_recv(s->m.fd, buf, len, 0);
+			return runtime__recv_by(s->m.fd, buf, len, 0, deadline);
 		}
 		if (!s->m.armed) {
 			runtime__mshot_arm(&s->m); /* epoll: may end it at once */
 			continue;
 		}
-		ssize_t n = wait_for_bytes(s, f, buf, len);
+		ssize_t n = wait_for_bytes(s, f, buf, len, until);
 		if (n != 0)
 			return n;
 	}
+}
+
+ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
+{
+	return runtime__stream_recv_by(s, buf, len, 0);
 }
 
 size_t runtime_stream_buffered(const struct runtime_stream *s)

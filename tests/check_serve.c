@@ -351,6 +351,58 @@ START_TEST(test_conn_deadline_moved_by_another_fiber)
 }
 END_TEST
 
+/* A read under the connection's deadline and the fiber's own: it ends at
+ * the earlier (never before it), and leaves the fiber's own as it was. */
+static void read_times_out_at(struct runtime_conn *c, uint64_t own, uint64_t conn, uint64_t at)
+{
+	char b;
+
+	runtime_deadline_set(own);
+	ck_assert_int_eq(runtime_conn_set_read_deadline(c, conn), 0);
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), -ETIMEDOUT);
+	ck_assert_uint_ge(runtime_now(), at);
+	ck_assert_uint_eq(runtime_deadline_get(), own);
+	runtime_deadline_set(0);
+}
+
+static void earlier_main(void *arg)
+{
+	int fd[2];
+	struct runtime_conn *c;
+	char b;
+
+	(void)arg;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], 0), 0);
+	uint64_t now = runtime_now();
+	read_times_out_at(c, now + 30 * MS, now + 60000 * MS, now + 30 * MS);
+	now = runtime_now();
+	read_times_out_at(c, now + 60000 * MS, now + 30 * MS, now + 30 * MS);
+	/* Past the connection's deadline: -ETIMEDOUT at once, the bytes
+	 * waiting left for the next read, nothing sent. */
+	ck_assert_int_eq(runtime_write(fd[0], "q", 1), 1);
+	runtime_sleep(10 * MS);
+	ck_assert_int_eq(runtime_conn_set_read_deadline(c, 1), 0);
+	ck_assert_int_eq(runtime_conn_set_write_deadline(c, 1), 0);
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), -ETIMEDOUT);
+	ck_assert_int_eq(runtime_conn_write(c, "w", 1, NULL), -ETIMEDOUT);
+	ck_assert_int_eq(runtime_conn_set_read_deadline(c, 0), 0);
+	ck_assert_int_eq(runtime_conn_set_write_deadline(c, 0), 0);
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 1);
+	ck_assert_int_eq(b, 'q');
+	ck_assert_int_eq(recv(fd[0], &b, 1, MSG_DONTWAIT), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	ck_assert_uint_eq(runtime_deadline_get(), 0);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(fd[0]);
+}
+
+START_TEST(test_conn_deadline_is_the_earlier_of_the_callers_and_the_conns)
+{
+	ck_assert_int_eq(run_fiber(NULL, earlier_main, NULL), 0);
+}
+END_TEST
+
 static void conn_misuse_elsewhere(void *arg)
 {
 	struct runtime_conn *c = arg;
@@ -1123,6 +1175,7 @@ static Suite *serve_suite(void)
 	tc = tcase_create("conn");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_conn_deadline_moved_by_another_fiber);
+	tcase_add_test(tc, test_conn_deadline_is_the_earlier_of_the_callers_and_the_conns);
 	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
 	tcase_add_test(tc, test_conn_idle_timeout);

@@ -55,33 +55,45 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
 }
 
 /*
- * A call of one side: who makes it, and under what deadline. With no
- * limit of the connection's (the common case) the fiber's own deadline is
- * left alone: nothing to set and restore.
+ * A call of one side: who makes it, and the limit it runs under (0:
+ * none), which the runtime's call takes as its own deadline
+ * (runtime/layer.h), the fiber's left alone. running is the limit alone:
+ * where the fiber's own deadline is earlier, a limit moved to between
+ * the two wakes the call for nothing, and it looks again.
  */
-static inline bool side_begin_under(struct side *s, uint64_t limit, uint64_t *own)
+static inline uint64_t side_enter(struct side *s, uint64_t limit)
 {
 	s->fiber = runtime_fiber_self();
-	if (!limit) {
-		s->running = 0;
+	s->running = limit;
+	return limit;
+}
+
+static inline void side_leave(struct side *s)
+{
+	s->fiber = NULL;
+	s->running = 0;
+}
+
+/* The same for a call with no deadline of its own (a poll): the fiber's
+ * deadline moved to the earlier of it and the limit, and put back by
+ * side_end. */
+static bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
+{
+	uint64_t limit = side_limit(c, s);
+
+	s->fiber = runtime_fiber_self();
+	s->running = 0;
+	if (!limit)
 		return false;
-	}
 	*own = runtime_deadline_get();
 	s->running = earlier(*own, limit);
 	runtime_deadline_set(s->running);
 	return true;
 }
 
-/* side_begin_under the side's limit (side_limit). */
-static inline bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
+static void side_end(struct side *s, bool set, uint64_t own)
 {
-	return side_begin_under(s, side_limit(c, s), own);
-}
-
-static inline void side_end(struct side *s, bool set, uint64_t own)
-{
-	s->fiber = NULL;
-	s->running = 0;
+	side_leave(s);
 	if (set)
 		runtime_deadline_set(own);
 }
@@ -194,22 +206,15 @@ static inline void watch_end(struct runtime_conn *c)
 	c->watch.released = false;
 }
 
-/* One recv of the stream, or of the socket. */
+/* One recv of the stream, or of the socket, under the read side's
+ * limit. */
 static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
 {
-	return c->rx ? runtime_stream_recv(c->rx, buf, len) : runtime_recv(c->fd, buf, len, 0);
-}
+	uint64_t limit = side_enter(&c->rd, side_limit(c, &c->rd));
+	ssize_t n = c->rx ? runtime__stream_recv_by(c->rx, buf, len, limit)
+	                  : runtime__recv_by(c->fd, buf, len, 0, limit);
 
-/* One recv under limit (not 0), the read side's; out of line, so that
- * a read without one stays short. */
-static __attribute__((noinline)) ssize_t
-recv_limited(struct runtime_conn *c, void *buf, size_t len, uint64_t limit)
-{
-	uint64_t own = 0;
-
-	side_begin_under(&c->rd, limit, &own);
-	ssize_t n = recv_once(c, buf, len);
-	side_end(&c->rd, true, own);
+	side_leave(&c->rd);
 	return n;
 }
 
@@ -231,8 +236,6 @@ static inline ssize_t read_done(struct runtime_conn *c, bool watched, ssize_t n)
 static __attribute__((noinline)) ssize_t
 read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n)
 {
-	uint64_t own = 0;
-
 	for (;;) {
 		if (n == -ETIMEDOUT && watched && c->watch.released) {
 			watch_end(c);
@@ -244,9 +247,7 @@ read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n
 			n = -ESHUTDOWN;
 			break;
 		}
-		bool set = side_begin(c, &c->rd, &own);
 		n = recv_once(c, buf, len);
-		side_end(&c->rd, set, own);
 		if (n != -ETIMEDOUT)
 			break;
 	}
@@ -265,15 +266,7 @@ raw_read(struct runtime_conn *c, void *buf, size_t len)
 		watch_begin(c);
 	if (idle_and_draining(c))
 		return read_done(c, watched, -ESHUTDOWN);
-	ssize_t n;
-	uint64_t limit = side_limit(c, &c->rd);
-	if (limit) {
-		n = recv_limited(c, buf, len, limit);
-	} else {
-		c->rd.fiber = runtime_fiber_self(); /* side_begin without a limit */
-		n = recv_once(c, buf, len);
-		c->rd.fiber = NULL;
-	}
+	ssize_t n = recv_once(c, buf, len);
 	if (__builtin_expect(n == -ETIMEDOUT, 0))
 		return read_loop(c, buf, len, watched, n);
 	return read_done(c, watched, n);
@@ -305,13 +298,12 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 static inline __attribute__((always_inline)) ssize_t
 send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 {
-	uint64_t own = 0;
 	ssize_t n;
 
 	do {
-		bool set = side_begin(c, &c->wr, &own);
-		n = send_iov(c->fd, iov, iovcnt);
-		side_end(&c->wr, set, own);
+		uint64_t limit = side_enter(&c->wr, side_limit(c, &c->wr));
+		n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
+		side_leave(&c->wr);
 	} while (n == -ETIMEDOUT && !side_expired(c, &c->wr));
 	if (n > 0)
 		touch(c);

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <runtime.h>
+#include "../runtime/layer.h"
 #include <limits.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -129,10 +130,7 @@ void runtime__conn_touch(struct runtime_conn *c);
  * SIGPIPE mask. */
 static inline ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt)
 {
-	if (iovcnt == 1)
-		return runtime_send(fd, iov[0].iov_base, iov[0].iov_len, MSG_NOSIGNAL);
-	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
-	return runtime_sendmsg(fd, &msg, MSG_NOSIGNAL);
+	return runtime__send_by(fd, iov, iovcnt, MSG_NOSIGNAL, 0);
 }
 
 /*

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * layer.h - what the core offers the layers built into the same library
+ * (the toolkit, and TLS through it) beyond <runtime.h>: the I/O calls with
+ * a deadline of the call's own.
+ *
+ * A connection's read and write deadlines apply to one call at a time.
+ * Through the public calls that took a runtime_deadline_get, a set before
+ * the call and one after (the fiber's deadline moved and put back) on
+ * every read and write; these take it as an argument and leave the
+ * fiber's alone. The call runs under the earlier of the two: past it,
+ * -ETIMEDOUT at once, without touching the fd; reached while it waits,
+ * -ETIMEDOUT, and runtime_fiber_expire ends the wait as it does any.
+ * Otherwise each returns what the public call does. deadline is an
+ * absolute runtime_now() time, 0 for none.
+ */
+#ifndef RUNTIME_LAYER_H
+#define RUNTIME_LAYER_H
+
+#include <runtime.h>
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+/* runtime_recv. */
+ssize_t runtime__recv_by(int fd, void *buf, size_t len, int flags, uint64_t deadline);
+
+/* runtime_send for one iovec, runtime_sendmsg for more. */
+ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
+                         uint64_t deadline);
+
+/* runtime_stream_recv. */
+ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
+                                uint64_t deadline);
+
+#endif /* RUNTIME_LAYER_H */
