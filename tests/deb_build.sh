@@ -9,8 +9,9 @@
 #                 by default DEB_BUILD_OPTIONS=nocheck
 #   --keep        keep the scratch build tree (always kept on failure)
 #   --no-install  build and lint only: no dpkg -i / dpkg -r on this machine
-#   --symbols     rewrite debian/libruntime0.symbols and
-#                 debian/libruntime-preload0.symbols (the only files it
+#   --symbols     rewrite debian/libruntime0.symbols,
+#                 debian/libruntime-preload0.symbols and
+#                 debian/libruntime-http0.symbols (the only files it
 #                 writes in the tree) from the libraries just built, and
 #                 show the diff: known symbols keep their versions, new ones
 #                 get debian/changelog's upstream version (dpkg-gensymbols)
@@ -106,7 +107,7 @@ debs=$(ls "$scratch"/*.deb)
 
 # ------------------------------------------------------------ symbols
 if [ "$symbols" -eq 1 ]; then
-	for p in libruntime0 libruntime-preload0; do
+	for p in libruntime0 libruntime-preload0 libruntime-http0; do
 		if (cd "$src" && dpkg-gensymbols -q -p"$p" -P"debian/$p" -v"$upstream" -O) |
 			grep -v '^\* Build-Depends-Package:' |
 			sed '1a\* Build-Depends-Package: libruntime-dev' >"$scratch/$p.symbols"; then
