@@ -77,31 +77,38 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-/* The core's head start (http.h), made again when the second has moved;
- * the Content-Type line after it is kept (moved, should the Date's
- * length change). */
-static struct http_head_start *head_start(struct http_core *core,
-                                          const struct runtime_http_server *srv)
+/* The core's head start (http.h) made again for the second now; the
+ * lines after it are kept (moved, should the Date's length change). Out
+ * of line: once a second. */
+static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
+                                                  const struct runtime_http_server *srv, time_t now)
+{
+	struct tm tm;
+	char date[32];
+
+	gmtime_r(&now, &tm);
+	size_t n = strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	size_t len = sizeof(OK_LINE) - 1 + srv->server_len + sizeof("Date: \r\n") - 1 + n;
+	if (hs->type_len && len != hs->len)
+		memmove(hs->text + len, hs->text + hs->len, hs->type_len + hs->tail_len);
+	char *p = PUT_LIT(hs->text, OK_LINE);
+	p = put(p, srv->server_field, srv->server_len);
+	p = PUT_LIT(p, "Date: ");
+	p = put(p, date, n);
+	PUT_LIT(p, "\r\n");
+	hs->len = len;
+	hs->second = now;
+}
+
+/* The core's head start, made again when the second has moved. */
+static inline struct http_head_start *head_start(struct http_core *core,
+                                                 const struct runtime_http_server *srv)
 {
 	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
-	if (now != hs->second) {
-		struct tm tm;
-		char date[32];
-		gmtime_r(&now, &tm);
-		size_t n = strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		size_t len = sizeof(OK_LINE) - 1 + srv->server_len + sizeof("Date: \r\n") - 1 + n;
-		if (hs->type_len && len != hs->len)
-			memmove(hs->text + len, hs->text + hs->len, hs->type_len);
-		char *p = PUT_LIT(hs->text, OK_LINE);
-		p = put(p, srv->server_field, srv->server_len);
-		p = PUT_LIT(p, "Date: ");
-		p = put(p, date, n);
-		PUT_LIT(p, "\r\n");
-		hs->len = len;
-		hs->second = now;
-	}
+	if (__builtin_expect(now != hs->second, 0))
+		head_remake(hs, srv, now);
 	return hs;
 }
 
@@ -223,7 +230,7 @@ static bool bodiless(int status)
 
 /* The framing fields: Content-Length, chunked, or (an HTTP/1.0 client,
  * length unknown) none, the end of the connection ending the body. */
-static char *put_framing(struct runtime_http_response *res, char *p)
+static char *put_framing(const struct runtime_http_response *res, char *p)
 {
 	if (res->status < 200 || res->status == 204 || (res->status == 304 && res->length <= 0))
 		return p;
@@ -248,44 +255,73 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 
 /* The Content-Type field: a value of at most HTTP_TYPE_MAX bytes, checked
  * by the parser's word-at-a-time scan and made the head start's type
- * line; the core's last one again at the cost of a strncmp, which stops
- * at the first difference or NUL and so reads no more of the value than
- * strnlen would. false for a bad value. */
-static bool set_type(struct http_head_start *hs, const char *type)
+ * line (written over: no tail after it). Out of line: the type changed.
+ * false for a bad value. */
+static __attribute__((noinline)) bool type_remake(struct http_head_start *hs, const char *type)
+{
+	size_t n = strnlen(type, HTTP_TYPE_MAX + 1);
+
+	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
+		return false; /* empty, too long, or not a field value */
+	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
+	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
+	hs->type_value_len = n;
+	hs->tail_len = 0;
+	return true;
+}
+
+/* The core's last type again at the cost of a strncmp, which stops at the
+ * first difference or NUL and so reads no more of the value than strnlen
+ * would; else type_remake. */
+static inline bool set_type(struct http_head_start *hs, const char *type)
 {
 	const char *cached = hs->text + hs->len + sizeof(HTTP_TYPE_NAME) - 1;
 	size_t n = hs->type_value_len;
 
 	if (n && !strncmp(type, cached, n) && !type[n])
 		return true;
-	n = strnlen(type, HTTP_TYPE_MAX + 1);
-	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
-		return false; /* empty, too long, or not a field value */
-	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
-	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
-	hs->type_value_len = n;
-	return true;
+	return type_remake(hs, type);
 }
 
-/* The status line and fields into the batch: nothing is kept of them
- * unless all is well. 0 or -errno. A 200 with a type starts with one
- * copy of the head start and its type line. */
-static int put_head(struct runtime_http_response *res, struct text why, const char *type)
+/* The head start's tail after its type line written for a body of length
+ * bytes. Its length. Out of line: the length changed. */
+static __attribute__((noinline)) size_t tail_remake(struct http_head_start *hs, uint64_t length)
 {
-	struct http_conn *c = res->conn;
-	const struct runtime_http_server *srv = c->srv;
-	size_t need = 160 + HTTP_TYPE_MAX + why.len + srv->server_len + res->fields_len;
+	char *start = hs->text + hs->len + hs->type_len;
+	char *p = put_u64(PUT_LIT(start, HTTP_TAIL_NAME), length);
 
-	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
-		return -EPIPE;
-	char *p = c->out + c->out_len;
-	struct http_head_start *hs = head_start(res->core, srv);
-	size_t from = 0, to = hs->len;
-	if (type && !set_type(hs, type))
-		return -EINVAL;
-	if (type)
-		to += hs->type_len;
+	hs->tail_len = (size_t)(PUT_LIT(p, "\r\n\r\n") - start);
+	hs->tail_length = length;
+	return hs->tail_len;
+}
+
+/* The tail's length for a body of length bytes: the one there, or
+ * tail_remake. */
+static inline size_t tail(struct http_head_start *hs, uint64_t length)
+{
+	if (hs->tail_len && hs->tail_length == length)
+		return hs->tail_len;
+	return tail_remake(hs, length);
+}
+
+/* A 200 that ends as the head start's tail does: a type, a length, no
+ * Connection field (keep-alive, HTTP/1.1) and no fields of its own. */
+static inline bool tail_fits(const struct runtime_http_response *res, const char *type)
+{
+	return res->status == 200 && type && res->length >= 0 && !res->close &&
+	       res->req->head.minor != 0 && !res->fields_len;
+}
+
+/* The head of any other answer, after its start and type line (to bytes
+ * of hs->text), at p: its status line, framing and fields. Its end. */
+static __attribute__((noinline)) char *put_head_rest(const struct runtime_http_response *res,
+                                                     char *p, const struct http_head_start *hs,
+                                                     size_t to)
+{
+	size_t from = 0;
+
 	if (res->status != 200) {
+		struct text why = reason(res->status);
 		p = PUT_LIT(p, "HTTP/1.1 ");
 		p = put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
@@ -298,14 +334,41 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 	p = put_connection(res, p);
 	if (res->fields_len) /* mostly none: no call to copy nothing */
 		p = put(p, res->fields, res->fields_len);
-	p = PUT_LIT(p, "\r\n");
+	return PUT_LIT(p, "\r\n");
+}
+
+/* A head's bytes at most, but for its own fields: a status line, Server,
+ * Date, Content-Type, framing, Connection and the empty line. */
+#define HEAD_ROOM (160 + HTTP_TYPE_MAX + 32 + HTTP_SERVER_FIELD_MAX)
+
+/* The status line and fields into the batch: nothing is kept of them
+ * unless all is well. 0 or -errno. A 200 with a type starts with one
+ * copy of the head start and its type line, and the common one (a length,
+ * keep-alive, no fields of its own) is that copy and the tail's. */
+static int put_head(struct runtime_http_response *res, const char *type)
+{
+	struct http_conn *c = res->conn;
+
+	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && http_flush(c) < 0)
+		return -EPIPE;
+	char *p = c->out + c->out_len;
+	struct http_head_start *hs = head_start(res->core, c->srv);
+	size_t to = hs->len;
+	if (type && !set_type(hs, type))
+		return -EINVAL;
+	if (type)
+		to += hs->type_len;
+	if (tail_fits(res, type)) /* the common answer: one copy */
+		p = put(p, hs->text, to + tail(hs, (uint64_t)res->length));
+	else
+		p = put_head_rest(res, p, hs, to);
 	c->out_len = (size_t)(p - c->out);
 	return 0;
 }
 
 static void count_response(const struct runtime_http_response *res)
 {
-	_Atomic uint64_t *n = &res->core->responses[res->status / 100];
+	_Atomic uint64_t *n = &res->core->responses[(unsigned)res->status / 100];
 
 	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
 	                      memory_order_relaxed);
@@ -337,7 +400,7 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 		return -EALREADY;
 	bool closing = res->close;
 	decide(res, status, length);
-	int rc = put_head(res, status == 200 ? TEXT("OK") : reason(status), type);
+	int rc = put_head(res, type);
 	if (rc < 0) {
 		res->status = 0;
 		res->close = closing || rc != -EINVAL;

@@ -271,6 +271,26 @@ static int types(struct runtime_http_request *req, struct runtime_http_response 
 	return runtime_http_respond(res, 200, "text/a", "a", 1);
 }
 
+/* /tail?TNFL: a 200 (404 if N is 'n', else '-') of type text/a (T 'a')
+ * or text/bbb (else), a field X-F if F is 'f' (else '-'), and L bytes
+ * of body, L the rest - the head start's tail (response.c) at work. */
+static int tails(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	static char body[4096];
+	size_t len = 0;
+
+	ck_assert_uint_ge(q.len, 4);
+	for (size_t i = 3; i < q.len; i++)
+		len = len * 10 + (size_t)(q.p[i] - '0');
+	ck_assert_uint_le(len, sizeof(body));
+	memset(body, 'x', len);
+	if (q.p[2] == 'f')
+		ck_assert_int_eq(runtime_http_set_header(res, "X-F", "1"), 0);
+	return runtime_http_respond(res, q.p[1] == 'n' ? 404 : 200,
+	                            q.p[0] == 'a' ? "text/a" : "text/bbb", body, len);
+}
+
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
 	struct runtime_http_slice path = runtime_http_path(req);
@@ -288,6 +308,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return streams(req, res, path);
 	if (is(path, "/types"))
 		return types(req, res);
+	if (is(path, "/tail"))
+		return tails(req, res);
 	if (is(path, "/fail"))
 		return -EIO;
 	if (is(path, "/nothing"))
@@ -478,6 +500,90 @@ START_TEST(test_responses)
 		ck_assert_msg(!strstr(r, "Content-Type") && strstr(r, "Content-Length: 1\r\n"),
 		              "got: %s", r);
 	}
+	serve_stop();
+}
+END_TEST
+
+/* One request on fd and its whole answer (Content-Length) into r. */
+static void ask(int fd, const char *req, char *r, size_t cap)
+{
+	r[0] = '\0';
+	send_str(fd, req);
+	ck_assert(read_until(fd, r, cap, "\r\n\r\n"));
+	const char *cl = strstr(r, "Content-Length: ");
+	ck_assert_ptr_nonnull(cl);
+	size_t want = (size_t)(strstr(r, "\r\n\r\n") + 4 - r) + strtoul(cl + 16, NULL, 10);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	for (size_t got = strlen(r); got < want && poll(&p, 1, 10000) == 1;) {
+		ssize_t n = recv(fd, r + got, cap - 1 - got, 0);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+		r[got] = '\0';
+	}
+	ck_assert_uint_eq(strlen(r), want);
+}
+
+/* The answer r: its head is exactly the start (status line to the Date
+ * field, whose value is any), then rest; its body len bytes of 'x'. */
+static void head_is(const char *r, const char *start, const char *rest, size_t len)
+{
+	size_t n = strlen(start);
+	const char *date = r + n, *end = strstr(date, "\r\n");
+
+	ck_assert_msg(!strncmp(r, start, n) && end && end - date == 29 &&
+	              !strncmp(end + 2, rest, strlen(rest)), "got: %s", r);
+	const char *body = end + 2 + strlen(rest);
+	ck_assert_uint_eq(strlen(body), len);
+	ck_assert_uint_eq(strspn(body, "x"), len);
+}
+
+#define START "HTTP/1.1 200 OK\r\nServer: runtime\r\nDate: "
+
+/* A keep-alive 200 with a length and no fields of its own is the core's
+ * head start copied whole with its tail: another length, type, status,
+ * version, a field or a close each get their own head, and the next one
+ * the right tail again; the Date follows the clock. */
+START_TEST(test_cached_heads)
+{
+	char r[8192], d1[32], d2[32];
+
+	serve_start();
+	int fd = dial();
+	const char *req = "GET /tail?a--5 HTTP/1.1\r\nHost: h\r\n\r\n";
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	ask(fd, "GET /tail?a--123 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 123\r\n\r\n", 123);
+	ask(fd, "GET /tail?b--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/bbb\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?a--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?an-7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, "HTTP/1.1 404 Not Found\r\nServer: runtime\r\nDate: ",
+	        "Content-Type: text/a\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?a-f7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\nX-F: 1\r\n\r\n", 7);
+	ask(fd, "GET /tail?a--7 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\n"
+	        "Connection: keep-alive\r\n\r\n", 7);
+	r[0] = '\0';
+	send_str(fd, "HEAD /tail?a--7 HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "\r\n\r\n"));
+	ck_assert_msg(strstr(r, "\r\nContent-Length: 7\r\n\r\n") && strstr(r, "\r\n\r\n")[4] == '\0',
+	              "HEAD: the GET's length, no body: %s", r);
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	snprintf(d1, sizeof(d1), "%.29s", r + strlen(START));
+	usleep(1100 * 1000); /* the next second: a new Date */
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	snprintf(d2, sizeof(d2), "%.29s", r + strlen(START));
+	ck_assert_msg(strcmp(d1, d2), "the Date stayed %s", d1);
+	ask(fd, "GET /tail?a--5 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+	        5);
+	ck_assert(closed_by_server(fd));
+	close(fd);
 	serve_stop();
 }
 END_TEST
@@ -767,6 +873,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_unread_body_skipped);
 	tcase_add_test(tc, test_bad_bodies);
 	tcase_add_test(tc, test_responses);
+	tcase_add_test(tc, test_cached_heads);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
