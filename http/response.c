@@ -391,8 +391,14 @@ static void decide(struct runtime_http_response *res, int status, int64_t length
 		res->close = true; /* HTTP/1.0: the close ends the body */
 }
 
-/* Start the response: checks, framing decided, head into the batch. */
-static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length)
+static int emit(struct http_conn *c, const void *p, size_t len);
+
+/* Start the response: checks, framing decided, head into the batch; then
+ * for runtime_http_respond (fixed) its body, the response done (the
+ * stream, should the body fail: it is cut). One function for both, so
+ * that the common answer makes one call. */
+static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length,
+                 bool fixed, const void *body)
 {
 	if (!res || status < 200 || status > 599 || length < RUNTIME_HTTP_CHUNKED)
 		return res && res->state != RES_NONE ? -EALREADY : -EINVAL;
@@ -410,12 +416,18 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 		res->req->answered = true;
 	res->state = RES_STREAM;
 	count_response(res);
+	if (!fixed)
+		return 0;
+	if (!res->no_body && length && (rc = emit(res->conn, body, (size_t)length)) < 0) {
+		res->close = true;
+		return rc;
+	}
+	res->sent = res->no_body ? 0 : (uint64_t)length;
+	res->state = RES_DONE;
 	return 0;
 }
 
 /* ------------------------------------------------------------------ body */
-
-static int emit(struct http_conn *c, const void *p, size_t len);
 
 /* Bytes that do not fit in the batch: the batch, and then they go out at
  * once or into the batch emptied. */
@@ -489,25 +501,15 @@ int runtime_http_end(struct runtime_http_response *res)
 int runtime_http_start(struct runtime_http_response *res, int status, const char *type,
                        int64_t length)
 {
-	return begin(res, status, type, length);
+	return begin(res, status, type, length, false, NULL);
 }
 
 int runtime_http_respond(struct runtime_http_response *res, int status, const char *type,
                          const void *body, size_t len)
 {
-	int rc;
-
 	if (!res || (!body && len))
 		return -EINVAL;
-	if ((rc = begin(res, status, type, (int64_t)len)) < 0)
-		return rc;
-	if (!res->no_body && len && (rc = emit(res->conn, body, len)) < 0) {
-		res->close = true;
-		return rc;
-	}
-	res->sent = res->no_body ? 0 : len;
-	res->state = RES_DONE;
-	return 0;
+	return begin(res, status, type, (int64_t)len, true, body);
 }
 
 /* ------------------------------------------------------ the library's own */
