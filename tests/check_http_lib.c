@@ -273,7 +273,9 @@ static int types(struct runtime_http_request *req, struct runtime_http_response 
 
 /* /tail?TNFL: a 200 (404 if N is 'n', else '-') of type text/a (T 'a')
  * or text/bbb (else), a field X-F if F is 'f' (else '-'), and L bytes
- * of body, L the rest - the head start's tail (response.c) at work. */
+ * of body (L the rest): the alphabet over and over from its L'th letter,
+ * so that no two lengths' bodies agree - the head start's tail and the
+ * short bodies' copy (response.c) at work. */
 static int tails(struct runtime_http_request *req, struct runtime_http_response *res)
 {
 	struct runtime_http_slice q = runtime_http_query(req);
@@ -284,7 +286,8 @@ static int tails(struct runtime_http_request *req, struct runtime_http_response 
 	for (size_t i = 3; i < q.len; i++)
 		len = len * 10 + (size_t)(q.p[i] - '0');
 	ck_assert_uint_le(len, sizeof(body));
-	memset(body, 'x', len);
+	for (size_t i = 0; i < len; i++)
+		body[i] = (char)('a' + (i + len) % 26);
 	if (q.p[2] == 'f')
 		ck_assert_int_eq(runtime_http_set_header(res, "X-F", "1"), 0);
 	return runtime_http_respond(res, q.p[1] == 'n' ? 404 : 200,
@@ -524,7 +527,7 @@ static void ask(int fd, const char *req, char *r, size_t cap)
 }
 
 /* The answer r: its head is exactly the start (status line to the Date
- * field, whose value is any), then rest; its body len bytes of 'x'. */
+ * field, whose value is any), then rest; its body tails' len bytes. */
 static void head_is(const char *r, const char *start, const char *rest, size_t len)
 {
 	size_t n = strlen(start);
@@ -534,7 +537,8 @@ static void head_is(const char *r, const char *start, const char *rest, size_t l
 	              !strncmp(end + 2, rest, strlen(rest)), "got: %s", r);
 	const char *body = end + 2 + strlen(rest);
 	ck_assert_uint_eq(strlen(body), len);
-	ck_assert_uint_eq(strspn(body, "x"), len);
+	for (size_t i = 0; i < len; i++)
+		ck_assert_int_eq(body[i], 'a' + (i + len) % 26);
 }
 
 #define START "HTTP/1.1 200 OK\r\nServer: runtime\r\nDate: "
@@ -554,6 +558,13 @@ START_TEST(test_cached_heads)
 	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
 	ask(fd, "GET /tail?a--123 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
 	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 123\r\n\r\n", 123);
+	for (int len = 1; len <= 17; len++) { /* short bodies, copied inline */
+		char q[64], tail[64];
+		snprintf(q, sizeof(q), "GET /tail?a--%d HTTP/1.1\r\nHost: h\r\n\r\n", len);
+		snprintf(tail, sizeof(tail), "Content-Type: text/a\r\nContent-Length: %d\r\n\r\n", len);
+		ask(fd, q, r, sizeof(r));
+		head_is(r, START, tail, (size_t)len);
+	}
 	ask(fd, "GET /tail?b--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
 	head_is(r, START, "Content-Type: text/bbb\r\nContent-Length: 7\r\n\r\n", 7);
 	ask(fd, "GET /tail?a--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
