@@ -176,34 +176,50 @@ static int next_head(struct http_conn *c, struct http_request *head)
 
 /* ---------------------------------------------------------------- requests */
 
-/* The path and query of the target: origin-form "/p?q", absolute-form
- * "http://host/p?q" (its path, "/" if none); "*" and authority-form have
- * neither. */
+/* path and query: p up to q (the target's first '?', or end), what
+ * follows q. */
+static inline void set_path(struct runtime_http_request *req, const char *p, const char *q,
+                            const char *end)
+{
+	req->path = (struct runtime_http_slice){ p, (size_t)(q - p) };
+	req->query = q < end ? (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) }
+	                     : (struct runtime_http_slice){ end, 0 };
+}
+
+/* The other forms: absolute-form "http://host/p?q" (its path, "/" if
+ * none); "*" and authority-form have neither. Out of line: rare. */
+static __attribute__((noinline)) void split_other(struct runtime_http_request *req,
+                                                  const char *t, const char *q, const char *end)
+{
+	const char *scheme = memchr(t, ':', (size_t)(end - t));
+
+	req->path = req->query = (struct runtime_http_slice){ end, 0 };
+	if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
+		return; /* "*" or authority-form */
+	t = scheme + 3;
+	while (t < end && *t != '/' && *t != '?')
+		t++;
+	if (t == end || *t == '?') {
+		req->path = (struct runtime_http_slice){ "/", 1 };
+		if (t < end)
+			req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
+		return;
+	}
+	set_path(req, t, q, end); /* the target's first '?' ends its path in
+	                             every form: an authority has none */
+}
+
+/* The path and query of the target: origin-form "/p?q" here, the others
+ * in split_other. */
 static void split_target(struct runtime_http_request *req)
 {
 	const char *t = req->head.target.p, *end = t + req->head.target.len;
 	const char *q = t + req->head.query; /* end if no '?' */
 
-	req->path = req->query = (struct runtime_http_slice){ end, 0 };
-	if (t[0] != '/') {
-		const char *scheme = memchr(t, ':', (size_t)(end - t));
-		if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
-			return; /* "*" or authority-form */
-		t = scheme + 3;
-		while (t < end && *t != '/' && *t != '?')
-			t++;
-		if (t == end || *t == '?') {
-			req->path = (struct runtime_http_slice){ "/", 1 };
-			if (t < end)
-				req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
-			return;
-		}
-	}
-	/* The target's first '?' ends its path in every form: an authority
-	 * has none. */
-	req->path = (struct runtime_http_slice){ t, (size_t)(q - t) };
-	if (q < end)
-		req->query = (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) };
+	if (t[0] == '/')
+		set_path(req, t, q, end);
+	else
+		split_other(req, t, q, end);
 }
 
 /* A pipelined head far into the buffer leaves little room behind it for
@@ -325,12 +341,13 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	if (!c)
 		return;
 	c->may_idle = may_idle;
+	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req)) >= 0) {
 		if (rc_one == 1 && went_idle(c)) {
 			conn_free(c);
 			return;
 		}
-		c->idle_now = may_idle && rc_one == 0 && srv->cfg.release_after_ns == 0;
+		c->idle_now = at_once && rc_one == 0;
 	}
 	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
 	                        caller may go on with the connection */
