@@ -440,18 +440,31 @@ static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const voi
 	return http_write_out(c, p, len);
 }
 
-/* memcpy, but 8 to 16 bytes (a short body's) as two words that may
- * overlap, with no call. */
+/* memcpy, but a short body's 1 to 16 bytes with no call: as two words,
+ * or two halves, that may overlap (1 to 3: the first, middle and last). */
 static inline void copy_short(char *to, const void *from, size_t n)
 {
-	if (n >= 8 && n <= 16) {
+	const char *f = from;
+
+	if (n > 16) {
+		memcpy(to, f, n);
+	} else if (n >= 8) {
 		uint64_t a, b;
-		memcpy(&a, from, 8);
-		memcpy(&b, (const char *)from + n - 8, 8);
+		memcpy(&a, f, 8);
+		memcpy(&b, f + n - 8, 8);
 		memcpy(to, &a, 8);
 		memcpy(to + n - 8, &b, 8);
-	} else {
-		memcpy(to, from, n);
+	} else if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, f, 4);
+		memcpy(&b, f + n - 4, 4);
+		memcpy(to, &a, 4);
+		memcpy(to + n - 4, &b, 4);
+	} else if (n) {
+		char a = f[0], m = f[n / 2], z = f[n - 1];
+		to[0] = a;
+		to[n / 2] = m;
+		to[n - 1] = z;
 	}
 }
 
