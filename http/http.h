@@ -54,20 +54,27 @@ void http_buffers_free(struct http_buffers *b);
  * (the Date changes no faster); then the Content-Type field line the
  * core's responses last sent: handlers answer with a few types, and
  * telling that a value is that one again costs less than checking it
- * again. A 200 of that type copies all of it at once, any other status
- * its own line and then the rest.
+ * again. Last, the tail a keep-alive 200 of that type with a length and
+ * no fields of its own ends with: its Content-Length line (the core's
+ * last length, patched when another comes) and the empty line. Such a
+ * 200 copies all of it at once; another 200 the start and its type line,
+ * any other status its own line and then the rest.
  */
 #define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
 #define HTTP_TYPE_NAME "Content-Type: "
+#define HTTP_TAIL_NAME "Content-Length: "
 
 struct http_head_start {
 	time_t second;               /* 0: not made yet */
 	size_t len;                  /* the status line, Server and Date */
 	size_t type_len;             /* the Content-Type line after them */
 	size_t type_value_len;       /* its value's, 0: none yet */
+	size_t tail_len;             /* the end after the type line, 0: none */
+	uint64_t tail_length;        /* its Content-Length */
 	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
 	          sizeof("Date: \r\n") - 1 + 32 +
-	          sizeof(HTTP_TYPE_NAME "\r\n") - 1 + HTTP_TYPE_MAX];
+	          sizeof(HTTP_TYPE_NAME "\r\n") - 1 + HTTP_TYPE_MAX +
+	          sizeof(HTTP_TAIL_NAME "\r\n\r\n") - 1 + 20];
 };
 
 /* A server's share of one core, a cache line each: its counts, written by
@@ -120,6 +127,11 @@ struct http_conn {
 	                                last answer may be lost) */
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
+	bool rd_limit, wr_limit;     /* a read or write deadline of the
+	                                connection's may be set (http_read_limit,
+	                                http_write_out): next_head's write and
+	                                read, under the fiber's, clear them */
+	uint64_t rd_deadline;        /* the last head's read's (UINT64_MAX: none) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -159,6 +171,7 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);
+void http_read_limit(struct http_conn *c, uint64_t deadline);
 void http_not_idle(struct http_conn *c);
 uint64_t http_deadline_in(uint64_t ns);
 struct http_core *http_core(struct runtime_http_server *srv);

@@ -77,31 +77,38 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-/* The core's head start (http.h), made again when the second has moved;
- * the Content-Type line after it is kept (moved, should the Date's
- * length change). */
-static struct http_head_start *head_start(struct http_core *core,
-                                          const struct runtime_http_server *srv)
+/* The core's head start (http.h) made again for the second now; the
+ * lines after it are kept (moved, should the Date's length change). Out
+ * of line: once a second. */
+static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
+                                                  const struct runtime_http_server *srv, time_t now)
+{
+	struct tm tm;
+	char date[32];
+
+	gmtime_r(&now, &tm);
+	size_t n = strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	size_t len = sizeof(OK_LINE) - 1 + srv->server_len + sizeof("Date: \r\n") - 1 + n;
+	if (hs->type_len && len != hs->len)
+		memmove(hs->text + len, hs->text + hs->len, hs->type_len + hs->tail_len);
+	char *p = PUT_LIT(hs->text, OK_LINE);
+	p = put(p, srv->server_field, srv->server_len);
+	p = PUT_LIT(p, "Date: ");
+	p = put(p, date, n);
+	PUT_LIT(p, "\r\n");
+	hs->len = len;
+	hs->second = now;
+}
+
+/* The core's head start, made again when the second has moved. */
+static inline struct http_head_start *head_start(struct http_core *core,
+                                                 const struct runtime_http_server *srv)
 {
 	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
-	if (now != hs->second) {
-		struct tm tm;
-		char date[32];
-		gmtime_r(&now, &tm);
-		size_t n = strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-		size_t len = sizeof(OK_LINE) - 1 + srv->server_len + sizeof("Date: \r\n") - 1 + n;
-		if (hs->type_len && len != hs->len)
-			memmove(hs->text + len, hs->text + hs->len, hs->type_len);
-		char *p = PUT_LIT(hs->text, OK_LINE);
-		p = put(p, srv->server_field, srv->server_len);
-		p = PUT_LIT(p, "Date: ");
-		p = put(p, date, n);
-		PUT_LIT(p, "\r\n");
-		hs->len = len;
-		hs->second = now;
-	}
+	if (__builtin_expect(now != hs->second, 0))
+		head_remake(hs, srv, now);
 	return hs;
 }
 
@@ -223,7 +230,7 @@ static bool bodiless(int status)
 
 /* The framing fields: Content-Length, chunked, or (an HTTP/1.0 client,
  * length unknown) none, the end of the connection ending the body. */
-static char *put_framing(struct runtime_http_response *res, char *p)
+static char *put_framing(const struct runtime_http_response *res, char *p)
 {
 	if (res->status < 200 || res->status == 204 || (res->status == 304 && res->length <= 0))
 		return p;
@@ -248,44 +255,73 @@ static char *put_connection(const struct runtime_http_response *res, char *p)
 
 /* The Content-Type field: a value of at most HTTP_TYPE_MAX bytes, checked
  * by the parser's word-at-a-time scan and made the head start's type
- * line; the core's last one again at the cost of a strncmp, which stops
- * at the first difference or NUL and so reads no more of the value than
- * strnlen would. false for a bad value. */
-static bool set_type(struct http_head_start *hs, const char *type)
+ * line (written over: no tail after it). Out of line: the type changed.
+ * false for a bad value. */
+static __attribute__((noinline)) bool type_remake(struct http_head_start *hs, const char *type)
+{
+	size_t n = strnlen(type, HTTP_TYPE_MAX + 1);
+
+	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
+		return false; /* empty, too long, or not a field value */
+	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
+	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
+	hs->type_value_len = n;
+	hs->tail_len = 0;
+	return true;
+}
+
+/* The core's last type again at the cost of a strncmp, which stops at the
+ * first difference or NUL and so reads no more of the value than strnlen
+ * would; else type_remake. */
+static inline bool set_type(struct http_head_start *hs, const char *type)
 {
 	const char *cached = hs->text + hs->len + sizeof(HTTP_TYPE_NAME) - 1;
 	size_t n = hs->type_value_len;
 
 	if (n && !strncmp(type, cached, n) && !type[n])
 		return true;
-	n = strnlen(type, HTTP_TYPE_MAX + 1);
-	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
-		return false; /* empty, too long, or not a field value */
-	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
-	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
-	hs->type_value_len = n;
-	return true;
+	return type_remake(hs, type);
 }
 
-/* The status line and fields into the batch: nothing is kept of them
- * unless all is well. 0 or -errno. A 200 with a type starts with one
- * copy of the head start and its type line. */
-static int put_head(struct runtime_http_response *res, struct text why, const char *type)
+/* The head start's tail after its type line written for a body of length
+ * bytes. Its length. Out of line: the length changed. */
+static __attribute__((noinline)) size_t tail_remake(struct http_head_start *hs, uint64_t length)
 {
-	struct http_conn *c = res->conn;
-	const struct runtime_http_server *srv = c->srv;
-	size_t need = 160 + HTTP_TYPE_MAX + why.len + srv->server_len + res->fields_len;
+	char *start = hs->text + hs->len + hs->type_len;
+	char *p = put_u64(PUT_LIT(start, HTTP_TAIL_NAME), length);
 
-	if (HTTP_OUT_SIZE - c->out_len < need && http_flush(c) < 0)
-		return -EPIPE;
-	char *p = c->out + c->out_len;
-	struct http_head_start *hs = head_start(res->core, srv);
-	size_t from = 0, to = hs->len;
-	if (type && !set_type(hs, type))
-		return -EINVAL;
-	if (type)
-		to += hs->type_len;
+	hs->tail_len = (size_t)(PUT_LIT(p, "\r\n\r\n") - start);
+	hs->tail_length = length;
+	return hs->tail_len;
+}
+
+/* The tail's length for a body of length bytes: the one there, or
+ * tail_remake. */
+static inline size_t tail(struct http_head_start *hs, uint64_t length)
+{
+	if (hs->tail_len && hs->tail_length == length)
+		return hs->tail_len;
+	return tail_remake(hs, length);
+}
+
+/* A 200 that ends as the head start's tail does: a type, a length, no
+ * Connection field (keep-alive, HTTP/1.1) and no fields of its own. */
+static inline bool tail_fits(const struct runtime_http_response *res, const char *type)
+{
+	return res->status == 200 && type && res->length >= 0 && !res->close &&
+	       res->req->head.minor != 0 && !res->fields_len;
+}
+
+/* The head of any other answer, after its start and type line (to bytes
+ * of hs->text), at p: its status line, framing and fields. Its end. */
+static __attribute__((noinline)) char *put_head_rest(const struct runtime_http_response *res,
+                                                     char *p, const struct http_head_start *hs,
+                                                     size_t to)
+{
+	size_t from = 0;
+
 	if (res->status != 200) {
+		struct text why = reason(res->status);
 		p = PUT_LIT(p, "HTTP/1.1 ");
 		p = put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
@@ -298,14 +334,41 @@ static int put_head(struct runtime_http_response *res, struct text why, const ch
 	p = put_connection(res, p);
 	if (res->fields_len) /* mostly none: no call to copy nothing */
 		p = put(p, res->fields, res->fields_len);
-	p = PUT_LIT(p, "\r\n");
+	return PUT_LIT(p, "\r\n");
+}
+
+/* A head's bytes at most, but for its own fields: a status line, Server,
+ * Date, Content-Type, framing, Connection and the empty line. */
+#define HEAD_ROOM (160 + HTTP_TYPE_MAX + 32 + HTTP_SERVER_FIELD_MAX)
+
+/* The status line and fields into the batch: nothing is kept of them
+ * unless all is well. 0 or -errno. A 200 with a type starts with one
+ * copy of the head start and its type line, and the common one (a length,
+ * keep-alive, no fields of its own) is that copy and the tail's. */
+static int put_head(struct runtime_http_response *res, const char *type)
+{
+	struct http_conn *c = res->conn;
+
+	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && http_flush(c) < 0)
+		return -EPIPE;
+	char *p = c->out + c->out_len;
+	struct http_head_start *hs = head_start(res->core, c->srv);
+	size_t to = hs->len;
+	if (type && !set_type(hs, type))
+		return -EINVAL;
+	if (type)
+		to += hs->type_len;
+	if (tail_fits(res, type)) /* the common answer: one copy */
+		p = put(p, hs->text, to + tail(hs, (uint64_t)res->length));
+	else
+		p = put_head_rest(res, p, hs, to);
 	c->out_len = (size_t)(p - c->out);
 	return 0;
 }
 
 static void count_response(const struct runtime_http_response *res)
 {
-	_Atomic uint64_t *n = &res->core->responses[res->status / 100];
+	_Atomic uint64_t *n = &res->core->responses[(unsigned)res->status / 100];
 
 	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
 	                      memory_order_relaxed);
@@ -328,8 +391,14 @@ static void decide(struct runtime_http_response *res, int status, int64_t length
 		res->close = true; /* HTTP/1.0: the close ends the body */
 }
 
-/* Start the response: checks, framing decided, head into the batch. */
-static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length)
+static int emit(struct http_conn *c, const void *p, size_t len);
+
+/* Start the response: checks, framing decided, head into the batch; then
+ * for runtime_http_respond (fixed) its body, the response done (the
+ * stream, should the body fail: it is cut). One function for both, so
+ * that the common answer makes one call. */
+static int begin(struct runtime_http_response *res, int status, const char *type, int64_t length,
+                 bool fixed, const void *body)
 {
 	if (!res || status < 200 || status > 599 || length < RUNTIME_HTTP_CHUNKED)
 		return res && res->state != RES_NONE ? -EALREADY : -EINVAL;
@@ -337,7 +406,7 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 		return -EALREADY;
 	bool closing = res->close;
 	decide(res, status, length);
-	int rc = put_head(res, status == 200 ? TEXT("OK") : reason(status), type);
+	int rc = put_head(res, type);
 	if (rc < 0) {
 		res->status = 0;
 		res->close = closing || rc != -EINVAL;
@@ -347,12 +416,18 @@ static int begin(struct runtime_http_response *res, int status, const char *type
 		res->req->answered = true;
 	res->state = RES_STREAM;
 	count_response(res);
+	if (!fixed)
+		return 0;
+	if (!res->no_body && length && (rc = emit(res->conn, body, (size_t)length)) < 0) {
+		res->close = true;
+		return rc;
+	}
+	res->sent = res->no_body ? 0 : (uint64_t)length;
+	res->state = RES_DONE;
 	return 0;
 }
 
 /* ------------------------------------------------------------------ body */
-
-static int emit(struct http_conn *c, const void *p, size_t len);
 
 /* Bytes that do not fit in the batch: the batch, and then they go out at
  * once or into the batch emptied. */
@@ -365,13 +440,41 @@ static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const voi
 	return http_write_out(c, p, len);
 }
 
+/* memcpy, but a short body's 1 to 16 bytes with no call: as two words,
+ * or two halves, that may overlap (1 to 3: the first, middle and last). */
+static inline void copy_short(char *to, const void *from, size_t n)
+{
+	const char *f = from;
+
+	if (n > 16) {
+		memcpy(to, f, n);
+	} else if (n >= 8) {
+		uint64_t a, b;
+		memcpy(&a, f, 8);
+		memcpy(&b, f + n - 8, 8);
+		memcpy(to, &a, 8);
+		memcpy(to + n - 8, &b, 8);
+	} else if (n >= 4) {
+		uint32_t a, b;
+		memcpy(&a, f, 4);
+		memcpy(&b, f + n - 4, 4);
+		memcpy(to, &a, 4);
+		memcpy(to + n - 4, &b, 4);
+	} else if (n) {
+		char a = f[0], m = f[n / 2], z = f[n - 1];
+		to[0] = a;
+		to[n / 2] = m;
+		to[n - 1] = z;
+	}
+}
+
 /* Bytes to the client: into the batch if they fit (inlined: a copy), else
  * emit_flushed. */
 static inline int emit(struct http_conn *c, const void *p, size_t len)
 {
 	if (len > HTTP_OUT_SIZE - c->out_len)
 		return emit_flushed(c, p, len);
-	memcpy(c->out + c->out_len, p, len);
+	copy_short(c->out + c->out_len, p, len);
 	c->out_len += len;
 	return 0;
 }
@@ -426,25 +529,15 @@ int runtime_http_end(struct runtime_http_response *res)
 int runtime_http_start(struct runtime_http_response *res, int status, const char *type,
                        int64_t length)
 {
-	return begin(res, status, type, length);
+	return begin(res, status, type, length, false, NULL);
 }
 
 int runtime_http_respond(struct runtime_http_response *res, int status, const char *type,
                          const void *body, size_t len)
 {
-	int rc;
-
 	if (!res || (!body && len))
 		return -EINVAL;
-	if ((rc = begin(res, status, type, (int64_t)len)) < 0)
-		return rc;
-	if (!res->no_body && len && (rc = emit(res->conn, body, len)) < 0) {
-		res->close = true;
-		return rc;
-	}
-	res->sent = res->no_body ? 0 : len;
-	res->state = RES_DONE;
-	return 0;
+	return begin(res, status, type, (int64_t)len, true, body);
 }
 
 /* ------------------------------------------------------ the library's own */
@@ -461,7 +554,6 @@ int http_refuse(struct http_conn *c, int status)
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	return http_flush(c);
 }
 
@@ -469,7 +561,6 @@ int http_send_continue(struct http_conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	if (http_flush(c) < 0)
 		return -EPIPE;
 	return http_write_out(c, cont, sizeof(cont) - 1);

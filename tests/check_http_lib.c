@@ -36,13 +36,16 @@ static struct runtime_http_server *srv;
 static pthread_t runner;
 static uint16_t port;
 static _Atomic int seen_error; /* a body error a handler saw */
-static char file_path[64];
+static char file_path[64], big_path[64];
+#define BIG_FILE (64 * 1024) /* read and sent in steps, each with its deadline */
+#define FLOOD (32u << 20)     /* more than the sockets hold */
 
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
 
 /* The server's thread: it makes the runtime (which only it may run),
  * serves, and tears down when the run ends. */
 static uint64_t release_after_ns = 10 * 1000 * 1000, idle_timeout_ns = 60 * SEC;
+static uint64_t header_timeout_ns = 5 * SEC;
 
 static void *run(void *arg)
 {
@@ -54,7 +57,7 @@ static void *run(void *arg)
 	cfg.serve.host = "127.0.0.1";
 	cfg.handler = handler;
 	cfg.limits.body_max = 4096;
-	cfg.header_timeout_ns = 5 * SEC;
+	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
@@ -271,6 +274,55 @@ static int types(struct runtime_http_request *req, struct runtime_http_response 
 	return runtime_http_respond(res, 200, "text/a", "a", 1);
 }
 
+/* /tail?TNFL: a 200 (404 if N is 'n', else '-') of type text/a (T 'a')
+ * or text/bbb (else), a field X-F if F is 'f' (else '-'), and L bytes
+ * of body (L the rest): the alphabet over and over from its L'th letter,
+ * so that no two lengths' bodies agree - the head start's tail and the
+ * short bodies' copy (response.c) at work. */
+static int tails(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	static char body[4096];
+	size_t len = 0;
+
+	ck_assert_uint_ge(q.len, 4);
+	for (size_t i = 3; i < q.len; i++)
+		len = len * 10 + (size_t)(q.p[i] - '0');
+	ck_assert_uint_le(len, sizeof(body));
+	for (size_t i = 0; i < len; i++)
+		body[i] = (char)('a' + (i + len) % 26);
+	if (q.p[2] == 'f')
+		ck_assert_int_eq(runtime_http_set_header(res, "X-F", "1"), 0);
+	return runtime_http_respond(res, q.p[1] == 'n' ? 404 : 200,
+	                            q.p[0] == 'a' ? "text/a" : "text/bbb", body, len);
+}
+
+/* The deadlines' handlers: /slowbody reads its body, then works 300 ms;
+ * /slow works 300 ms; /bigfile sends BIG_FILE bytes of a file; /flood
+ * streams FLOOD bytes. */
+static int slow_ones(struct runtime_http_request *req, struct runtime_http_response *res,
+                     struct runtime_http_slice path)
+{
+	if (is(path, "/bigfile")) {
+		int fd = open(big_path, O_RDONLY | O_CLOEXEC);
+		int rc = runtime_http_respond_file(res, 200, "text/plain", fd, 0, BIG_FILE);
+		close(fd);
+		return rc;
+	}
+	if (is(path, "/flood")) {
+		static char piece[64 * 1024];
+		int rc = runtime_http_start(res, 200, "text/plain", FLOOD);
+		for (unsigned sent = 0; rc == 0 && sent < FLOOD; sent += sizeof(piece))
+			rc = runtime_http_write(res, piece, sizeof(piece));
+		return rc < 0 ? rc : runtime_http_end(res);
+	}
+	char buf[64];
+	while (is(path, "/slowbody") && runtime_http_body_read(req, buf, sizeof(buf)) > 0)
+		;
+	ck_assert_int_eq(runtime_sleep(300 * 1000 * 1000), 0);
+	return text(res, 200, "slept");
+}
+
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
 	struct runtime_http_slice path = runtime_http_path(req);
@@ -288,6 +340,10 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return streams(req, res, path);
 	if (is(path, "/types"))
 		return types(req, res);
+	if (is(path, "/tail"))
+		return tails(req, res);
+	if (is(path, "/slowbody") || is(path, "/slow") || is(path, "/bigfile") || is(path, "/flood"))
+		return slow_ones(req, res, path);
 	if (is(path, "/fail"))
 		return -EIO;
 	if (is(path, "/nothing"))
@@ -482,6 +538,98 @@ START_TEST(test_responses)
 }
 END_TEST
 
+/* One request on fd and its whole answer (Content-Length) into r. */
+static void ask(int fd, const char *req, char *r, size_t cap)
+{
+	r[0] = '\0';
+	send_str(fd, req);
+	ck_assert(read_until(fd, r, cap, "\r\n\r\n"));
+	const char *cl = strstr(r, "Content-Length: ");
+	ck_assert_ptr_nonnull(cl);
+	size_t want = (size_t)(strstr(r, "\r\n\r\n") + 4 - r) + strtoul(cl + 16, NULL, 10);
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	for (size_t got = strlen(r); got < want && poll(&p, 1, 10000) == 1;) {
+		ssize_t n = recv(fd, r + got, cap - 1 - got, 0);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+		r[got] = '\0';
+	}
+	ck_assert_uint_eq(strlen(r), want);
+}
+
+/* The answer r: its head is exactly the start (status line to the Date
+ * field, whose value is any), then rest; its body tails' len bytes. */
+static void head_is(const char *r, const char *start, const char *rest, size_t len)
+{
+	size_t n = strlen(start);
+	const char *date = r + n, *end = strstr(date, "\r\n");
+
+	ck_assert_msg(!strncmp(r, start, n) && end && end - date == 29 &&
+	              !strncmp(end + 2, rest, strlen(rest)), "got: %s", r);
+	const char *body = end + 2 + strlen(rest);
+	ck_assert_uint_eq(strlen(body), len);
+	for (size_t i = 0; i < len; i++)
+		ck_assert_int_eq(body[i], 'a' + (i + len) % 26);
+}
+
+#define START "HTTP/1.1 200 OK\r\nServer: runtime\r\nDate: "
+
+/* A keep-alive 200 with a length and no fields of its own is the core's
+ * head start copied whole with its tail: another length, type, status,
+ * version, a field or a close each get their own head, and the next one
+ * the right tail again; the Date follows the clock. */
+START_TEST(test_cached_heads)
+{
+	char r[8192], d1[32], d2[32];
+
+	serve_start();
+	int fd = dial();
+	const char *req = "GET /tail?a--5 HTTP/1.1\r\nHost: h\r\n\r\n";
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	ask(fd, "GET /tail?a--123 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 123\r\n\r\n", 123);
+	for (int len = 1; len <= 17; len++) { /* short bodies, copied inline */
+		char q[64], tail[64];
+		snprintf(q, sizeof(q), "GET /tail?a--%d HTTP/1.1\r\nHost: h\r\n\r\n", len);
+		snprintf(tail, sizeof(tail), "Content-Type: text/a\r\nContent-Length: %d\r\n\r\n", len);
+		ask(fd, q, r, sizeof(r));
+		head_is(r, START, tail, (size_t)len);
+	}
+	ask(fd, "GET /tail?b--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/bbb\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?a--7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?an-7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, "HTTP/1.1 404 Not Found\r\nServer: runtime\r\nDate: ",
+	        "Content-Type: text/a\r\nContent-Length: 7\r\n\r\n", 7);
+	ask(fd, "GET /tail?a-f7 HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\nX-F: 1\r\n\r\n", 7);
+	ask(fd, "GET /tail?a--7 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 7\r\n"
+	        "Connection: keep-alive\r\n\r\n", 7);
+	r[0] = '\0';
+	send_str(fd, "HEAD /tail?a--7 HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "\r\n\r\n"));
+	ck_assert_msg(strstr(r, "\r\nContent-Length: 7\r\n\r\n") && strstr(r, "\r\n\r\n")[4] == '\0',
+	              "HEAD: the GET's length, no body: %s", r);
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	snprintf(d1, sizeof(d1), "%.29s", r + strlen(START));
+	usleep(1100 * 1000); /* the next second: a new Date */
+	ask(fd, req, r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\n\r\n", 5);
+	snprintf(d2, sizeof(d2), "%.29s", r + strlen(START));
+	ck_assert_msg(strcmp(d1, d2), "the Date stayed %s", d1);
+	ask(fd, "GET /tail?a--5 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
+	head_is(r, START, "Content-Type: text/a\r\nContent-Length: 5\r\nConnection: close\r\n\r\n",
+	        5);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
 /* A handler that fails: 500 if nothing went out (and the connection
  * closes), a cut stream if something did; never a whole-looking answer. */
 START_TEST(test_handler_failures)
@@ -636,6 +784,66 @@ START_TEST(test_released_connection_times_out)
 }
 END_TEST
 
+/*
+ * The idle timeout (500 ms here) counts from the answers' write, whatever
+ * came before on the connection: a body read long before, a file sent
+ * with write deadlines of its own (which must not cut a later answer
+ * short); and a client that stops reading an answer is cut off.
+ */
+START_TEST(test_idle_timeout_after_bodies_and_files)
+{
+	char r[8192] = "";
+
+	idle_timeout_ns = 500 * 1000 * 1000;
+	header_timeout_ns = 300 * 1000 * 1000;
+	release_after_ns = UINT64_MAX; /* its fiber waits: no wait with none
+	                                  sets the deadlines anew */
+	serve_start();
+	int fd = dial();
+	send_str(fd, "POST /slowbody HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n");
+	usleep(50 * 1000); /* the body read, not found with the head */
+	send_str(fd, "hello");
+	ck_assert(read_until(fd, r, sizeof(r), "slept"));
+	usleep(350 * 1000); /* past the body's read + 500 ms, not the answer's */
+	r[0] = '\0';
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert_msg(read_until(fd, r, sizeof(r), "/info\n"), "got: %s", r);
+
+	static char big[BIG_FILE + 4096];
+	ask(fd, "GET /bigfile HTTP/1.1\r\nHost: h\r\n\r\n", big, sizeof(big));
+	usleep(350 * 1000); /* the answer comes past the file's write + 500 ms */
+	r[0] = '\0';
+	send_str(fd, "GET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert_msg(read_until(fd, r, sizeof(r), "slept"), "got: %s", r);
+	ck_assert(closed_by_server(fd)); /* idle */
+	close(fd);
+
+	/* A head that times out: its 408, and the connection ends at once -
+	 * the read deadline that passed ends the linger too. */
+	struct runtime_http_server_stats st;
+	fd = dial();
+	send_str(fd, "GET /info HTTP/1.1\r\nHo");
+	read_all(fd, r, sizeof(r)); /* the 408, then its end of stream */
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 408 ", 13), "got: %s", r);
+	for (int i = 0; i < 100 && (runtime_http_server_stats(srv, &st), st.conns.live); i++)
+		usleep(10 * 1000);
+	ck_assert_uint_eq(st.conns.live, 0);
+	close(fd);
+
+	fd = dial();
+	send_str(fd, "GET /flood HTTP/1.1\r\nHost: h\r\n\r\n");
+	usleep(1500 * 1000); /* not read: its writes time out */
+	static char all[FLOOD + 4096];
+	size_t got = read_all(fd, all, sizeof(all));
+	ck_assert_msg(got > 0 && got < FLOOD, "got %zu bytes", got);
+	close(fd);
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+	header_timeout_ns = 5 * SEC;
+	release_after_ns = 10 * 1000 * 1000;
+}
+END_TEST
+
 START_TEST(test_decode_helpers)
 {
 	char out[32];
@@ -767,12 +975,14 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_unread_body_skipped);
 	tcase_add_test(tc, test_bad_bodies);
 	tcase_add_test(tc, test_responses);
+	tcase_add_test(tc, test_cached_heads);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
 	tcase_add_test(tc, test_drain_lets_a_body_finish);
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
+	tcase_add_test(tc, test_idle_timeout_after_bodies_and_files);
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
@@ -787,10 +997,17 @@ int main(void)
 	if (fd < 0 || write(fd, "0123456789", 10) != 10)
 		return 99;
 	close(fd);
+	static char big[BIG_FILE];
+	memset(big, 'f', sizeof(big));
+	if ((fd = mkstemp(strcpy(big_path, "/tmp/check_http_lib.XXXXXX"))) < 0 ||
+	    write(fd, big, sizeof(big)) != (ssize_t)sizeof(big))
+		return 99;
+	close(fd);
 	SRunner *sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
 	unlink(file_path);
+	unlink(big_path);
 	return failed ? 1 : 0;
 }

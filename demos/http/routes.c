@@ -5,7 +5,9 @@
  * runtime timer), /limited (a scarce backend behind a resource pool: a
  * short wait for a slot, else 503), /stats (the runtime's counters as
  * JSON), and static files under --root for everything else. Routed by
- * the target's path, of an absolute-form target too.
+ * the target's path, of an absolute-form target too. The routes with work
+ * of their own are kept out of line (noinline), so that route's own frame
+ * stays small for the answers it makes at once.
  */
 #include "server.h"
 
@@ -30,13 +32,13 @@ static int text(struct runtime_http_response *res, int status, const char *body)
 	return runtime_http_respond(res, status, "text/plain", body, strlen(body));
 }
 
-static int not_allowed(struct runtime_http_response *res, const char *allow)
+static __attribute__((noinline)) int not_allowed(struct runtime_http_response *res, const char *allow)
 {
 	runtime_http_set_header(res, "Allow", allow);
 	return text(res, 405, "405 Method Not Allowed\n");
 }
 
-static int echo(struct runtime_http_request *req, struct runtime_http_response *res,
+static __attribute__((noinline)) int echo(struct runtime_http_request *req, struct runtime_http_response *res,
                 const struct server *srv)
 {
 	char *body;
@@ -66,7 +68,7 @@ static long query_ms(const struct runtime_http_request *req)
 	return v;
 }
 
-static int delay(struct runtime_http_request *req, struct runtime_http_response *res)
+static __attribute__((noinline)) int delay(struct runtime_http_request *req, struct runtime_http_response *res)
 {
 	long ms = query_ms(req);
 	char body[64];
@@ -83,7 +85,7 @@ static int delay(struct runtime_http_request *req, struct runtime_http_response 
 /* Seed 003: protect a scarce backend. Wait a short while for a slot;
  * under overload answer 503 at once rather than queue without end.
  * ?ms=N sets how long the backend's work holds the slot (default 10). */
-static int limited(struct server *srv, struct runtime_http_request *req,
+static __attribute__((noinline)) int limited(struct server *srv, struct runtime_http_request *req,
                    struct runtime_http_response *res)
 {
 	struct runtime_http_slice t = runtime_http_target(req);
@@ -123,7 +125,7 @@ static size_t core_stats(const struct server *srv, char *body, size_t cap)
 	return len < cap ? len : cap;
 }
 
-static int stats(struct server *srv, struct runtime_http_response *res)
+static __attribute__((noinline)) int stats(struct server *srv, struct runtime_http_response *res)
 {
 	struct runtime_offload_stats pool;
 	struct runtime_sem_stats backend;
