@@ -10,15 +10,10 @@
  * not); in[in_off..in_len) is what is not parsed yet. Reading more moves
  * the unparsed bytes down to keep. Between requests keep is 0.
  *
- * Timeouts: a head must arrive within header_timeout of its first byte
- * (slowloris: 408), an idle connection closes after idle_timeout, and so
- * does one whose client stops reading its answers (each write gets
- * idle_timeout). The write of the batch and the read of the next head,
- * every request's, run under the fiber's deadline (runtime_deadline_set)
- * with none of the connection's, the toolkit's short path; the rarer
- * reads and writes (bodies, files, refusals, waits with no fiber) under
- * the connection's (runtime_conn_set_*_deadline), cleared before the
- * next head's. A drain ends idle connections (runtime_conn_set_idle) at
+ * Timeouts are the connection's deadlines: a head must arrive within
+ * header_timeout of its first byte (slowloris: 408), an idle connection
+ * closes after idle_timeout, and so does one whose client stops reading
+ * its answers. A drain ends idle connections (runtime_conn_set_idle) at
  * once, busy ones after their answer.
  */
 #include "http.h"
@@ -50,8 +45,7 @@ static inline void count(_Atomic uint64_t *n)
 
 /* ------------------------------------------------------------- writing */
 
-/* One write of the connection's (a failed one breaks it). */
-static int write_raw(struct http_conn *c, const void *p, size_t len)
+int http_write_out(struct http_conn *c, const void *p, size_t len)
 {
 	ssize_t rc = runtime_conn_write(c->rc, p, len, NULL);
 
@@ -60,33 +54,10 @@ static int write_raw(struct http_conn *c, const void *p, size_t len)
 	return rc < 0 ? (int)rc : 0;
 }
 
-/* A write outside next_head's (a handler's full batch, large body or
- * file; a refusal, a 100, the last batch): under a write deadline of the
- * connection's, idle_timeout from now, c->wr_limit telling that one is
- * set. */
-int http_write_out(struct http_conn *c, const void *p, size_t len)
-{
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
-	c->wr_limit = true;
-	return write_raw(c, p, len);
-}
-
-/* The batch of answers, if any, as http_write_out. wr_limit is set even
- * with nothing to write: file.c sets write deadlines of its own after
- * one, for which it is the sign. */
+/* Write the batch of answers, if any (under the write deadline). */
 int http_flush(struct http_conn *c)
 {
 	int rc = c->out_len ? http_write_out(c, c->out, c->out_len) : 0;
-
-	c->wr_limit = true;
-	c->out_len = 0;
-	return rc;
-}
-
-/* The batch, if any, under the fiber's deadline: next_head's. */
-static inline int flush_batch(struct http_conn *c)
-{
-	int rc = c->out_len ? write_raw(c, c->out, c->out_len) : 0;
 
 	c->out_len = 0;
 	return rc;
@@ -127,83 +98,26 @@ static inline __attribute__((always_inline)) void compact(struct http_conn *c)
 	}
 }
 
-/* Read more input. Returns the bytes read, 0 at EOF, or -errno
- * (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...). */
-static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c)
+/* Read more input before deadline. Returns the bytes read, 0 at EOF, or
+ * -errno (-ENOBUFS: the buffer is full; -ETIMEDOUT, -ESHUTDOWN...).
+ * Inlined into next_head, the read of every request. */
+static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, uint64_t deadline)
 {
 	compact(c);
 	if (c->in_len == c->in_size)
 		return -ENOBUFS;
+	runtime_conn_set_read_deadline(c->rc, deadline);
 	ssize_t n = runtime_conn_read(c->rc, c->in + c->in_len, c->in_size - c->in_len);
 	if (n > 0)
 		c->in_len += (size_t)n;
 	return n;
 }
 
-/* The connection's read deadline set: a body's read, a wait with no
- * fiber. c->rd_limit tells that one is. */
-void http_read_limit(struct http_conn *c, uint64_t deadline)
-{
-	runtime_conn_set_read_deadline(c->rc, deadline);
-	c->rd_limit = true;
-}
-
-/* The connection's deadlines cleared, where the rarer reads and writes
- * left them set (one call each, only then). */
-static inline void clear_limits(struct http_conn *c)
-{
-	if (__builtin_expect(c->rd_limit, 0)) {
-		runtime_conn_set_read_deadline(c->rc, 0);
-		c->rd_limit = false;
-	}
-	if (__builtin_expect(c->wr_limit, 0)) {
-		runtime_conn_set_write_deadline(c->rc, 0);
-		c->wr_limit = false;
-	}
-}
-
-/* The earlier of the fiber's own deadline (0: none) and d. */
-static inline uint64_t under(uint64_t own, uint64_t d)
-{
-	return own && own < d ? own : d;
-}
-
-#define X_CLOSE (-100000) /* exchange: close quietly */
-#define X_IDLE (-100001)  /* exchange: wait with no fiber, at once */
-
-/*
- * next_head's write of the batch, then its read of more input (fill's
- * result), or X_CLOSE or X_IDLE. Both run under the fiber's deadline -
- * idle_end, then deadline, each bounded by own, the fiber's own, which
- * the caller gives back after - and none of the connection's: the
- * toolkit's calls, with no limit of the connection's to set and restore
- * around them, take their short paths, and the deadlines cost a call
- * each here and one to give own back, the one clock read shared.
- */
-static inline __attribute__((always_inline)) ssize_t
-exchange(struct http_conn *c, size_t avail, uint64_t own, uint64_t idle_end, uint64_t deadline)
-{
-	clear_limits(c);
-	runtime_deadline_set(under(own, idle_end));
-	if (flush_batch(c) < 0)
-		return X_CLOSE;
-	if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
-		return X_CLOSE;
-	if (!avail && c->idle_now)
-		return X_IDLE; /* release_after 0: at once */
-	tell_idle(c, !avail);
-	if (deadline != idle_end)
-		runtime_deadline_set(under(own, deadline));
-	c->rd_deadline = deadline;
-	return fill(c);
-}
-
-/* A body's read, before deadline: the connection busy. */
+/* A body's read: the connection busy. */
 ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 {
 	tell_idle(c, false);
-	http_read_limit(c, deadline);
-	return fill(c);
+	return fill(c, deadline);
 }
 
 #define HEAD_IDLE (-2) /* no head begun, all answers written: wait idle */
@@ -211,7 +125,7 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 /* No head begun and quiet: wait with no fiber, until idle_end. */
 static int idle_until(struct http_conn *c, uint64_t idle_end)
 {
-	http_read_limit(c, idle_end);
+	runtime_conn_set_read_deadline(c->rc, idle_end);
 	return HEAD_IDLE;
 }
 
@@ -236,16 +150,17 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		}
 		/* One clock read for both: the answers get idle_timeout to
 		 * leave, and so does the next request to come. */
-		uint64_t own = runtime_deadline_get();
 		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
-		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
-		ssize_t n = exchange(c, avail, own, idle_end,
-		                     deadline < c->head_start ? UINT64_MAX : deadline);
-		runtime_deadline_set(own);
-		if (n == X_CLOSE)
+		runtime_conn_set_write_deadline(c->rc, idle_end);
+		if (http_flush(c) < 0)
 			return -1;
-		if (n == X_IDLE)
-			return idle_until(c, idle_end);
+		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
+		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
+			return -1;
+		if (!avail && c->idle_now)
+			return idle_until(c, idle_end); /* release_after 0: at once */
+		tell_idle(c, !avail);
+		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
 		if (n == -EAGAIN)
@@ -392,8 +307,6 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->idle = -1;
-	c->rd_limit = c->wr_limit = true; /* not known: an idle wait's may be
-	                                      left, or its caller's */
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -438,10 +351,10 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	}
 	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
 	                        caller may go on with the connection */
-	if (!c->broken && http_flush(c) == 0 && c->linger) {
-		if (!c->rd_limit) /* the last head's read's: the linger ends by it */
-			runtime_conn_set_read_deadline(rc, c->rd_deadline);
-		runtime_conn_finish(rc, LINGER_NS);
+	if (!c->broken) {
+		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
+		if (http_flush(c) == 0 && c->linger)
+			runtime_conn_finish(rc, LINGER_NS);
 	}
 	conn_free(c);
 }

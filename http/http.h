@@ -127,11 +127,6 @@ struct http_conn {
 	                                last answer may be lost) */
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
-	bool rd_limit, wr_limit;     /* a read or write deadline of the
-	                                connection's may be set (http_read_limit,
-	                                http_write_out): next_head's write and
-	                                read, under the fiber's, clear them */
-	uint64_t rd_deadline;        /* the last head's read's (UINT64_MAX: none) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -171,7 +166,6 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 int http_flush(struct http_conn *c);
 int http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t http_fill(struct http_conn *c, uint64_t deadline);
-void http_read_limit(struct http_conn *c, uint64_t deadline);
 void http_not_idle(struct http_conn *c);
 uint64_t http_deadline_in(uint64_t ns);
 struct http_core *http_core(struct runtime_http_server *srv);
