@@ -32,14 +32,16 @@ static int text(struct runtime_http_response *res, int status, const char *body)
 	return runtime_http_respond(res, status, "text/plain", body, strlen(body));
 }
 
-static __attribute__((noinline)) int not_allowed(struct runtime_http_response *res, const char *allow)
+static __attribute__((noinline)) int not_allowed(struct runtime_http_response *res,
+                                                 const char *allow)
 {
 	runtime_http_set_header(res, "Allow", allow);
 	return text(res, 405, "405 Method Not Allowed\n");
 }
 
-static __attribute__((noinline)) int echo(struct runtime_http_request *req, struct runtime_http_response *res,
-                const struct server *srv)
+static __attribute__((noinline)) int echo(struct runtime_http_request *req,
+                                          struct runtime_http_response *res,
+                                          const struct server *srv)
 {
 	char *body;
 	size_t len;
@@ -68,7 +70,8 @@ static long query_ms(const struct runtime_http_request *req)
 	return v;
 }
 
-static __attribute__((noinline)) int delay(struct runtime_http_request *req, struct runtime_http_response *res)
+static __attribute__((noinline)) int delay(struct runtime_http_request *req,
+                                           struct runtime_http_response *res)
 {
 	long ms = query_ms(req);
 	char body[64];
@@ -86,7 +89,7 @@ static __attribute__((noinline)) int delay(struct runtime_http_request *req, str
  * under overload answer 503 at once rather than queue without end.
  * ?ms=N sets how long the backend's work holds the slot (default 10). */
 static __attribute__((noinline)) int limited(struct server *srv, struct runtime_http_request *req,
-                   struct runtime_http_response *res)
+                                             struct runtime_http_response *res)
 {
 	struct runtime_http_slice t = runtime_http_target(req);
 	long work_ms = memchr(t.p, '?', t.len) ? query_ms(req) : LIMITED_WORK_MS;
