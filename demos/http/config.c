@@ -25,7 +25,8 @@ void server_http_config(const struct server *sv, struct runtime_http_server_conf
 	cfg->limits.body_max = o->body_max;
 	cfg->header_timeout_ns = o->header_timeout_ms * MS;
 	cfg->idle_timeout_ns = o->idle_timeout_ms * MS;
-	cfg->release_after_ns = o->release_after_ms * MS;
+	cfg->release_after_ns = o->release_after_ms == UINT64_MAX ? UINT64_MAX
+	                                                          : o->release_after_ms * MS;
 	cfg->server_name = "runtime-demo";
 	cfg->on_response = o->access_log ? access_log : NULL;
 	cfg->no_batch = o->no_batch;

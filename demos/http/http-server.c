@@ -34,7 +34,7 @@ static void usage(FILE *to)
 	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--engine E] [--root DIR]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
-	        "                   [--release-after MS]\n"
+	        "                   [--release-after MS|never]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy\n"
@@ -44,6 +44,15 @@ static void usage(FILE *to)
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
+}
+
+/* --release-after: milliseconds, or "never" (UINT64_MAX). */
+static bool release_after(const char *arg, uint64_t *ms)
+{
+	if (strcmp(arg, "never") != 0)
+		return demo_number(arg, 1u << 30, ms);
+	*ms = UINT64_MAX;
+	return true;
 }
 
 /* Options into srv.opt. Returns -1 to go on, else an exit status. */
@@ -84,7 +93,7 @@ static int parse_options(int argc, char **argv)
 		                 o->header_timeout_ms; break;
 		case 'i': ok = demo_number(optarg, 1u << 30, &o->idle_timeout_ms); break;
 		case 'g': ok = demo_number(optarg, 1u << 30, &o->grace_ms); break;
-		case 'R': ok = demo_number(optarg, 1u << 30, &o->release_after_ms); break;
+		case 'R': ok = release_after(optarg, &o->release_after_ms); break;
 		case 'a': o->access_log = true; break;
 		case 'f': o->fixed_files = true; break;
 		case 'P': o->plain_recv = true; break;

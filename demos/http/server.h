@@ -26,7 +26,8 @@ struct options {
 	uint64_t header_timeout_ms;
 	uint64_t idle_timeout_ms;
 	uint64_t grace_ms;        /* shutdown: time for requests in flight */
-	uint64_t release_after_ms; /* quiet this long: no fiber stack (0: at once) */
+	uint64_t release_after_ms; /* quiet this long: no fiber stack (0: at once;
+	                              UINT64_MAX: never) */
 	bool access_log;
 	bool plain_recv;          /* one recv per read, not a receive stream */
 	bool fixed_files;         /* accepted sockets become fixed files */
