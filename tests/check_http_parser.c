@@ -826,9 +826,10 @@ static void assert_meaning(struct meaning a, struct meaning b, const char *what)
 
 #define PAD "X-Pad: 0123456789abcdef\r\n\r\n" /* past the line: room for words */
 
-/* before, line[0..n), PAD, parsed whole and at the prefixes that end from
- * the line's start to 16 bytes past its end. The whole result. */
-static int parse_line(const char *before, const char *line, size_t n)
+/* before, line[0..n), PAD, parsed whole and, if prefixes, at the ones
+ * that end from the line's start to 16 bytes past its end. The whole
+ * result. */
+static int parse_line_prefixes(const char *before, const char *line, size_t n, bool prefixes)
 {
 	static char buf[512];
 	static struct http_request r;
@@ -840,12 +841,17 @@ static int parse_line(const char *before, const char *line, size_t n)
 	memcpy(buf + b, line, n);
 	memcpy(buf + b + n, PAD, sizeof(PAD) - 1);
 	whole = http_parse_head(buf, total, &lim_std, &req);
-	for (size_t k = b; k < total && k <= b + n + 16; k++) {
+	for (size_t k = b; prefixes && k < total && k <= b + n + 16; k++) {
 		int rc = http_parse_head(buf, k, &lim_std, &r);
 		ck_assert_msg(rc == 0 || rc == whole, "prefix %zu of %.*s: %d, whole: %d", k,
 		              (int)n - 2, line, rc, whole);
 	}
 	return whole;
+}
+
+static int parse_line(const char *before, const char *line, size_t n)
+{
+	return parse_line_prefixes(before, line, n, true);
 }
 
 static struct meaning meaning_without(const char *before)
@@ -1073,6 +1079,102 @@ START_TEST(test_http_common_values_every_byte)
 				ck_assert(req.host.p == req.headers[at].value.p && req.host.len == len);
 			else
 				assert_meaning(meaning_of(&req), want ? known : unknown, what);
+		}
+	}
+}
+END_TEST
+
+/*
+ * The runs the parser skips sixteen bytes a step (SSE2) or a word at a
+ * time - a field value, a request-target's path and query - with
+ * each of the 256 bytes at every offset of runs of 1 to 40 letters (one
+ * step, two, and the overlapping tails between), against the rules as the
+ * test spells them. The prefixes that cut the run (parse_line's) agree,
+ * tried with the bytes at the edges of the classes only (for time: which
+ * byte it is does not change where the input ends).
+ */
+enum { RUN_MAX = 40 };
+
+static int parse_run(const char *before, const char *line, size_t n, unsigned char c)
+{
+	bool edge = c == 0 || c == '\t' || c == '\n' || c == '\r' || c == ' ' || c == '#' ||
+	            c == '%' || c == ':' || c == '?' || c == '_' || c == 0x7f || c == 0x80;
+
+	return parse_line_prefixes(before, line, n, edge);
+}
+
+static bool t_field(unsigned char c)
+{
+	return (c >= 0x20 && c != 0x7f) || c == '\t';
+}
+
+/* A run of len 'a's, its byte k made c, between before and after: the
+ * line parse_line reads, its length. */
+static size_t run_line(char *line, size_t size, const char *before, size_t len, size_t k,
+                       unsigned char c, const char *after)
+{
+	size_t b = strlen(before), a = strlen(after);
+
+	ck_assert_uint_le(b + len + a, size);
+	memcpy(line, before, b);
+	memset(line + b, 'a', len);
+	line[b + k] = (char)c;
+	memcpy(line + b + len, after, a);
+	return b + len + a;
+}
+
+/* The value's slice: the run, less a SP or HTAB at either end. */
+static void assert_run_value(struct http_slice v, const char *run, size_t len, size_t k,
+                             unsigned char c)
+{
+	bool ows = c == ' ' || c == '\t';
+	size_t lead = ows && k == 0, trail = ows && k + 1 == len && !(len == 1);
+
+	ck_assert_msg(v.p == run + lead && v.len == len - lead - trail, "%#x at %zu of %zu", c, k,
+	              len);
+}
+
+START_TEST(test_http_value_run_every_byte)
+{
+	char line[RUN_MAX + 16];
+
+	for (size_t len = 1; len <= RUN_MAX; len++) {
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned c = 0; c < 256; c++) {
+				size_t n = run_line(line, sizeof(line), "X: ", len, k, (unsigned char)c, "\r\n");
+				int rc = parse_run(GET11, line, n, (unsigned char)c);
+				if (!t_field((unsigned char)c)) {
+					ck_assert_msg(rc == -400, "%#x at %zu of %zu: %d", c, k, len, rc);
+					continue;
+				}
+				ck_assert_msg(rc > 0, "%#x at %zu of %zu: %d", c, k, len, rc);
+				assert_run_value(req.headers[1].value,
+				                 req.headers[1].name.p + 3, len, k, (unsigned char)c);
+			}
+		}
+	}
+}
+END_TEST
+
+/* "GET /" run: VCHAR but '#', the first '?' noted. */
+START_TEST(test_http_target_run_every_byte)
+{
+	char line[RUN_MAX + 32];
+
+	for (size_t len = 1; len <= RUN_MAX; len++) {
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned c = 0; c < 256; c++) {
+				size_t n = run_line(line, sizeof(line), "", len, k, (unsigned char)c,
+				                    " HTTP/1.1\r\n" HOST);
+				int rc = parse_run("GET /", line, n, (unsigned char)c);
+				if (c <= 0x20 || c >= 0x7f || c == '#') {
+					ck_assert_msg(rc == -400, "%#x at %zu of %zu: %d", c, k, len, rc);
+					continue;
+				}
+				ck_assert_msg(rc > 0, "%#x at %zu of %zu: %d", c, k, len, rc);
+				ck_assert_uint_eq(req.target.len, len + 1);
+				ck_assert_uint_eq(req.query, c == '?' ? k + 1 : len + 1);
+			}
 		}
 	}
 }
@@ -1517,6 +1619,8 @@ static TCase *head_tests(void)
 	                    (int)(sizeof(named_fields) / sizeof(named_fields[0])));
 	tcase_add_loop_test(tc, test_http_common_values_every_byte, 0,
 	                    (int)(sizeof(valued_fields) / sizeof(valued_fields[0])));
+	tcase_add_test(tc, test_http_value_run_every_byte);
+	tcase_add_test(tc, test_http_target_run_every_byte);
 	return tc;
 }
 
