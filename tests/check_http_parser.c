@@ -1086,7 +1086,7 @@ END_TEST
 
 /*
  * The runs the parser skips sixteen bytes a step (SSE2) or a word at a
- * time - a field value, a request-target's path and query - with
+ * time - a field value, a request-target's path and query, a Host - with
  * each of the 256 bytes at every offset of runs of 1 to 40 letters (one
  * step, two, and the overlapping tails between), against the rules as the
  * test spells them. The prefixes that cut the run (parse_line's) agree,
@@ -1174,6 +1174,45 @@ START_TEST(test_http_target_run_every_byte)
 				ck_assert_msg(rc > 0, "%#x at %zu of %zu: %d", c, k, len, rc);
 				ck_assert_uint_eq(req.target.len, len + 1);
 				ck_assert_uint_eq(req.query, c == '?' ? k + 1 : len + 1);
+			}
+		}
+	}
+}
+END_TEST
+
+/* "Host: " run: a reg-name ('a' is a hex digit: "%aa" is an escape), a
+ * SP or HTAB at either end dropped, an empty port after a last ':'. */
+static bool host_run_good(size_t len, size_t k, unsigned char c, size_t *host_len)
+{
+	bool edge = k == 0 || k + 1 == len;
+
+	*host_len = len;
+	if (t_regname(c) || (c == ':' && k > 0 && k + 1 == len) || (c == '%' && k + 2 < len))
+		return true;
+	if ((c == ' ' || c == '\t') && edge) { /* an empty Host too */
+		*host_len = len - 1;
+		return true;
+	}
+	return false;
+}
+
+START_TEST(test_http_host_run_every_byte)
+{
+	char line[RUN_MAX + 16];
+
+	for (size_t len = 1; len <= RUN_MAX; len++) {
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned c = 0; c < 256; c++) {
+				size_t n = run_line(line, sizeof(line), "Host: ", len, k, (unsigned char)c,
+				                    "\r\n");
+				size_t host_len;
+				int rc = parse_run("GET / HTTP/1.1\r\n", line, n, (unsigned char)c);
+				if (!host_run_good(len, k, (unsigned char)c, &host_len)) {
+					ck_assert_msg(rc == -400, "%#x at %zu of %zu: %d", c, k, len, rc);
+					continue;
+				}
+				ck_assert_msg(rc > 0, "%#x at %zu of %zu: %d", c, k, len, rc);
+				ck_assert_uint_eq(req.host.len, host_len);
 			}
 		}
 	}
@@ -1621,6 +1660,7 @@ static TCase *head_tests(void)
 	                    (int)(sizeof(valued_fields) / sizeof(valued_fields[0])));
 	tcase_add_test(tc, test_http_value_run_every_byte);
 	tcase_add_test(tc, test_http_target_run_every_byte);
+	tcase_add_test(tc, test_http_host_run_every_byte);
 	return tc;
 }
 
