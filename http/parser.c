@@ -582,6 +582,24 @@ static int value_end_error(const struct head *h, size_t q)
 	return terminator(h, q);
 }
 
+/* The end of the field value at v: 0 with *q at its CRLF, else what the
+ * line is so far. As field_value_end, but the CRLF, the common case, is
+ * tested for before a tab is. */
+static inline int value_end(const struct head *h, size_t v, size_t *q)
+{
+	const char *b = h->b;
+	size_t end = h->view, i = SKIP_RUN(b, v, v, end, non_field);
+
+	if (i + 1 < end && !memcmp(b + i, "\r\n", 2))
+		return *q = i, 0;
+	if (i == end || b[i] != '\t')
+		return value_end_error(h, i);
+	i = past_tabs(b, i, end);
+	if (i + 1 < end && !memcmp(b + i, "\r\n", 2))
+		return *q = i, 0;
+	return value_end_error(h, i);
+}
+
 /* The field line (or the empty line ending the head) at *pos, read left
  * to right once: the name, the colon, the value up to its line's end;
  * *fields counts the fields read. A whole line ending in CRLF, the common
@@ -598,7 +616,7 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 			return -431;
 		i += s;
 		v = i + 2;
-		if (v < end && is_ows((unsigned char)b[v]))
+		if (v < end && (unsigned char)b[v] <= ' ') /* OWS, or what skip_ows leaves */
 			v = skip_ows(b, v, end);
 	} else if ((rc = field_name(h, pos, *fields, &i, &v, &kind)) != 0) {
 		return rc;
@@ -606,9 +624,8 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 	if ((q = common_value(h, v, &kind))) {
 		ve = q;
 	} else {
-		q = field_value_end(b, v, end);
-		if (q + 1 >= end || memcmp(b + q, "\r\n", 2))
-			return value_end_error(h, q);
+		if ((rc = value_end(h, v, &q)) != 0)
+			return rc;
 		/* The value's bytes are field bytes: of those, only SP and
 		 * HTAB are not above SP. */
 		for (ve = q; ve > v && (unsigned char)b[ve - 1] <= ' '; ve--)
