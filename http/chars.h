@@ -267,8 +267,10 @@ static inline unsigned vec_path_end(__m128i x)
 
 /* As skip_run (the same contract, the same flags and stops), with a
  * vector test vflags of the same bytes: sixteen bytes a step, then a
- * short tail as the run's last sixteen, overlapping bytes known clean;
- * a run shorter than that is skip_run's. */
+ * short tail as the last sixteen bytes before end, their flags below i
+ * shifted out (a vector's test, unlike a word's, carries nothing from
+ * byte to byte: the bytes before i need not be clean, only readable, as
+ * b[0..end) is at every caller). Input shorter than that is skip_run's. */
 static inline __attribute__((always_inline)) size_t
 skip_vec(const char *b, size_t start, size_t i, size_t end, unsigned (*vflags)(__m128i),
          uint64_t (*flags)(uint64_t), bool (*stops)(unsigned char))
@@ -278,7 +280,7 @@ skip_vec(const char *b, size_t start, size_t i, size_t end, unsigned (*vflags)(_
 		if (m)
 			return i + (size_t)__builtin_ctz(m);
 	}
-	if (i < end && end - start >= 16) {
+	if (i < end && end >= 16) {
 		unsigned m = vflags(load_vec(b + end - 16)) >> (16 - (end - i));
 		return m ? i + (size_t)__builtin_ctz(m) : end;
 	}
@@ -327,18 +329,38 @@ static inline unsigned vec_not_hostname(__m128i x)
 }
 #endif
 
+#ifdef __SSE2__
+/* Of the flags m of the sixteen bytes at b + at, the first that is no
+ * REGNAME (by the table), or none: the index, or SIZE_MAX. */
+static inline __attribute__((always_inline)) size_t
+first_non_regname(const char *b, size_t at, unsigned m)
+{
+	for (; m; m &= m - 1) {
+		size_t k = at + (size_t)__builtin_ctz(m);
+		if (!is_regname((unsigned char)b[k]))
+			return k;
+	}
+	return SIZE_MAX;
+}
+#endif
+
 /* The first byte of b[i..end) that is no REGNAME, or end. Where SSE2 is,
  * sixteen bytes a step, the table asked only at the bytes that are not
- * vec_not_hostname's; the rest as skip_class. */
-static inline size_t skip_regname(const char *b, size_t i, size_t end)
+ * vec_not_hostname's, and a short tail as in skip_vec (b[0..end)
+ * readable); else as skip_class. */
+static inline __attribute__((always_inline)) size_t
+skip_regname(const char *b, size_t i, size_t end)
 {
 #ifdef __SSE2__
-	for (; i + 16 <= end; i += 16) {
-		for (unsigned m = vec_not_hostname(load_vec(b + i)); m; m &= m - 1) {
-			size_t k = i + (size_t)__builtin_ctz(m);
-			if (!is_regname((unsigned char)b[k]))
-				return k;
-		}
+	size_t k;
+
+	for (; i + 16 <= end; i += 16)
+		if ((k = first_non_regname(b, i, vec_not_hostname(load_vec(b + i)))) != SIZE_MAX)
+			return k;
+	if (i < end && end >= 16) {
+		unsigned m = vec_not_hostname(load_vec(b + end - 16)) >> (16 - (end - i));
+		k = first_non_regname(b, i, m);
+		return k != SIZE_MAX ? k : end;
 	}
 #endif
 	return skip_class(b, i, end, REGNAME);

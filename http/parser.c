@@ -80,7 +80,7 @@ static size_t host_len(const char *p, size_t n)
 	if (n > 0 && p[0] == '[')
 		return ip_literal_len(p, n);
 	for (;;) {
-		i = skip_regname(p, i, n);
+		i = skip_class(p, i, n, REGNAME);
 		if (i == n || p[i] != '%')
 			return i;
 		if (n - i < 3 || !is_hex((unsigned char)p[i + 1]) || !is_hex((unsigned char)p[i + 2]))
@@ -364,7 +364,7 @@ static int host_field(struct head *h, struct http_slice v)
 		return -400;
 	h->has_host = true;
 	h->req->host = v;
-	if (skip_regname(v.p, 0, v.len) == v.len)
+	if (skip_class(v.p, 0, v.len, REGNAME) == v.len)
 		return 0; /* empty too */
 	return valid_authority(v.p, v.len, false) ? 0 : -400;
 }
