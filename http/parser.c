@@ -543,20 +543,20 @@ static int add_field(struct head *h, unsigned n, int kind, struct http_slice nam
                      struct http_slice value)
 {
 	h->req->headers[n] = (struct http_header){ name, value };
-	if (kind == F_OTHER) /* most fields: no switch */
+	if (kind == F_OTHER) /* most fields, then the common values: no switch */
 		return 0;
-	switch (kind) {
-	case F_HOST:
-		return host_field(h, value);
-	case F_HOST_REGNAME:
+	if (kind == F_HOST_REGNAME) {
 		if (h->has_host)
 			return -400;
 		h->has_host = true;
 		h->req->host = value;
 		return 0;
-	case F_KEEP_ALIVE:
-		h->keep = true;
-		return 0;
+	}
+	if (kind == F_KEEP_ALIVE)
+		return h->keep = true, 0;
+	switch (kind) {
+	case F_HOST:
+		return host_field(h, value);
 	case F_CLOSE:
 		h->close = true;
 		return 0;
