@@ -312,11 +312,11 @@ skip_class(const char *b, size_t i, size_t end, uint8_t cls)
 }
 
 #ifdef __SSE2__
-/* A letter, a digit, '-' or '.': what host names are made of. Not quite
- * a class (it is less than REGNAME): a test that flags the bytes it
- * lacks flags every one that is no REGNAME, and the table tells the
- * rest. */
-static inline unsigned vec_not_hostname(__m128i x)
+/* A letter, a digit, '-' or '.': what host names and field names are
+ * mostly made of. Not a class: it is less than REGNAME and than TCHAR,
+ * so a test that flags the bytes it lacks flags every one of either
+ * class's outsiders, and the table tells the rest. */
+static inline unsigned vec_not_name(__m128i x)
 {
 	__m128i lower = _mm_or_si128(x, splat(0x20)); /* in a-z for letters only */
 	__m128i letter = _mm_and_si128(_mm_cmpgt_epi8(lower, splat('a' - 1)),
@@ -327,43 +327,42 @@ static inline unsigned vec_not_hostname(__m128i x)
 
 	return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
 }
-#endif
 
-#ifdef __SSE2__
-/* Of the flags m of the sixteen bytes at b + at, the first that is no
- * REGNAME (by the table), or none: the index, or SIZE_MAX. */
+/* Of the flags m of the sixteen bytes at b + at, the first whose byte is
+ * not of class cls (by the table), or none: the index, or SIZE_MAX. */
 static inline __attribute__((always_inline)) size_t
-first_non_regname(const char *b, size_t at, unsigned m)
+first_outside(const char *b, size_t at, unsigned m, uint8_t cls)
 {
 	for (; m; m &= m - 1) {
 		size_t k = at + (size_t)__builtin_ctz(m);
-		if (!is_regname((unsigned char)b[k]))
+		if (!(byte_class[(unsigned char)b[k]] & cls))
 			return k;
 	}
 	return SIZE_MAX;
 }
 #endif
 
-/* The first byte of b[i..end) that is no REGNAME, or end. Where SSE2 is,
- * sixteen bytes a step, the table asked only at the bytes that are not
- * vec_not_hostname's, and a short tail as in skip_vec (b[0..end)
- * readable); else as skip_class. */
+/* As skip_class for REGNAME or TCHAR, a run that is mostly names'
+ * bytes: where SSE2 is, sixteen bytes a step, the table asked only at
+ * the bytes vec_not_name flags, and a short tail as in skip_vec (b[0..end)
+ * readable); else skip_class itself. Its constants cost more than the
+ * table for a short run: for hosts and field names, not tokens. */
 static inline __attribute__((always_inline)) size_t
-skip_regname(const char *b, size_t i, size_t end)
+skip_name_class(const char *b, size_t i, size_t end, uint8_t cls)
 {
 #ifdef __SSE2__
 	size_t k;
 
 	for (; i + 16 <= end; i += 16)
-		if ((k = first_non_regname(b, i, vec_not_hostname(load_vec(b + i)))) != SIZE_MAX)
+		if ((k = first_outside(b, i, vec_not_name(load_vec(b + i)), cls)) != SIZE_MAX)
 			return k;
 	if (i < end && end >= 16) {
-		unsigned m = vec_not_hostname(load_vec(b + end - 16)) >> (16 - (end - i));
-		k = first_non_regname(b, i, m);
+		unsigned m = vec_not_name(load_vec(b + end - 16)) >> (16 - (end - i));
+		k = first_outside(b, i, m, cls);
 		return k != SIZE_MAX ? k : end;
 	}
 #endif
-	return skip_class(b, i, end, REGNAME);
+	return skip_class(b, i, end, cls);
 }
 
 static inline size_t skip_tchars(const char *b, size_t i, size_t end)

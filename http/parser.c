@@ -494,7 +494,7 @@ static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colo
 		return other_line(h, pos, fields);
 	if (fields >= h->max_fields)
 		return -431;
-	i = skip_tchars(b, s + 1, h->view);
+	i = skip_name_class(b, s + 1, h->view, TCHAR);
 	if (i == h->view)
 		return MORE;
 	if (b[i] != ':')
@@ -519,7 +519,7 @@ static size_t common_value(const struct head *h, size_t v, int *kind)
 	size_t end = h->view, q;
 
 	if (*kind == F_HOST) {
-		q = skip_regname(b, v, end);
+		q = skip_name_class(b, v, end, REGNAME);
 		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
 			return 0;
 		*kind = F_HOST_REGNAME;
