@@ -393,7 +393,7 @@ static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
  * that its value was read and found to be the common one already. */
 enum field_kind {
 	F_OTHER, F_HOST, F_EXPECT, F_CONNECTION, F_CONTENT_LENGTH, F_TRANSFER_ENCODING,
-	F_HOST_REGNAME,  /* Host: a reg-name alone, no escape, no port */
+	F_HOST_REGNAME,  /* Host: a reg-name, no escape, perhaps a port */
 	F_KEEP_ALIVE,    /* Connection: keep-alive */
 	F_CLOSE,         /* Connection: close */
 };
@@ -505,10 +505,38 @@ static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colo
 	return 0;
 }
 
+/* A Host's port from p, 1 to 5 digits at most 65535, and its CRLF:
+ * where the value ends, or 0 (an empty port, or any other, is the
+ * general path's to judge). Out of line: most Hosts have none. */
+static __attribute__((noinline)) size_t host_port(const char *b, size_t p, size_t end)
+{
+	size_t i = p;
+	unsigned v = 0;
+
+	while (i < end && i - p < 6 && is_digit((unsigned char)b[i]))
+		v = v * 10 + (unsigned)(b[i++] - '0');
+	if (i == p || i - p > 5 || v > 65535)
+		return 0;
+	return i + 1 < end && b[i] == '\r' && b[i + 1] == '\n' ? i : 0;
+}
+
+/* A Host's value at v that is a reg-name, or a non-empty one and a port
+ * (host_port), and its CRLF: where the value ends, or 0. What
+ * valid_authority would find good, read once. */
+static size_t host_value(const char *b, size_t v, size_t end)
+{
+	size_t q = skip_name_class(b, v, end, REGNAME);
+
+	if (q + 1 < end && b[q] == '\r' && b[q + 1] == '\n')
+		return q;
+	return q > v && q < end && b[q] == ':' ? host_port(b, q + 1, end) : 0;
+}
+
 /*
  * The value of a field of kind at v, if it is the common one, read by
- * the shortest path: a Host that is a reg-name alone (its class scanned
- * once, not as field bytes and then as a host), a Connection of
+ * the shortest path: a Host that is a reg-name, a port perhaps after it
+ * (its class scanned once, not as field bytes and then as a host), a
+ * Connection of
  * keep-alive or close (compared as words). Where the value ends, its
  * CRLF there, with *kind saying what it is; else 0, *kind unchanged, for
  * the general path. The value has no OWS at its end either way.
@@ -519,10 +547,8 @@ static size_t common_value(const struct head *h, size_t v, int *kind)
 	size_t end = h->view, q;
 
 	if (*kind == F_HOST) {
-		q = skip_name_class(b, v, end, REGNAME);
-		if (q + 1 >= end || b[q] != '\r' || b[q + 1] != '\n')
-			return 0;
-		*kind = F_HOST_REGNAME;
+		if ((q = host_value(b, v, end)))
+			*kind = F_HOST_REGNAME;
 		return q;
 	}
 	if (*kind != F_CONNECTION)

@@ -1009,6 +1009,25 @@ static int host_oracle(const char *v, size_t k, unsigned char c)
 	return k == last && c == ':' ? 0 : -1; /* an empty port */
 }
 
+/* A Host with a port: a reg-name and 1 to 5 digits (4 here: never past
+ * 65535), the colon between may become another reg-name byte or a '%'
+ * ("%80": an escape). */
+static int host_port_oracle(const char *v, size_t k, unsigned char c)
+{
+	size_t colon = (size_t)(strchr(v, ':') - v), last = strlen(v) - 1;
+	bool ows = c == ' ' || c == '\t';
+
+	if (c == (unsigned char)v[k])
+		return 1;
+	if (k < colon)
+		return t_regname(c) || (k == 0 && ows) ? 0 : -1;
+	if (k == colon)
+		return t_regname(c) || c == '%' ? 0 : -1;
+	if (c >= '0' && c <= '9')
+		return 1;
+	return k == last && ows ? 0 : -1;
+}
+
 static int connection_oracle(const char *v, size_t k, unsigned char c)
 {
 	size_t last = strlen(v) - 1;
@@ -1034,6 +1053,7 @@ static const struct {
 } valued_fields[] = {
 	{ GET11, "Accept", "*/*", field_oracle },
 	{ "GET / HTTP/1.0\r\n", "Host", "example.org", host_oracle },
+	{ "GET / HTTP/1.0\r\n", "Host", "example.org:8080", host_port_oracle },
 	{ GET11, "Connection", "close", connection_oracle },
 	{ "GET / HTTP/1.0\r\n", "Connection", "keep-alive", connection_oracle },
 	{ "GET / HTTP/1.0\r\n", "Connection", "Keep-Alive", connection_oracle },
@@ -1080,9 +1100,9 @@ END_TEST
 
 /*
  * The runs the parser skips sixteen bytes a step (SSE2) or a word at a
- * time - a field value, a request-target's path and query, a Host, a
- * field name - with each of the 256 bytes at every offset of runs of 1 to
- * 40 letters (one step, two, and the overlapping tails between), against
+ * time - a field value, a request-target's path and query, a Host and
+ * its port, a field name - with each of the 256 bytes at every offset of runs of 1 to
+ * 40 bytes (one step, two, and the overlapping tails between), against
  * the rules as the test spells them, the run amid the head and at its
  * end.
  */
@@ -1174,6 +1194,26 @@ static bool host_right(size_t len, size_t k, unsigned char c, int rc)
 	return rc == -400;
 }
 
+/* "Host: h:" run: a port, digits ('1's) and at most 65535, or empty; a
+ * SP or HTAB at its end dropped. */
+static bool port_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	char port[RUN_MAX + 1];
+	size_t n = len;
+
+	memset(port, '1', len);
+	port[k] = (char)c;
+	if ((c == ' ' || c == '\t') && k + 1 == len)
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (port[i] < '0' || port[i] > '9')
+			return rc == -400;
+	port[n] = '\0';
+	if (n > 5 || (n > 0 && strtoul(port, NULL, 10) > 65535))
+		return rc == -400;
+	return rc > 0 && req.host.len == 2 + n;
+}
+
 /* A name that is no known one ('x's): tchars, or a colon that ends it
  * sooner (the rest is its value's). */
 static bool name_right(size_t len, size_t k, unsigned char c, int rc)
@@ -1193,6 +1233,7 @@ static const struct {
 	{ GET11, "X: ", "\r\n", 'a', value_right },
 	{ "GET /", "", " HTTP/1.1\r\n" HOST, 'a', target_right },
 	{ "GET / HTTP/1.1\r\n", "Host: ", "\r\n", 'a', host_right },
+	{ "GET / HTTP/1.1\r\n", "Host: h:", "\r\n", '1', port_right },
 	{ GET11, "", ": v\r\n", 'x', name_right },
 };
 
