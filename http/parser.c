@@ -655,9 +655,12 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 		if ((rc = value_end(h, v, &q)) != 0)
 			return rc;
 		/* The value's bytes are field bytes: of those, only SP and
-		 * HTAB are not above SP. */
-		for (ve = q; ve > v && (unsigned char)b[ve - 1] <= ' '; ve--)
-			;
+		 * HTAB are not above SP. The byte before q is the value's last,
+		 * or the colon or OWS before an empty one: readable. */
+		ve = q;
+		if ((unsigned char)b[q - 1] <= ' ')
+			while (ve > v && (unsigned char)b[ve - 1] <= ' ')
+				ve--;
 	}
 	*pos = q + 2;
 	return add_field(h, (*fields)++, kind, (struct http_slice){ b + s, i - s },
