@@ -223,10 +223,10 @@ skip_run(const char *b, size_t start, size_t i, size_t end, uint64_t (*flags)(ui
 #ifdef __SSE2__
 /*
  * The same scans sixteen bytes a step where SSE2 is (all of x86_64): a
- * test on a vector gives a mask of the bytes that may end the run, bit k
- * for byte k, exactly as the word tests do (vec_* below). Every operand
- * is one instruction; the compares are signed, so a byte with the high
- * bit is below every ASCII bound.
+ * test on a vector (vec_* below) flags the same bytes as its word test
+ * does, bit k of a mask for byte k, in a few compares and a movemask.
+ * The compares are signed, so a byte with the high bit is below every
+ * ASCII bound.
  */
 static inline __m128i load_vec(const char *p)
 {
@@ -250,7 +250,8 @@ static inline unsigned vec_non_field(__m128i x)
 /* As non_target_in: not VCHAR (signed: above SP and below DEL), or '#'. */
 static inline unsigned vec_non_target(__m128i x)
 {
-	__m128i vchar = _mm_and_si128(_mm_cmpgt_epi8(x, splat(0x20)), _mm_cmplt_epi8(x, splat(0x7f)));
+	__m128i vchar = _mm_and_si128(_mm_cmpgt_epi8(x, splat(0x20)),
+	                              _mm_cmplt_epi8(x, splat(0x7f)));
 
 	return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(_mm_cmpeq_epi8(x, splat('#')), vchar)) ^
 	       0xffffu;
@@ -259,7 +260,8 @@ static inline unsigned vec_non_target(__m128i x)
 /* As path_end_in: vec_non_target, or '?'. */
 static inline unsigned vec_path_end(__m128i x)
 {
-	__m128i vchar = _mm_and_si128(_mm_cmpgt_epi8(x, splat(0x20)), _mm_cmplt_epi8(x, splat(0x7f)));
+	__m128i vchar = _mm_and_si128(_mm_cmpgt_epi8(x, splat(0x20)),
+	                              _mm_cmplt_epi8(x, splat(0x7f)));
 	__m128i odd = _mm_or_si128(_mm_cmpeq_epi8(x, splat('#')), _mm_cmpeq_epi8(x, splat('?')));
 
 	return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(odd, vchar)) ^ 0xffffu;
