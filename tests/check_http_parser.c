@@ -1009,6 +1009,25 @@ static int host_oracle(const char *v, size_t k, unsigned char c)
 	return k == last && c == ':' ? 0 : -1; /* an empty port */
 }
 
+/* A Host with a port: a reg-name and 1 to 5 digits (4 here: never past
+ * 65535), the colon between may become another reg-name byte or a '%'
+ * ("%80": an escape). */
+static int host_port_oracle(const char *v, size_t k, unsigned char c)
+{
+	size_t colon = (size_t)(strchr(v, ':') - v), last = strlen(v) - 1;
+	bool ows = c == ' ' || c == '\t';
+
+	if (c == (unsigned char)v[k])
+		return 1;
+	if (k < colon)
+		return t_regname(c) || (k == 0 && ows) ? 0 : -1;
+	if (k == colon)
+		return t_regname(c) || c == '%' ? 0 : -1;
+	if (c >= '0' && c <= '9')
+		return 1;
+	return k == last && ows ? 0 : -1;
+}
+
 static int connection_oracle(const char *v, size_t k, unsigned char c)
 {
 	size_t last = strlen(v) - 1;
@@ -1034,6 +1053,7 @@ static const struct {
 } valued_fields[] = {
 	{ GET11, "Accept", "*/*", field_oracle },
 	{ "GET / HTTP/1.0\r\n", "Host", "example.org", host_oracle },
+	{ "GET / HTTP/1.0\r\n", "Host", "example.org:8080", host_port_oracle },
 	{ GET11, "Connection", "close", connection_oracle },
 	{ "GET / HTTP/1.0\r\n", "Connection", "keep-alive", connection_oracle },
 	{ "GET / HTTP/1.0\r\n", "Connection", "Keep-Alive", connection_oracle },
@@ -1073,6 +1093,166 @@ START_TEST(test_http_common_values_every_byte)
 				ck_assert(req.host.p == req.headers[at].value.p && req.host.len == len);
 			else
 				assert_meaning(meaning_of(&req), want ? known : unknown, what);
+		}
+	}
+}
+END_TEST
+
+/*
+ * The runs the parser skips sixteen bytes a step (SSE2) or a word at a
+ * time - a field value, a request-target's path and query, a Host and
+ * its port, a field name - with each of the 256 bytes at every offset of runs of 1 to
+ * 40 bytes (one step, two, and the overlapping tails between), against
+ * the rules as the test spells them, the run amid the head and at its
+ * end.
+ */
+enum { RUN_MAX = 40 };
+
+/* before, line[0..n), then PAD or, if last, the head's end (the run near
+ * the input's end: the scans' short tails), parsed whole and, for the
+ * bytes at the edges of the classes only (for time: which byte it is
+ * does not change where the input ends), at every prefix from the line's
+ * start, which agree (0, or the whole result). The whole result. */
+static int parse_run(const char *before, const char *line, size_t n, unsigned char c, bool last)
+{
+	static char buf[512];
+	static struct http_request r;
+	const char *after = last ? "\r\n" : PAD;
+	size_t b = strlen(before), a = strlen(after), total = b + n + a;
+	bool edge = c == 0 || c == '\t' || c == '\n' || c == '\r' || c == ' ' || c == '#' ||
+	            c == '%' || c == ':' || c == '?' || c == '_' || c == 0x7f || c == 0x80;
+	int whole;
+
+	if (total > sizeof(buf)) /* no ck_assert per parse: each is a message to Check */
+		ck_abort_msg("parse_run: %zu bytes", total);
+	memcpy(buf, before, b);
+	memcpy(buf + b, line, n);
+	memcpy(buf + b + n, after, a);
+	whole = http_parse_head(buf, total, &lim_std, &req);
+	for (size_t k = b; edge && k < total; k++) {
+		int rc = http_parse_head(buf, k, &lim_std, &r);
+		if (rc != 0 && rc != whole)
+			ck_abort_msg("prefix %zu of %.*s: %d, whole: %d", k, (int)total, buf, rc, whole);
+	}
+	return whole;
+}
+
+static bool t_field(unsigned char c)
+{
+	return (c >= 0x20 && c != 0x7f) || c == '\t';
+}
+
+/* A run of len fill bytes, its byte k made c, between lead and after: the
+ * line parse_line reads, its length. */
+static size_t run_line(char *line, size_t size, const char *lead, char fill, size_t len,
+                       size_t k, unsigned char c, const char *after)
+{
+	size_t b = strlen(lead), a = strlen(after);
+
+	if (b + len + a > size)
+		ck_abort_msg("run_line: %zu bytes", b + len + a);
+	memcpy(line, lead, b);
+	memset(line + b, fill, len);
+	line[b + k] = (char)c;
+	memcpy(line + b + len, after, a);
+	return b + len + a;
+}
+
+/* Each says whether rc, and req, are right for the run's byte k made c. */
+
+/* "X: " run: any field bytes, a SP or HTAB at either end dropped. */
+static bool value_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	bool ows = c == ' ' || c == '\t';
+	size_t lead = ows && k == 0, trail = ows && k + 1 == len && len > 1;
+	struct http_slice v = req.headers[1].value;
+
+	if (!t_field(c))
+		return rc == -400;
+	return rc > 0 && v.p == req.headers[1].name.p + 3 + lead && v.len == len - lead - trail;
+}
+
+/* "GET /" run: VCHAR but '#', the first '?' noted. */
+static bool target_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	if (c <= 0x20 || c >= 0x7f || c == '#')
+		return rc == -400;
+	return rc > 0 && req.target.len == len + 1 && req.query == (c == '?' ? k + 1 : len + 1);
+}
+
+/* "Host: " run: a reg-name ('a' is a hex digit: "%aa" is an escape), a
+ * SP or HTAB at either end dropped (an empty Host too), an empty port
+ * after a last ':'. */
+static bool host_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	bool edge = k == 0 || k + 1 == len;
+
+	if (t_regname(c) || (c == ':' && k > 0 && k + 1 == len) || (c == '%' && k + 2 < len))
+		return rc > 0 && req.host.len == len;
+	if ((c == ' ' || c == '\t') && edge)
+		return rc > 0 && req.host.len == len - 1;
+	return rc == -400;
+}
+
+/* "Host: h:" run: a port, digits ('1's) and at most 65535, or empty; a
+ * SP or HTAB at its end dropped. */
+static bool port_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	char port[RUN_MAX + 1];
+	size_t n = len;
+
+	memset(port, '1', len);
+	port[k] = (char)c;
+	if ((c == ' ' || c == '\t') && k + 1 == len)
+		n--;
+	for (size_t i = 0; i < n; i++)
+		if (port[i] < '0' || port[i] > '9')
+			return rc == -400;
+	port[n] = '\0';
+	if (n > 5 || (n > 0 && strtoul(port, NULL, 10) > 65535))
+		return rc == -400;
+	return rc > 0 && req.host.len == 2 + n;
+}
+
+/* A name that is no known one ('x's): tchars, or a colon that ends it
+ * sooner (the rest is its value's). */
+static bool name_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	bool colon = c == ':' && k > 0;
+
+	if (!t_tchar(c) && !colon)
+		return rc == -400;
+	return rc > 0 && req.headers[1].name.len == (colon ? k : len);
+}
+
+static const struct {
+	const char *before, *lead, *after;
+	char fill;
+	bool (*right)(size_t len, size_t k, unsigned char c, int rc);
+} runs[] = {
+	{ GET11, "X: ", "\r\n", 'a', value_right },
+	{ "GET /", "", " HTTP/1.1\r\n" HOST, 'a', target_right },
+	{ "GET / HTTP/1.1\r\n", "Host: ", "\r\n", 'a', host_right },
+	{ "GET / HTTP/1.1\r\n", "Host: h:", "\r\n", '1', port_right },
+	{ GET11, "", ": v\r\n", 'x', name_right },
+};
+
+START_TEST(test_http_run_every_byte)
+{
+	char line[RUN_MAX + 32];
+
+	for (size_t len = 1; len <= RUN_MAX; len++) {
+		for (size_t k = 0; k < len; k++) {
+			for (unsigned c = 0; c < 256; c++) {
+				size_t n = run_line(line, sizeof(line), runs[_i].lead, runs[_i].fill, len, k,
+				                    (unsigned char)c, runs[_i].after);
+				for (int last = 0; last < 2; last++) {
+					int rc = parse_run(runs[_i].before, line, n, (unsigned char)c, last);
+					if (!runs[_i].right(len, k, (unsigned char)c, rc))
+						ck_abort_msg("%s%.*s: %#x at %zu of %zu: %d", runs[_i].before,
+						             (int)n, line, c, k, len, rc);
+				}
+			}
 		}
 	}
 }
@@ -1517,6 +1697,7 @@ static TCase *head_tests(void)
 	                    (int)(sizeof(named_fields) / sizeof(named_fields[0])));
 	tcase_add_loop_test(tc, test_http_common_values_every_byte, 0,
 	                    (int)(sizeof(valued_fields) / sizeof(valued_fields[0])));
+	tcase_add_loop_test(tc, test_http_run_every_byte, 0, (int)(sizeof(runs) / sizeof(runs[0])));
 	return tc;
 }
 
