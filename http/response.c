@@ -440,8 +440,21 @@ static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const voi
 	return http_write_out(c, p, len);
 }
 
+/* f[0..n) to to, k <= n <= 2k, as its first and its last k bytes (they
+ * may overlap): with k a constant, two loads and two stores. */
+static inline __attribute__((always_inline)) void copy_ends(char *to, const char *f, size_t n,
+                                                            size_t k)
+{
+	char a[8], z[8];
+
+	memcpy(a, f, k);
+	memcpy(z, f + n - k, k);
+	memcpy(to, a, k);
+	memcpy(to + n - k, z, k);
+}
+
 /* memcpy, but a short body's 1 to 16 bytes with no call: as two words,
- * or two halves, that may overlap (1 to 3: the first, middle and last). */
+ * or two halves (1 to 3: the first, middle and last). */
 static inline void copy_short(char *to, const void *from, size_t n)
 {
 	const char *f = from;
@@ -449,17 +462,9 @@ static inline void copy_short(char *to, const void *from, size_t n)
 	if (n > 16) {
 		memcpy(to, f, n);
 	} else if (n >= 8) {
-		uint64_t a, b;
-		memcpy(&a, f, 8);
-		memcpy(&b, f + n - 8, 8);
-		memcpy(to, &a, 8);
-		memcpy(to + n - 8, &b, 8);
+		copy_ends(to, f, n, 8);
 	} else if (n >= 4) {
-		uint32_t a, b;
-		memcpy(&a, f, 4);
-		memcpy(&b, f + n - 4, 4);
-		memcpy(to, &a, 4);
-		memcpy(to + n - 4, &b, 4);
+		copy_ends(to, f, n, 4);
 	} else if (n) {
 		char a = f[0], m = f[n / 2], z = f[n - 1];
 		to[0] = a;
