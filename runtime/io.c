@@ -94,6 +94,7 @@ ssize_t runtime_send(int fd, const void *buf, size_t len, int flags)
 	return submit(&r, __func__);
 }
 
+/* layer.h's deadline argument (0: none) as an io_req's. */
 static uint64_t by(uint64_t deadline)
 {
 	return deadline ? deadline : NEVER;

@@ -594,7 +594,8 @@ static int recv_check(struct runtime_stream *s, struct fiber *f)
 	return 0;
 }
 
-/* The call's deadline (0: none) earlier than the fiber's, already past? */
+/* Is the call's deadline (0: none) earlier than the fiber's (*until)? Then
+ * it is the wait's (*until), and has it passed? */
 static inline bool past(uint64_t deadline, uint64_t *until)
 {
 	if (likely(!deadline || deadline >= *until))
