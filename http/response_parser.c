@@ -173,7 +173,7 @@ static int field_content(struct rhead *h, size_t s, size_t e)
 	if (i == s || i == e || b[i] != ':')
 		return -EBADMSG;
 	v = skip_ows(b, i + 1, e);
-	ve = skip_run(b, v, v, e, non_field_in, is_non_field);
+	ve = SKIP_RUN(b, v, v, e, non_field);
 	for (; ve < e; ve++)
 		if (!is_field_byte((unsigned char)b[ve]))
 			return -EBADMSG;
