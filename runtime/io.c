@@ -216,6 +216,14 @@ int runtime_poll(int fd, short events, int64_t timeout_ns)
 	return (int)submit(&r, __func__);
 }
 
+int runtime__poll_by(int fd, short events, uint64_t deadline)
+{
+	struct io_req r = REQ(IO_POLL, .fd = fd, .flags = (unsigned short)events);
+
+	r.deadline = by(deadline);
+	return (int)submit(&r, "runtime_poll");
+}
+
 /*
  * Close is never cancelled and ignores deadlines: cleanup must not leak.
  * A fixed-file registration goes first (on whichever core holds it), so

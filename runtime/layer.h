@@ -7,7 +7,7 @@
  * A connection's read and write deadlines apply to one call at a time.
  * Through the public calls that took a runtime_deadline_get, a set before
  * the call and one after (the fiber's deadline moved and put back) on
- * every read and write; these take it as an argument and leave the
+ * every read, write and wait for readiness; these take it as an argument and leave the
  * fiber's alone. The call runs under the earlier of the two: past it,
  * -ETIMEDOUT at once, without touching the fd; reached while it waits,
  * -ETIMEDOUT, and runtime_fiber_expire ends the wait as it does any.
@@ -29,6 +29,9 @@ ssize_t runtime__recv_by(int fd, void *buf, size_t len, int flags, uint64_t dead
 /* runtime_send for one iovec, runtime_sendmsg for more. */
 ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
                          uint64_t deadline);
+
+/* runtime_poll, waiting until the deadline (no timeout of its own). */
+int runtime__poll_by(int fd, short events, uint64_t deadline);
 
 /* runtime_stream_recv. */
 ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,

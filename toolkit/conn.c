@@ -61,41 +61,17 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
  * where the fiber's own deadline is earlier, a limit moved to between
  * the two wakes the call for nothing, and it looks again.
  */
-static inline uint64_t side_enter(struct side *s, uint64_t limit)
+static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
 {
 	s->fiber = runtime_fiber_self();
-	s->running = limit;
-	return limit;
+	s->running = side_limit(c, s);
+	return s->running;
 }
 
 static inline void side_leave(struct side *s)
 {
 	s->fiber = NULL;
 	s->running = 0;
-}
-
-/* The same for a call with no deadline of its own (a poll): the fiber's
- * deadline moved to the earlier of it and the limit, and put back by
- * side_end. */
-static bool side_begin(const struct runtime_conn *c, struct side *s, uint64_t *own)
-{
-	uint64_t limit = side_limit(c, s);
-
-	s->fiber = runtime_fiber_self();
-	s->running = 0;
-	if (!limit)
-		return false;
-	*own = runtime_deadline_get();
-	s->running = earlier(*own, limit);
-	runtime_deadline_set(s->running);
-	return true;
-}
-
-static void side_end(struct side *s, bool set, uint64_t own)
-{
-	side_leave(s);
-	if (set)
-		runtime_deadline_set(own);
 }
 
 /* A call of this side ended with -ETIMEDOUT: is a limit really past (the
@@ -210,7 +186,7 @@ static inline void watch_end(struct runtime_conn *c)
  * limit. */
 static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
 {
-	uint64_t limit = side_enter(&c->rd, side_limit(c, &c->rd));
+	uint64_t limit = side_enter(c, &c->rd);
 	ssize_t n = c->rx ? runtime__stream_recv_by(c->rx, buf, len, limit)
 	                  : runtime__recv_by(c->fd, buf, len, 0, limit);
 
@@ -301,7 +277,7 @@ send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 	ssize_t n;
 
 	do {
-		uint64_t limit = side_enter(&c->wr, side_limit(c, &c->wr));
+		uint64_t limit = side_enter(c, &c->wr);
 		n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
 		side_leave(&c->wr);
 	} while (n == -ETIMEDOUT && !side_expired(c, &c->wr));
@@ -558,7 +534,6 @@ static void stream_woke(void *arg, int why)
 static void poll_then_resume(void *arg)
 {
 	struct runtime_conn *c = arg;
-	uint64_t own = 0;
 	int rc = 0;
 
 	while (!(c->layer && c->layer->pending(c))) {
@@ -566,9 +541,9 @@ static void poll_then_resume(void *arg)
 			rc = -ESHUTDOWN;
 			break;
 		}
-		bool set = side_begin(c, &c->rd, &own);
-		rc = runtime_poll(c->fd, POLLIN, -1);
-		side_end(&c->rd, set, own);
+		uint64_t limit = side_enter(c, &c->rd);
+		rc = runtime__poll_by(c->fd, POLLIN, limit);
+		side_leave(&c->rd);
 		if (rc != -ETIMEDOUT || side_expired(c, &c->rd))
 			break;
 	}
