@@ -908,6 +908,20 @@ static inline int runtime__blocking_begin(struct fiber **out, const char *fn)
 	return runtime__blocking_refused(f, fn);
 }
 
+/* layer.h's deadline argument (0: none) as the runtime's (NEVER: none). */
+static inline uint64_t runtime__call_deadline(uint64_t deadline)
+{
+	return deadline ? deadline : NEVER;
+}
+
+/* After runtime__blocking_begin, which checked the fiber's deadline: has
+ * the call's own (NEVER: none), if earlier, already passed? The clock is
+ * read only then. */
+static inline bool runtime__call_deadline_passed(const struct fiber *f, uint64_t deadline)
+{
+	return unlikely(deadline < f->deadline) && runtime_now() >= deadline;
+}
+
 static inline bool runtime__on_owner_thread(const struct runtime *rt)
 {
 	return pthread_equal(pthread_self(), rt->owner_thread);

@@ -31,7 +31,7 @@ static inline long submit(struct io_req *r, const char *fn)
 
 	if (unlikely(rc))
 		return rc;
-	if (unlikely(r->deadline < f->deadline) && runtime_now() >= r->deadline)
+	if (runtime__call_deadline_passed(f, r->deadline))
 		return -ETIMEDOUT;
 	return f->core->eng->io(f, r);
 }
@@ -94,17 +94,11 @@ ssize_t runtime_send(int fd, const void *buf, size_t len, int flags)
 	return submit(&r, __func__);
 }
 
-/* layer.h's deadline argument (0: none) as an io_req's. */
-static uint64_t by(uint64_t deadline)
-{
-	return deadline ? deadline : NEVER;
-}
-
 ssize_t runtime__recv_by(int fd, void *buf, size_t len, int flags, uint64_t deadline)
 {
 	struct io_req r = REQ(IO_RECV, .fd = fd, .buf = buf, .len = rw_len(len), .flags = flags);
 
-	r.deadline = by(deadline);
+	r.deadline = runtime__call_deadline(deadline);
 	return submit(&r, "runtime_recv");
 }
 
@@ -114,12 +108,12 @@ ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
 	if (iovcnt == 1) {
 		struct io_req r = REQ(IO_SEND, .fd = fd, .cbuf = iov[0].iov_base,
 		                      .len = rw_len(iov[0].iov_len), .flags = flags);
-		r.deadline = by(deadline);
+		r.deadline = runtime__call_deadline(deadline);
 		return submit(&r, "runtime_send");
 	}
 	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	struct io_req r = REQ(IO_SENDMSG, .fd = fd, .msg = &msg, .flags = flags);
-	r.deadline = by(deadline);
+	r.deadline = runtime__call_deadline(deadline);
 	return submit(&r, "runtime_sendmsg");
 }
 
@@ -220,7 +214,7 @@ int runtime__poll_by(int fd, short events, uint64_t deadline)
 {
 	struct io_req r = REQ(IO_POLL, .fd = fd, .flags = (unsigned short)events);
 
-	r.deadline = by(deadline);
+	r.deadline = runtime__call_deadline(deadline);
 	return (int)submit(&r, "runtime_poll");
 }
 

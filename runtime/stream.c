@@ -594,16 +594,6 @@ static int recv_check(struct runtime_stream *s, struct fiber *f)
 	return 0;
 }
 
-/* Is the call's deadline (0: none) earlier than the fiber's (*until)? Then
- * it is the wait's (*until), and has it passed? */
-static inline bool past(uint64_t deadline, uint64_t *until)
-{
-	if (likely(!deadline || deadline >= *until))
-		return false;
-	*until = deadline;
-	return runtime_now() >= deadline;
-}
-
 ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
                                 uint64_t deadline)
 {
@@ -614,9 +604,10 @@ ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
 		return -EINVAL;
 	if (rc || (rc = recv_check(s, f)) != 0)
 		return rc;
-	uint64_t until = f->deadline;
-	if (past(deadline, &until))
+	deadline = runtime__call_deadline(deadline);
+	if (runtime__call_deadline_passed(f, deadline))
 		return -ETIMEDOUT;
+	uint64_t until = deadline_min(deadline, f->deadline);
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
