@@ -162,6 +162,17 @@ static bool read_until(int fd, char *buf, size_t cap, const char *needle)
 	return strstr(buf, needle) != NULL;
 }
 
+/* A connection to the started server that has had one answer (GET /info)
+ * and now waits, kept alive, for its next request. */
+static int dial_answered(char *r, size_t n)
+{
+	int fd = dial();
+
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, n, "/info\n"));
+	return fd;
+}
+
 /* ------------------------------------------------------------ the handler */
 
 static bool is(struct runtime_http_slice s, const char *lit)
@@ -688,9 +699,7 @@ START_TEST(test_drain_closes_idle)
 	char r[4096] = "";
 
 	serve_start();
-	int fd = dial();
-	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
-	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	int fd = dial_answered(r, sizeof(r));
 	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
 	ck_assert(closed_by_server(fd));
 	close(fd);
@@ -706,9 +715,7 @@ START_TEST(test_drain_lets_a_body_finish)
 	char r[4096] = "";
 
 	serve_start();
-	int fd = dial();
-	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
-	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	int fd = dial_answered(r, sizeof(r));
 	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nhello");
 	usleep(100 * 1000); /* the handler waits for the rest */
 	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
@@ -771,9 +778,7 @@ START_TEST(test_released_connection_times_out)
 	release_after_ns = 0; /* at once */
 	idle_timeout_ns = 100 * 1000 * 1000;
 	serve_start();
-	int fd = dial();
-	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n");
-	ck_assert(read_until(fd, r, sizeof(r), "/info\n"));
+	int fd = dial_answered(r, sizeof(r));
 	uint64_t t0 = runtime_now();
 	ck_assert(closed_by_server(fd));
 	ck_assert_uint_ge(runtime_now() - t0, 50 * 1000 * 1000);

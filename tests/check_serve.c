@@ -662,23 +662,36 @@ static void *idle_clients(void *arg)
 	return NULL;
 }
 
-static void run_idle_server(struct idle_srv *s, void *(*clients)(void *))
+/*
+ * Run a new runtime serving sc (on 127.0.0.1) while talk(arg), a thread,
+ * talks to it at *port, until the run ends; *rt is the runtime. Returns
+ * the server, for its stats: the caller destroys it and the runtime.
+ */
+static struct runtime_server *serve_while(struct runtime **rt, struct runtime_serve_config *sc,
+                                          uint16_t *port, void *(*talk)(void *), void *arg)
 {
-	struct runtime_serve_config sc;
 	struct runtime_server *srv;
 	pthread_t th;
 
-	ck_assert_int_eq(runtime_create(&s->rt, NULL), 0);
+	ck_assert_int_eq(runtime_create(rt, NULL), 0);
+	sc->host = "127.0.0.1";
+	ck_assert_int_eq(runtime_serve(*rt, sc, &srv), 0);
+	*port = runtime_server_port(srv);
+	ck_assert_int_eq(pthread_create(&th, NULL, talk, arg), 0);
+	ck_assert_int_eq(runtime_run(*rt), 0);
+	pthread_join(th, NULL);
+	return srv;
+}
+
+static void run_idle_server(struct idle_srv *s, void *(*clients)(void *))
+{
+	struct runtime_serve_config sc;
+	struct runtime_server_stats st;
+
 	runtime_serve_config_init(&sc);
-	sc.host = "127.0.0.1";
 	sc.handler = idle_echo;
 	sc.arg = s;
-	ck_assert_int_eq(runtime_serve(s->rt, &sc, &srv), 0);
-	s->port = runtime_server_port(srv);
-	ck_assert_int_eq(pthread_create(&th, NULL, clients, s), 0);
-	ck_assert_int_eq(runtime_run(s->rt), 0);
-	pthread_join(th, NULL);
-	struct runtime_server_stats st;
+	struct runtime_server *srv = serve_while(&s->rt, &sc, &s->port, clients, s);
 	runtime_server_stats(srv, &st);
 	ck_assert_uint_eq(st.live, 0);
 	runtime_server_destroy(srv);
@@ -805,21 +818,12 @@ static void run_release_server(struct release_srv *s, uint64_t release_after_ns,
                                void *(*talk)(void *))
 {
 	struct runtime_serve_config sc;
-	struct runtime_server *srv;
-	pthread_t th;
 
-	ck_assert_int_eq(runtime_create(&s->rt, NULL), 0);
 	runtime_serve_config_init(&sc);
-	sc.host = "127.0.0.1";
 	sc.handler = release_handler;
 	sc.arg = s;
 	sc.release_after_ns = release_after_ns;
-	ck_assert_int_eq(runtime_serve(s->rt, &sc, &srv), 0);
-	s->port = runtime_server_port(srv);
-	ck_assert_int_eq(pthread_create(&th, NULL, talk, s), 0);
-	ck_assert_int_eq(runtime_run(s->rt), 0);
-	pthread_join(th, NULL);
-	runtime_server_destroy(srv);
+	runtime_server_destroy(serve_while(&s->rt, &sc, &s->port, talk, s));
 	runtime_destroy(s->rt);
 }
 
