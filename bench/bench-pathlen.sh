@@ -33,6 +33,10 @@
 #   DEMO_FLAGS  more flags for the two demos: "--release-after 0" puts every
 #               operation on the path of a connection that waited idle with
 #               no fiber, "--release-after never" keeps the fiber throughout
+#   PIPELINE    HTTP requests sent in one write, their answers read before
+#               the next write (default 1); still counted per request, so
+#               PIPELINE=16 is the user-space cost of a pipelined request
+#               (bench-http's pipelined x16 run)
 # Prints one line per server and exits non-zero if a run failed.
 set -u
 
@@ -44,6 +48,7 @@ SHORT=${SHORT:-1000} LONG=${LONG:-11000}
 ENGINE=${ENGINE:-}
 DEMO_FLAGS=${DEMO_FLAGS:-}
 BREAKDOWN=${BREAKDOWN:-}
+PIPELINE=${PIPELINE:-1}
 LIBS=$BUILD/runtime/.libs:$BUILD/http/.libs
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -63,18 +68,19 @@ wait_port() { # PORT: until it accepts (60 s: valgrind starts slowly)
 	return 1
 }
 
-# N sequential keep-alive requests on one connection, each answer read
-# whole (Content-Length) before the next is sent.
+# N keep-alive requests on one connection, PIPELINE of them in one write,
+# their answers read whole (Content-Length) before the next write.
 http_load() { # PORT N
-	python3 - "$1" "$2" <<'PY'
+	python3 - "$1" "$2" "$PIPELINE" <<'PY'
 import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
+port, n, depth = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 s = socket.create_connection(("127.0.0.1", port))
 req = (b"GET /plaintext HTTP/1.1\r\nHost: localhost\r\nUser-Agent: bench-pathlen\r\n"
        b"Accept: */*\r\nConnection: keep-alive\r\n\r\n")
 buf = b""
-for _ in range(n):
-    s.sendall(req)
+for i in range(n):
+    if i % depth == 0:
+        s.sendall(req * min(depth, n - i))
     while True:
         h = buf.find(b"\r\n\r\n")
         if h >= 0:
