@@ -667,18 +667,20 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 	                 (struct http_slice){ b + v, ve - v });
 }
 
-/* The checks only the end of the head can make, and the results. */
+/* The checks only the end of the head can make, and the results. Without
+ * branches where a bool's arithmetic gives the result: has_cl and chunked
+ * never hold together (content_length and transfer_encoding each refuse
+ * the other), so the body's kind is their sum, LENGTH 1 and CHUNKED 2. */
 static int finish(struct head *h, size_t len)
 {
 	struct http_request *req = h->req;
+	bool v11 = req->minor == 1;
 
-	if (req->minor == 1 && !h->has_host)
+	if ((v11 && !h->has_host) || (h->has_te && !h->chunked))
 		return -400;
-	if (h->has_te && !h->chunked)
-		return -400;
-	req->body = h->chunked ? HTTP_BODY_CHUNKED : h->has_cl ? HTTP_BODY_LENGTH : HTTP_BODY_NONE;
-	req->keep_alive = req->minor == 1 ? !h->close : h->keep && !h->close;
-	req->expect_continue = h->expect && req->minor == 1;
+	req->body = (enum http_body)(h->has_cl * HTTP_BODY_LENGTH + h->chunked * HTTP_BODY_CHUNKED);
+	req->keep_alive = (v11 | h->keep) && !h->close;
+	req->expect_continue = h->expect & v11;
 	req->head_len = len;
 	return (int)len;
 }
