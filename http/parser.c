@@ -255,7 +255,7 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 static size_t target_end(const char *b, size_t t, size_t lim, size_t *query)
 {
 #ifdef __SSE2__
-	size_t i = SKIP_RUN(b, t, t, lim, path_end);
+	size_t i = SKIP_SHORT_RUN(b, t, t, lim, path_end);
 #else
 	/* A short path a byte a time (a table's class: the word-at-a-time
 	 * scan's set-up costs more than its words save), a long one's rest
@@ -616,7 +616,7 @@ static int value_end_error(const struct head *h, size_t q)
 static inline int value_end(const struct head *h, size_t v, size_t *q)
 {
 	const char *b = h->b;
-	size_t end = h->view, i = SKIP_RUN(b, v, v, end, non_field);
+	size_t end = h->view, i = SKIP_SHORT_RUN(b, v, v, end, non_field);
 
 	if (i + 1 < end && !memcmp(b + i, "\r\n", 2))
 		return *q = i, 0;
