@@ -431,36 +431,48 @@ name_is(const char *p, size_t avail, const char *name, int k, int *kind)
 	return strlen(name) - 2;
 }
 
+/* c, which the compiler can no longer tell is the value it was: between
+ * the tests of known_name, so that they stay the chain they are written
+ * as and do not become a jump table again (GCC's if-to-switch). */
+static inline unsigned opaque(unsigned c)
+{
+	__asm__("" : "+r"(c));
+	return c;
+}
+
 /*
  * A name that most requests carry, its colon and one space, at p (avail
  * bytes there, 8 at least): the name's length and *kind, or 0 for a line
  * to read byte by byte (field_name). A word or two compared in place of
  * a scan and a lookup; a name matched is all tchars, so nothing else
- * about it needs checking. The first byte picks the candidates.
+ * about it needs checking. The first byte picks the candidates, tested
+ * in the order of how many requests carry them: two instructions a test,
+ * where a jump table cost ten whichever name came (bench-pathlen's Host,
+ * User-Agent, Accept and Connection: 6 fewer a request; a name that is
+ * none of these, up to 5 more).
  */
 static size_t known_name(const char *p, size_t avail, int *kind)
 {
-	switch (p[0] | 0x20) {
-	case 'a':
+	unsigned c = (unsigned char)p[0] | 0x20;
+
+	if (c == 'h')
+		return name_is(p, avail, "host: ", F_HOST, kind);
+	if (c == 'u')
+		return name_is(p, avail, "user-agent: ", F_OTHER, kind);
+	if ((c = opaque(c)) == 'a')
 		return name_is(p, avail, "accept: ", F_OTHER, kind) ?:
 		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind) ?:
 		       name_is(p, avail, "accept-language: ", F_OTHER, kind);
-	case 'c':
+	if (c == 'c')
 		return name_is(p, avail, "connection: ", F_CONNECTION, kind) ?:
 		       name_is(p, avail, "content-type: ", F_OTHER, kind) ?:
 		       name_is(p, avail, "content-length: ", F_CONTENT_LENGTH, kind) ?:
 		       name_is(p, avail, "cookie: ", F_OTHER, kind);
-	case 'e':
+	if ((c = opaque(c)) == 'e')
 		return name_is(p, avail, "expect: ", F_EXPECT, kind);
-	case 'h':
-		return name_is(p, avail, "host: ", F_HOST, kind);
-	case 't':
+	if (c == 't')
 		return name_is(p, avail, "transfer-encoding: ", F_TRANSFER_ENCODING, kind);
-	case 'u':
-		return name_is(p, avail, "user-agent: ", F_OTHER, kind);
-	default:
-		return 0;
-	}
+	return 0;
 }
 
 /* A line that does not start with a name byte: the empty line ending the
