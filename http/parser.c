@@ -504,6 +504,10 @@ static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colo
 	const char *b = h->b;
 	size_t s = *pos, i;
 
+	if (h->view - s >= 2 && !memcmp(b + s, "\r\n", 2)) { /* the empty line, whole */
+		*pos = s + 2;
+		return DONE;
+	}
 	if (s == h->view || !is_tchar((unsigned char)b[s]))
 		return other_line(h, pos, fields);
 	if (fields >= h->max_fields)
