@@ -724,11 +724,13 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 	int rc = 0;
 
 	head_init(&h, buf, len, lim, req);
-	if (h.view > 0 && buf[0] == '\r') { /* one leading CRLF is skipped */
-		rc = terminator(&h, 0);
-		pos = 2;
-	} else if (h.view > 0 && buf[0] == '\n') {
-		rc = -400;
+	if (h.view > 0 && (unsigned char)buf[0] <= '\r') { /* CR, LF: one test for both */
+		if (buf[0] == '\r') { /* one leading CRLF is skipped */
+			rc = terminator(&h, 0);
+			pos = 2;
+		} else if (buf[0] == '\n') {
+			rc = -400;
+		}
 	}
 	if (rc == 0)
 		rc = request_line(&h, &pos);
