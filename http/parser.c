@@ -308,10 +308,11 @@ static int request_line(struct head *h, size_t *pos)
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
 	i = target_end(b, t, lim, &q);
-	if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
-		return ran_out(h, i);
-	if (i == t || b[i] != ' ')
+	if (i == t || i == lim || b[i] != ' ') { /* not the common case: why */
+		if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
+			return ran_out(h, i);
 		return -400;
+	}
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
 	h->req->query = q - t;
