@@ -148,7 +148,7 @@ struct head {
 	size_t view;               /* bytes looked at: min(len, head_max) */
 	const struct http_limits *lim;
 	struct http_request *req;
-	unsigned max_fields;
+	struct http_header *fields_end; /* past the last field allowed */
 	bool has_cl, has_te, chunked, has_host, close, keep, expect;
 };
 
@@ -478,7 +478,7 @@ static size_t known_name(const char *p, size_t avail, int *kind)
 
 /* A line that does not start with a name byte: the empty line ending the
  * head (DONE), or what it can be told from so far. */
-static int other_line(struct head *h, size_t *pos, unsigned fields)
+static int other_line(struct head *h, size_t *pos, const struct http_header *hd)
 {
 	const char *b = h->b;
 	size_t s = *pos;
@@ -492,14 +492,14 @@ static int other_line(struct head *h, size_t *pos, unsigned fields)
 	}
 	if (is_ows((unsigned char)b[s])) /* obs-fold, or space before the first field */
 		return -400;
-	return fields >= h->max_fields ? -431 : -400;
+	return hd == h->fields_end ? -431 : -400;
 }
 
 /* A line at *pos that known_name did not take: the empty line or what
  * other_line tells, else a name read byte by byte. 0 with *colon after
  * the name, *value past the OWS after the colon and *kind; or what the
  * line is so far. */
-static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colon,
+static int field_name(struct head *h, size_t *pos, const struct http_header *hd, size_t *colon,
                       size_t *value, int *kind)
 {
 	const char *b = h->b;
@@ -510,8 +510,8 @@ static int field_name(struct head *h, size_t *pos, unsigned fields, size_t *colo
 		return DONE;
 	}
 	if (s == h->view || !is_tchar((unsigned char)b[s]))
-		return other_line(h, pos, fields);
-	if (fields >= h->max_fields)
+		return other_line(h, pos, hd);
+	if (hd == h->fields_end)
 		return -431;
 	i = skip_name_class(b, s + 1, h->view, TCHAR);
 	if (i == h->view)
@@ -583,11 +583,11 @@ static size_t common_value(const struct head *h, size_t v, int *kind)
 	return 0;
 }
 
-/* Record a complete field line as the n-th and apply what it means. */
-static int add_field(struct head *h, unsigned n, int kind, struct http_slice name,
+/* Record a complete field line in slot and apply what it means. */
+static int add_field(struct head *h, struct http_header *slot, int kind, struct http_slice name,
                      struct http_slice value)
 {
-	h->req->headers[n] = (struct http_header){ name, value };
+	*slot = (struct http_header){ name, value };
 	if (kind == F_OTHER) /* most fields, then the common values: no switch */
 		return 0;
 	if (kind == F_HOST_REGNAME) {
@@ -646,24 +646,25 @@ static inline int value_end(const struct head *h, size_t v, size_t *q)
 }
 
 /* The field line (or the empty line ending the head) at *pos, read left
- * to right once: the name, the colon, the value up to its line's end;
- * *fields counts the fields read. A whole line ending in CRLF, the common
- * case, is read by the shortest path; any other is told apart by
- * other_line and value_end_error. */
-static int field_line(struct head *h, size_t *pos, unsigned *fields)
+ * to right once: the name, the colon, the value up to its line's end,
+ * recorded in the slot *hd, which moves on (a pointer, not a count: no
+ * slot's address to compute at each line). A whole line ending in CRLF,
+ * the common case, is read by the shortest path; any other is told apart
+ * by other_line and value_end_error. */
+static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 {
 	const char *b = h->b;
 	size_t s = *pos, end = h->view, i, v, q, ve;
 	int kind = F_OTHER, rc;
 
 	if (end - s >= 8 && (i = known_name(b + s, end - s, &kind))) {
-		if (*fields >= h->max_fields)
+		if (*hd == h->fields_end)
 			return -431;
 		i += s;
 		v = i + 2;
 		if (v < end && (unsigned char)b[v] <= ' ') /* OWS, or what skip_ows leaves */
 			v = skip_ows(b, v, end);
-	} else if ((rc = field_name(h, pos, *fields, &i, &v, &kind)) != 0) {
+	} else if ((rc = field_name(h, pos, *hd, &i, &v, &kind)) != 0) {
 		return rc;
 	}
 	if ((q = common_value(h, v, &kind))) {
@@ -680,7 +681,7 @@ static int field_line(struct head *h, size_t *pos, unsigned *fields)
 				ve--;
 	}
 	*pos = q + 2;
-	return add_field(h, (*fields)++, kind, (struct http_slice){ b + s, i - s },
+	return add_field(h, (*hd)++, kind, (struct http_slice){ b + s, i - s },
 	                 (struct http_slice){ b + v, ve - v });
 }
 
@@ -709,7 +710,8 @@ static void head_init(struct head *h, const char *buf, size_t len,
 
 	*h = (struct head){ .b = buf, .lim = lim, .req = req };
 	h->view = len < head_max ? len : head_max;
-	h->max_fields = lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX;
+	h->fields_end = req->headers +
+	                (lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX);
 	/* What only some heads set; the rest of req is set on the way to
 	 * any complete head (an incomplete or bad one's req is no result). */
 	req->host = (struct http_slice){ NULL, 0 };
@@ -721,7 +723,7 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 {
 	struct head h;
 	size_t pos = 0;
-	unsigned fields = 0;
+	struct http_header *hd = req->headers;
 	int rc = 0;
 
 	head_init(&h, buf, len, lim, req);
@@ -736,8 +738,8 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 	if (rc == 0)
 		rc = request_line(&h, &pos);
 	while (rc == 0)
-		rc = field_line(&h, &pos, &fields);
-	req->nheaders = fields;
+		rc = field_line(&h, &pos, &hd);
+	req->nheaders = (unsigned)(hd - req->headers);
 	if (rc == DONE)
 		return finish(&h, pos);
 	if (rc == MORE)
