@@ -667,7 +667,7 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	} else if ((rc = field_name(h, pos, *hd, &i, &v, &kind)) != 0) {
 		return rc;
 	}
-	if ((q = common_value(h, v, &kind))) {
+	if (kind != F_OTHER && (q = common_value(h, v, &kind))) { /* most: one test */
 		ve = q;
 	} else {
 		if ((rc = value_end(h, v, &q)) != 0)
