@@ -645,6 +645,15 @@ static inline int value_end(const struct head *h, size_t v, size_t *q)
 	return value_end_error(h, i);
 }
 
+/* [*v, *ve), field bytes, without the SP and HTAB at either end. */
+static void trim_ows(const char *b, size_t *v, size_t *ve)
+{
+	while (*v < *ve && (unsigned char)b[*v] <= ' ')
+		++*v;
+	while (*ve > *v && (unsigned char)b[*ve - 1] <= ' ')
+		--*ve;
+}
+
 /* The field line (or the empty line ending the head) at *pos, read left
  * to right once: the name, the colon, the value up to its line's end,
  * recorded in the slot *hd, which moves on (a pointer, not a count: no
@@ -661,9 +670,7 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 		if (*hd == h->fields_end)
 			return -431;
 		i += s;
-		v = i + 2;
-		if (v < end && (unsigned char)b[v] <= ' ') /* OWS, or what skip_ows leaves */
-			v = skip_ows(b, v, end);
+		v = i + 2; /* OWS after the one SP: not skipped yet (below) */
 	} else if ((rc = field_name(h, pos, *hd, &i, &v, &kind)) != 0) {
 		return rc;
 	}
@@ -674,11 +681,14 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 			return rc;
 		/* The value's bytes are field bytes: of those, only SP and
 		 * HTAB are not above SP. The byte before q is the value's last,
-		 * or the colon or OWS before an empty one: readable. */
+		 * or the colon or OWS before an empty one: readable. OWS before
+		 * the value is dropped here, after the scan found its end, not
+		 * before it: a common value never has it (common_value takes
+		 * none, so one with OWS comes here), and the test is one
+		 * branch with the trailing OWS's. */
 		ve = q;
-		if ((unsigned char)b[q - 1] <= ' ')
-			while (ve > v && (unsigned char)b[ve - 1] <= ' ')
-				ve--;
+		if ((unsigned char)b[v] <= ' ' || (unsigned char)b[q - 1] <= ' ')
+			trim_ows(b, &v, &ve);
 	}
 	*pos = q + 2;
 	return add_field(h, (*hd)++, kind, (struct http_slice){ b + s, i - s },
