@@ -407,6 +407,22 @@ skip_name_class(const char *b, size_t i, size_t end, uint8_t cls)
 	return skip_class(b, i, end, cls);
 }
 
+/* As skip_name_class, the first sixteen bytes tested before its loop, as
+ * skip_vec_short does: for a run that is mostly shorter (a Host). */
+static inline __attribute__((always_inline)) size_t
+skip_name_class_short(const char *b, size_t i, size_t end, uint8_t cls)
+{
+#ifdef __SSE2__
+	if (i + 16 <= end) {
+		size_t k = first_outside(b, i, vec_not_name(load_vec(b + i)), cls);
+		if (k != SIZE_MAX)
+			return k;
+		i += 16;
+	}
+#endif
+	return skip_name_class(b, i, end, cls);
+}
+
 static inline size_t skip_tchars(const char *b, size_t i, size_t end)
 {
 	return skip_class(b, i, end, TCHAR);

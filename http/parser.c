@@ -544,7 +544,7 @@ static __attribute__((noinline)) size_t host_port(const char *b, size_t p, size_
  * valid_authority would find good, read once. */
 static size_t host_value(const char *b, size_t v, size_t end)
 {
-	size_t q = skip_name_class(b, v, end, REGNAME);
+	size_t q = skip_name_class_short(b, v, end, REGNAME);
 
 	if (q + 1 < end && b[q] == '\r' && b[q + 1] == '\n')
 		return q;
