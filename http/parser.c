@@ -546,7 +546,7 @@ static size_t host_value(const char *b, size_t v, size_t end)
 {
 	size_t q = skip_name_class_short(b, v, end, REGNAME);
 
-	if (q + 1 < end && b[q] == '\r' && b[q + 1] == '\n')
+	if (q + 1 < end && !memcmp(b + q, "\r\n", 2))
 		return q;
 	return q > v && q < end && b[q] == ':' ? host_port(b, q + 1, end) : 0;
 }
