@@ -449,8 +449,8 @@ static inline unsigned opaque(unsigned c)
  * about it needs checking. The first byte picks the candidates, tested
  * in the order of how many requests carry them: two instructions a test,
  * where a jump table cost ten whichever name came (bench-pathlen's Host,
- * User-Agent, Accept and Connection: 6 fewer a request; a name that is
- * none of these, up to 5 more).
+ * User-Agent, Accept and Connection: 8 fewer a request, measured; a name
+ * that is none of these, by count up to 5 more, its six tests).
  */
 static size_t known_name(const char *p, size_t avail, int *kind)
 {
