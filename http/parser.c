@@ -699,6 +699,9 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
  * branches where a bool's arithmetic gives the result: has_cl and chunked
  * never hold together (content_length and transfer_encoding each refuse
  * the other), so the body's kind is their sum, LENGTH 1 and CHUNKED 2. */
+_Static_assert(HTTP_BODY_NONE == 0 && HTTP_BODY_LENGTH == 1 && HTTP_BODY_CHUNKED == 2,
+               "finish sums the body's kind");
+
 static int finish(struct head *h, size_t len)
 {
 	struct http_request *req = h->req;
