@@ -308,6 +308,40 @@ static int tails(struct runtime_http_request *req, struct runtime_http_response 
 	                            q.p[0] == 'a' ? "text/a" : "text/bbb", body, len);
 }
 
+/* /same?FTL: a 200 of L bytes (tails' alphabet) of type text/a (T 'a'),
+ * none ('n') or a longer one (else), by runtime_http_respond (F 'r') or
+ * streamed (start, write, end), after reading the body if F is upper
+ * case; what the response says of itself after. */
+static int same(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	static char body[4096];
+	const char *type = q.p[1] == 'a' ? "text/a" : q.p[1] == 'n' ? NULL : "text/plain; v=1";
+	bool head = is(runtime_http_method(req), "HEAD");
+	size_t len = 0;
+	char f = q.p[0];
+	int rc;
+
+	while (f >= 'A' && f <= 'Z' && runtime_http_body_read(req, body, sizeof(body)) > 0)
+		;
+	for (size_t i = 2; i < q.len; i++)
+		len = len * 10 + (size_t)(q.p[i] - '0');
+	ck_assert_uint_le(len, sizeof(body));
+	for (size_t i = 0; i < len; i++)
+		body[i] = (char)('a' + (i + len) % 26);
+	if (f == 'r' || f == 'R') {
+		rc = runtime_http_respond(res, 200, type, body, len);
+		ck_assert_uint_eq(runtime_http_body_sent(res), rc == 0 && !head ? len : 0);
+	} else if ((rc = runtime_http_start(res, 200, type, (int64_t)len)) == 0) {
+		ck_assert_int_eq(runtime_http_write(res, body, len), 0);
+		ck_assert_int_eq(runtime_http_end(res), 0);
+	}
+	ck_assert_int_eq(runtime_http_status(res), rc == 0 ? 200 : 0);
+	ck_assert_int_eq(runtime_http_respond(res, 200, type, "x", 1), rc == 0 ? -EALREADY : 0);
+	ck_assert_int_eq(runtime_http_set_header(res, "X-Late", "1"), -EALREADY);
+	return 0;
+}
+
 /* The deadlines' handlers: /slowbody reads its body, then works 300 ms;
  * /slow works 300 ms; /bigfile sends BIG_FILE bytes of a file; /flood
  * streams FLOOD bytes. */
@@ -353,6 +387,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return types(req, res);
 	if (is(path, "/tail"))
 		return tails(req, res);
+	if (is(path, "/same"))
+		return same(req, res);
 	if (is(path, "/slowbody") || is(path, "/slow") || is(path, "/bigfile") || is(path, "/flood"))
 		return slow_ones(req, res, path);
 	if (is(path, "/fail"))
@@ -637,6 +673,55 @@ START_TEST(test_cached_heads)
 	        5);
 	ck_assert(closed_by_server(fd));
 	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* The bytes of conversation (its %c the form: 'r' respond, 's' streamed;
+ * %C the same in upper case) on one connection, each Date's value masked. */
+static size_t conversation(const char *talk, char form, char *r, size_t cap)
+{
+	char req[16384];
+	size_t i = 0, n;
+
+	for (const char *t = talk; *t && i < sizeof(req) - 1; t++)
+		req[i++] = t[0] != '%' ? *t : *++t == 'c' ? form : (char)(form - 'a' + 'A');
+	req[i] = '\0';
+	n = exchange(req, r, cap);
+	for (char *d = r; (d = strstr(d, "\r\nDate: ")); d += 8)
+		memset(d + 8, 'X', strnlen(d + 8, 29));
+	return n;
+}
+
+#define SAME(q) "GET /same?%c" q " HTTP/1.1\r\nHost: h\r\n\r\n"
+#define SAME_BIG SAME("a3000") SAME("a3000") SAME("a3000") SAME("a3000") SAME("a3000")
+
+/* runtime_http_respond makes its common answer by a shorter way than the
+ * others (response.c): the same bytes as the answer streamed, on every
+ * kind of request, pipelined so that the batch fills and goes out
+ * between them; and the same state after (the handler, same, checks it). */
+START_TEST(test_respond_as_streamed)
+{
+	static const char *const talks[] = {
+		SAME("a13") SAME("a13") "HEAD /same?%ca13 HTTP/1.1\r\nHost: h\r\n\r\n" SAME("a5")
+		SAME("n3") SAME("l0") SAME("l17") SAME("a100") SAME_BIG SAME_BIG SAME("a1")
+		"GET /same?%ca7 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+		"POST /same?%ca7 HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nabcd" SAME("a7")
+		"GET /same?%ca9 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+		"GET /same?%ca9 HTTP/1.0\r\n\r\n",
+		"POST /same?%ca2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+		"Expect: 100-continue\r\n\r\n",
+		"POST /same?%Ca5 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"POST /same?%Ca5 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok" SAME("a5"),
+	};
+	static char r[65536], s[65536];
+
+	serve_start();
+	for (size_t i = 0; i < sizeof(talks) / sizeof(talks[0]); i++) {
+		size_t n = conversation(talks[i], 'r', r, sizeof(r));
+		ck_assert_uint_eq(conversation(talks[i], 's', s, sizeof(s)), n);
+		ck_assert_msg(n > 0 && !memcmp(r, s, n), "respond: %s\nstreamed: %s", r, s);
+	}
 	serve_stop();
 }
 END_TEST
@@ -981,6 +1066,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_bad_bodies);
 	tcase_add_test(tc, test_responses);
 	tcase_add_test(tc, test_cached_heads);
+	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
