@@ -106,7 +106,7 @@ static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, u
 	compact(c);
 	if (c->in_len == c->in_size)
 		return -ENOBUFS;
-	runtime_conn_set_read_deadline(c->rc, deadline);
+	http_read_deadline(c, deadline);
 	ssize_t n = runtime_conn_read(c->rc, c->in + c->in_len, c->in_size - c->in_len);
 	if (n > 0)
 		c->in_len += (size_t)n;
@@ -125,7 +125,7 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 /* No head begun and quiet: wait with no fiber, until idle_end. */
 static int idle_until(struct http_conn *c, uint64_t idle_end)
 {
-	runtime_conn_set_read_deadline(c->rc, idle_end);
+	http_read_deadline(c, idle_end);
 	return HEAD_IDLE;
 }
 
@@ -151,10 +151,12 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		/* One clock read for both: the answers get idle_timeout to
 		 * leave, and so does the next request to come. */
 		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
+		c->idle_end = idle_end;
 		runtime_conn_set_write_deadline(c->rc, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
-		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
+		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns
+		                          : c->swept ? 0 : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
 		if (!avail && c->idle_now)
@@ -307,6 +309,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->idle = -1;
+	c->rd_deadline = HTTP_DEADLINE_UNKNOWN;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -317,6 +320,22 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 static void conn_free(struct http_conn *c)
 {
 	http_buffer_put(&c->core->buffers, c);
+}
+
+/*
+ * Does an idle read of the next head go without a read deadline? A quiet
+ * one of runtime_serve's with release_after ends with -EAGAIN within twice
+ * that (runtime_toolkit.h), and the connection then waits with no fiber
+ * until the idle deadline (idle_until): the idle timeout holds without the
+ * read's own - if twice release_after is well inside it (half of it here:
+ * slack for a late loop). None spares the runtime the read's clock read
+ * and its timer, and the connection a call to set it, every request.
+ */
+static bool swept(const struct runtime_http_server *srv, bool may_idle)
+{
+	uint64_t release = srv->cfg.serve.release_after_ns; /* 0: none */
+
+	return may_idle && release && release <= srv->cfg.idle_timeout_ns / 4;
 }
 
 /* Between requests, with nothing of the next one read: hand the
@@ -341,6 +360,7 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	if (!c)
 		return;
 	c->may_idle = may_idle;
+	c->swept = swept(srv, may_idle);
 	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req)) >= 0) {
 		if (rc_one == 1 && went_idle(c)) {
@@ -353,8 +373,12 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	                        caller may go on with the connection */
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
-		if (http_flush(c) == 0 && c->linger)
+		if (http_flush(c) == 0 && c->linger) {
+			if (!c->rd_deadline) /* a swept read's: the linger ends by
+			                        the deadline it stood for */
+				http_read_deadline(c, c->idle_end);
 			runtime_conn_finish(rc, LINGER_NS);
+		}
 	}
 	conn_free(c);
 }

@@ -127,9 +127,29 @@ struct http_conn {
 	                                last answer may be lost) */
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
+	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	uint64_t idle_end;           /* the idle deadline of the last wait */
+	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was
+	                                told last (HTTP_DEADLINE_UNKNOWN) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
+
+/* Not a deadline the library sets (0, or now + a timeout: the monotonic
+ * clock is far past 1 ns): runtime_conn_set_read_deadline's last value is
+ * not known. */
+#define HTTP_DEADLINE_UNKNOWN 1
+
+/* The connection's read deadline, told the runtime only when it changes:
+ * while the library serves a connection, it alone sets that deadline (a
+ * handler's runtime_http_conn is for the peer and TLS state), and here. */
+static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
+{
+	if (c->rd_deadline != deadline) {
+		runtime_conn_set_read_deadline(c->rc, deadline);
+		c->rd_deadline = deadline;
+	}
+}
 
 struct runtime_http_request {
 	struct http_conn *conn;

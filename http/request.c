@@ -147,7 +147,7 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	size_t want = len < req->body_left ? len : (size_t)req->body_left;
 
 	http_not_idle(c);
-	runtime_conn_set_read_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_read_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	ssize_t n = runtime_conn_read(c->rc, dst, want);
 	if (n > 0) {
 		req->body_left -= (uint64_t)n;

@@ -874,6 +874,71 @@ START_TEST(test_released_connection_times_out)
 }
 END_TEST
 
+/* The idle timeout (600 ms here) holds whoever ends the quiet read: the
+ * release sweep (100 ms: the read waits under no deadline of its own,
+ * conn.c's swept, also after a wait with no fiber under the last idle
+ * deadline), or the read's deadline (a release of 5 s, too late for it). */
+START_TEST(test_idle_timeout_with_or_without_release)
+{
+	char r[4096] = "";
+
+	idle_timeout_ns = 600 * MS;
+	release_after_ns = 100 * MS;
+	serve_start();
+	int fd = dial_answered(r, sizeof(r));
+	usleep(450 * 1000); /* released: it waits with no fiber until 600 ms */
+	r[0] = '\0';
+	send_str(fd, "GET /info?again HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "again"));
+	usleep(350 * 1000); /* past that, not this answer's idle end */
+	r[0] = '\0';
+	send_str(fd, "GET /info?more HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "more"));
+	uint64_t t0 = runtime_now();
+	ck_assert(closed_by_server(fd));
+	ck_assert_uint_ge(runtime_now() - t0, 500 * MS);
+	close(fd);
+	serve_stop();
+	release_after_ns = 5 * SEC;
+	serve_start();
+	r[0] = '\0';
+	fd = dial_answered(r, sizeof(r));
+	t0 = runtime_now();
+	ck_assert(closed_by_server(fd));
+	uint64_t t = runtime_now() - t0;
+	ck_assert_msg(t >= 500 * MS && t < 3 * SEC, "closed after %llu ns", (unsigned long long)t);
+	close(fd);
+	serve_stop();
+	release_after_ns = 10 * MS;
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
+/* A request refused on a connection that waited idle: its answer, then a
+ * linger (the client does not close) that the idle deadline of that wait
+ * (1 s) ends, before LINGER_NS (2 s) would. */
+START_TEST(test_linger_ends_at_the_idle_deadline)
+{
+	struct runtime_http_server_stats st;
+	char r[4096];
+
+	idle_timeout_ns = SEC;
+	serve_start();
+	int fd = dial();
+	uint64_t t0 = runtime_now();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n");
+	read_all(fd, r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 400 ", 13), "got: %s", r);
+	for (int i = 0; i < 300 && (runtime_http_server_stats(srv, &st), st.conns.live); i++)
+		usleep(10 * 1000);
+	uint64_t t = runtime_now() - t0;
+	ck_assert_msg(t >= 700 * MS && t < 1700 * MS, "closed after %llu ns", (unsigned long long)t);
+	close(fd);
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
 /*
  * The idle timeout (500 ms here) counts from the answers' write, whatever
  * came before on the connection: a body read long before, a file sent
@@ -1074,6 +1139,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_idle_timeout_after_bodies_and_files);
+	tcase_add_test(tc, test_idle_timeout_with_or_without_release);
+	tcase_add_test(tc, test_linger_ends_at_the_idle_deadline);
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
