@@ -25,10 +25,15 @@
 #define LINGER_NS (2000 * 1000000ull) /* a closing connection reads and drops
                                           its client's last bytes this long */
 
+/* ns after t, UINT64_MAX if that is past the clock's end. */
+static inline uint64_t deadline_after(uint64_t t, uint64_t ns)
+{
+	return ns > UINT64_MAX - t ? UINT64_MAX : t + ns;
+}
+
 uint64_t http_deadline_in(uint64_t ns)
 {
-	uint64_t now = runtime_now();
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+	return deadline_after(runtime_now(), ns);
 }
 
 struct http_core *http_core(struct runtime_http_server *srv)
@@ -145,24 +150,26 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			int rc = http_parse_head(c->in + c->in_off, avail, &c->srv->limits, head);
 			if (rc != 0)
 				return rc;
-			if (!c->head_start)
-				c->head_start = runtime_now();
 		}
-		/* One clock read for both: the answers get idle_timeout to
-		 * leave, and so does the next request to come. */
-		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
+		/* One clock read for all: the answers get idle_timeout to
+		 * leave, and so does the next request to come; a head begun
+		 * gets header_timeout from when its first bytes were seen. */
+		uint64_t now = runtime_now();
+		if (avail && !c->head_start)
+			c->head_start = now;
+		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
 		c->idle_end = idle_end;
 		runtime_conn_set_write_deadline(c->rc, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
-		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns
+		uint64_t deadline = avail ? deadline_after(c->head_start, cfg->header_timeout_ns)
 		                          : c->swept ? 0 : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
 		if (!avail && c->idle_now)
 			return idle_until(c, idle_end); /* release_after 0: at once */
 		tell_idle(c, !avail);
-		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
+		ssize_t n = fill(c, deadline);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
 		if (n == -EAGAIN)
@@ -229,7 +236,7 @@ static void split_target(struct runtime_http_request *req)
  * head again there (its slices must point where it stays). Rare. */
 static size_t make_room(struct http_conn *c, struct runtime_http_request *req, size_t head_len)
 {
-	if (c->in_size - (c->in_off + head_len) >= 4096 || !c->in_off)
+	if (!c->in_off || c->in_size - (c->in_off + head_len) >= 4096)
 		return head_len;
 	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
 	c->in_len -= c->in_off;
@@ -249,7 +256,7 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	c->in_off += head_len;
 	c->keep = c->in_off;
 	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
-	req->body_done = h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && !req->body_left);
+	req->body_done = h->body != HTTP_BODY_CHUNKED && !req->body_left; /* none, or 0 */
 	req->continued = !h->expect_continue;
 	req->answered = false;
 	req->body_error = 0;
