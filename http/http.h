@@ -68,7 +68,7 @@ struct http_head_start {
 	time_t second;               /* 0: not made yet */
 	size_t len;                  /* the status line, Server and Date */
 	size_t type_len;             /* the Content-Type line after them */
-	size_t type_value_len;       /* its value's, 0: none yet */
+	char type_value[HTTP_TYPE_MAX + 1]; /* its value, "": none yet */
 	size_t tail_len;             /* the end after the type line, 0: none */
 	uint64_t tail_length;        /* its Content-Length */
 	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +

@@ -265,20 +265,17 @@ static __attribute__((noinline)) bool type_remake(struct http_head_start *hs, co
 		return false; /* empty, too long, or not a field value */
 	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
 	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
-	hs->type_value_len = n;
+	memcpy(hs->type_value, type, n + 1);
 	hs->tail_len = 0;
 	return true;
 }
 
-/* The core's last type again at the cost of a strncmp, which stops at the
+/* The core's last type again at the cost of a strcmp, which stops at the
  * first difference or NUL and so reads no more of the value than strnlen
  * would; else type_remake. */
 static inline bool set_type(struct http_head_start *hs, const char *type)
 {
-	const char *cached = hs->text + hs->len + sizeof(HTTP_TYPE_NAME) - 1;
-	size_t n = hs->type_value_len;
-
-	if (n && !strncmp(type, cached, n) && !type[n])
+	if (hs->type_value[0] && !strcmp(type, hs->type_value))
 		return true;
 	return type_remake(hs, type);
 }
