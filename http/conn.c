@@ -185,52 +185,6 @@ static int next_head(struct http_conn *c, struct http_request *head)
 
 /* ---------------------------------------------------------------- requests */
 
-/* path and query: p up to q (the target's first '?', or end), what
- * follows q. */
-static inline void set_path(struct runtime_http_request *req, const char *p, const char *q,
-                            const char *end)
-{
-	req->path = (struct runtime_http_slice){ p, (size_t)(q - p) };
-	req->query = q < end ? (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) }
-	                     : (struct runtime_http_slice){ end, 0 };
-}
-
-/* The other forms: absolute-form "http://host/p?q" (its path, "/" if
- * none); "*" and authority-form have neither. Out of line: rare. */
-static __attribute__((noinline)) void split_other(struct runtime_http_request *req,
-                                                  const char *t, const char *q, const char *end)
-{
-	const char *scheme = memchr(t, ':', (size_t)(end - t));
-
-	req->path = req->query = (struct runtime_http_slice){ end, 0 };
-	if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
-		return; /* "*" or authority-form */
-	t = scheme + 3;
-	while (t < end && *t != '/' && *t != '?')
-		t++;
-	if (t == end || *t == '?') {
-		req->path = (struct runtime_http_slice){ "/", 1 };
-		if (t < end)
-			req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
-		return;
-	}
-	set_path(req, t, q, end); /* the target's first '?' ends its path in
-	                             every form: an authority has none */
-}
-
-/* The path and query of the target: origin-form "/p?q" here, the others
- * in split_other. */
-static void split_target(struct runtime_http_request *req)
-{
-	const char *t = req->head.target.p, *end = t + req->head.target.len;
-	const char *q = t + req->head.query; /* end if no '?' */
-
-	if (t[0] == '/')
-		set_path(req, t, q, end);
-	else
-		split_other(req, t, q, end);
-}
-
 /* A pipelined head far into the buffer leaves little room behind it for
  * the body's framing: move what is unparsed to the front and parse the
  * head again there (its slices must point where it stays). Rare. */
@@ -245,8 +199,9 @@ static size_t make_room(struct http_conn *c, struct runtime_http_request *req, s
 }
 
 /* The request whose head is in[in_off..in_off + head_len), made ready for
- * its handler: the head pinned, the body's state, path and query. Here,
- * not in request.c, so that serving a request makes no call for it. */
+ * its handler: the head pinned, the body's state (its path and query are
+ * found when asked: request.c). Here, not in request.c, so that serving a
+ * request makes no call for it. */
 static void request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len)
 {
 	const struct http_request *h = &req->head;
@@ -262,7 +217,6 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	req->body_error = 0;
 	if (h->body == HTTP_BODY_CHUNKED)
 		http_chunked_init(&req->chunked, &c->srv->limits);
-	split_target(req);
 }
 
 /* ---------------------------------------------------------------- serving */

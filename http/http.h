@@ -154,7 +154,6 @@ static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
 struct runtime_http_request {
 	struct http_conn *conn;
 	struct http_request head;    /* slices into conn->in, pinned */
-	struct runtime_http_slice path, query;
 	size_t body_start;           /* where the body's bytes begin in conn->in */
 	uint64_t body_left;          /* Content-Length bytes not yet read */
 	struct http_chunked chunked;
