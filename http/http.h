@@ -198,7 +198,9 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 int http_body_discard(struct runtime_http_request *req);
 
 /* A response made ready (response.c's, inline: one per request). req is
- * NULL for the library's own answers (http_refuse), which close. */
+ * NULL for the library's own answers (http_refuse), which close. Its
+ * framing (length, chunked, no_body) is left: nothing reads it before
+ * the answer begins and sets it. */
 static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
                                       struct runtime_http_request *req, struct http_core *core)
 {
@@ -208,9 +210,7 @@ static inline void http_response_init(struct runtime_http_response *res, struct 
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
-	res->chunked = res->no_body = false;
 	res->status = 0;
-	res->length = 0;
 	res->sent = 0;
 	res->fields_len = 0;
 }
