@@ -25,10 +25,15 @@
 #define LINGER_NS (2000 * 1000000ull) /* a closing connection reads and drops
                                           its client's last bytes this long */
 
+/* ns after t, UINT64_MAX if that is past the clock's end. */
+static inline uint64_t deadline_after(uint64_t t, uint64_t ns)
+{
+	return ns > UINT64_MAX - t ? UINT64_MAX : t + ns;
+}
+
 uint64_t http_deadline_in(uint64_t ns)
 {
-	uint64_t now = runtime_now();
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+	return deadline_after(runtime_now(), ns);
 }
 
 struct http_core *http_core(struct runtime_http_server *srv)
@@ -106,7 +111,7 @@ static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, u
 	compact(c);
 	if (c->in_len == c->in_size)
 		return -ENOBUFS;
-	runtime_conn_set_read_deadline(c->rc, deadline);
+	http_read_deadline(c, deadline);
 	ssize_t n = runtime_conn_read(c->rc, c->in + c->in_len, c->in_size - c->in_len);
 	if (n > 0)
 		c->in_len += (size_t)n;
@@ -125,7 +130,7 @@ ssize_t http_fill(struct http_conn *c, uint64_t deadline)
 /* No head begun and quiet: wait with no fiber, until idle_end. */
 static int idle_until(struct http_conn *c, uint64_t idle_end)
 {
-	runtime_conn_set_read_deadline(c->rc, idle_end);
+	http_read_deadline(c, idle_end);
 	return HEAD_IDLE;
 }
 
@@ -145,22 +150,26 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			int rc = http_parse_head(c->in + c->in_off, avail, &c->srv->limits, head);
 			if (rc != 0)
 				return rc;
-			if (!c->head_start)
-				c->head_start = runtime_now();
 		}
-		/* One clock read for both: the answers get idle_timeout to
-		 * leave, and so does the next request to come. */
-		uint64_t idle_end = http_deadline_in(cfg->idle_timeout_ns);
+		/* One clock read for all: the answers get idle_timeout to
+		 * leave, and so does the next request to come; a head begun
+		 * gets header_timeout from when its first bytes were seen. */
+		uint64_t now = runtime_now();
+		if (avail && !c->head_start)
+			c->head_start = now;
+		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
+		c->idle_end = idle_end;
 		runtime_conn_set_write_deadline(c->rc, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
-		uint64_t deadline = avail ? c->head_start + cfg->header_timeout_ns : idle_end;
+		uint64_t deadline = avail ? deadline_after(c->head_start, cfg->header_timeout_ns)
+		                          : c->swept ? 0 : idle_end;
 		if (!avail && atomic_load_explicit(&c->srv->stopping, memory_order_relaxed))
 			return -1;
 		if (!avail && c->idle_now)
 			return idle_until(c, idle_end); /* release_after 0: at once */
 		tell_idle(c, !avail);
-		ssize_t n = fill(c, deadline < c->head_start ? UINT64_MAX : deadline);
+		ssize_t n = fill(c, deadline);
 		if (n == -EAGAIN && c->may_idle)
 			return idle_until(c, idle_end); /* quiet past release_after */
 		if (n == -EAGAIN)
@@ -176,58 +185,12 @@ static int next_head(struct http_conn *c, struct http_request *head)
 
 /* ---------------------------------------------------------------- requests */
 
-/* path and query: p up to q (the target's first '?', or end), what
- * follows q. */
-static inline void set_path(struct runtime_http_request *req, const char *p, const char *q,
-                            const char *end)
-{
-	req->path = (struct runtime_http_slice){ p, (size_t)(q - p) };
-	req->query = q < end ? (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) }
-	                     : (struct runtime_http_slice){ end, 0 };
-}
-
-/* The other forms: absolute-form "http://host/p?q" (its path, "/" if
- * none); "*" and authority-form have neither. Out of line: rare. */
-static __attribute__((noinline)) void split_other(struct runtime_http_request *req,
-                                                  const char *t, const char *q, const char *end)
-{
-	const char *scheme = memchr(t, ':', (size_t)(end - t));
-
-	req->path = req->query = (struct runtime_http_slice){ end, 0 };
-	if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
-		return; /* "*" or authority-form */
-	t = scheme + 3;
-	while (t < end && *t != '/' && *t != '?')
-		t++;
-	if (t == end || *t == '?') {
-		req->path = (struct runtime_http_slice){ "/", 1 };
-		if (t < end)
-			req->query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
-		return;
-	}
-	set_path(req, t, q, end); /* the target's first '?' ends its path in
-	                             every form: an authority has none */
-}
-
-/* The path and query of the target: origin-form "/p?q" here, the others
- * in split_other. */
-static void split_target(struct runtime_http_request *req)
-{
-	const char *t = req->head.target.p, *end = t + req->head.target.len;
-	const char *q = t + req->head.query; /* end if no '?' */
-
-	if (t[0] == '/')
-		set_path(req, t, q, end);
-	else
-		split_other(req, t, q, end);
-}
-
 /* A pipelined head far into the buffer leaves little room behind it for
  * the body's framing: move what is unparsed to the front and parse the
  * head again there (its slices must point where it stays). Rare. */
 static size_t make_room(struct http_conn *c, struct runtime_http_request *req, size_t head_len)
 {
-	if (c->in_size - (c->in_off + head_len) >= 4096 || !c->in_off)
+	if (!c->in_off || c->in_size - (c->in_off + head_len) >= 4096)
 		return head_len;
 	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
 	c->in_len -= c->in_off;
@@ -236,8 +199,9 @@ static size_t make_room(struct http_conn *c, struct runtime_http_request *req, s
 }
 
 /* The request whose head is in[in_off..in_off + head_len), made ready for
- * its handler: the head pinned, the body's state, path and query. Here,
- * not in request.c, so that serving a request makes no call for it. */
+ * its handler: the head pinned, the body's state (its path and query are
+ * found when asked: request.c). Here, not in request.c, so that serving a
+ * request makes no call for it. */
 static void request_init(struct runtime_http_request *req, struct http_conn *c, size_t head_len)
 {
 	const struct http_request *h = &req->head;
@@ -247,13 +211,12 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	c->in_off += head_len;
 	c->keep = c->in_off;
 	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
-	req->body_done = h->body == HTTP_BODY_NONE || (h->body == HTTP_BODY_LENGTH && !req->body_left);
+	req->body_done = h->body != HTTP_BODY_CHUNKED && !req->body_left; /* none, or 0 */
 	req->continued = !h->expect_continue;
 	req->answered = false;
 	req->body_error = 0;
 	if (h->body == HTTP_BODY_CHUNKED)
 		http_chunked_init(&req->chunked, &c->srv->limits);
-	split_target(req);
 }
 
 /* ---------------------------------------------------------------- serving */
@@ -307,6 +270,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->idle = -1;
+	c->rd_deadline = HTTP_DEADLINE_UNKNOWN;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -317,6 +281,22 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 static void conn_free(struct http_conn *c)
 {
 	http_buffer_put(&c->core->buffers, c);
+}
+
+/*
+ * Does an idle read of the next head go without a read deadline? A quiet
+ * one of runtime_serve's with release_after ends with -EAGAIN within twice
+ * that (runtime_toolkit.h), and the connection then waits with no fiber
+ * until the idle deadline (idle_until): the idle timeout holds without the
+ * read's own - if twice release_after is well inside it (half of it here:
+ * slack for a late loop). None spares the runtime the read's clock read
+ * and its timer, and the connection a call to set it, every request.
+ */
+static bool swept(const struct runtime_http_server *srv, bool may_idle)
+{
+	uint64_t release = srv->cfg.serve.release_after_ns; /* 0: none */
+
+	return may_idle && release && release <= srv->cfg.idle_timeout_ns / 4;
 }
 
 /* Between requests, with nothing of the next one read: hand the
@@ -341,6 +321,7 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	if (!c)
 		return;
 	c->may_idle = may_idle;
+	c->swept = swept(srv, may_idle);
 	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req)) >= 0) {
 		if (rc_one == 1 && went_idle(c)) {
@@ -353,8 +334,12 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	                        caller may go on with the connection */
 	if (!c->broken) {
 		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
-		if (http_flush(c) == 0 && c->linger)
+		if (http_flush(c) == 0 && c->linger) {
+			if (!c->rd_deadline) /* a swept read's: the linger ends by
+			                        the deadline it stood for */
+				http_read_deadline(c, c->idle_end);
 			runtime_conn_finish(rc, LINGER_NS);
+		}
 	}
 	conn_free(c);
 }

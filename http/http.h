@@ -68,7 +68,7 @@ struct http_head_start {
 	time_t second;               /* 0: not made yet */
 	size_t len;                  /* the status line, Server and Date */
 	size_t type_len;             /* the Content-Type line after them */
-	size_t type_value_len;       /* its value's, 0: none yet */
+	char type_value[HTTP_TYPE_MAX + 1]; /* its value, "": none yet */
 	size_t tail_len;             /* the end after the type line, 0: none */
 	uint64_t tail_length;        /* its Content-Length */
 	char text[sizeof("HTTP/1.1 200 OK\r\n") - 1 + HTTP_SERVER_FIELD_MAX +
@@ -127,14 +127,33 @@ struct http_conn {
 	                                last answer may be lost) */
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
+	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	uint64_t idle_end;           /* the idle deadline of the last wait */
+	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was
+	                                told last (HTTP_DEADLINE_UNKNOWN) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
 
+/* Not a deadline the library sets (0, or now + a timeout: the monotonic
+ * clock is far past 1 ns): runtime_conn_set_read_deadline's last value is
+ * not known. */
+#define HTTP_DEADLINE_UNKNOWN 1
+
+/* The connection's read deadline, told the runtime only when it changes:
+ * while the library serves a connection, it alone sets that deadline (a
+ * handler's runtime_http_conn is for the peer and TLS state), and here. */
+static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
+{
+	if (c->rd_deadline != deadline) {
+		runtime_conn_set_read_deadline(c->rc, deadline);
+		c->rd_deadline = deadline;
+	}
+}
+
 struct runtime_http_request {
 	struct http_conn *conn;
 	struct http_request head;    /* slices into conn->in, pinned */
-	struct runtime_http_slice path, query;
 	size_t body_start;           /* where the body's bytes begin in conn->in */
 	uint64_t body_left;          /* Content-Length bytes not yet read */
 	struct http_chunked chunked;
@@ -179,7 +198,9 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 int http_body_discard(struct runtime_http_request *req);
 
 /* A response made ready (response.c's, inline: one per request). req is
- * NULL for the library's own answers (http_refuse), which close. */
+ * NULL for the library's own answers (http_refuse), which close. Its
+ * framing (length, chunked, no_body) is left: nothing reads it before
+ * the answer begins and sets it. */
 static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
                                       struct runtime_http_request *req, struct http_core *core)
 {
@@ -189,9 +210,7 @@ static inline void http_response_init(struct runtime_http_response *res, struct 
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
-	res->chunked = res->no_body = false;
 	res->status = 0;
-	res->length = 0;
 	res->sent = 0;
 	res->fields_len = 0;
 }

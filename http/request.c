@@ -26,14 +26,71 @@ struct runtime_http_slice runtime_http_target(const struct runtime_http_request 
 	return (struct runtime_http_slice){ req->head.target.p, req->head.target.len };
 }
 
+/* path and query: p up to q (the target's first '?', or end), what
+ * follows q. */
+static inline void set_path(struct runtime_http_slice *path, struct runtime_http_slice *query,
+                            const char *p, const char *q, const char *end)
+{
+	*path = (struct runtime_http_slice){ p, (size_t)(q - p) };
+	*query = q < end ? (struct runtime_http_slice){ q + 1, (size_t)(end - q - 1) }
+	                 : (struct runtime_http_slice){ end, 0 };
+}
+
+/* The other forms: absolute-form "http://host/p?q" (its path, "/" if
+ * none); "*" and authority-form have neither. Out of line: rare. */
+static __attribute__((noinline)) void split_other(struct runtime_http_slice *path,
+                                                  struct runtime_http_slice *query,
+                                                  const char *t, const char *q, const char *end)
+{
+	const char *scheme = memchr(t, ':', (size_t)(end - t));
+
+	*path = *query = (struct runtime_http_slice){ end, 0 };
+	if (!scheme || end - scheme < 3 || scheme[1] != '/' || scheme[2] != '/')
+		return; /* "*" or authority-form */
+	t = scheme + 3;
+	while (t < end && *t != '/' && *t != '?')
+		t++;
+	if (t == end || *t == '?') {
+		*path = (struct runtime_http_slice){ "/", 1 };
+		if (t < end)
+			*query = (struct runtime_http_slice){ t + 1, (size_t)(end - t - 1) };
+		return;
+	}
+	set_path(path, query, t, q, end); /* the target's first '?' ends its path
+	                                     in every form: an authority has none */
+}
+
+/* The path and query of the target, found when asked (a handler asks for
+ * one or two, and none is kept: serving a request does not split it):
+ * origin-form "/p?q" inline, the others in split_other. */
+static inline void split_target(const struct runtime_http_request *req,
+                                struct runtime_http_slice *path, struct runtime_http_slice *query)
+{
+	const char *t = req->head.target.p, *end = t + req->head.target.len;
+	const char *q = t + req->head.query; /* end if no '?' */
+
+	if (t[0] == '/')
+		set_path(path, query, t, q, end);
+	else
+		split_other(path, query, t, q, end);
+}
+
 struct runtime_http_slice runtime_http_path(const struct runtime_http_request *req)
 {
-	return req->path;
+	struct runtime_http_slice path, query;
+
+	if (req->head.target.p[0] == '/') /* origin-form: split_target's, shorter */
+		return (struct runtime_http_slice){ req->head.target.p, req->head.query };
+	split_target(req, &path, &query);
+	return path;
 }
 
 struct runtime_http_slice runtime_http_query(const struct runtime_http_request *req)
 {
-	return req->query;
+	struct runtime_http_slice path, query;
+
+	split_target(req, &path, &query);
+	return query;
 }
 
 int runtime_http_minor(const struct runtime_http_request *req)
@@ -147,7 +204,7 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	size_t want = len < req->body_left ? len : (size_t)req->body_left;
 
 	http_not_idle(c);
-	runtime_conn_set_read_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_read_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	ssize_t n = runtime_conn_read(c->rc, dst, want);
 	if (n > 0) {
 		req->body_left -= (uint64_t)n;

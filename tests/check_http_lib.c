@@ -308,6 +308,40 @@ static int tails(struct runtime_http_request *req, struct runtime_http_response 
 	                            q.p[0] == 'a' ? "text/a" : "text/bbb", body, len);
 }
 
+/* /same?FTL: a 200 of L bytes (tails' alphabet) of type text/a (T 'a'),
+ * none ('n') or a longer one (else), by runtime_http_respond (F 'r') or
+ * streamed (start, write, end), after reading the body if F is upper
+ * case; what the response says of itself after. */
+static int same(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	static char body[4096];
+	const char *type = q.p[1] == 'a' ? "text/a" : q.p[1] == 'n' ? NULL : "text/plain; v=1";
+	bool head = is(runtime_http_method(req), "HEAD");
+	size_t len = 0;
+	char f = q.p[0];
+	int rc;
+
+	while (f >= 'A' && f <= 'Z' && runtime_http_body_read(req, body, sizeof(body)) > 0)
+		;
+	for (size_t i = 2; i < q.len; i++)
+		len = len * 10 + (size_t)(q.p[i] - '0');
+	ck_assert_uint_le(len, sizeof(body));
+	for (size_t i = 0; i < len; i++)
+		body[i] = (char)('a' + (i + len) % 26);
+	if (f == 'r' || f == 'R') {
+		rc = runtime_http_respond(res, 200, type, body, len);
+		ck_assert_uint_eq(runtime_http_body_sent(res), rc == 0 && !head ? len : 0);
+	} else if ((rc = runtime_http_start(res, 200, type, (int64_t)len)) == 0) {
+		ck_assert_int_eq(runtime_http_write(res, body, len), 0);
+		ck_assert_int_eq(runtime_http_end(res), 0);
+	}
+	ck_assert_int_eq(runtime_http_status(res), rc == 0 ? 200 : 0);
+	ck_assert_int_eq(runtime_http_respond(res, 200, type, "x", 1), rc == 0 ? -EALREADY : 0);
+	ck_assert_int_eq(runtime_http_set_header(res, "X-Late", "1"), -EALREADY);
+	return 0;
+}
+
 /* The deadlines' handlers: /slowbody reads its body, then works 300 ms;
  * /slow works 300 ms; /bigfile sends BIG_FILE bytes of a file; /flood
  * streams FLOOD bytes. */
@@ -353,6 +387,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return types(req, res);
 	if (is(path, "/tail"))
 		return tails(req, res);
+	if (is(path, "/same"))
+		return same(req, res);
 	if (is(path, "/slowbody") || is(path, "/slow") || is(path, "/bigfile") || is(path, "/flood"))
 		return slow_ones(req, res, path);
 	if (is(path, "/fail"))
@@ -641,6 +677,55 @@ START_TEST(test_cached_heads)
 }
 END_TEST
 
+/* The bytes of conversation (its %c the form: 'r' respond, 's' streamed;
+ * %C the same in upper case) on one connection, each Date's value masked. */
+static size_t conversation(const char *talk, char form, char *r, size_t cap)
+{
+	char req[16384];
+	size_t i = 0, n;
+
+	for (const char *t = talk; *t && i < sizeof(req) - 1; t++)
+		req[i++] = t[0] != '%' ? *t : *++t == 'c' ? form : (char)(form - 'a' + 'A');
+	req[i] = '\0';
+	n = exchange(req, r, cap);
+	for (char *d = r; (d = strstr(d, "\r\nDate: ")); d += 8)
+		memset(d + 8, 'X', strnlen(d + 8, 29));
+	return n;
+}
+
+#define SAME(q) "GET /same?%c" q " HTTP/1.1\r\nHost: h\r\n\r\n"
+#define SAME_BIG SAME("a3000") SAME("a3000") SAME("a3000") SAME("a3000") SAME("a3000")
+
+/* runtime_http_respond makes its common answer by a shorter way than the
+ * others (response.c): the same bytes as the answer streamed, on every
+ * kind of request, pipelined so that the batch fills and goes out
+ * between them; and the same state after (the handler, same, checks it). */
+START_TEST(test_respond_as_streamed)
+{
+	static const char *const talks[] = {
+		SAME("a13") SAME("a13") "HEAD /same?%ca13 HTTP/1.1\r\nHost: h\r\n\r\n" SAME("a5")
+		SAME("n3") SAME("l0") SAME("l17") SAME("a100") SAME_BIG SAME_BIG SAME("a1")
+		"GET /same?%ca7 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
+		"POST /same?%ca7 HTTP/1.1\r\nHost: h\r\nContent-Length: 4\r\n\r\nabcd" SAME("a7")
+		"GET /same?%ca9 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+		"GET /same?%ca9 HTTP/1.0\r\n\r\n",
+		"POST /same?%ca2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n"
+		"Expect: 100-continue\r\n\r\n",
+		"POST /same?%Ca5 HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"POST /same?%Ca5 HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nok" SAME("a5"),
+	};
+	static char r[65536], s[65536];
+
+	serve_start();
+	for (size_t i = 0; i < sizeof(talks) / sizeof(talks[0]); i++) {
+		size_t n = conversation(talks[i], 'r', r, sizeof(r));
+		ck_assert_uint_eq(conversation(talks[i], 's', s, sizeof(s)), n);
+		ck_assert_msg(n > 0 && !memcmp(r, s, n), "respond: %s\nstreamed: %s", r, s);
+	}
+	serve_stop();
+}
+END_TEST
+
 /* A handler that fails: 500 if nothing went out (and the connection
  * closes), a cut stream if something did; never a whole-looking answer. */
 START_TEST(test_handler_failures)
@@ -785,6 +870,71 @@ START_TEST(test_released_connection_times_out)
 	close(fd);
 	serve_stop();
 	release_after_ns = 10 * 1000 * 1000;
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
+/* The idle timeout (600 ms here) holds whoever ends the quiet read: the
+ * release sweep (100 ms: the read waits under no deadline of its own,
+ * conn.c's swept, also after a wait with no fiber under the last idle
+ * deadline), or the read's deadline (a release of 5 s, too late for it). */
+START_TEST(test_idle_timeout_with_or_without_release)
+{
+	char r[4096] = "";
+
+	idle_timeout_ns = 600 * MS;
+	release_after_ns = 100 * MS;
+	serve_start();
+	int fd = dial_answered(r, sizeof(r));
+	usleep(450 * 1000); /* released: it waits with no fiber until 600 ms */
+	r[0] = '\0';
+	send_str(fd, "GET /info?again HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "again"));
+	usleep(350 * 1000); /* past that, not this answer's idle end */
+	r[0] = '\0';
+	send_str(fd, "GET /info?more HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "more"));
+	uint64_t t0 = runtime_now();
+	ck_assert(closed_by_server(fd));
+	ck_assert_uint_ge(runtime_now() - t0, 500 * MS);
+	close(fd);
+	serve_stop();
+	release_after_ns = 5 * SEC;
+	serve_start();
+	r[0] = '\0';
+	fd = dial_answered(r, sizeof(r));
+	t0 = runtime_now();
+	ck_assert(closed_by_server(fd));
+	uint64_t t = runtime_now() - t0;
+	ck_assert_msg(t >= 500 * MS && t < 3 * SEC, "closed after %llu ns", (unsigned long long)t);
+	close(fd);
+	serve_stop();
+	release_after_ns = 10 * MS;
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
+/* A request refused on a connection that waited idle: its answer, then a
+ * linger (the client does not close) that the idle deadline of that wait
+ * (1 s) ends, before LINGER_NS (2 s) would. */
+START_TEST(test_linger_ends_at_the_idle_deadline)
+{
+	struct runtime_http_server_stats st;
+	char r[4096];
+
+	idle_timeout_ns = SEC;
+	serve_start();
+	int fd = dial();
+	uint64_t t0 = runtime_now();
+	send_str(fd, "GET /info HTTP/1.1\r\nHost: h\r\nHost: h\r\n\r\n");
+	read_all(fd, r, sizeof(r));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 400 ", 13), "got: %s", r);
+	for (int i = 0; i < 300 && (runtime_http_server_stats(srv, &st), st.conns.live); i++)
+		usleep(10 * 1000);
+	uint64_t t = runtime_now() - t0;
+	ck_assert_msg(t >= 700 * MS && t < 1700 * MS, "closed after %llu ns", (unsigned long long)t);
+	close(fd);
+	serve_stop();
 	idle_timeout_ns = 60 * SEC;
 }
 END_TEST
@@ -981,6 +1131,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_bad_bodies);
 	tcase_add_test(tc, test_responses);
 	tcase_add_test(tc, test_cached_heads);
+	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
@@ -988,6 +1139,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_idle_timeout_after_bodies_and_files);
+	tcase_add_test(tc, test_idle_timeout_with_or_without_release);
+	tcase_add_test(tc, test_linger_ends_at_the_idle_deadline);
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);

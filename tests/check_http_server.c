@@ -213,6 +213,14 @@ START_TEST(test_http_routes)
 	ck_assert(strstr(resp, "\r\n\r\nHello, World!"));
 	raw("HEAD /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
 	ck_assert(strstr(resp, "Content-Length: 13\r\n") && !strstr(resp, "Hello"));
+	raw("POST /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "405 Method Not Allowed") && strstr(resp, "Allow: GET, HEAD"), "%s",
+	              resp);
+	raw("GET /plaintex HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "404 Not Found"), "%s", resp);
+	raw("GET http://x/plaintext?q HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp,
+	    sizeof(resp));
+	ck_assert_msg(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nHello, World!"), "%s", resp);
 	raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
 	    resp, sizeof(resp));
 	ck_assert(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nhello"));
