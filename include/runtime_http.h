@@ -160,7 +160,9 @@ RUNTIME_API struct runtime_http_slice runtime_http_query(const struct runtime_ht
  * 1). */
 RUNTIME_API int runtime_http_minor(const struct runtime_http_request *req);
 /* The connection: its peer (runtime_conn_peer), its TLS state
- * (runtime_conn_tls_info). Not to be read, written or closed. */
+ * (runtime_conn_tls_info). Not to be read, written or closed, nor given
+ * deadlines (the library sets them, and tells the runtime only when they
+ * change). */
 RUNTIME_API struct runtime_conn *runtime_http_conn(const struct runtime_http_request *req);
 
 /* The first field called name (case-insensitive), NULL if none. The
