@@ -727,7 +727,8 @@ void runtime_fiber_local_set(void *value)
  * give the call a known result and so no tail call) the switch is inlined
  * into runtime_yield, as suspend's is. noipa: not inlined, cloned or given
  * a known return value, any of which would take the tail call or the
- * thunk away (no fault, the old cost). The thunk's jmp, like the switch's
+ * thunk away (no fault, the old cost; TSan builds have no tail call, their
+ * __tsan_func_exit follows it). The thunk's jmp, like the switch's
  * own, lands where no endbr64 is: neither works under user-space IBT.
  */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
