@@ -8,6 +8,9 @@
  *                        of a runtime configured with share_fp_control
  *   yield_ns             runtime_yield between two fibers (per yield)
  *   yield_shared_fp_ns   the same, share_fp_control = 1
+ *   yield_alone_ns       runtime_yield with no other fiber ready (it returns
+ *                        at once), from a function one call level down, a
+ *                        run budget that no loop turn interrupts
  *   spawn_join_ns        runtime_fiber_spawn + join, in batches of 1024
  *                        (the shape of Go's go + WaitGroup figure)
  *   timer_add_cancel_ns  runtime_timer_start + cancel, until the callback
@@ -206,6 +209,41 @@ static void bench_yield(bool shared_fp)
 	runtime_destroy(rt);
 	printf("%s=%.2f\n", shared_fp ? "yield_shared_fp_ns" : "yield_ns",
 	       (double)elapsed / (2.0 * (double)yield_n));
+}
+
+/* One call level between the loop and the yield, as in a handler: a yield
+ * that returns without a switch must leave the return stack balanced. */
+__attribute__((noinline)) static void yield_once(void)
+{
+	runtime_yield();
+	__asm__ volatile("");
+}
+
+static void yield_alone_main(void *arg)
+{
+	uint64_t *elapsed = arg;
+	uint64_t t0 = runtime_now();
+	for (long i = 0; i < yield_n; i++)
+		yield_once();
+	*elapsed = runtime_now() - t0;
+}
+
+static void bench_yield_alone(void)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+	uint64_t elapsed;
+
+	runtime_config_init(&cfg);
+	cfg.run_budget = 1u << 30;
+	if (runtime_create(&rt, &cfg) < 0)
+		exit(1);
+	yield_n = scaled(10000000);
+	runtime_spawn(rt, yield_alone_main, &elapsed);
+	if (runtime_run(rt) < 0)
+		exit(1);
+	runtime_destroy(rt);
+	printf("yield_alone_ns=%.2f\n", (double)elapsed / (double)yield_n);
 }
 
 /* ----------------------------------------------------------- spawn+join */
@@ -1072,6 +1110,7 @@ int main(int argc, char **argv)
 	if (WANT("yield")) {
 		bench_yield(false);
 		bench_yield(true);
+		bench_yield_alone();
 	}
 	if (WANT("spawn"))
 		bench_spawn_join();

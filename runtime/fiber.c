@@ -149,18 +149,23 @@ static struct fiber *pick_next(struct core *c)
 	return &c->loop;
 }
 
+/* pick_next chose the fiber that gave up the CPU: it goes on running. */
+static inline __attribute__((always_inline)) void stay_running(struct core *c, struct fiber *self)
+{
+	self->state = FIBER_RUNNING;
+	if (unlikely(c->watch.on))
+		stall_publish(c, self); /* it did yield: no stall */
+}
+
 /* Inlined into suspend and yield: a call here costs yield_ns a third. */
 static inline __attribute__((always_inline)) void schedule(struct core *c, struct fiber *self)
 {
 	struct fiber *next = pick_next(c);
 
-	if (next != self) {
+	if (next != self)
 		switch_to(c, self, next);
-	} else {
-		self->state = FIBER_RUNNING;
-		if (unlikely(c->watch.on))
-			stall_publish(c, self); /* it did yield: no stall */
-	}
+	else
+		stay_running(c, self);
 }
 
 /* The loop's run phase: run ready fibers, up to run_budget of them. */
@@ -705,6 +710,42 @@ void runtime_fiber_local_set(void *value)
 		f->local = value;
 }
 
+/*
+ * A yield's switch, and the resumed fiber's way back to runtime_yield's
+ * caller. Two fibers that yield to each other from different call sites
+ * (a loop and a helper, a handler and another) resume each other in here,
+ * and a ret out of it would go where the return stack predicts the other
+ * fiber's caller: one mispredicted return per yield, half of yield_ns.
+ * On x86_64 with GCC this function returns through the "return thunk"
+ * (switch_x86_64.S: pop, indirect jmp), which the CPU predicts from the
+ * branch history instead, and runtime_yield calls it as a tail call, so
+ * that the thunk jumps straight to runtime_yield's caller. The call that
+ * entered runtime_yield is then never popped from the return stack: the
+ * next returns up the caller's chain are mispredicted, as they were
+ * already after a switch. A yield that does not switch stays a plain
+ * call and ret. Elsewhere (aarch64, clang: no noipa, and IPSCCP would
+ * give the call a known result and so no tail call) the switch is inlined
+ * into runtime_yield, as suspend's is. noipa: not inlined, cloned or given
+ * a known return value, any of which would take the tail call or the
+ * thunk away (no fault, the old cost; TSan builds have no tail call, their
+ * __tsan_func_exit follows it). The thunk's jmp, like the switch's
+ * own, lands where no endbr64 is: neither works under user-space IBT.
+ */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__has_attribute)
+#if __has_attribute(function_return)
+#define YIELD_SWITCH __attribute__((noipa, function_return("thunk-extern")))
+#endif
+#endif
+#ifndef YIELD_SWITCH
+#define YIELD_SWITCH inline __attribute__((always_inline))
+#endif
+
+static YIELD_SWITCH int yield_switch(struct core *c, struct fiber *self, struct fiber *next)
+{
+	switch_to(c, self, next);
+	return 0;
+}
+
 int runtime_yield(void)
 {
 	struct fiber *f = this_fiber();
@@ -715,7 +756,10 @@ int runtime_yield(void)
 	if (fiber_cancelled(f))
 		return -ECANCELED;
 	make_ready(c, f);
-	schedule(c, f);
+	struct fiber *next = pick_next(c);
+	if (next != f)
+		return yield_switch(c, f, next);
+	stay_running(c, f);
 	return 0;
 }
 

@@ -15,7 +15,9 @@
  *   stepped over | 152: the caller's stack pointer before the switch
  *
  * The resume is an indirect jmp, not a ret: a ret would land elsewhere
- * than the return stack predicts on every switch (3x slower here).
+ * than the return stack predicts on every switch (3x slower here). For the
+ * same reason a yield that switched goes back to its caller by a jump
+ * (fiber.c, yield_switch); the frame and this switch are the same.
  *
  * The two floating-point control words are callee-saved in the System V
  * ABI: a fiber that calls fesetround() must not change another fiber's

@@ -59,6 +59,29 @@ runtime__call_on_stack:
 	.cfi_endproc
 	.size	runtime__call_on_stack, .-runtime__call_on_stack
 
+/*
+ * The return thunk: what a function compiled with GCC's
+ * function_return("thunk-extern") jumps to instead of a ret (GCC names it).
+ * fiber.c's yield_switch alone is: its return is predicted as an indirect
+ * jump, from the branch history, rather than from the return stack, which
+ * holds another fiber's calls after a switch. r11 is scratch at a return
+ * in every x86_64 convention. Weak: a program that brings its own thunk
+ * (it must behave as a ret) has it used instead, correctly, if slower.
+ */
+	.globl	__x86_return_thunk
+	.hidden	__x86_return_thunk
+	.weak	__x86_return_thunk
+	.type	__x86_return_thunk, @function
+	.p2align 4
+__x86_return_thunk:
+	.cfi_startproc
+	popq	%r11
+	.cfi_adjust_cfa_offset -8
+	.cfi_register rip, r11
+	jmp	*%r11
+	.cfi_endproc
+	.size	__x86_return_thunk, .-__x86_return_thunk
+
 #endif
 
 /* Fiber stacks are data: never ask for an executable stack. */

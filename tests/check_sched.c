@@ -3,9 +3,11 @@
  * check_sched.c - the scheduler: spawning from the owner thread and from
  * fibers, run order, yield, join and detach, cancellation of fibers parked
  * in sleep and join, fiber-local storage, ids, deadlock detection, shutdown,
- * misuse from the wrong context, 10,000 fibers sleeping and yielding, and
- * the floating-point control state (rounding, MXCSR) kept per fiber across
- * yields and sleeps, or shared when the runtime is configured to share it.
+ * misuse from the wrong context, 10,000 fibers sleeping and yielding, the
+ * floating-point control state (rounding, MXCSR) kept per fiber across
+ * yields and sleeps, or shared when the runtime is configured to share it,
+ * and (x86_64) the callee-saved registers and FP control words a caller of
+ * yield or sleep finds as it left them, whatever resumed it.
  */
 #include "testutil.h"
 
@@ -928,6 +930,165 @@ START_TEST(test_sched_mxcsr_is_per_fiber)
 	ck_assert_uint_eq(_mm_getcsr() & FTZ_DAZ, 0);
 }
 END_TEST
+
+/* ------------------------------------ registers kept across a yield */
+
+/*
+ * A switching yield returns to its caller through a jump, not a ret
+ * (fiber.c, yield_switch). What a call must keep is checked at the call
+ * itself: a probe loads rbx, rbp and r12-r15 with known values, calls
+ * fn, and stores what it finds in them after, and the change of rsp.
+ * Two probes are two call sites, as two fibers' loops are. ("probe_one:
+ * in (rdi), out (rsi), fn (rdx)"; returns fn's result.)
+ */
+#define PROBE_ASM(name) \
+	".text\n.p2align 4\n.type " name ", @function\n" name ":\n" \
+	"pushq %rbp\n pushq %rbx\n pushq %r12\n pushq %r13\n pushq %r14\n pushq %r15\n" \
+	"pushq %rsi\n" /* out; rsp is 16-byte aligned at the call */ \
+	"movq %rsp, 48(%rsi)\n" \
+	"movq 0(%rdi), %rbx\n movq 8(%rdi), %rbp\n movq 16(%rdi), %r12\n" \
+	"movq 24(%rdi), %r13\n movq 32(%rdi), %r14\n movq 40(%rdi), %r15\n" \
+	"call *%rdx\n" \
+	"movq (%rsp), %rsi\n" \
+	"movq %rbx, 0(%rsi)\n movq %rbp, 8(%rsi)\n movq %r12, 16(%rsi)\n" \
+	"movq %r13, 24(%rsi)\n movq %r14, 32(%rsi)\n movq %r15, 40(%rsi)\n" \
+	"movq %rsp, %rcx\n subq 48(%rsi), %rcx\n movq %rcx, 48(%rsi)\n" \
+	"popq %rsi\n popq %r15\n popq %r14\n popq %r13\n popq %r12\n popq %rbx\n popq %rbp\n" \
+	"ret\n.size " name ", .-" name "\n"
+
+__asm__(PROBE_ASM("probe_one") PROBE_ASM("probe_two"));
+int probe_one(const uint64_t in[6], uint64_t out[7], int (*fn)(void));
+int probe_two(const uint64_t in[6], uint64_t out[7], int (*fn)(void));
+
+enum { REG_ROUNDS = 300 };
+
+struct reg_fiber {
+	int (*probe)(const uint64_t *, uint64_t *, int (*)(void));
+	int (*fn)(void);          /* how it gives up the CPU */
+	int (*fn_alt)(void);      /* ... every third round */
+	unsigned mxcsr_bits;      /* rounding, FTZ, DAZ: its own state */
+	unsigned short x87_bits;  /* rounding and precision control */
+	bool own_fp;              /* check the FP words (not shared) */
+	int id, bad, rounds;
+};
+
+static int sleep_briefly(void)
+{
+	return runtime_sleep(1000);
+}
+
+static unsigned short x87_cw(void)
+{
+	unsigned short cw;
+	__asm__ volatile("fnstcw %0" : "=m"(cw));
+	return cw;
+}
+
+static void x87_set(unsigned short cw)
+{
+	__asm__ volatile("fldcw %0" : : "m"(cw));
+}
+
+#define MXCSR_MINE 0xe040u  /* rounding control, FTZ, DAZ */
+#define X87_MINE 0x0f00u    /* rounding and precision control */
+
+static void reg_set_fp(const struct reg_fiber *rf)
+{
+	_mm_setcsr((_mm_getcsr() & ~MXCSR_MINE) | rf->mxcsr_bits);
+	x87_set((unsigned short)((x87_cw() & ~X87_MINE) | rf->x87_bits));
+}
+
+static void reg_round(struct reg_fiber *rf, int i)
+{
+	uint64_t in[6], out[7];
+
+	for (int r = 0; r < 6; r++)
+		in[r] = 0x9e3779b97f4a7c15u * (uint64_t)(rf->id * 1000 + i) + (uint64_t)r;
+	int (*fn)(void) = i % 3 == 2 ? rf->fn_alt : rf->fn;
+	if (rf->probe(in, out, fn) != 0 || memcmp(in, out, sizeof(in)) != 0 || out[6] != 0)
+		rf->bad++;
+	if (rf->own_fp && ((_mm_getcsr() & MXCSR_MINE) != rf->mxcsr_bits ||
+	                   (x87_cw() & X87_MINE) != rf->x87_bits))
+		rf->bad++;
+	rf->rounds++;
+}
+
+static void reg_fiber_main(void *p)
+{
+	struct reg_fiber *rf = p;
+	const unsigned csr0 = _mm_getcsr();
+	const unsigned short cw0 = x87_cw();
+
+	if (rf->own_fp)
+		reg_set_fp(rf);
+	for (int i = 0; i < REG_ROUNDS; i++)
+		reg_round(rf, i);
+	_mm_setcsr(csr0);
+	x87_set(cw0);
+}
+
+/* Three fibers, each with its own registers and FP words: one yields from
+ * probe_one, one from probe_two (and every third round sleeps there), one
+ * sleeps from probe_one (and every third round yields there). So a yield resumes
+ * fibers that yielded from the other site or slept, a sleep resumes ones
+ * that yielded, and with run_budget 1 every yield goes through the loop. */
+START_TEST(test_sched_yield_keeps_callee_saved_state)
+{
+	const bool share = _i & 1, budget1 = _i & 2;
+	struct reg_fiber rf[3] = {
+		{ .probe = probe_one, .fn = runtime_yield, .fn_alt = runtime_yield,
+		  .mxcsr_bits = 0x2000u, .x87_bits = 0x0c00u },
+		{ .probe = probe_two, .fn = runtime_yield, .fn_alt = sleep_briefly,
+		  .mxcsr_bits = 0x4000u | 0x8040u, .x87_bits = 0x0400u },
+		{ .probe = probe_one, .fn = sleep_briefly, .fn_alt = runtime_yield,
+		  .mxcsr_bits = 0x6000u | 0x0040u, .x87_bits = 0x0800u | 0x0200u },
+	};
+	struct runtime_config cfg;
+	struct runtime *rt;
+
+	runtime_config_init(&cfg);
+	cfg.share_fp_control = share;
+	if (budget1)
+		cfg.run_budget = 1;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	for (int f = 0; f < 3; f++) {
+		rf[f].id = f + 1;
+		rf[f].own_fp = !share;
+		ck_assert_int_eq(runtime_spawn(rt, reg_fiber_main, &rf[f]), 0);
+	}
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	for (int f = 0; f < 3; f++) {
+		ck_assert_int_eq(rf[f].rounds, REG_ROUNDS);
+		ck_assert_int_eq(rf[f].bad, 0);
+	}
+}
+END_TEST
+
+/* The same probe around a yield that does not switch (no other fiber is
+ * ready): it returns at once, with everything kept. */
+static void reg_alone(void *p)
+{
+	struct reg_fiber *rf = p;
+
+	for (int i = 0; i < REG_ROUNDS; i++)
+		reg_round(rf, i);
+}
+
+START_TEST(test_sched_lone_yield_keeps_callee_saved_state)
+{
+	struct reg_fiber rf = { .probe = probe_one, .fn = runtime_yield, .fn_alt = runtime_yield,
+		                .id = 1 };
+	struct runtime *rt;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_spawn(rt, reg_alone, &rf), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+	ck_assert_int_eq(rf.rounds, REG_ROUNDS);
+	ck_assert_int_eq(rf.bad, 0);
+}
+END_TEST
 #endif
 
 static Suite *sched_suite(void)
@@ -959,6 +1120,14 @@ static Suite *sched_suite(void)
 	tcase_add_test(tc, test_sched_mxcsr_is_per_fiber);
 #endif
 	suite_add_tcase(s, tc);
+
+#if defined(__x86_64__)
+	tc = tcase_create("regs");
+	tcase_set_timeout(tc, 10);
+	tcase_add_loop_test(tc, test_sched_yield_keeps_callee_saved_state, 0, 4);
+	tcase_add_test(tc, test_sched_lone_yield_keeps_callee_saved_state);
+	suite_add_tcase(s, tc);
+#endif
 
 	tc = tcase_create("join");
 	tcase_set_timeout(tc, 10);
