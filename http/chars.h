@@ -321,7 +321,7 @@ skip_vec_short(const char *b, size_t start, size_t i, size_t end, unsigned (*vfl
 {
 	if (i + 16 <= end) {
 		unsigned m = vflags(load_vec(b + i));
-		if (m)
+		if (__builtin_expect(m != 0, 1))
 			return i + lowest_bit(m);
 		i += 16; /* b[start..i) clean still, as skip_vec asks */
 	}
