@@ -221,7 +221,8 @@ static int ran_out(const struct head *h, size_t lim)
 
 /* The version at v and the request line's CRLF (lim as in request_line);
  * on success *pos moves past the CRLF. HTTP/1.1 or 1.0 and a CRLF, the
- * common case, are two compares. Else the line's end is found, which may
+ * common case, are two compares, when the CRLF lies before lim (lim is at
+ * most view: one bound to test). Else the line's end is found, which may
  * lie one byte past lim (a line of exactly line_max bytes). */
 static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 {
@@ -229,7 +230,7 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 	size_t stop = lim < h->view ? lim + 1 : lim, q;
 	int rc, term;
 
-	if (v + 8 <= lim && v + 10 <= h->view && !memcmp(b + v + 8, "\r\n", 2) &&
+	if (v + 10 <= lim && !memcmp(b + v + 8, "\r\n", 2) &&
 	    (!memcmp(b + v, "HTTP/1.1", 8) || !memcmp(b + v, "HTTP/1.0", 8))) {
 		h->req->minor = b[v + 7] - '0';
 		*pos = v + 10;

@@ -643,6 +643,13 @@ START_TEST(test_http_request_line_too_long_414)
 	ck_assert_int_eq(head_lim(S("GET /0123456789A\r"), &lim, &req), 0);
 	lim.line_max = 14; /* exactly "GET / HTTP/1.1" */
 	ck_assert_int_gt(head_lim(S(GET11 "\r\n"), &lim, &req), 0);
+	/* the CRLF past the limit, or across it: the general way, as good */
+	for (lim.line_max = 14; lim.line_max <= 16; lim.line_max++) {
+		ck_assert_int_eq(head_lim(S("GET / HTTP/1.0\r\n\r\n"), &lim, &req), 18);
+		ck_assert_int_eq(req.minor, 0);
+		ck_assert_int_eq(head_lim(S(GET11 "\r\n"), &lim, &req), 27);
+		ck_assert_int_eq(req.minor, 1);
+	}
 	lim.line_max = 13;
 	ck_assert_int_eq(head_lim(S(GET11 "\r\n"), &lim, &req), -414);
 	/* a bad byte before the limit is found first */
