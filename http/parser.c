@@ -268,6 +268,8 @@ static size_t target_end(const char *b, size_t t, size_t lim, size_t *query)
 		i = skip_run(b, t, i, lim, path_end_in, is_path_end);
 #endif
 	*query = i;
+	if (__builtin_expect(i < lim && b[i] == ' ', 1)) /* no query, the common case: one test */
+		return i;
 	if (i < lim && b[i] == '?')
 		i = SKIP_RUN(b, t, i + 1, lim, non_target);
 	return i;
@@ -309,7 +311,7 @@ static int request_line(struct head *h, size_t *pos)
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
 	i = target_end(b, t, lim, &q);
-	if (i == t || i == lim || b[i] != ' ') { /* not the common case: why */
+	if (i == lim || b[i] != ' ') { /* not the common case: why */
 		if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
 			return ran_out(h, i);
 		return -400;

@@ -585,6 +585,11 @@ START_TEST(test_http_request_line_double_space)
 	ck_assert_int_eq(head_str("GET\t/ HTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("GET /\tHTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("GET  "), -400); /* early */
+	/* an empty target, followed by its SP: refused by check_target */
+	ck_assert_int_eq(head_str("CONNECT  a:1 HTTP/1.1\r\n" HOST "\r\n"), -400);
+	ck_assert_int_eq(head_str("OPTIONS  * HTTP/1.1\r\n" HOST "\r\n"), -400);
+	ck_assert_int_eq(head_str("CONNECT  "), -400);
+	ck_assert_int_eq(head_str("X  "), -400);
 }
 END_TEST
 
