@@ -181,12 +181,12 @@ static int check_target(struct head *h, size_t s, size_t e)
 	return absolute_form(t, n) ? 0 : -400;
 }
 
-/* HTTP-version at [s, e), matched as far as it has arrived. */
-static int check_version(struct head *h, size_t s, size_t e, bool whole)
+/* HTTP-version at v[0..n), matched as far as it has arrived; *minor set
+ * if it is whole. (Not given the head: out of line, its pointer would
+ * keep struct head in memory, as every helper here that is not inlined.) */
+static int check_version(const char *v, size_t n, bool whole, int *minor)
 {
 	static const char pattern[] = "HTTP/#.#";
-	size_t n = e - s;
-	const char *v = h->b + s;
 
 	for (size_t k = 0; k < n; k++) {
 		if (k >= sizeof(pattern) - 1)
@@ -200,7 +200,7 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 		return -400;
 	if (v[5] != '1')
 		return -505;
-	h->req->minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
+	*minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
 	return 0;
 }
 
@@ -238,11 +238,11 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 	}
 	q = find_eol(b, v, stop);
 	if (q == stop && lim < h->view) {
-		rc = check_version(h, v, lim, false);
+		rc = check_version(b + v, lim - v, false, &h->req->minor);
 		return rc < 0 ? rc : -414;
 	}
 	term = terminator(h, q);
-	if ((rc = check_version(h, v, q, term == 0)) < 0)
+	if ((rc = check_version(b + v, q - v, term == 0, &h->req->minor)) < 0)
 		return rc;
 	if (term != 0)
 		return term;
@@ -322,44 +322,69 @@ static int request_line(struct head *h, size_t *pos)
 	return request_version(h, i + 1, lim, pos);
 }
 
-/* Out of line, as transfer_encoding and expect are: fields that most
- * requests lack, and whose code inlined into the field loop took its
- * registers. */
-static __attribute__((noinline)) int content_length(struct head *h, struct http_slice v)
+/* A Content-Length's value: 0 with *n, or -status. Out of line, as
+ * codings and expectations are: fields that most requests lack, and whose
+ * code inlined into the field loop took its registers. None of these is
+ * given the head: a pointer to it, passed out of line, kept every field
+ * of struct head in memory, where now only their callers (inlined) read
+ * and set the head. */
+static __attribute__((noinline)) int length_value(struct http_slice v, uint64_t max, uint64_t *n)
 {
-	uint64_t n = 0;
+	uint64_t x = 0;
 
-	if (h->has_cl || h->has_te || v.len == 0 || v.len > 19)
+	if (v.len == 0 || v.len > 19)
 		return -400;
 	for (size_t i = 0; i < v.len; i++) {
 		if (!is_digit((unsigned char)v.p[i]))
 			return -400;
-		n = n * 10 + (uint64_t)(v.p[i] - '0'); /* 19 digits cannot overflow */
+		x = x * 10 + (uint64_t)(v.p[i] - '0'); /* 19 digits cannot overflow */
 	}
-	if (n > h->lim->body_max)
+	if (x > max)
 		return -413;
-	h->has_cl = true;
-	h->req->content_length = n;
+	*n = x;
 	return 0;
 }
 
-static __attribute__((noinline)) int transfer_encoding(struct head *h, struct http_slice v)
+static int content_length(struct head *h, struct http_slice v)
+{
+	int rc;
+
+	if (h->has_cl || h->has_te)
+		return -400;
+	if ((rc = length_value(v, h->lim->body_max, &h->req->content_length)) == 0)
+		h->has_cl = true;
+	return rc;
+}
+
+/* A Transfer-Encoding's codings, chunked already seen or not: whether it
+ * is now (1 or 0), or -status. */
+static __attribute__((noinline)) int codings(struct http_slice v, bool chunked)
 {
 	const char *cur = v.p;
 	struct http_slice el;
 	int rc;
 
-	if (h->req->minor == 0 || h->has_cl)
-		return -400;
-	h->has_te = true;
 	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
 		if (!slice_ieq(el.p, el.len, "chunked"))
 			return -501;
-		if (h->chunked)
+		if (chunked)
 			return -400;
-		h->chunked = true;
+		chunked = true;
 	}
-	return rc < 0 ? -400 : 0;
+	return rc < 0 ? -400 : chunked;
+}
+
+static int transfer_encoding(struct head *h, struct http_slice v)
+{
+	int rc;
+
+	if (h->req->minor == 0 || h->has_cl)
+		return -400;
+	h->has_te = true;
+	if ((rc = codings(v, h->chunked)) < 0)
+		return rc;
+	h->chunked = rc;
+	return 0;
 }
 
 /* The Host field. A reg-name without escapes or port, the common case,
@@ -375,24 +400,40 @@ static int host_field(struct head *h, struct http_slice v)
 	return valid_authority(v.p, v.len, false) ? 0 : -400;
 }
 
+/* The options in copies: connection_options is out of line. */
 static int connection(struct head *h, struct http_slice v)
 {
-	return connection_options(v, &h->close, &h->keep) ? 0 : -400;
+	bool close = h->close, keep = h->keep, ok = connection_options(v, &close, &keep);
+
+	h->close = close;
+	h->keep = keep;
+	return ok ? 0 : -400;
 }
 
-static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
+/* An Expect's expectations: 1 if 100-continue is among them, 0 if none
+ * is, or -417. */
+static __attribute__((noinline)) int expectations(struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int seen = 0;
 
 	while (next_element(&cur, v.p + v.len, &el)) {
 		if (el.len == 0)
 			continue;
 		if (!slice_ieq(el.p, el.len, "100-continue"))
 			return -417;
-		h->expect = true;
+		seen = 1;
 	}
-	return 0;
+	return seen;
+}
+
+static int expect(struct head *h, struct http_slice v)
+{
+	int rc = expectations(v);
+
+	h->expect |= rc > 0;
+	return rc < 0 ? rc : 0;
 }
 
 /* What a field means to the parser, by its name; the last three also say
