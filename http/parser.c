@@ -143,13 +143,20 @@ static bool absolute_form(const char *t, size_t n)
 
 enum { MORE = 1, DONE = 2 }; /* line results besides 0 (a line read) and -status */
 
+/* What the fields seen so far said, as bits of one word: one store sets
+ * them all clear, where seven bools cost seven, and finish reads them
+ * from one load. HAS_CL and CHUNKED are the body's kinds (finish). */
+enum {
+	HAS_CL = 1, CHUNKED = 2, HAS_TE = 4, HAS_HOST = 8, CLOSE = 16, KEEP = 32, EXPECT = 64,
+};
+
 struct head {
 	const char *b;
 	size_t view;               /* bytes looked at: min(len, head_max) */
 	const struct http_limits *lim;
 	struct http_request *req;
 	struct http_header *fields_end; /* past the last field allowed */
-	bool has_cl, has_te, chunked, has_host, close, keep, expect;
+	unsigned seen;             /* HAS_CL ... EXPECT */
 };
 
 /* What ends the line whose content stops at q: 0 for CRLF, MORE if that
@@ -349,10 +356,10 @@ static int content_length(struct head *h, struct http_slice v)
 {
 	int rc;
 
-	if (h->has_cl || h->has_te)
+	if (h->seen & (HAS_CL | HAS_TE))
 		return -400;
 	if ((rc = length_value(v, h->lim->body_max, &h->req->content_length)) == 0)
-		h->has_cl = true;
+		h->seen |= HAS_CL;
 	return rc;
 }
 
@@ -378,12 +385,12 @@ static int transfer_encoding(struct head *h, struct http_slice v)
 {
 	int rc;
 
-	if (h->req->minor == 0 || h->has_cl)
+	if (h->req->minor == 0 || (h->seen & HAS_CL))
 		return -400;
-	h->has_te = true;
-	if ((rc = codings(v, h->chunked)) < 0)
+	h->seen |= HAS_TE;
+	if ((rc = codings(v, h->seen & CHUNKED)) < 0)
 		return rc;
-	h->chunked = rc;
+	h->seen |= rc ? CHUNKED : 0;
 	return 0;
 }
 
@@ -391,9 +398,9 @@ static int transfer_encoding(struct head *h, struct http_slice v)
  * is told valid by its bytes alone, without valid_authority's call. */
 static int host_field(struct head *h, struct http_slice v)
 {
-	if (h->has_host)
+	if (h->seen & HAS_HOST)
 		return -400;
-	h->has_host = true;
+	h->seen |= HAS_HOST;
 	h->req->host = v;
 	if (skip_class(v.p, 0, v.len, REGNAME) == v.len)
 		return 0; /* empty too */
@@ -403,10 +410,9 @@ static int host_field(struct head *h, struct http_slice v)
 /* The options in copies: connection_options is out of line. */
 static int connection(struct head *h, struct http_slice v)
 {
-	bool close = h->close, keep = h->keep, ok = connection_options(v, &close, &keep);
+	bool close = false, keep = false, ok = connection_options(v, &close, &keep);
 
-	h->close = close;
-	h->keep = keep;
+	h->seen |= (close ? CLOSE : 0) | (keep ? KEEP : 0);
 	return ok ? 0 : -400;
 }
 
@@ -432,7 +438,7 @@ static int expect(struct head *h, struct http_slice v)
 {
 	int rc = expectations(v);
 
-	h->expect |= rc > 0;
+	h->seen |= rc > 0 ? EXPECT : 0;
 	return rc < 0 ? rc : 0;
 }
 
@@ -635,19 +641,19 @@ static int add_field(struct head *h, struct http_header *slot, int kind, struct 
 	if (kind == F_OTHER) /* most fields, then the common values: no switch */
 		return 0;
 	if (kind == F_HOST_REGNAME) {
-		if (h->has_host)
+		if (h->seen & HAS_HOST)
 			return -400;
-		h->has_host = true;
+		h->seen |= HAS_HOST;
 		h->req->host = value;
 		return 0;
 	}
 	if (kind == F_KEEP_ALIVE)
-		return h->keep = true, 0;
+		return h->seen |= KEEP, 0;
 	switch (kind) {
 	case F_HOST:
 		return host_field(h, value);
 	case F_CLOSE:
-		h->close = true;
+		h->seen |= CLOSE;
 		return 0;
 	case F_CONNECTION:
 		return connection(h, value);
@@ -739,23 +745,24 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	                 (struct http_slice){ b + v, ve - v });
 }
 
-/* The checks only the end of the head can make, and the results. Without
- * branches where a bool's arithmetic gives the result: has_cl and chunked
- * never hold together (content_length and transfer_encoding each refuse
- * the other), so the body's kind is their sum, LENGTH 1 and CHUNKED 2. */
-_Static_assert(HTTP_BODY_NONE == 0 && HTTP_BODY_LENGTH == 1 && HTTP_BODY_CHUNKED == 2,
-               "finish sums the body's kind");
+/* The checks only the end of the head can make, and the results. HAS_CL
+ * and CHUNKED never hold together (content_length and transfer_encoding
+ * each refuse the other), so the body's kind is those two bits. */
+_Static_assert(HTTP_BODY_NONE == 0 && (int)HTTP_BODY_LENGTH == HAS_CL &&
+                       (int)HTTP_BODY_CHUNKED == CHUNKED,
+               "finish takes the body's kind from seen");
 
 static int finish(struct head *h, size_t len)
 {
 	struct http_request *req = h->req;
+	unsigned seen = h->seen;
 	bool v11 = req->minor == 1;
 
-	if ((v11 && !h->has_host) || (h->has_te && !h->chunked))
+	if ((v11 && !(seen & HAS_HOST)) || (seen & (HAS_TE | CHUNKED)) == HAS_TE)
 		return -400;
-	req->body = (enum http_body)(h->has_cl * HTTP_BODY_LENGTH + h->chunked * HTTP_BODY_CHUNKED);
-	req->keep_alive = (v11 | h->keep) && !h->close;
-	req->expect_continue = h->expect & v11;
+	req->body = (enum http_body)(seen & (HAS_CL | CHUNKED));
+	req->keep_alive = (v11 || (seen & KEEP)) && !(seen & CLOSE);
+	req->expect_continue = v11 && (seen & EXPECT);
 	req->head_len = len;
 	return (int)len;
 }
