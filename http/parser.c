@@ -234,7 +234,7 @@ static int ran_out(const struct head *h, size_t lim)
 static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 {
 	const char *b = h->b;
-	size_t stop = lim < h->view ? lim + 1 : lim, q;
+	size_t stop, q;
 	int rc, term;
 
 	if (v + 10 <= lim && !memcmp(b + v + 8, "\r\n", 2) &&
@@ -243,6 +243,7 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 		*pos = v + 10;
 		return 0;
 	}
+	stop = lim < h->view ? lim + 1 : lim; /* here: set with q, GCC computed it first */
 	q = find_eol(b, v, stop);
 	if (q == stop && lim < h->view) {
 		rc = check_version(b + v, lim - v, false, &h->req->minor);
