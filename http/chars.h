@@ -255,6 +255,16 @@ static inline __m128i splat(unsigned char c)
 	return _mm_set1_epi8((char)c);
 }
 
+/* The bytes of x in [lo, lo + n) (n at most 128), all ones: x - lo, as
+ * unsigned, below n. By one add and one signed compare, x - lo + 0x80
+ * below -128 + n, where two compares and an andnot test a range's two
+ * bounds. */
+static inline __m128i vec_in_range(__m128i x, unsigned char lo, unsigned char n)
+{
+	return _mm_cmplt_epi8(_mm_add_epi8(x, splat((unsigned char)(0x80 - lo))),
+	                      splat((unsigned char)(0x80 + n)));
+}
+
 /* As non_field_in: below SP (unsigned: the min with 0x1f is the byte
  * itself), or DEL. */
 static inline unsigned vec_non_field(__m128i x)
@@ -360,11 +370,8 @@ skip_class(const char *b, size_t i, size_t end, uint8_t cls)
  * class's outsiders, and the table tells the rest. */
 static inline unsigned vec_not_name(__m128i x)
 {
-	__m128i lower = _mm_or_si128(x, splat(0x20)); /* in a-z for letters only */
-	__m128i letter = _mm_andnot_si128(_mm_cmpgt_epi8(lower, splat('z')),
-	                                  _mm_cmpgt_epi8(lower, splat('a' - 1)));
-	__m128i digit = _mm_andnot_si128(_mm_cmpgt_epi8(x, splat('9')), /* "-./0-9" */
-	                                 _mm_cmpgt_epi8(x, splat('-' - 1)));
+	__m128i letter = vec_in_range(_mm_or_si128(x, splat(0x20)), 'a', 26); /* a-z, A-Z */
+	__m128i digit = vec_in_range(x, '-', 13);                              /* "-./0-9" */
 	__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, splat('/')), _mm_or_si128(letter, digit));
 
 	return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
