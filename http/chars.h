@@ -421,9 +421,13 @@ skip_name_class_short(const char *b, size_t i, size_t end, uint8_t cls)
 {
 #ifdef __SSE2__
 	if (i + 16 <= end) {
-		size_t k = first_outside(b, i, vec_not_name(load_vec(b + i)), cls);
-		if (k != SIZE_MAX)
-			return k;
+		/* first_outside's loop, returning from inside: through its
+		 * SIZE_MAX, GCC tested the index found a second time */
+		for (unsigned m = vec_not_name(load_vec(b + i)); m; m &= m - 1) {
+			size_t k = i + lowest_bit(m);
+			if (!(byte_class[(unsigned char)b[k]] & cls))
+				return k;
+		}
 		i += 16;
 	}
 #endif
