@@ -148,6 +148,7 @@ enum { MORE = 1, DONE = 2 }; /* line results besides 0 (a line read) and -status
  * from one load. HAS_CL and CHUNKED are the body's kinds (finish). */
 enum {
 	HAS_CL = 1, CHUNKED = 2, HAS_TE = 4, HAS_HOST = 8, CLOSE = 16, KEEP = 32, EXPECT = 64,
+	TE_PENDING = 128, /* HAS_TE without CHUNKED: kept so, for finish's one test */
 };
 
 struct head {
@@ -391,7 +392,7 @@ static int transfer_encoding(struct head *h, struct http_slice v)
 	h->seen |= HAS_TE;
 	if ((rc = codings(v, h->seen & CHUNKED)) < 0)
 		return rc;
-	h->seen |= rc ? CHUNKED : 0;
+	h->seen = (h->seen & ~(unsigned)TE_PENDING) | (rc ? CHUNKED : TE_PENDING);
 	return 0;
 }
 
@@ -749,9 +750,11 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	                 (struct http_slice){ b + v, ve - v });
 }
 
-/* The checks only the end of the head can make, and the results. HAS_CL
- * and CHUNKED never hold together (content_length and transfer_encoding
- * each refuse the other), so the body's kind is those two bits. */
+/* The checks only the end of the head can make, and the results, in two
+ * ways, one a version: one test of seen each (TE_PENDING is HAS_TE without
+ * CHUNKED), and keep_alive by a bit or two. HAS_CL and CHUNKED never hold
+ * together (content_length and transfer_encoding each refuse the other),
+ * so the body's kind is those two bits. */
 _Static_assert(HTTP_BODY_NONE == 0 && (int)HTTP_BODY_LENGTH == HAS_CL &&
                        (int)HTTP_BODY_CHUNKED == CHUNKED,
                "finish takes the body's kind from seen");
@@ -760,13 +763,19 @@ static int finish(struct head *h, size_t len)
 {
 	struct http_request *req = h->req;
 	unsigned seen = h->seen;
-	bool v11 = req->minor == 1;
 
-	if ((v11 && !(seen & HAS_HOST)) || (seen & (HAS_TE | CHUNKED)) == HAS_TE)
-		return -400;
+	if (req->minor == 1) {
+		if ((seen & (TE_PENDING | HAS_HOST)) != HAS_HOST)
+			return -400;
+		req->keep_alive = !(seen & CLOSE);
+		req->expect_continue = seen & EXPECT;
+	} else {
+		if (seen & TE_PENDING)
+			return -400;
+		req->keep_alive = (seen & (KEEP | CLOSE)) == KEEP;
+		req->expect_continue = false;
+	}
 	req->body = (enum http_body)(seen & (HAS_CL | CHUNKED));
-	req->keep_alive = (v11 || (seen & KEEP)) && !(seen & CLOSE);
-	req->expect_continue = v11 && (seen & EXPECT);
 	req->head_len = len;
 	return (int)len;
 }

@@ -1389,6 +1389,13 @@ START_TEST(test_http_te_list_syntax)
 	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
 	ck_assert_int_gt(head_str(POST11 "Transfer-Encoding:\r\n"
 	                          "Transfer-Encoding: chunked\r\n\r\n"), 0);
+	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
+	/* an empty list after chunked leaves it final */
+	ck_assert_int_gt(head_str(POST11 "Transfer-Encoding: chunked\r\n"
+	                          "Transfer-Encoding: ,\r\n\r\n"), 0);
+	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
+	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding:\r\n"
+	                          "Transfer-Encoding: ,\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: chunked;x=1\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: \"chunked\"\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: chunked chunked\r\n\r\n"), -400);
