@@ -157,7 +157,7 @@ struct head {
 	const struct http_limits *lim;
 	struct http_request *req;
 	struct http_header *fields_end; /* past the last field allowed */
-	unsigned seen;             /* HAS_CL ... EXPECT */
+	unsigned seen;             /* HAS_CL ... TE_PENDING */
 };
 
 /* What ends the line whose content stops at q: 0 for CRLF, MORE if that
@@ -244,7 +244,7 @@ static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 		*pos = v + 10;
 		return 0;
 	}
-	stop = lim < h->view ? lim + 1 : lim; /* here: set with q, GCC computed it first */
+	stop = lim < h->view ? lim + 1 : lim; /* not set before: GCC computed it first */
 	q = find_eol(b, v, stop);
 	if (q == stop && lim < h->view) {
 		rc = check_version(b + v, lim - v, false, &h->req->minor);
@@ -409,7 +409,8 @@ static int host_field(struct head *h, struct http_slice v)
 	return valid_authority(v.p, v.len, false) ? 0 : -400;
 }
 
-/* The options in copies: connection_options is out of line. */
+/* The options read into copies: connection_options is out of line, and
+ * pointers into the head would keep it in memory. */
 static int connection(struct head *h, struct http_slice v)
 {
 	bool close = false, keep = false, ok = connection_options(v, &close, &keep);
