@@ -255,6 +255,28 @@ static inline __m128i splat(unsigned char c)
 	return _mm_set1_epi8((char)c);
 }
 
+/* splat(c), made where it is used if fresh: a constant GCC cannot share
+ * with a loop's, which it would load into a register before a test ahead
+ * of the loop, and copy there for each compare that overwrites it. */
+static inline __m128i splat_k(unsigned char c, bool fresh)
+{
+	__m128i v = splat(c);
+
+	if (fresh)
+		__asm__("" : "+x"(v));
+	return v;
+}
+
+/* The bytes of x in [lo, lo + n) (n at most 128), all ones: x - lo, as
+ * unsigned, below n. By one add and one signed compare, x - lo + 0x80
+ * below -128 + n, where two compares and an andnot test a range's two
+ * bounds. */
+static inline __m128i vec_in_range(__m128i x, unsigned char lo, unsigned char n, bool fresh)
+{
+	return _mm_cmplt_epi8(_mm_add_epi8(x, splat_k((unsigned char)(0x80 - lo), fresh)),
+	                      splat_k((unsigned char)(0x80 + n), fresh));
+}
+
 /* As non_field_in: below SP (unsigned: the min with 0x1f is the byte
  * itself), or DEL. */
 static inline unsigned vec_non_field(__m128i x)
@@ -321,7 +343,7 @@ skip_vec_short(const char *b, size_t start, size_t i, size_t end, unsigned (*vfl
 {
 	if (i + 16 <= end) {
 		unsigned m = vflags(load_vec(b + i));
-		if (m)
+		if (__builtin_expect(m != 0, 1))
 			return i + lowest_bit(m);
 		i += 16; /* b[start..i) clean still, as skip_vec asks */
 	}
@@ -358,16 +380,19 @@ skip_class(const char *b, size_t i, size_t end, uint8_t cls)
  * mostly made of. Not a class: it is less than REGNAME and than TCHAR,
  * so a test that flags the bytes it lacks flags every one of either
  * class's outsiders, and the table tells the rest. */
-static inline unsigned vec_not_name(__m128i x)
+static inline unsigned vec_not_name_k(__m128i x, bool fresh)
 {
-	__m128i lower = _mm_or_si128(x, splat(0x20)); /* in a-z for letters only */
-	__m128i letter = _mm_andnot_si128(_mm_cmpgt_epi8(lower, splat('z')),
-	                                  _mm_cmpgt_epi8(lower, splat('a' - 1)));
-	__m128i digit = _mm_andnot_si128(_mm_cmpgt_epi8(x, splat('9')), /* "-./0-9" */
-	                                 _mm_cmpgt_epi8(x, splat('-' - 1)));
-	__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, splat('/')), _mm_or_si128(letter, digit));
+	__m128i letter = vec_in_range(_mm_or_si128(x, splat_k(0x20, fresh)), 'a', 26, fresh);
+	__m128i digit = vec_in_range(x, '-', 13, fresh); /* "-./0-9" */
+	__m128i ok = _mm_andnot_si128(_mm_cmpeq_epi8(x, splat_k('/', fresh)),
+	                              _mm_or_si128(letter, digit));
 
 	return (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+}
+
+static inline unsigned vec_not_name(__m128i x)
+{
+	return vec_not_name_k(x, false);
 }
 
 /* Of the flags m of the sixteen bytes at b + at, the first whose byte is
@@ -414,9 +439,13 @@ skip_name_class_short(const char *b, size_t i, size_t end, uint8_t cls)
 {
 #ifdef __SSE2__
 	if (i + 16 <= end) {
-		size_t k = first_outside(b, i, vec_not_name(load_vec(b + i)), cls);
-		if (k != SIZE_MAX)
-			return k;
+		/* first_outside's loop, returning from inside: through its
+		 * SIZE_MAX, GCC tested the index found a second time */
+		for (unsigned m = vec_not_name_k(load_vec(b + i), true); m; m &= m - 1) {
+			size_t k = i + lowest_bit(m);
+			if (!(byte_class[(unsigned char)b[k]] & cls))
+				return k;
+		}
 		i += 16;
 	}
 #endif

@@ -143,13 +143,21 @@ static bool absolute_form(const char *t, size_t n)
 
 enum { MORE = 1, DONE = 2 }; /* line results besides 0 (a line read) and -status */
 
+/* What the fields seen so far said, as bits of one word: one store sets
+ * them all clear, where seven bools cost seven, and finish reads them
+ * from one load. HAS_CL and CHUNKED are the body's kinds (finish). */
+enum {
+	HAS_CL = 1, CHUNKED = 2, HAS_TE = 4, HAS_HOST = 8, CLOSE = 16, KEEP = 32, EXPECT = 64,
+	TE_PENDING = 128, /* HAS_TE without CHUNKED: kept so, for finish's one test */
+};
+
 struct head {
 	const char *b;
 	size_t view;               /* bytes looked at: min(len, head_max) */
 	const struct http_limits *lim;
 	struct http_request *req;
 	struct http_header *fields_end; /* past the last field allowed */
-	bool has_cl, has_te, chunked, has_host, close, keep, expect;
+	unsigned seen;             /* HAS_CL ... TE_PENDING */
 };
 
 /* What ends the line whose content stops at q: 0 for CRLF, MORE if that
@@ -181,12 +189,12 @@ static int check_target(struct head *h, size_t s, size_t e)
 	return absolute_form(t, n) ? 0 : -400;
 }
 
-/* HTTP-version at [s, e), matched as far as it has arrived. */
-static int check_version(struct head *h, size_t s, size_t e, bool whole)
+/* HTTP-version at v[0..n), matched as far as it has arrived; *minor set
+ * if it is whole. (Not given the head: out of line, its pointer would
+ * keep struct head in memory, as every helper here that is not inlined.) */
+static int check_version(const char *v, size_t n, bool whole, int *minor)
 {
 	static const char pattern[] = "HTTP/#.#";
-	size_t n = e - s;
-	const char *v = h->b + s;
 
 	for (size_t k = 0; k < n; k++) {
 		if (k >= sizeof(pattern) - 1)
@@ -200,7 +208,7 @@ static int check_version(struct head *h, size_t s, size_t e, bool whole)
 		return -400;
 	if (v[5] != '1')
 		return -505;
-	h->req->minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
+	*minor = v[7] > '1' ? 1 : v[7] - '0'; /* 1.2 and up: as 1.1 (RFC 9110 2.5) */
 	return 0;
 }
 
@@ -221,27 +229,29 @@ static int ran_out(const struct head *h, size_t lim)
 
 /* The version at v and the request line's CRLF (lim as in request_line);
  * on success *pos moves past the CRLF. HTTP/1.1 or 1.0 and a CRLF, the
- * common case, are two compares. Else the line's end is found, which may
+ * common case, are two compares, when the CRLF lies before lim (lim is at
+ * most view: one bound to test). Else the line's end is found, which may
  * lie one byte past lim (a line of exactly line_max bytes). */
 static int request_version(struct head *h, size_t v, size_t lim, size_t *pos)
 {
 	const char *b = h->b;
-	size_t stop = lim < h->view ? lim + 1 : lim, q;
+	size_t stop, q;
 	int rc, term;
 
-	if (v + 8 <= lim && v + 10 <= h->view && !memcmp(b + v + 8, "\r\n", 2) &&
+	if (v + 10 <= lim && !memcmp(b + v + 8, "\r\n", 2) &&
 	    (!memcmp(b + v, "HTTP/1.1", 8) || !memcmp(b + v, "HTTP/1.0", 8))) {
 		h->req->minor = b[v + 7] - '0';
 		*pos = v + 10;
 		return 0;
 	}
+	stop = lim < h->view ? lim + 1 : lim; /* not set before: GCC computed it first */
 	q = find_eol(b, v, stop);
 	if (q == stop && lim < h->view) {
-		rc = check_version(h, v, lim, false);
+		rc = check_version(b + v, lim - v, false, &h->req->minor);
 		return rc < 0 ? rc : -414;
 	}
 	term = terminator(h, q);
-	if ((rc = check_version(h, v, q, term == 0)) < 0)
+	if ((rc = check_version(b + v, q - v, term == 0, &h->req->minor)) < 0)
 		return rc;
 	if (term != 0)
 		return term;
@@ -267,6 +277,8 @@ static size_t target_end(const char *b, size_t t, size_t lim, size_t *query)
 		i = skip_run(b, t, i, lim, path_end_in, is_path_end);
 #endif
 	*query = i;
+	if (__builtin_expect(i < lim && b[i] == ' ', 1)) /* no query, the common case: one test */
+		return i;
 	if (i < lim && b[i] == '?')
 		i = SKIP_RUN(b, t, i + 1, lim, non_target);
 	return i;
@@ -308,7 +320,7 @@ static int request_line(struct head *h, size_t *pos)
 	h->req->method = (struct http_slice){ b + s, i - s };
 	t = ++i;
 	i = target_end(b, t, lim, &q);
-	if (i == t || i == lim || b[i] != ' ') { /* not the common case: why */
+	if (i == lim || b[i] != ' ') { /* not the common case: why */
 		if (i == lim || (i > t && (b[i] == '\r' || b[i] == '\n')))
 			return ran_out(h, i);
 		return -400;
@@ -319,77 +331,118 @@ static int request_line(struct head *h, size_t *pos)
 	return request_version(h, i + 1, lim, pos);
 }
 
-/* Out of line, as transfer_encoding and expect are: fields that most
- * requests lack, and whose code inlined into the field loop took its
- * registers. */
-static __attribute__((noinline)) int content_length(struct head *h, struct http_slice v)
+/* A Content-Length's value: 0 with *n, or -status. Out of line, as
+ * codings and expectations are: fields that most requests lack, and whose
+ * code inlined into the field loop took its registers. None of these is
+ * given the head: a pointer to it, passed out of line, kept every field
+ * of struct head in memory, where now only their callers (inlined) read
+ * and set the head. */
+static __attribute__((noinline)) int length_value(struct http_slice v, uint64_t max, uint64_t *n)
 {
-	uint64_t n = 0;
+	uint64_t x = 0;
 
-	if (h->has_cl || h->has_te || v.len == 0 || v.len > 19)
+	if (v.len == 0 || v.len > 19)
 		return -400;
 	for (size_t i = 0; i < v.len; i++) {
 		if (!is_digit((unsigned char)v.p[i]))
 			return -400;
-		n = n * 10 + (uint64_t)(v.p[i] - '0'); /* 19 digits cannot overflow */
+		x = x * 10 + (uint64_t)(v.p[i] - '0'); /* 19 digits cannot overflow */
 	}
-	if (n > h->lim->body_max)
+	if (x > max)
 		return -413;
-	h->has_cl = true;
-	h->req->content_length = n;
+	*n = x;
 	return 0;
 }
 
-static __attribute__((noinline)) int transfer_encoding(struct head *h, struct http_slice v)
+static int content_length(struct head *h, struct http_slice v)
+{
+	int rc;
+
+	if (h->seen & (HAS_CL | HAS_TE))
+		return -400;
+	if ((rc = length_value(v, h->lim->body_max, &h->req->content_length)) == 0)
+		h->seen |= HAS_CL;
+	return rc;
+}
+
+/* A Transfer-Encoding's codings, chunked already seen or not: whether it
+ * is now (1 or 0), or -status. */
+static __attribute__((noinline)) int codings(struct http_slice v, bool chunked)
 {
 	const char *cur = v.p;
 	struct http_slice el;
 	int rc;
 
-	if (h->req->minor == 0 || h->has_cl)
-		return -400;
-	h->has_te = true;
 	while ((rc = next_token(&cur, v.p + v.len, &el)) > 0) {
 		if (!slice_ieq(el.p, el.len, "chunked"))
 			return -501;
-		if (h->chunked)
+		if (chunked)
 			return -400;
-		h->chunked = true;
+		chunked = true;
 	}
-	return rc < 0 ? -400 : 0;
+	return rc < 0 ? -400 : chunked;
+}
+
+static int transfer_encoding(struct head *h, struct http_slice v)
+{
+	int rc;
+
+	if (h->req->minor == 0 || (h->seen & HAS_CL))
+		return -400;
+	h->seen |= HAS_TE;
+	if ((rc = codings(v, h->seen & CHUNKED)) < 0)
+		return rc;
+	h->seen = (h->seen & ~(unsigned)TE_PENDING) | (rc ? CHUNKED : TE_PENDING);
+	return 0;
 }
 
 /* The Host field. A reg-name without escapes or port, the common case,
  * is told valid by its bytes alone, without valid_authority's call. */
 static int host_field(struct head *h, struct http_slice v)
 {
-	if (h->has_host)
+	if (h->seen & HAS_HOST)
 		return -400;
-	h->has_host = true;
+	h->seen |= HAS_HOST;
 	h->req->host = v;
 	if (skip_class(v.p, 0, v.len, REGNAME) == v.len)
 		return 0; /* empty too */
 	return valid_authority(v.p, v.len, false) ? 0 : -400;
 }
 
+/* The options read into copies: connection_options is out of line, and
+ * pointers into the head would keep it in memory. */
 static int connection(struct head *h, struct http_slice v)
 {
-	return connection_options(v, &h->close, &h->keep) ? 0 : -400;
+	bool close = false, keep = false, ok = connection_options(v, &close, &keep);
+
+	h->seen |= (close ? CLOSE : 0) | (keep ? KEEP : 0);
+	return ok ? 0 : -400;
 }
 
-static __attribute__((noinline)) int expect(struct head *h, struct http_slice v)
+/* An Expect's expectations: 1 if 100-continue is among them, 0 if none
+ * is, or -417. */
+static __attribute__((noinline)) int expectations(struct http_slice v)
 {
 	const char *cur = v.p;
 	struct http_slice el;
+	int seen = 0;
 
 	while (next_element(&cur, v.p + v.len, &el)) {
 		if (el.len == 0)
 			continue;
 		if (!slice_ieq(el.p, el.len, "100-continue"))
 			return -417;
-		h->expect = true;
+		seen = 1;
 	}
-	return 0;
+	return seen;
+}
+
+static int expect(struct head *h, struct http_slice v)
+{
+	int rc = expectations(v);
+
+	h->seen |= rc > 0 ? EXPECT : 0;
+	return rc < 0 ? rc : 0;
 }
 
 /* What a field means to the parser, by its name; the last three also say
@@ -421,15 +474,16 @@ static int name_kind(const char *p, size_t n)
 	}
 }
 
-/* name (with its colon and a space after it, a literal) at p: its length
- * without those, and *kind set, or 0. */
-static inline __attribute__((always_inline)) size_t
-name_is(const char *p, size_t avail, const char *name, int k, int *kind)
+/* name (with its colon and a space after it, a literal) at p: true with
+ * *len its length without those and *kind set, or false. */
+static inline __attribute__((always_inline)) bool
+name_is(const char *p, size_t avail, const char *name, int k, int *kind, size_t *len)
 {
 	if (!prefix_ieq(p, avail, name))
-		return 0;
+		return false;
 	*kind = k;
-	return strlen(name) - 2;
+	*len = strlen(name) - 2;
+	return true;
 }
 
 /* c, which the compiler can no longer tell is the value it was: between
@@ -443,37 +497,41 @@ static inline unsigned opaque(unsigned c)
 
 /*
  * A name that most requests carry, its colon and one space, at p (avail
- * bytes there, 8 at least): the name's length and *kind, or 0 for a line
- * to read byte by byte (field_name). A word or two compared in place of
- * a scan and a lookup; a name matched is all tchars, so nothing else
- * about it needs checking. The first byte picks the candidates, tested
- * in the order of how many requests carry them: two instructions a test,
- * where a jump table cost ten whichever name came (bench-pathlen's Host,
- * User-Agent, Accept and Connection: 8 fewer a request, measured; a name
- * that is none of these, by count up to 5 more, its six tests).
+ * bytes there, 12 at least: so that the compares of "user-agent: " and
+ * "connection: " need no bound test of their own, 5 fewer a request,
+ * measured; a shorter last line, "Host: h", is field_name's): true with
+ * *len the name's length and *kind, or false for a line to read byte by
+ * byte (field_name); a bool, not a length that is 0 for none, as
+ * common_value's. A word or two compared in place of a scan and a
+ * lookup; a name matched is all tchars, so nothing else about it needs
+ * checking. The first byte picks the candidates, tested in the order of
+ * how many requests carry them: two instructions a test, where a jump
+ * table cost ten whichever name came (bench-pathlen's Host, User-Agent,
+ * Accept and Connection: 8 fewer a request, measured; a name that is
+ * none of these, by count up to 5 more, its six tests).
  */
-static size_t known_name(const char *p, size_t avail, int *kind)
+static bool known_name(const char *p, size_t avail, int *kind, size_t *len)
 {
 	unsigned c = (unsigned char)p[0] | 0x20;
 
 	if (c == 'h')
-		return name_is(p, avail, "host: ", F_HOST, kind);
+		return name_is(p, avail, "host: ", F_HOST, kind, len);
 	if (c == 'u')
-		return name_is(p, avail, "user-agent: ", F_OTHER, kind);
+		return name_is(p, avail, "user-agent: ", F_OTHER, kind, len);
 	if ((c = opaque(c)) == 'a')
-		return name_is(p, avail, "accept: ", F_OTHER, kind) ?:
-		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind) ?:
-		       name_is(p, avail, "accept-language: ", F_OTHER, kind);
+		return name_is(p, avail, "accept: ", F_OTHER, kind, len) ||
+		       name_is(p, avail, "accept-encoding: ", F_OTHER, kind, len) ||
+		       name_is(p, avail, "accept-language: ", F_OTHER, kind, len);
 	if (c == 'c')
-		return name_is(p, avail, "connection: ", F_CONNECTION, kind) ?:
-		       name_is(p, avail, "content-type: ", F_OTHER, kind) ?:
-		       name_is(p, avail, "content-length: ", F_CONTENT_LENGTH, kind) ?:
-		       name_is(p, avail, "cookie: ", F_OTHER, kind);
+		return name_is(p, avail, "connection: ", F_CONNECTION, kind, len) ||
+		       name_is(p, avail, "content-type: ", F_OTHER, kind, len) ||
+		       name_is(p, avail, "content-length: ", F_CONTENT_LENGTH, kind, len) ||
+		       name_is(p, avail, "cookie: ", F_OTHER, kind, len);
 	if ((c = opaque(c)) == 'e')
-		return name_is(p, avail, "expect: ", F_EXPECT, kind);
+		return name_is(p, avail, "expect: ", F_EXPECT, kind, len);
 	if (c == 't')
-		return name_is(p, avail, "transfer-encoding: ", F_TRANSFER_ENCODING, kind);
-	return 0;
+		return name_is(p, avail, "transfer-encoding: ", F_TRANSFER_ENCODING, kind, len);
+	return false;
 }
 
 /* A line that does not start with a name byte: the empty line ending the
@@ -540,47 +598,50 @@ static __attribute__((noinline)) size_t host_port(const char *b, size_t p, size_
 }
 
 /* A Host's value at v that is a reg-name, or a non-empty one and a port
- * (host_port), and its CRLF: where the value ends, or 0. What
- * valid_authority would find good, read once. */
-static size_t host_value(const char *b, size_t v, size_t end)
+ * (host_port), and its CRLF: true with *q where the value ends, or false.
+ * What valid_authority would find good, read once. A bool and *q, not an
+ * index that is 0 for none: GCC tested that index against 0 again, and
+ * kept the value's end in more registers (12 fewer a request, measured). */
+static bool host_value(const char *b, size_t v, size_t end, size_t *q)
 {
-	size_t q = skip_name_class_short(b, v, end, REGNAME);
+	size_t i = skip_name_class_short(b, v, end, REGNAME);
 
-	if (q + 1 < end && !memcmp(b + q, "\r\n", 2))
-		return q;
-	return q > v && q < end && b[q] == ':' ? host_port(b, q + 1, end) : 0;
+	if (i + 1 < end && !memcmp(b + i, "\r\n", 2))
+		return *q = i, true;
+	return i > v && i < end && b[i] == ':' && (*q = host_port(b, i + 1, end)) != 0;
 }
 
 /*
  * The value of a field of kind at v, if it is the common one, read by
  * the shortest path: a Host that is a reg-name, a port perhaps after it
  * (its class scanned once, not as field bytes and then as a host), a
- * Connection of
- * keep-alive or close (compared as words). Where the value ends, its
- * CRLF there, with *kind saying what it is; else 0, *kind unchanged, for
- * the general path. The value has no OWS at its end either way.
+ * Connection of keep-alive or close (compared as words). true with *q
+ * where the value ends, its CRLF there, and *kind saying what it is; else
+ * false, *kind unchanged, for the general path. The value has no OWS at
+ * its end either way.
  */
-static size_t common_value(const struct head *h, size_t v, int *kind)
+static bool common_value(const struct head *h, size_t v, int *kind, size_t *q)
 {
 	const char *b = h->b;
-	size_t end = h->view, q;
+	size_t end = h->view;
 
 	if (*kind == F_HOST) {
-		if ((q = host_value(b, v, end)))
-			*kind = F_HOST_REGNAME;
-		return q;
+		if (!host_value(b, v, end, q))
+			return false;
+		*kind = F_HOST_REGNAME;
+		return true;
 	}
 	if (*kind != F_CONNECTION)
-		return 0;
+		return false;
 	if (prefix_ieq(b + v, end - v, "keep-alive\r\n")) {
 		*kind = F_KEEP_ALIVE;
-		return v + 10;
+		return *q = v + 10, true;
 	}
 	if (prefix_ieq(b + v, end - v, "close\r\n")) {
 		*kind = F_CLOSE;
-		return v + 5;
+		return *q = v + 5, true;
 	}
-	return 0;
+	return false;
 }
 
 /* Record a complete field line in slot and apply what it means. */
@@ -591,19 +652,19 @@ static int add_field(struct head *h, struct http_header *slot, int kind, struct 
 	if (kind == F_OTHER) /* most fields, then the common values: no switch */
 		return 0;
 	if (kind == F_HOST_REGNAME) {
-		if (h->has_host)
+		if (h->seen & HAS_HOST)
 			return -400;
-		h->has_host = true;
+		h->seen |= HAS_HOST;
 		h->req->host = value;
 		return 0;
 	}
 	if (kind == F_KEEP_ALIVE)
-		return h->keep = true, 0;
+		return h->seen |= KEEP, 0;
 	switch (kind) {
 	case F_HOST:
 		return host_field(h, value);
 	case F_CLOSE:
-		h->close = true;
+		h->seen |= CLOSE;
 		return 0;
 	case F_CONNECTION:
 		return connection(h, value);
@@ -666,7 +727,7 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	size_t s = *pos, end = h->view, i, v, q, ve;
 	int kind = F_OTHER, rc;
 
-	if (end - s >= 8 && (i = known_name(b + s, end - s, &kind))) {
+	if (end - s >= 12 && known_name(b + s, end - s, &kind, &i)) {
 		if (*hd == h->fields_end)
 			return -431;
 		i += s;
@@ -674,7 +735,7 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	} else if ((rc = field_name(h, pos, *hd, &i, &v, &kind)) != 0) {
 		return rc;
 	}
-	if (kind != F_OTHER && (q = common_value(h, v, &kind))) { /* most: one test */
+	if (kind != F_OTHER && common_value(h, v, &kind, &q)) { /* most: one test */
 		ve = q;
 	} else {
 		if ((rc = value_end(h, v, &q)) != 0)
@@ -695,23 +756,32 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 	                 (struct http_slice){ b + v, ve - v });
 }
 
-/* The checks only the end of the head can make, and the results. Without
- * branches where a bool's arithmetic gives the result: has_cl and chunked
- * never hold together (content_length and transfer_encoding each refuse
- * the other), so the body's kind is their sum, LENGTH 1 and CHUNKED 2. */
-_Static_assert(HTTP_BODY_NONE == 0 && HTTP_BODY_LENGTH == 1 && HTTP_BODY_CHUNKED == 2,
-               "finish sums the body's kind");
+/* The checks only the end of the head can make, and the results, in two
+ * ways, one a version: one test of seen each (TE_PENDING is HAS_TE without
+ * CHUNKED), and keep_alive by a bit or two. HAS_CL and CHUNKED never hold
+ * together (content_length and transfer_encoding each refuse the other),
+ * so the body's kind is those two bits. */
+_Static_assert(HTTP_BODY_NONE == 0 && (int)HTTP_BODY_LENGTH == HAS_CL &&
+                       (int)HTTP_BODY_CHUNKED == CHUNKED,
+               "finish takes the body's kind from seen");
 
 static int finish(struct head *h, size_t len)
 {
 	struct http_request *req = h->req;
-	bool v11 = req->minor == 1;
+	unsigned seen = h->seen;
 
-	if ((v11 && !h->has_host) || (h->has_te && !h->chunked))
-		return -400;
-	req->body = (enum http_body)(h->has_cl * HTTP_BODY_LENGTH + h->chunked * HTTP_BODY_CHUNKED);
-	req->keep_alive = (v11 | h->keep) && !h->close;
-	req->expect_continue = h->expect & v11;
+	if (req->minor == 1) {
+		if ((seen & (TE_PENDING | HAS_HOST)) != HAS_HOST)
+			return -400;
+		req->keep_alive = !(seen & CLOSE);
+		req->expect_continue = seen & EXPECT;
+	} else {
+		if (seen & TE_PENDING)
+			return -400;
+		req->keep_alive = (seen & (KEEP | CLOSE)) == KEEP;
+		req->expect_continue = false;
+	}
+	req->body = (enum http_body)(seen & (HAS_CL | CHUNKED));
 	req->head_len = len;
 	return (int)len;
 }

@@ -585,6 +585,11 @@ START_TEST(test_http_request_line_double_space)
 	ck_assert_int_eq(head_str("GET\t/ HTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("GET /\tHTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("GET  "), -400); /* early */
+	/* an empty target, followed by its SP: refused by check_target */
+	ck_assert_int_eq(head_str("CONNECT  a:1 HTTP/1.1\r\n" HOST "\r\n"), -400);
+	ck_assert_int_eq(head_str("OPTIONS  * HTTP/1.1\r\n" HOST "\r\n"), -400);
+	ck_assert_int_eq(head_str("CONNECT  "), -400);
+	ck_assert_int_eq(head_str("X  "), -400);
 }
 END_TEST
 
@@ -643,6 +648,13 @@ START_TEST(test_http_request_line_too_long_414)
 	ck_assert_int_eq(head_lim(S("GET /0123456789A\r"), &lim, &req), 0);
 	lim.line_max = 14; /* exactly "GET / HTTP/1.1" */
 	ck_assert_int_gt(head_lim(S(GET11 "\r\n"), &lim, &req), 0);
+	/* the CRLF past the limit, or across it: the general way, as good */
+	for (lim.line_max = 14; lim.line_max <= 16; lim.line_max++) {
+		ck_assert_int_eq(head_lim(S("GET / HTTP/1.0\r\n\r\n"), &lim, &req), 18);
+		ck_assert_int_eq(req.minor, 0);
+		ck_assert_int_eq(head_lim(S(GET11 "\r\n"), &lim, &req), 27);
+		ck_assert_int_eq(req.minor, 1);
+	}
 	lim.line_max = 13;
 	ck_assert_int_eq(head_lim(S(GET11 "\r\n"), &lim, &req), -414);
 	/* a bad byte before the limit is found first */
@@ -1377,6 +1389,13 @@ START_TEST(test_http_te_list_syntax)
 	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
 	ck_assert_int_gt(head_str(POST11 "Transfer-Encoding:\r\n"
 	                          "Transfer-Encoding: chunked\r\n\r\n"), 0);
+	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
+	/* an empty list after chunked leaves it final */
+	ck_assert_int_gt(head_str(POST11 "Transfer-Encoding: chunked\r\n"
+	                          "Transfer-Encoding: ,\r\n\r\n"), 0);
+	ck_assert_int_eq(req.body, HTTP_BODY_CHUNKED);
+	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding:\r\n"
+	                          "Transfer-Encoding: ,\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: chunked;x=1\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: \"chunked\"\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(POST11 "Transfer-Encoding: chunked chunked\r\n\r\n"), -400);
