@@ -50,10 +50,36 @@ static inline void count(_Atomic uint64_t *n)
 
 /* ------------------------------------------------------------- writing */
 
+void http_write_deadline_tell(struct http_conn *c, uint64_t deadline)
+{
+	runtime_conn_set_write_deadline(c->rc, deadline);
+	c->wr_told = c->wr_exact ? 0 : deadline;
+}
+
+/* A write that timed out under an earlier deadline than wr_end (told for
+ * an earlier answer): wr_end told, the rest written. Out of line: once
+ * per idle_timeout of a connection's life at most, or a slow client. */
+static __attribute__((noinline)) ssize_t write_on(struct http_conn *c, const char *p, size_t len,
+                                                  size_t done)
+{
+	ssize_t rc = -ETIMEDOUT;
+
+	while (rc == -ETIMEDOUT && c->wr_told && c->wr_told < c->wr_end) {
+		http_write_deadline_tell(c, c->wr_end);
+		size_t more = 0;
+		rc = runtime_conn_write(c->rc, p + done, len - done, &more);
+		done += more;
+	}
+	return rc;
+}
+
 int http_write_out(struct http_conn *c, const void *p, size_t len)
 {
-	ssize_t rc = runtime_conn_write(c->rc, p, len, NULL);
+	size_t done;
+	ssize_t rc = runtime_conn_write(c->rc, p, len, &done);
 
+	if (__builtin_expect(rc == -ETIMEDOUT, 0))
+		rc = write_on(c, p, len, done);
 	if (rc < 0)
 		c->broken = true;
 	return rc < 0 ? (int)rc : 0;
@@ -159,7 +185,7 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			c->head_start = now;
 		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
 		c->idle_end = idle_end;
-		runtime_conn_set_write_deadline(c->rc, idle_end);
+		http_write_deadline(c, idle_end);
 		if (http_flush(c) < 0)
 			return -1;
 		uint64_t deadline = avail ? deadline_after(c->head_start, cfg->header_timeout_ns)
@@ -271,6 +297,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
 	c->idle = -1;
 	c->rd_deadline = HTTP_DEADLINE_UNKNOWN;
+	c->wr_exact = runtime_conn_tls_ssl(rc) != NULL;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -333,7 +360,10 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
 	                        caller may go on with the connection */
 	if (!c->broken) {
-		runtime_conn_set_write_deadline(rc, http_deadline_in(srv->cfg.idle_timeout_ns));
+		c->wr_exact = true; /* told exactly, as runtime_http_serve_conn's
+		                       caller finds it */
+		c->wr_end = http_deadline_in(srv->cfg.idle_timeout_ns);
+		http_write_deadline_tell(c, c->wr_end);
 		if (http_flush(c) == 0 && c->linger) {
 			if (!c->rd_deadline) /* a swept read's: the linger ends by
 			                        the deadline it stood for */

@@ -131,6 +131,12 @@ struct http_conn {
 	uint64_t idle_end;           /* the idle deadline of the last wait */
 	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was
 	                                told last (HTTP_DEADLINE_UNKNOWN) */
+	uint64_t wr_end;             /* the deadline the writes run under */
+	uint64_t wr_told;            /* what runtime_conn_set_write_deadline was
+	                                told last, not later than wr_end (0:
+	                                not known, tell it) */
+	bool wr_exact;               /* wr_end told every time (a layer's
+	                                write: see http_write_deadline) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -149,6 +155,25 @@ static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
 		runtime_conn_set_read_deadline(c->rc, deadline);
 		c->rd_deadline = deadline;
 	}
+}
+
+void http_write_deadline_tell(struct http_conn *c, uint64_t deadline);
+
+/*
+ * The deadline the connection's writes run under (never 0: the library's
+ * are now + a timeout, saturating). The runtime is told it only when what
+ * it was told is later or not known: an earlier one it was told (an
+ * earlier answer's - the deadlines only move on) that ends a write makes
+ * http_write_out tell wr_end and write on, so that a write times out at
+ * wr_end and never before, and keep-alive answers make no call for it.
+ * Through a layer (TLS) a write cut short may report its bytes taken,
+ * some unsent: there wr_end is told every time (wr_exact).
+ */
+static inline void http_write_deadline(struct http_conn *c, uint64_t deadline)
+{
+	c->wr_end = deadline;
+	if (c->wr_told - 1 >= deadline) /* 0 (not known), or later */
+		http_write_deadline_tell(c, deadline);
 }
 
 struct runtime_http_request {

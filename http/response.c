@@ -596,7 +596,7 @@ int http_refuse(struct http_conn *c, int status)
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	return http_flush(c);
 }
 
@@ -604,7 +604,7 @@ int http_send_continue(struct http_conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	if (http_flush(c) < 0)
 		return -EPIPE;
 	return http_write_out(c, cont, sizeof(cont) - 1);
