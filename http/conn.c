@@ -233,7 +233,6 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	const struct http_request *h = &req->head;
 
 	head_len = make_room(c, req, head_len);
-	req->conn = c;
 	c->in_off += head_len;
 	c->keep = c->in_off;
 	req->body_left = h->body == HTTP_BODY_LENGTH ? h->content_length : 0;
@@ -249,10 +248,10 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
  * for the next with no fiber. */
-static int serve_one(struct http_conn *c, struct runtime_http_request *req)
+static int serve_one(struct http_conn *c, struct runtime_http_request *req,
+                     struct runtime_http_response *res)
 {
 	struct runtime_http_server *srv = c->srv;
-	struct runtime_http_response res;
 	int rc = next_head(c, &req->head);
 
 	if (rc == HEAD_IDLE)
@@ -266,9 +265,9 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 	}
 	count(&c->core->requests);
 	request_init(req, c, (size_t)rc);
-	http_response_init(&res, c, req, c->core);
-	rc = srv->cfg.handler(req, &res, srv->cfg.arg);
-	rc = http_response_finish(&res, rc);
+	http_response_ready(res, req);
+	rc = srv->cfg.handler(req, res, srv->cfg.arg);
+	rc = http_response_finish(res, rc);
 	/* What the handler left of the body is read and dropped, so that the
 	 * next request starts where it should; a body that breaks a rule now
 	 * only ends the connection (a second answer would be taken for the
@@ -276,12 +275,12 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req)
 	if (rc == 0 && !req->body_done && http_body_discard(req) < 0)
 		rc = -1;
 	if (srv->cfg.on_response)
-		srv->cfg.on_response(req, &res, srv->cfg.arg);
+		srv->cfg.on_response(req, res, srv->cfg.arg);
 	c->keep = 0;
 	c->head_start = 0;
 	if (rc == 0 && srv->cfg.no_batch && http_flush(c) < 0)
 		return -1;
-	return rc < 0 || res.close || c->broken ? -1 : 0;
+	return rc < 0 || res->close || c->broken ? -1 : 0;
 }
 
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
@@ -343,14 +342,17 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 {
 	struct http_conn *c = conn_new(srv, rc);
 	struct runtime_http_request req;
+	struct runtime_http_response res;
 	int rc_one;
 
 	if (!c)
 		return;
+	req.conn = c; /* the links of the one request and response: set once */
+	http_response_init(&res, c, &req, c->core);
 	c->may_idle = may_idle;
 	c->swept = swept(srv, may_idle);
 	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
-	while ((rc_one = serve_one(c, &req)) >= 0) {
+	while ((rc_one = serve_one(c, &req, &res)) >= 0) {
 		if (rc_one == 1 && went_idle(c)) {
 			conn_free(c);
 			return;

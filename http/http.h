@@ -222,22 +222,31 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* request.c */
 int http_body_discard(struct runtime_http_request *req);
 
-/* A response made ready (response.c's, inline: one per request). req is
- * NULL for the library's own answers (http_refuse), which close. Its
- * framing (length, chunked, no_body) is left: nothing reads it before
- * the answer begins and sets it. */
-static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                                      struct runtime_http_request *req, struct http_core *core)
+/* A response's request for its answer: what it says of HEAD and the
+ * connection's fate (req NULL: the library's own answers, which close),
+ * the rest unanswered. Its framing (length, chunked, no_body) is left:
+ * nothing reads it before the answer begins and sets it. */
+static inline void http_response_ready(struct runtime_http_response *res,
+                                       const struct runtime_http_request *req)
 {
-	res->conn = c;
-	res->req = req;
-	res->core = core;
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
 	res->status = 0;
 	res->sent = 0;
 	res->fields_len = 0;
+}
+
+/* A response made ready (response.c's, inline). A connection's requests
+ * each take the one response, its links (conn, req, core) set once and
+ * http_response_ready per request (conn.c). */
+static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
+                                      struct runtime_http_request *req, struct http_core *core)
+{
+	res->conn = c;
+	res->req = req;
+	res->core = core;
+	http_response_ready(res, req);
 }
 
 #endif
