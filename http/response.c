@@ -77,12 +77,15 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-/* The core's head start (http.h) made again for the second now; the
- * lines after it are kept (moved, should the Date's length change). Out
- * of line: once a second. */
-static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
-                                                  const struct runtime_http_server *srv, time_t now)
+/* The head start (http.h) of res's core made again for the second now;
+ * the lines after it are kept (moved, should the Date's length change).
+ * Out of line: once a second; and given res alone, so that the common way
+ * keeps nothing else across its clock read for it. */
+static __attribute__((noinline)) void head_remake(const struct runtime_http_response *res,
+                                                  time_t now)
 {
+	struct http_head_start *hs = &res->core->head;
+	const struct runtime_http_server *srv = res->conn->srv;
 	struct tm tm;
 	char date[32];
 
@@ -100,16 +103,14 @@ static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
 	hs->second = now;
 }
 
-/* The core's head start, made again when the second has moved. */
-static inline struct http_head_start *head_start(struct http_core *core,
-                                                 const struct runtime_http_server *srv)
+/* The core's head start for res, made again when the second has moved. */
+static inline struct http_head_start *head_start(const struct runtime_http_response *res)
 {
-	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
-	if (__builtin_expect(now != hs->second, 0))
-		head_remake(hs, srv, now);
-	return hs;
+	if (__builtin_expect(now != res->core->head.second, 0))
+		head_remake(res, now);
+	return &res->core->head;
 }
 
 static const char digit_pairs[] =
@@ -349,7 +350,7 @@ static int put_head(struct runtime_http_response *res, const char *type)
 	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
-	struct http_head_start *hs = head_start(res->core, c->srv);
+	struct http_head_start *hs = head_start(res);
 	size_t to = hs->len;
 	if (type && !set_type(hs, type))
 		return -EINVAL;
@@ -565,7 +566,7 @@ static inline bool respond_fast(struct runtime_http_response *res, const char *t
 {
 	if (!fast_fits(res, type, len) || http_stopping(res->conn->srv))
 		return false;
-	struct http_head_start *hs = head_start(res->core, res->conn->srv);
+	struct http_head_start *hs = head_start(res);
 	if (!set_type(hs, type))
 		return false; /* begin refuses it */
 	struct http_conn *c = res->conn;
