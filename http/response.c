@@ -540,11 +540,10 @@ int runtime_http_start(struct runtime_http_response *res, int status, const char
 static inline bool fast_fits(const struct runtime_http_response *res, const char *type, size_t len)
 {
 	const struct runtime_http_request *req = res->req;
-	size_t room = HTTP_OUT_SIZE - res->conn->out_len;
 
 	return res->state == RES_NONE && !res->close && !res->fields_len && type && req &&
 	       req->head.minor != 0 && !req->body_error && (req->continued || req->body_done) &&
-	       room >= HEAD_ROOM && len <= room - HEAD_ROOM;
+	       len < HTTP_OUT_SIZE && res->conn->out_len + len <= HTTP_OUT_SIZE - HEAD_ROOM;
 }
 
 /*
