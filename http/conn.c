@@ -50,10 +50,15 @@ static inline void count(_Atomic uint64_t *n)
 
 /* ------------------------------------------------------------- writing */
 
-void http_write_deadline_tell(struct http_conn *c, uint64_t deadline)
+/* wr_end told the runtime (http_write_deadline). */
+static void tell_write_deadline(struct http_conn *c, uint64_t deadline)
 {
 	runtime_conn_set_write_deadline(c->rc, deadline);
-	c->wr_told = c->wr_exact ? 0 : deadline;
+	if (c->wr_keep == HTTP_WR_SECOND)
+		c->wr_keep = runtime_conn_tls_ssl(c->rc) ? HTTP_WR_NO : HTTP_WR_YES;
+	else if (c->wr_keep == HTTP_WR_FIRST)
+		c->wr_keep = HTTP_WR_SECOND;
+	c->wr_told = c->wr_keep == HTTP_WR_YES ? deadline : 0;
 }
 
 /* A write that timed out under an earlier deadline than wr_end (told for
@@ -65,7 +70,7 @@ static __attribute__((noinline)) ssize_t write_on(struct http_conn *c, const cha
 	ssize_t rc = -ETIMEDOUT;
 
 	while (rc == -ETIMEDOUT && c->wr_told && c->wr_told < c->wr_end) {
-		http_write_deadline_tell(c, c->wr_end);
+		tell_write_deadline(c, c->wr_end);
 		size_t more = 0;
 		rc = runtime_conn_write(c->rc, p + done, len - done, &more);
 		done += more;
@@ -73,8 +78,13 @@ static __attribute__((noinline)) ssize_t write_on(struct http_conn *c, const cha
 	return rc;
 }
 
-int http_write_out(struct http_conn *c, const void *p, size_t len)
+/* http_write_out, inlined into next_head's flush: the write of every
+ * batch. */
+static inline __attribute__((always_inline)) int write_out(struct http_conn *c, const void *p,
+                                                           size_t len)
 {
+	if (c->wr_told - 1 >= c->wr_end) /* 0 (not known), or later */
+		tell_write_deadline(c, c->wr_end);
 	size_t done;
 	ssize_t rc = runtime_conn_write(c->rc, p, len, &done);
 
@@ -85,13 +95,23 @@ int http_write_out(struct http_conn *c, const void *p, size_t len)
 	return rc < 0 ? (int)rc : 0;
 }
 
-/* Write the batch of answers, if any (under the write deadline). */
-int http_flush(struct http_conn *c)
+int http_write_out(struct http_conn *c, const void *p, size_t len)
 {
-	int rc = c->out_len ? http_write_out(c, c->out, c->out_len) : 0;
+	return write_out(c, p, len);
+}
+
+/* Write the batch of answers, if any (under the write deadline). */
+static inline __attribute__((always_inline)) int flush(struct http_conn *c)
+{
+	int rc = c->out_len ? write_out(c, c->out, c->out_len) : 0;
 
 	c->out_len = 0;
 	return rc;
+}
+
+int http_flush(struct http_conn *c)
+{
+	return flush(c);
 }
 
 /* ------------------------------------------------------------- reading */
@@ -186,7 +206,7 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
 		c->idle_end = idle_end;
 		http_write_deadline(c, idle_end);
-		if (http_flush(c) < 0)
+		if (flush(c) < 0)
 			return -1;
 		uint64_t deadline = avail ? deadline_after(c->head_start, cfg->header_timeout_ns)
 		                          : c->swept ? 0 : idle_end;
@@ -296,10 +316,10 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 		in_size = HTTP_IN_SIZE;
 	if (!(c = http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
 		return NULL;
-	memset(c, 0, offsetof(struct http_conn, out)); /* not the buffers */
+	memset(c, 0, offsetof(struct http_conn, idle_end)); /* not the buffers */
 	c->idle = -1;
+	c->idle_end = c->wr_end = c->wr_told = 0;
 	c->rd_deadline = HTTP_DEADLINE_UNKNOWN;
-	c->wr_exact = runtime_conn_tls_ssl(rc) != NULL;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;
@@ -368,10 +388,10 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
 	                        caller may go on with the connection */
 	if (!c->broken) {
-		c->wr_exact = true; /* told exactly, as runtime_http_serve_conn's
-		                       caller finds it */
+		c->wr_keep = HTTP_WR_NO; /* told exactly, as runtime_http_serve_conn's
+		                            caller finds it */
 		c->wr_end = http_deadline_in(srv->cfg.idle_timeout_ns);
-		http_write_deadline_tell(c, c->wr_end);
+		tell_write_deadline(c, c->wr_end);
 		if (http_flush(c) == 0 && c->linger) {
 			if (!c->rd_deadline) /* a swept read's: the linger ends by
 			                        the deadline it stood for */

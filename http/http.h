@@ -128,6 +128,8 @@ struct http_conn {
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
 	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
+	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */
 	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was
 	                                told last (HTTP_DEADLINE_UNKNOWN) */
@@ -135,8 +137,6 @@ struct http_conn {
 	uint64_t wr_told;            /* what runtime_conn_set_write_deadline was
 	                                told last, not later than wr_end (0:
 	                                not known, tell it) */
-	bool wr_exact;               /* wr_end told every time (a layer's
-	                                write: see http_write_deadline) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -157,23 +157,23 @@ static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
 	}
 }
 
-void http_write_deadline_tell(struct http_conn *c, uint64_t deadline);
-
 /*
- * The deadline the connection's writes run under (never 0: the library's
- * are now + a timeout, saturating). The runtime is told it only when what
- * it was told is later or not known: an earlier one it was told (an
- * earlier answer's - the deadlines only move on) that ends a write makes
- * http_write_out tell wr_end and write on, so that a write times out at
- * wr_end and never before, and keep-alive answers make no call for it.
- * Through a layer (TLS) a write cut short may report its bytes taken,
- * some unsent: there wr_end is told every time (wr_exact).
+ * The deadline the connection's writes run under from now on (never 0:
+ * the library's are now + a timeout, saturating). http_write_out tells it
+ * the runtime only when what it was told is later or not known: an
+ * earlier one it was told (an earlier answer's - the deadlines only move
+ * on) that ends a write makes it tell wr_end and write on, so that a
+ * write times out at wr_end and never before, and keep-alive answers make
+ * no call for it. Through a layer (TLS) a write cut short may report its
+ * bytes taken, some unsent: there wr_end is told every time (wr_keep
+ * HTTP_WR_NO). That is asked at a fiber's second tell, not its first: one
+ * that serves a single request (release_after 0) asks nothing.
  */
+enum { HTTP_WR_FIRST, HTTP_WR_SECOND, HTTP_WR_YES, HTTP_WR_NO };
+
 static inline void http_write_deadline(struct http_conn *c, uint64_t deadline)
 {
 	c->wr_end = deadline;
-	if (c->wr_told - 1 >= deadline) /* 0 (not known), or later */
-		http_write_deadline_tell(c, deadline);
 }
 
 struct runtime_http_request {
