@@ -536,7 +536,8 @@ int runtime_http_start(struct runtime_http_response *res, int status, const char
 }
 
 /* respond_fast's tests that make no call: the response, its request and
- * the room in the batch. */
+ * the room in the batch (HEAD_ROOM and the body; the length's own test
+ * first, so that the sum cannot overflow). */
 static inline bool fast_fits(const struct runtime_http_response *res, const char *type, size_t len)
 {
 	const struct runtime_http_request *req = res->req;
