@@ -23,7 +23,7 @@
  * off, step by step. */
 static void write_deadline(struct http_conn *c)
 {
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 }
 
 /* fd's bytes [off, off + len) through a pipe into the socket. */

@@ -128,9 +128,15 @@ struct http_conn {
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
 	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
+	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */
 	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was
 	                                told last (HTTP_DEADLINE_UNKNOWN) */
+	uint64_t wr_end;             /* the deadline the writes run under */
+	uint64_t wr_told;            /* what runtime_conn_set_write_deadline was
+	                                told last, not later than wr_end (0:
+	                                not known, tell it) */
 	char out[HTTP_OUT_SIZE];
 	char in[];                   /* in_size: head_max and room for a body */
 };
@@ -149,6 +155,25 @@ static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
 		runtime_conn_set_read_deadline(c->rc, deadline);
 		c->rd_deadline = deadline;
 	}
+}
+
+/*
+ * The deadline the connection's writes run under from now on (never 0:
+ * the library's are now + a timeout, saturating). http_write_out tells it
+ * the runtime only when what it was told is later or not known: an
+ * earlier one it was told (an earlier answer's - the deadlines only move
+ * on) that ends a write makes it tell wr_end and write on, so that a
+ * write times out at wr_end and never before, and keep-alive answers make
+ * no call for it. Through a layer (TLS) a write cut short may report its
+ * bytes taken, some unsent: there wr_end is told every time (wr_keep
+ * HTTP_WR_NO). That is asked at a fiber's second tell, not its first: one
+ * that serves a single request (release_after 0) asks nothing.
+ */
+enum { HTTP_WR_FIRST, HTTP_WR_SECOND, HTTP_WR_YES, HTTP_WR_NO };
+
+static inline void http_write_deadline(struct http_conn *c, uint64_t deadline)
+{
+	c->wr_end = deadline;
 }
 
 struct runtime_http_request {
@@ -197,22 +222,31 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* request.c */
 int http_body_discard(struct runtime_http_request *req);
 
-/* A response made ready (response.c's, inline: one per request). req is
- * NULL for the library's own answers (http_refuse), which close. Its
- * framing (length, chunked, no_body) is left: nothing reads it before
- * the answer begins and sets it. */
-static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                                      struct runtime_http_request *req, struct http_core *core)
+/* A response's request for its answer: what it says of HEAD and the
+ * connection's fate (req NULL: the library's own answers, which close),
+ * the rest unanswered. Its framing (length, chunked, no_body) is left:
+ * nothing reads it before the answer begins and sets it. */
+static inline void http_response_ready(struct runtime_http_response *res,
+                                       const struct runtime_http_request *req)
 {
-	res->conn = c;
-	res->req = req;
-	res->core = core;
 	res->state = RES_NONE;
 	res->head_only = req && req->head.method.len == 4 && !memcmp(req->head.method.p, "HEAD", 4);
 	res->close = !req || !req->head.keep_alive;
 	res->status = 0;
 	res->sent = 0;
 	res->fields_len = 0;
+}
+
+/* A response made ready (response.c's, inline). A connection's requests
+ * each take the one response, its links (conn, req, core) set once and
+ * http_response_ready per request (conn.c). */
+static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
+                                      struct runtime_http_request *req, struct http_core *core)
+{
+	res->conn = c;
+	res->req = req;
+	res->core = core;
+	http_response_ready(res, req);
 }
 
 #endif

@@ -77,12 +77,15 @@ static char *put(char *p, const char *s, size_t n)
 
 #define OK_LINE "HTTP/1.1 200 OK\r\n"
 
-/* The core's head start (http.h) made again for the second now; the
- * lines after it are kept (moved, should the Date's length change). Out
- * of line: once a second. */
-static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
-                                                  const struct runtime_http_server *srv, time_t now)
+/* The head start (http.h) of res's core made again for the second now;
+ * the lines after it are kept (moved, should the Date's length change).
+ * Out of line: once a second; and given res alone, so that the common way
+ * keeps nothing else across its clock read for it. */
+static __attribute__((noinline)) void head_remake(const struct runtime_http_response *res,
+                                                  time_t now)
 {
+	struct http_head_start *hs = &res->core->head;
+	const struct runtime_http_server *srv = res->conn->srv;
 	struct tm tm;
 	char date[32];
 
@@ -100,16 +103,14 @@ static __attribute__((noinline)) void head_remake(struct http_head_start *hs,
 	hs->second = now;
 }
 
-/* The core's head start, made again when the second has moved. */
-static inline struct http_head_start *head_start(struct http_core *core,
-                                                 const struct runtime_http_server *srv)
+/* The core's head start for res, made again when the second has moved. */
+static inline struct http_head_start *head_start(const struct runtime_http_response *res)
 {
-	struct http_head_start *hs = &core->head;
 	time_t now = time(NULL);
 
-	if (__builtin_expect(now != hs->second, 0))
-		head_remake(hs, srv, now);
-	return hs;
+	if (__builtin_expect(now != res->core->head.second, 0))
+		head_remake(res, now);
+	return &res->core->head;
 }
 
 static const char digit_pairs[] =
@@ -349,7 +350,7 @@ static int put_head(struct runtime_http_response *res, const char *type)
 	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
-	struct http_head_start *hs = head_start(res->core, c->srv);
+	struct http_head_start *hs = head_start(res);
 	size_t to = hs->len;
 	if (type && !set_type(hs, type))
 		return -EINVAL;
@@ -534,6 +535,18 @@ int runtime_http_start(struct runtime_http_response *res, int status, const char
 	return begin(res, status, type, length, false, NULL);
 }
 
+/* respond_fast's tests that make no call: the response, its request and
+ * the room in the batch (HEAD_ROOM and the body; the length's own test
+ * first, so that the sum cannot overflow). */
+static inline bool fast_fits(const struct runtime_http_response *res, const char *type, size_t len)
+{
+	const struct runtime_http_request *req = res->req;
+
+	return res->state == RES_NONE && !res->close && !res->fields_len && type && req &&
+	       req->head.minor != 0 && !req->body_error && (req->continued || req->body_done) &&
+	       len < HTTP_OUT_SIZE && res->conn->out_len + len <= HTTP_OUT_SIZE - HEAD_ROOM;
+}
+
 /*
  * runtime_http_respond's common answer, made here with fewer tests than
  * begin's: a 200 of a type to a keep-alive HTTP/1.1 request (GET or HEAD)
@@ -542,32 +555,32 @@ int runtime_http_start(struct runtime_http_response *res, int status, const char
  * the response's state are begin's (check_http_lib's
  * test_respond_as_streamed holds the two to that). false, with nothing
  * changed, for any other answer: begin makes it.
+ *
+ * The tests without a call come first, then the calls (the drain, the
+ * clock, the type's strcmp, the head's copy), and what is needed after
+ * them is read again from res: fewer values kept across them, fewer
+ * registers saved and restored.
  */
 static inline bool respond_fast(struct runtime_http_response *res, const char *type,
                                 const void *body, size_t len)
 {
-	struct runtime_http_request *req = res->req;
-	struct http_conn *c = res->conn;
-	size_t room = HTTP_OUT_SIZE - c->out_len;
-
-	if (res->state != RES_NONE || res->close || res->fields_len || !type || !req ||
-	    req->head.minor == 0 || req->body_error || (!req->continued && !req->body_done) ||
-	    room < HEAD_ROOM || len > room - HEAD_ROOM || http_stopping(c->srv))
+	if (!fast_fits(res, type, len) || http_stopping(res->conn->srv))
 		return false;
-	struct http_head_start *hs = head_start(res->core, c->srv);
+	struct http_head_start *hs = head_start(res);
 	if (!set_type(hs, type))
 		return false; /* begin refuses it */
+	struct http_conn *c = res->conn;
 	char *p = put(c->out + c->out_len, hs->text, hs->len + hs->type_len + tail(hs, len));
+	size_t sent = res->head_only ? 0 : len;
+	copy_short(p, body, sent);
+	c->out_len = (size_t)(p - c->out) + sent;
 	res->no_body = res->head_only;
-	if (!res->no_body)
-		copy_short(p, body, len);
-	c->out_len = (size_t)(p - c->out) + (res->no_body ? 0 : len);
 	res->status = 200;
 	res->length = (int64_t)len;
 	res->chunked = false;
-	res->sent = res->no_body ? 0 : len;
+	res->sent = sent;
 	res->state = RES_DONE;
-	req->answered = true;
+	res->req->answered = true;
 	count_response(res);
 	return true;
 }
@@ -577,9 +590,11 @@ int runtime_http_respond(struct runtime_http_response *res, int status, const ch
 {
 	if (!res || (!body && len))
 		return -EINVAL;
-	if (status == 200 && respond_fast(res, type, body, len))
+	if (status != 200)
+		return begin(res, status, type, (int64_t)len, true, body);
+	if (respond_fast(res, type, body, len))
 		return 0;
-	return begin(res, status, type, (int64_t)len, true, body);
+	return begin(res, 200, type, (int64_t)len, true, body);
 }
 
 /* ------------------------------------------------------ the library's own */
@@ -596,7 +611,7 @@ int http_refuse(struct http_conn *c, int status)
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	return http_flush(c);
 }
 
@@ -604,7 +619,7 @@ int http_send_continue(struct http_conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-	runtime_conn_set_write_deadline(c->rc, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	if (http_flush(c) < 0)
 		return -EPIPE;
 	return http_write_out(c, cont, sizeof(cont) - 1);

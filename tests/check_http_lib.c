@@ -434,6 +434,29 @@ START_TEST(test_request_parts)
 }
 END_TEST
 
+/* Heads that come in pieces: one whose first read is a byte, and a
+ * pipelined one begun at the end of the read before; each answered whole,
+ * no byte lost (conn.c reads to the buffer's start only when nothing is
+ * left unparsed). */
+START_TEST(test_heads_in_pieces)
+{
+	char r[8192] = "";
+
+	serve_start();
+	int fd = dial();
+	send_str(fd, "G");
+	usleep(50 * 1000);
+	send_str(fd, "ET /info?one HTTP/1.1\r\nHost: h\r\n\r\nGE");
+	ck_assert_msg(read_until(fd, r, sizeof(r), "GET\n/info?one\n"), "got: %s", r);
+	usleep(50 * 1000);
+	r[0] = '\0';
+	send_str(fd, "T /info?two HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert_msg(read_until(fd, r, sizeof(r), "GET\n/info?two\n"), "got: %s", r);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
 START_TEST(test_body_stream)
 {
 	char r[8192];
@@ -1125,6 +1148,7 @@ static Suite *suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_request_parts);
+	tcase_add_test(tc, test_heads_in_pieces);
 	tcase_add_test(tc, test_body_stream);
 	tcase_add_test(tc, test_continue_on_first_read);
 	tcase_add_test(tc, test_unread_body_skipped);

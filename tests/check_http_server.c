@@ -218,6 +218,10 @@ START_TEST(test_http_routes)
 	              resp);
 	raw("GET /plaintex HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
 	ck_assert_msg(strstr(resp, "404 Not Found"), "%s", resp);
+	raw("GET /plaintexts HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "404 Not Found"), "%s", resp);
+	raw("GET /plaintext?q HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nHello, World!"), "%s", resp);
 	raw("GET http://x/plaintext?q HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp,
 	    sizeof(resp));
 	ck_assert_msg(strstr(resp, "200 OK") && strstr(resp, "\r\n\r\nHello, World!"), "%s", resp);

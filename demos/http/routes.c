@@ -207,11 +207,12 @@ static __attribute__((noinline)) int route_any(struct runtime_http_request *req,
 }
 
 /* GET /plaintext first, as route_any would answer it, with nothing kept
- * across the method's call but the arguments; every other request as
- * route_any says. */
+ * across the method's call but the arguments: the target as sent, which
+ * is the path when it is "/plaintext" whole (runtime_http_target: no
+ * split); every other request as route_any says (a query, absolute-form). */
 int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
-	if (is(runtime_http_path(req), "/plaintext") && is(runtime_http_method(req), "GET"))
+	if (is(runtime_http_target(req), "/plaintext") && is(runtime_http_method(req), "GET"))
 		return plaintext(res);
 	return route_any(req, res, arg);
 }
