@@ -778,6 +778,8 @@ static int finish(struct head *h, size_t len)
 	} else {
 		if (seen & TE_PENDING)
 			return -400;
+		if (!(seen & HAS_HOST)) /* 1.1 requires a Host: set by then */
+			req->host = (struct http_slice){ NULL, 0 };
 		req->keep_alive = (seen & (KEEP | CLOSE)) == KEEP;
 		req->expect_continue = false;
 	}
@@ -796,8 +798,9 @@ static void head_init(struct head *h, const char *buf, size_t len,
 	h->fields_end = req->headers +
 	                (lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX);
 	/* What only some heads set; the rest of req is set on the way to
-	 * any complete head (an incomplete or bad one's req is no result). */
-	req->host = (struct http_slice){ NULL, 0 };
+	 * any complete head (an incomplete or bad one's req is no result).
+	 * The host, which every complete 1.1 head sets, is cleared by
+	 * finish, in 1.0's branch only. */
 	req->content_length = 0;
 }
 
