@@ -512,7 +512,9 @@ static inline unsigned opaque(unsigned c)
  */
 static bool known_name(const char *p, size_t avail, int *kind, size_t *len)
 {
-	unsigned c = (unsigned char)p[0] | 0x20;
+	/* opaque here too: of (unsigned char)p[0] | 0x20 GCC made a byte,
+	 * compared as one and widened again at the first opaque below */
+	unsigned c = opaque((unsigned char)p[0]) | 0x20;
 
 	if (c == 'h')
 		return name_is(p, avail, "host: ", F_HOST, kind, len);
