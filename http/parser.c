@@ -771,10 +771,12 @@ _Static_assert(HTTP_BODY_NONE == 0 && (int)HTTP_BODY_LENGTH == HAS_CL &&
                        (int)HTTP_BODY_CHUNKED == CHUNKED,
                "finish takes the body's kind from seen");
 
-static int finish(struct head *h, size_t len)
+static int finish(struct head *h, size_t len, const struct http_header *hd)
 {
 	struct http_request *req = h->req;
 	unsigned seen = h->seen;
+
+	req->nheaders = (unsigned)(hd - req->headers); /* here: req read once */
 
 	if (req->minor == 1) {
 		if ((seen & (TE_PENDING | HAS_HOST)) != HAS_HOST)
@@ -831,9 +833,9 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 		rc = request_line(&h, &pos);
 	while (rc == 0)
 		rc = field_line(&h, &pos, &hd);
-	req->nheaders = (unsigned)(hd - req->headers);
 	if (rc == DONE)
-		return finish(&h, pos);
+		return finish(&h, pos, hd);
+	req->nheaders = (unsigned)(hd - req->headers);
 	if (rc == MORE)
 		return len > h.view ? -431 : 0;
 	return rc;
