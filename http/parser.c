@@ -179,7 +179,6 @@ static int check_target(struct head *h, size_t s, size_t e)
 	size_t n = e - s;
 	bool connect = slice_eq(h->req->method, "CONNECT");
 
-	h->req->target = (struct http_slice){ t, n };
 	if (t[0] == '/')
 		return connect ? -400 : 0;
 	if (t[0] == '*')
@@ -327,6 +326,7 @@ static int request_line(struct head *h, size_t *pos)
 	}
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
+	h->req->target = (struct http_slice){ b + t, i - t }; /* with query: req read once */
 	h->req->query = q - t;
 	return request_version(h, i + 1, lim, pos);
 }
