@@ -286,27 +286,34 @@ static inline unsigned vec_non_field(__m128i x)
 	return (unsigned)_mm_movemask_epi8(_mm_or_si128(low, _mm_cmpeq_epi8(x, splat(0x7f))));
 }
 
-/* As non_target_in: not VCHAR (signed: above SP, and not DEL, the only
- * byte above '~'), or '#'. The bytes refused by equality are one set
- * taken from the bound's by one andnot: a "below DEL" compare cost GCC
- * a second compare to negate. */
+/* The bytes of x outside [lo, lo + n) (n from 1 to 128), all ones: as
+ * vec_in_range, x - lo + 0x80 above -128 + n - 1, signed: the flags come
+ * out as a scan wants them, no negation after the movemask. The bound is
+ * opaque (splat_k): a constant one, GCC turned the compare into its
+ * opposite and a second compare against zero to negate it. */
+static inline __m128i vec_out_of_range(__m128i x, unsigned char lo, unsigned char n)
+{
+	return _mm_cmpgt_epi8(_mm_add_epi8(x, splat((unsigned char)(0x80 - lo))),
+	                      splat_k((unsigned char)(0x80 + n - 1), true));
+}
+
+/* As non_target_in: not VCHAR ('!' to '~', one range: DEL and the bytes
+ * with the high bit are outside it), or '#'. One range test and one
+ * compare, where testing SP's bound, then DEL and '#' by equality taken
+ * away by an andnot, cost two more compares and a negation. */
 static inline unsigned vec_non_target(__m128i x)
 {
-	__m128i odd = _mm_or_si128(_mm_cmpeq_epi8(x, splat(0x7f)), _mm_cmpeq_epi8(x, splat('#')));
-
-	return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(odd, _mm_cmpgt_epi8(x, splat(0x20)))) ^
-	       0xffffu;
+	return (unsigned)_mm_movemask_epi8(
+	        _mm_or_si128(vec_out_of_range(x, '!', '~' - '!' + 1), _mm_cmpeq_epi8(x, splat('#'))));
 }
 
 /* As path_end_in: vec_non_target, or '?'. */
 static inline unsigned vec_path_end(__m128i x)
 {
-	__m128i odd = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, splat(0x7f)),
-	                                        _mm_cmpeq_epi8(x, splat('#'))),
-	                           _mm_cmpeq_epi8(x, splat('?')));
+	__m128i odd = _mm_or_si128(_mm_cmpeq_epi8(x, splat('#')), _mm_cmpeq_epi8(x, splat('?')));
 
-	return (unsigned)_mm_movemask_epi8(_mm_andnot_si128(odd, _mm_cmpgt_epi8(x, splat(0x20)))) ^
-	       0xffffu;
+	return (unsigned)_mm_movemask_epi8(
+	        _mm_or_si128(vec_out_of_range(x, '!', '~' - '!' + 1), odd));
 }
 
 /* As skip_run (the same contract, the same flags and stops), with a

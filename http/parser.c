@@ -179,7 +179,6 @@ static int check_target(struct head *h, size_t s, size_t e)
 	size_t n = e - s;
 	bool connect = slice_eq(h->req->method, "CONNECT");
 
-	h->req->target = (struct http_slice){ t, n };
 	if (t[0] == '/')
 		return connect ? -400 : 0;
 	if (t[0] == '*')
@@ -327,6 +326,7 @@ static int request_line(struct head *h, size_t *pos)
 	}
 	if ((rc = check_target(h, t, i)) < 0)
 		return rc;
+	h->req->target = (struct http_slice){ b + t, i - t }; /* with query: req read once */
 	h->req->query = q - t;
 	return request_version(h, i + 1, lim, pos);
 }
@@ -512,7 +512,9 @@ static inline unsigned opaque(unsigned c)
  */
 static bool known_name(const char *p, size_t avail, int *kind, size_t *len)
 {
-	unsigned c = (unsigned char)p[0] | 0x20;
+	/* opaque here too: of (unsigned char)p[0] | 0x20 GCC made a byte,
+	 * compared as one and widened again at the first opaque below */
+	unsigned c = opaque((unsigned char)p[0]) | 0x20;
 
 	if (c == 'h')
 		return name_is(p, avail, "host: ", F_HOST, kind, len);
@@ -724,16 +726,20 @@ static void trim_ows(const char *b, size_t *v, size_t *ve)
 static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 {
 	const char *b = h->b;
-	size_t s = *pos, end = h->view, i, v, q, ve;
+	size_t s = *pos, end = h->view, i, n, v, q, ve;
 	int kind = F_OTHER, rc;
 
-	if (end - s >= 12 && known_name(b + s, end - s, &kind, &i)) {
+	if (end - s >= 12 && known_name(b + s, end - s, &kind, &n)) {
 		if (*hd == h->fields_end)
 			return -431;
-		i += s;
-		v = i + 2; /* OWS after the one SP: not skipped yet (below) */
+		/* n, the name's length, is a constant on each of known_name's
+		 * ways: kept apart from the colon's index, GCC stores it as one
+		 * (8 fewer a request, measured), where it subtracted s from s + n */
+		v = s + n + 2; /* OWS after the one SP: not skipped yet (below) */
 	} else if ((rc = field_name(h, pos, *hd, &i, &v, &kind)) != 0) {
 		return rc;
+	} else {
+		n = i - s;
 	}
 	if (kind != F_OTHER && common_value(h, v, &kind, &q)) { /* most: one test */
 		ve = q;
@@ -752,7 +758,7 @@ static int field_line(struct head *h, size_t *pos, struct http_header **hd)
 			trim_ows(b, &v, &ve);
 	}
 	*pos = q + 2;
-	return add_field(h, (*hd)++, kind, (struct http_slice){ b + s, i - s },
+	return add_field(h, (*hd)++, kind, (struct http_slice){ b + s, n },
 	                 (struct http_slice){ b + v, ve - v });
 }
 
@@ -765,10 +771,12 @@ _Static_assert(HTTP_BODY_NONE == 0 && (int)HTTP_BODY_LENGTH == HAS_CL &&
                        (int)HTTP_BODY_CHUNKED == CHUNKED,
                "finish takes the body's kind from seen");
 
-static int finish(struct head *h, size_t len)
+static int finish(struct head *h, size_t len, const struct http_header *hd)
 {
 	struct http_request *req = h->req;
 	unsigned seen = h->seen;
+
+	req->nheaders = (unsigned)(hd - req->headers); /* here: req read once */
 
 	if (req->minor == 1) {
 		if ((seen & (TE_PENDING | HAS_HOST)) != HAS_HOST)
@@ -778,6 +786,8 @@ static int finish(struct head *h, size_t len)
 	} else {
 		if (seen & TE_PENDING)
 			return -400;
+		if (!(seen & HAS_HOST)) /* 1.1 requires a Host: set by then */
+			req->host = (struct http_slice){ NULL, 0 };
 		req->keep_alive = (seen & (KEEP | CLOSE)) == KEEP;
 		req->expect_continue = false;
 	}
@@ -796,8 +806,9 @@ static void head_init(struct head *h, const char *buf, size_t len,
 	h->fields_end = req->headers +
 	                (lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX);
 	/* What only some heads set; the rest of req is set on the way to
-	 * any complete head (an incomplete or bad one's req is no result). */
-	req->host = (struct http_slice){ NULL, 0 };
+	 * any complete head (an incomplete or bad one's req is no result).
+	 * The host, which every complete 1.1 head sets, is cleared by
+	 * finish, in 1.0's branch only. */
 	req->content_length = 0;
 }
 
@@ -822,9 +833,9 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 		rc = request_line(&h, &pos);
 	while (rc == 0)
 		rc = field_line(&h, &pos, &hd);
-	req->nheaders = (unsigned)(hd - req->headers);
 	if (rc == DONE)
-		return finish(&h, pos);
+		return finish(&h, pos, hd);
+	req->nheaders = (unsigned)(hd - req->headers);
 	if (rc == MORE)
 		return len > h.view ? -431 : 0;
 	return rc;

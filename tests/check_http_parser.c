@@ -1192,6 +1192,16 @@ static bool target_right(size_t len, size_t k, unsigned char c, int rc)
 	return rc > 0 && req.target.len == len + 1 && req.query == (c == '?' ? k + 1 : len + 1);
 }
 
+/* "GET /?" run: a query's bytes, as a target's ('?' too), its scan not
+ * the path's (vec_non_target, not vec_path_end). */
+static bool query_right(size_t len, size_t k, unsigned char c, int rc)
+{
+	(void)k;
+	if (c <= 0x20 || c >= 0x7f || c == '#')
+		return rc == -400;
+	return rc > 0 && req.target.len == len + 2 && req.query == 1;
+}
+
 /* "Host: " run: a reg-name ('a' is a hex digit: "%aa" is an escape), a
  * SP or HTAB at either end dropped (an empty Host too), an empty port
  * after a last ':'. */
@@ -1244,6 +1254,7 @@ static const struct {
 } runs[] = {
 	{ GET11, "X: ", "\r\n", 'a', value_right },
 	{ "GET /", "", " HTTP/1.1\r\n" HOST, 'a', target_right },
+	{ "GET /?", "", " HTTP/1.1\r\n" HOST, 'a', query_right },
 	{ "GET / HTTP/1.1\r\n", "Host: ", "\r\n", 'a', host_right },
 	{ "GET / HTTP/1.1\r\n", "Host: h:", "\r\n", '1', port_right },
 	{ GET11, "", ": v\r\n", 'x', name_right },
