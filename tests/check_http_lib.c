@@ -46,6 +46,9 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
  * serves, and tears down when the run ends. */
 static uint64_t release_after_ns = 10 * 1000 * 1000, idle_timeout_ns = 60 * SEC;
 static uint64_t header_timeout_ns = 5 * SEC;
+static void (*on_response)(const struct runtime_http_request *req,
+                           const struct runtime_http_response *res, void *arg);
+static int no_batch;
 
 static void *run(void *arg)
 {
@@ -60,6 +63,8 @@ static void *run(void *arg)
 	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
+	cfg.on_response = on_response;
+	cfg.no_batch = no_batch;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -746,6 +751,44 @@ START_TEST(test_types_again)
 }
 END_TEST
 
+static _Atomic int hooked, hooked_status;
+
+static void hook(const struct runtime_http_request *req, const struct runtime_http_response *res,
+                 void *arg)
+{
+	(void)req;
+	(void)arg;
+	atomic_fetch_add(&hooked, 1);
+	atomic_store(&hooked_status, runtime_http_status(res));
+}
+
+/* on_response is called after each answer, and with no_batch each answer
+ * leaves before the next request is served: the first of two pipelined
+ * comes alone, while the second's handler sleeps. */
+START_TEST(test_after_each)
+{
+	char r[4096];
+
+	on_response = hook;
+	no_batch = 1;
+	atomic_store(&hooked, 0);
+	r[0] = '\0';
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /noread HTTP/1.1\r\nHost: h\r\n\r\nGET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "not read"));
+	ck_assert_msg(!strstr(r, "slept"), "batched: %s", r);
+	ck_assert_int_eq(atomic_load(&hooked), 1);
+	ck_assert(read_until(fd, r, sizeof(r), "slept"));
+	ck_assert_int_eq(atomic_load(&hooked), 2);
+	ck_assert_int_eq(atomic_load(&hooked_status), 200);
+	close(fd);
+	serve_stop();
+	on_response = NULL;
+	no_batch = 0;
+}
+END_TEST
+
 /* The bytes of conversation (its %c the form: 'r' respond, 's' streamed;
  * %C the same in upper case) on one connection, each Date's value masked. */
 static size_t conversation(const char *talk, char form, char *r, size_t cap)
@@ -1202,6 +1245,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_responses);
 	tcase_add_test(tc, test_cached_heads);
 	tcase_add_test(tc, test_types_again);
+	tcase_add_test(tc, test_after_each);
 	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
