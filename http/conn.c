@@ -269,6 +269,21 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 
 /* ---------------------------------------------------------------- serving */
 
+/* What a server with on_response or no_batch does after each answer
+ * (rc: http_response_finish's, the body dropped): the hook, then the
+ * batch written at once. -1 to close. Out of line, and told by one flag
+ * of the connection's, so that other servers test neither. */
+static __attribute__((noinline)) int after_each(struct http_conn *c,
+                                                struct runtime_http_request *req,
+                                                struct runtime_http_response *res, int rc)
+{
+	const struct runtime_http_server_config *cfg = &c->srv->cfg;
+
+	if (cfg->on_response)
+		cfg->on_response(req, res, cfg->arg);
+	return rc == 0 && cfg->no_batch && http_flush(c) < 0 ? -1 : 0;
+}
+
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
  * for the next with no fiber. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req,
@@ -297,11 +312,9 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 	 * next request's). */
 	if (rc == 0 && !req->body_done && http_body_discard(req) < 0)
 		rc = -1;
-	if (srv->cfg.on_response)
-		srv->cfg.on_response(req, res, srv->cfg.arg);
 	c->keep = 0;
 	c->head_start = 0;
-	if (rc == 0 && srv->cfg.no_batch && http_flush(c) < 0)
+	if (c->after_each && after_each(c, req, res, rc) < 0)
 		return -1;
 	return rc < 0 || res->close || c->broken ? -1 : 0;
 }
@@ -374,6 +387,7 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	http_response_init(&res, c, &req, c->core);
 	c->may_idle = may_idle;
 	c->swept = swept(srv, may_idle);
+	c->after_each = srv->cfg.on_response || srv->cfg.no_batch;
 	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req, &res)) >= 0) {
 		if (rc_one == 1) {

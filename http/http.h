@@ -128,6 +128,8 @@ struct http_conn {
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
 	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	bool after_each;             /* the server's on_response or no_batch:
+	                                work after each answer (conn.c) */
 	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
 	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */

@@ -535,6 +535,44 @@ int runtime_http_start(struct runtime_http_response *res, int status, const char
 	return begin(res, status, type, length, false, NULL);
 }
 
+/* 16 bytes, kept in a register where there are vector ones (GNU C's
+ * vector type: a 64-byte array went through the stack). */
+typedef char bytes16 __attribute__((vector_size(16)));
+
+static inline bytes16 load16(const char *p)
+{
+	bytes16 v;
+
+	memcpy(&v, p, 16);
+	return v;
+}
+
+/* put, for the head start with its type line and tail: 64 to 128 bytes
+ * (the least is about 90: the status line, Date, a type and a length; a
+ * long Server or type makes more) as its first and its last 64, which
+ * overlap - eight loads and eight stores where SSE2 is, no call; else
+ * memcpy. */
+static inline char *put_head_start(char *to, const char *from, size_t n)
+{
+	if (n - 64 > 64)
+		return put(to, from, n);
+	const char *e = from + n - 64;
+	bytes16 a0 = load16(from), a1 = load16(from + 16), a2 = load16(from + 32),
+	        a3 = load16(from + 48), z0 = load16(e), z1 = load16(e + 16), z2 = load16(e + 32),
+	        z3 = load16(e + 48);
+	char *t = to + n - 64;
+
+	memcpy(to, &a0, 16);
+	memcpy(to + 16, &a1, 16);
+	memcpy(to + 32, &a2, 16);
+	memcpy(to + 48, &a3, 16);
+	memcpy(t, &z0, 16);
+	memcpy(t + 16, &z1, 16);
+	memcpy(t + 32, &z2, 16);
+	memcpy(t + 48, &z3, 16);
+	return to + n;
+}
+
 /* respond_fast's tests that make no call: the response, its request and
  * the room in the batch (HEAD_ROOM and the body; the length's own test
  * first, so that the sum cannot overflow). */
@@ -570,7 +608,8 @@ static inline bool respond_fast(struct runtime_http_response *res, const char *t
 	if (!set_type(hs, type))
 		return false; /* begin refuses it */
 	struct http_conn *c = res->conn;
-	char *p = put(c->out + c->out_len, hs->text, hs->len + hs->type_len + tail(hs, len));
+	char *p = put_head_start(c->out + c->out_len, hs->text,
+	                         hs->len + hs->type_len + tail(hs, len));
 	size_t sent = res->head_only ? 0 : len;
 	copy_short(p, body, sent);
 	c->out_len = (size_t)(p - c->out) + sent;

@@ -46,6 +46,9 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
  * serves, and tears down when the run ends. */
 static uint64_t release_after_ns = 10 * 1000 * 1000, idle_timeout_ns = 60 * SEC;
 static uint64_t header_timeout_ns = 5 * SEC;
+static void (*on_response)(const struct runtime_http_request *req,
+                           const struct runtime_http_response *res, void *arg);
+static int no_batch;
 
 static void *run(void *arg)
 {
@@ -60,6 +63,8 @@ static void *run(void *arg)
 	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
+	cfg.on_response = on_response;
+	cfg.no_batch = no_batch;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -308,6 +313,23 @@ static int tails(struct runtime_http_request *req, struct runtime_http_response 
 	                            q.p[0] == 'a' ? "text/a" : "text/bbb", body, len);
 }
 
+/* /type?PVALUE: a 200 of type VALUE, from one buffer every time (the
+ * same pointer, whatever the value): at its page's start (P 's') or
+ * ending at its page's end (else) - response.c's two ways of telling
+ * the core's last type again (type_again). */
+static int one_type(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	static char page[2 * 4096] __attribute__((aligned(4096)));
+	struct runtime_http_slice q = runtime_http_query(req);
+
+	ck_assert_uint_ge(q.len, 2);
+	ck_assert_uint_lt(q.len, 64);
+	char *t = q.p[0] == 's' ? page : page + 4096 - q.len;
+	memcpy(t, q.p + 1, q.len - 1);
+	t[q.len - 1] = '\0';
+	return runtime_http_respond(res, 200, t, "t", 1);
+}
+
 /* /same?FTL: a 200 of L bytes (tails' alphabet) of type text/a (T 'a'),
  * none ('n') or a longer one (else), by runtime_http_respond (F 'r') or
  * streamed (start, write, end), after reading the body if F is upper
@@ -387,6 +409,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return types(req, res);
 	if (is(path, "/tail"))
 		return tails(req, res);
+	if (is(path, "/type"))
+		return one_type(req, res);
 	if (is(path, "/same"))
 		return same(req, res);
 	if (is(path, "/slowbody") || is(path, "/slow") || is(path, "/bigfile") || is(path, "/flood"))
@@ -697,6 +721,71 @@ START_TEST(test_cached_heads)
 	ck_assert(closed_by_server(fd));
 	close(fd);
 	serve_stop();
+}
+END_TEST
+
+/* The core's last Content-Type is told again only when it is: values
+ * that differ from it in their first byte, their last, at 8, or by being
+ * shorter or longer by one, the 15 and 16 bytes at which the word compare
+ * ends, all from one buffer at its page's start and at its page's end. */
+START_TEST(test_types_again)
+{
+	static const char *const types[] = { "text/plain", "text/plain", "Text/plain", "text/plaiN",
+	                                     "text/plai", "text/plainx", "text/plai", "text/plXin",
+	                                     "abcdefghijklmno", "abcdefghijklmnop", "abcdefghijklmno",
+	                                     "abcdefghijklmnO", "a", "b", "ab", "a", "text/plain" };
+	char r[4096], q[128], want[64];
+
+	serve_start();
+	int fd = dial();
+	for (int p = 0; p < 2; p++)
+		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+			snprintf(q, sizeof(q), "GET /type?%c%s HTTP/1.1\r\nHost: h\r\n\r\n", "se"[p],
+			         types[i]);
+			snprintf(want, sizeof(want), "\r\nContent-Type: %s\r\n", types[i]);
+			ask(fd, q, r, sizeof(r));
+			ck_assert_msg(strstr(r, want) && strstr(r, "\r\n\r\nt"), "%s: %s", types[i], r);
+		}
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+static _Atomic int hooked, hooked_status;
+
+static void hook(const struct runtime_http_request *req, const struct runtime_http_response *res,
+                 void *arg)
+{
+	(void)req;
+	(void)arg;
+	atomic_fetch_add(&hooked, 1);
+	atomic_store(&hooked_status, runtime_http_status(res));
+}
+
+/* on_response is called after each answer, and with no_batch each answer
+ * leaves before the next request is served: the first of two pipelined
+ * comes alone, while the second's handler sleeps. */
+START_TEST(test_after_each)
+{
+	char r[4096];
+
+	on_response = hook;
+	no_batch = 1;
+	atomic_store(&hooked, 0);
+	r[0] = '\0';
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /noread HTTP/1.1\r\nHost: h\r\n\r\nGET /slow HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "not read"));
+	ck_assert_msg(!strstr(r, "slept"), "batched: %s", r);
+	ck_assert_int_eq(atomic_load(&hooked), 1);
+	ck_assert(read_until(fd, r, sizeof(r), "slept"));
+	ck_assert_int_eq(atomic_load(&hooked), 2);
+	ck_assert_int_eq(atomic_load(&hooked_status), 200);
+	close(fd);
+	serve_stop();
+	on_response = NULL;
+	no_batch = 0;
 }
 END_TEST
 
@@ -1155,6 +1244,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_bad_bodies);
 	tcase_add_test(tc, test_responses);
 	tcase_add_test(tc, test_cached_heads);
+	tcase_add_test(tc, test_types_again);
+	tcase_add_test(tc, test_after_each);
 	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
