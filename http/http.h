@@ -239,16 +239,16 @@ static inline void http_response_ready(struct runtime_http_response *res,
 	res->fields_len = 0;
 }
 
-/* A response made ready (response.c's, inline). A connection's requests
- * each take the one response, its links (conn, req, core) set once and
- * http_response_ready per request (conn.c). */
+/* A response's links (conn, req, core). A connection's requests each
+ * take the one response, linked once and made ready (http_response_ready)
+ * per request, once its head is read (conn.c): before, req's head is not
+ * there to read. */
 static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
                                       struct runtime_http_request *req, struct http_core *core)
 {
 	res->conn = c;
 	res->req = req;
 	res->core = core;
-	http_response_ready(res, req);
 }
 
 #endif

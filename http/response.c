@@ -647,6 +647,7 @@ int http_refuse(struct http_conn *c, int status)
 	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
 
 	http_response_init(&res, c, NULL, c->core);
+	http_response_ready(&res, NULL);
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
