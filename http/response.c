@@ -610,7 +610,7 @@ static inline bool respond_fast(struct runtime_http_response *res, const char *t
 	struct http_conn *c = res->conn;
 	char *p = put_head_start(c->out + c->out_len, hs->text,
 	                         hs->len + hs->type_len + tail(hs, len));
-	size_t sent = res->head_only ? 0 : len;
+	size_t sent = len & -(size_t)!res->head_only; /* 0 for HEAD */
 	copy_short(p, body, sent);
 	c->out_len = (size_t)(p - c->out) + sent;
 	res->no_body = res->head_only;
