@@ -155,6 +155,9 @@ struct head {
 	const char *b;
 	size_t view;               /* bytes looked at: min(len, head_max) */
 	const struct http_limits *lim;
+	size_t line_max;           /* lim->line_max, read by head_init while lim is in a
+	                            * register: read by request_line through lim, GCC
+	                            * spilled lim and loaded it back (1 fewer a head) */
 	struct http_request *req;
 	struct http_header *fields_end; /* past the last field allowed */
 	unsigned seen;             /* HAS_CL ... TE_PENDING */
@@ -308,7 +311,7 @@ static int method(const struct head *h, size_t s, size_t lim, size_t *sp)
 static int request_line(struct head *h, size_t *pos)
 {
 	const char *b = h->b;
-	size_t s = *pos, lim = h->view - s > h->lim->line_max ? s + h->lim->line_max : h->view;
+	size_t s = *pos, lim = h->view - s > h->line_max ? s + h->line_max : h->view;
 	size_t i, t, q;
 	int rc;
 
@@ -801,7 +804,7 @@ static void head_init(struct head *h, const char *buf, size_t len,
 {
 	size_t head_max = lim->head_max < INT_MAX ? lim->head_max : INT_MAX;
 
-	*h = (struct head){ .b = buf, .lim = lim, .req = req };
+	*h = (struct head){ .b = buf, .lim = lim, .line_max = lim->line_max, .req = req };
 	h->view = len < head_max ? len : head_max;
 	h->fields_end = req->headers +
 	                (lim->headers_max < HTTP_HEADERS_MAX ? lim->headers_max : HTTP_HEADERS_MAX);
