@@ -192,21 +192,29 @@ static void yield_main(void *arg)
 	*elapsed = runtime_now() - t0;
 }
 
-static void bench_yield(bool shared_fp)
+/* fn(&elapsed) as a runtime's one first fiber, under cfg: elapsed. */
+static uint64_t run_timed(const struct runtime_config *cfg, void (*fn)(void *))
 {
-	struct runtime_config cfg;
 	struct runtime *rt;
-	uint64_t elapsed;
+	uint64_t elapsed = 0;
 
-	runtime_config_init(&cfg);
-	cfg.share_fp_control = shared_fp;
-	if (runtime_create(&rt, &cfg) < 0)
+	if (runtime_create(&rt, cfg) < 0)
 		exit(1);
-	yield_n = scaled(10000000);
-	runtime_spawn(rt, yield_main, &elapsed);
+	runtime_spawn(rt, fn, &elapsed);
 	if (runtime_run(rt) < 0)
 		exit(1);
 	runtime_destroy(rt);
+	return elapsed;
+}
+
+static void bench_yield(bool shared_fp)
+{
+	struct runtime_config cfg;
+
+	runtime_config_init(&cfg);
+	cfg.share_fp_control = shared_fp;
+	yield_n = scaled(10000000);
+	uint64_t elapsed = run_timed(&cfg, yield_main);
 	printf("%s=%.2f\n", shared_fp ? "yield_shared_fp_ns" : "yield_ns",
 	       (double)elapsed / (2.0 * (double)yield_n));
 }
@@ -231,18 +239,11 @@ static void yield_alone_main(void *arg)
 static void bench_yield_alone(void)
 {
 	struct runtime_config cfg;
-	struct runtime *rt;
-	uint64_t elapsed;
 
 	runtime_config_init(&cfg);
 	cfg.run_budget = 1u << 30;
-	if (runtime_create(&rt, &cfg) < 0)
-		exit(1);
 	yield_n = scaled(10000000);
-	runtime_spawn(rt, yield_alone_main, &elapsed);
-	if (runtime_run(rt) < 0)
-		exit(1);
-	runtime_destroy(rt);
+	uint64_t elapsed = run_timed(&cfg, yield_alone_main);
 	printf("yield_alone_ns=%.2f\n", (double)elapsed / (double)yield_n);
 }
 
