@@ -79,8 +79,6 @@ struct runtime_http_slice runtime_http_path(const struct runtime_http_request *r
 {
 	struct runtime_http_slice path, query;
 
-	if (req->head.target.p[0] == '/') /* origin-form: split_target's, shorter */
-		return (struct runtime_http_slice){ req->head.target.p, req->head.query };
 	split_target(req, &path, &query);
 	return path;
 }
