@@ -668,8 +668,11 @@ check(bad == [] and any(s.startswith("TLS_ECDHE_") for s in suites) and
       any(not s.startswith("TLS_ECDHE_") for s in suites),
       f"every suite accepted is AEAD with forward secrecy, TLS 1.2's and 1.3's ({len(suites)})",
       "accepted: " + " ".join(suites))
+# About the scanner's machine, not the server: its openssl lacks the GOST
+# engine (OpenSSL 3 without the engine configuration says so).
+SCANNER_ONLY = {"engine_problem"}
 worse = [f"{f['id']} {f['severity']}: {f['finding']}" for f in findings
-         if f["severity"] not in ("OK", "INFO")]
+         if f["severity"] not in ("OK", "INFO") and f["id"] not in SCANNER_ONLY]
 check(worse == [], "nothing rated LOW or worse, no scan problem (WARN, FATAL)", "; ".join(worse))
 if mode == "ciphers":
     sys.exit()
