@@ -32,6 +32,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "sys.h"
+
 struct core;
 struct fiber;
 struct mshot;
@@ -110,14 +112,10 @@ const char *runtime__io_wait_name(const struct io_wait *w);
  * each of epoll's sends, io_uring's sends made at once. */
 static inline long runtime__send_syscall(const struct io_req *r, size_t len, int flags)
 {
-	long n;
-
 	flags |= r->flags | MSG_NOSIGNAL;
 	if (r->kind == IO_SENDMSG)
-		n = syscall(SYS_sendmsg, r->fd, r->msg, flags);
-	else
-		n = syscall(SYS_sendto, r->fd, r->cbuf, len, flags, NULL, 0);
-	return n < 0 ? -errno : n;
+		return runtime__sys6(SYS_sendmsg, r->fd, (long)r->msg, flags, 0, 0, 0);
+	return runtime__sys6(SYS_sendto, r->fd, (long)r->cbuf, (long)len, flags, 0, 0);
 }
 
 /* ---------------------------------------------------------------- engines */

@@ -803,6 +803,7 @@ struct core {
 	struct io_uring ring;
 	unsigned turn_cqes;         /* CQEs the last loop turn reaped */
 	bool ring_ready;
+	unsigned enter_flags;       /* IORING_ENTER_REGISTERED_RING, or 0 */
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
 	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
