@@ -270,7 +270,7 @@ static void sq_make_room(struct core *c)
 		reap(c);
 	else if (rc < 0)
 		abort(); /* the ring itself is broken: nothing can be relied on */
-	if (c->rt->setup_flags & IORING_SETUP_SQPOLL)
+	if (c->ring.flags & IORING_SETUP_SQPOLL)
 		io_uring_sqring_wait(&c->ring);
 }
 
@@ -451,7 +451,7 @@ static bool may_send_now(const struct core *c, const struct io_req *r)
 {
 	return (r->kind == IO_SEND || r->kind == IO_SENDMSG) && c->turn_cqes <= 1 &&
 	       c->in_flight <= EAGER_IN_FLIGHT_MAX && queue_empty(&c->ready) &&
-	       queue_empty(&c->backlog) && !(c->rt->setup_flags & IORING_SETUP_SQPOLL);
+	       queue_empty(&c->backlog) && !(c->ring.flags & IORING_SETUP_SQPOLL);
 }
 
 /* The send, now: bytes sent or -errno (-EAGAIN: the socket is full),
@@ -784,7 +784,7 @@ static int ring_enter(struct core *c, unsigned wait_nr)
 
 static int submit_and_wait(struct core *c, unsigned wait_nr)
 {
-	if (c->rt->setup_flags & IORING_SETUP_SQPOLL)
+	if (c->ring.flags & IORING_SETUP_SQPOLL)
 		return io_uring_submit_and_wait(&c->ring, wait_nr);
 	return ring_enter(c, wait_nr);
 }

@@ -82,8 +82,9 @@ void runtime__core_shutdown(struct core *c)
  * Its eventfd and signalfd reads wake no fiber. */
 static bool deadlocked(const struct core *c)
 {
-	return c->rt->ncores == 1 && c->load && c->timers.armed == c->dl_lingering && !c->xparked &&
-	       c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
+	/* in_flight first: on a busy core, the test that fails */
+	return c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
+	       c->rt->ncores == 1 && c->load && c->timers.armed == c->dl_lingering && !c->xparked &&
 	       queue_empty(&c->backlog);
 }
 
