@@ -588,24 +588,31 @@ static long uring_close(struct fiber *f, struct io_req *r)
 	return rc;
 }
 
-static long uring_io(struct fiber *f, struct io_req *r)
+/* The operation as an SQE, its struct op on this frame. */
+static __attribute__((noinline)) long ring_io(struct fiber *f, struct io_req *r)
 {
 	struct core *c = f->core;
 	struct op op;
 
 	if (unlikely(r->kind == IO_CLOSE))
 		return uring_close(f, r);
-	if (may_send_now(c, r)) {
-		long n = send_now(r);
-		if (n != -EAGAIN)
-			return n;
-	}
 	op_init(&op, f, r);
 	struct io_uring_sqe *sqe = runtime__sqe(c);
 	prep(sqe, r);
 	if ((FIXED_KINDS >> r->kind & 1) && runtime__fixed(c, r->fd))
 		sqe->flags |= IOSQE_FIXED_FILE;
 	return op_wait(&op, sqe);
+}
+
+/* A send made at once needs no frame of its own: ring_io has the op's. */
+static long uring_io(struct fiber *f, struct io_req *r)
+{
+	if (may_send_now(f->core, r)) {
+		long n = send_now(r);
+		if (n != -EAGAIN)
+			return n;
+	}
+	return ring_io(f, r);
 }
 
 /* ---------------------------------------------------- multishot requests */
