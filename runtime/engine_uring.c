@@ -825,7 +825,7 @@ static int uring_poll(struct core *c, bool wait)
 		stat_add(&c->stats.enters, 1);
 		int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EBUSY
 		                                             : submit_and_wait(c, wait ? 1 : 0);
-		if (rc >= 0 || rc == -EINTR || rc == -ETIME)
+		if (likely(rc >= 0) || rc == -EINTR || rc == -ETIME)
 			break;
 		if (rc != -EBUSY && rc != -EAGAIN)
 			return rc;
