@@ -26,9 +26,10 @@
  * on its fd with -EBADF, so that no fiber ever tries its operation on a
  * file that took the number over.
  *
- * Every syscall here is made with syscall(2): libruntime-preload wraps
- * libc's read, recv, accept, poll, close... so that they park fibers, and
- * the engine must reach the kernel, not itself.
+ * Every syscall here is made with syscall(2), or raw on the hot paths
+ * (sys.h): libruntime-preload wraps libc's read, recv, accept, poll,
+ * close... so that they park fibers, and the engine must reach the
+ * kernel, not itself.
  */
 #include "internal.h"
 
@@ -138,7 +139,7 @@ static int ctl(struct core *c, int op, int fd, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.u64 = (uint32_t)fd };
 
-	return (int)sys(syscall(SYS_epoll_ctl, c->epoll->epfd, op, fd, &ev));
+	return (int)runtime__sys6(SYS_epoll_ctl, c->epoll->epfd, op, fd, (long)&ev, 0, 0);
 }
 
 /*
@@ -328,11 +329,12 @@ static long try_data(const struct io_req *r, bool nowait)
 	case IO_READV: case IO_WRITEV:
 		return rw(r, r->iov, r->len, nowait ? RWF_NOWAIT : 0);
 	case IO_RECV:
-		return sys(syscall(SYS_recvfrom, r->fd, r->buf, r->len, r->flags | dontwait, NULL, NULL));
+		return runtime__sys6(SYS_recvfrom, r->fd, (long)r->buf, (long)r->len, r->flags | dontwait,
+		                     0, 0);
 	case IO_SEND: case IO_SENDMSG:
 		return runtime__send_syscall(r, r->len, dontwait);
 	case IO_RECVMSG:
-		return sys(syscall(SYS_recvmsg, r->fd, r->msg, r->flags | dontwait));
+		return runtime__sys6(SYS_recvmsg, r->fd, (long)r->msg, r->flags | dontwait, 0, 0, 0);
 	}
 	return -EINVAL;
 }
@@ -633,7 +635,7 @@ static bool feed_recv(struct core *c, struct mshot *m, bool peer_done)
 		unwatch(c, m, -ENOBUFS); /* starved: the stream's reads go plain */
 		return false;
 	}
-	long n = sys(syscall(SYS_recvfrom, m->fd, buf, size, MSG_DONTWAIT, NULL, NULL));
+	long n = runtime__sys6(SYS_recvfrom, m->fd, (long)buf, size, MSG_DONTWAIT, 0, 0);
 	if (n <= 0) {
 		runtime__bufpool_untake(c, bid);
 		if (n != -EAGAIN && n != -EINTR) {
@@ -758,16 +760,16 @@ static int wait_events(struct epoll_core *ep, int64_t timeout_ns)
 {
 	if (ep->pwait2) {
 		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
-		long n = syscall(SYS_epoll_pwait2, ep->epfd, ep->events, EVENTS_MAX,
-		                 timeout_ns < 0 ? NULL : &ts, NULL, 0);
-		if (n >= 0 || (errno != ENOSYS && errno != EPERM))
-			return (int)sys(n);
+		long n = runtime__sys6(SYS_epoll_pwait2, ep->epfd, (long)ep->events, EVENTS_MAX,
+		                       timeout_ns < 0 ? 0 : (long)&ts, 0, 0);
+		if (n >= 0 || (n != -ENOSYS && n != -EPERM))
+			return (int)n;
 		ep->pwait2 = false; /* a kernel before 5.11, or a filter that refuses it */
 	}
 	int ms = timeout_ns < 0 ? -1
 	       : timeout_ns > INT_MAX * 1000000ll ? INT_MAX
 	       : (int)((timeout_ns + 999999) / 1000000); /* never early */
-	return (int)sys(syscall(SYS_epoll_pwait, ep->epfd, ep->events, EVENTS_MAX, ms, NULL, 0));
+	return (int)runtime__sys6(SYS_epoll_pwait, ep->epfd, (long)ep->events, EVENTS_MAX, ms, 0, 0);
 }
 
 static void signal_event(struct core *c)
