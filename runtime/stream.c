@@ -46,9 +46,9 @@ struct runtime_stream {
 	bool starved;               /* it ended with -ENOBUFS: next read plain */
 	/* A reader waiting on an empty queue: the bytes that come next are
 	 * copied straight to its buffer (hand_over). */
-	uint32_t dst_len;
-	uint32_t handed;            /* bytes copied there, for the reader */
 	char *dst;                  /* NULL: none waits, or it has its bytes */
+	size_t dst_len;             /* the reader's len, whole */
+	uint32_t handed;            /* bytes copied there, for the reader */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
 
@@ -461,7 +461,7 @@ static void ended(struct runtime_stream *s, int res)
  */
 static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
-	uint32_t k = n < s->dst_len ? n : s->dst_len;
+	uint32_t k = n < s->dst_len ? n : (uint32_t)s->dst_len;
 
 	landed(s->m.core, p, bid);
 	memcpy(s->dst, buf_at(p, bid), k);
@@ -569,16 +569,20 @@ static bool use_multishot(struct runtime_stream *s)
 /* Wait (the queue empty, len > 0) until the deadline for the next
  * result: the bytes handed straight to buf (> 0), 0 to look at the
  * stream again, or the wait's -errno. Bytes handed as the wait timed out
- * or was cancelled are returned all the same: nothing read is lost. */
-static ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
-                              size_t len, uint64_t deadline)
+ * or was cancelled are returned all the same: nothing read is lost.
+ * hand_over clears s->dst when it hands bytes; otherwise it is cleared
+ * here. */
+static inline ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
+                                     size_t len, uint64_t deadline)
 {
 	s->dst = buf;
-	s->dst_len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+	s->dst_len = len;
 	s->handed = 0;
 	int rc = runtime__mshot_wait(&s->m, f, deadline);
+	if (likely(s->handed))
+		return (ssize_t)s->handed;
 	s->dst = NULL;
-	return s->handed ? (ssize_t)s->handed : rc;
+	return rc;
 }
 
 /* May the read start? 0, or the -errno it returns at once. */
@@ -594,20 +598,12 @@ static int recv_check(struct runtime_stream *s, struct fiber *f)
 	return 0;
 }
 
-ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
-                                uint64_t deadline)
+/* A read that may start (its checks passed), under the call's deadline
+ * and until, the earlier of it and the fiber's. */
+static __attribute__((noinline)) ssize_t
+recv_loop(struct runtime_stream *s, struct fiber *f, void *buf, size_t len, uint64_t deadline,
+          uint64_t until)
 {
-	struct fiber *f;
-	int rc = runtime__blocking_begin(&f, "runtime_stream_recv");
-
-	if (!s || (!buf && len))
-		return -EINVAL;
-	if (rc || (rc = recv_check(s, f)) != 0)
-		return rc;
-	deadline = runtime__call_deadline(deadline);
-	if (runtime__call_deadline_passed(f, deadline))
-		return -ETIMEDOUT;
-	uint64_t until = deadline_min(deadline, f->deadline);
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
@@ -625,6 +621,72 @@ ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
 		if (n != 0)
 			return n;
 	}
+}
+
+/* Every read the fast way of runtime__stream_recv_by does not take: the
+ * checks in their order, each with its answer. */
+static __attribute__((noinline)) ssize_t
+recv_checked(struct runtime_stream *s, void *buf, size_t len, uint64_t deadline)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, "runtime_stream_recv");
+
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if (rc || (rc = recv_check(s, f)) != 0)
+		return rc;
+	deadline = runtime__call_deadline(deadline);
+	if (runtime__call_deadline_passed(f, deadline))
+		return -ETIMEDOUT;
+	return recv_loop(s, f, buf, len, deadline, deadline_min(deadline, f->deadline));
+}
+
+/* The fast way's wait (no deadline) ended with no bytes handed (rc): its
+ * buffer is still in s->dst (hand_over clears it only when it hands
+ * bytes), so that the wait keeps nothing but s across the switch. */
+static __attribute__((noinline)) ssize_t recv_unhanded(struct runtime_stream *s, int rc)
+{
+	void *buf = s->dst;
+	size_t len = s->dst_len;
+
+	s->dst = NULL;
+	if (rc)
+		return rc;
+	return recv_loop(s, this_fiber(), buf, len, NEVER, NEVER);
+}
+
+/*
+ * The fast way is a read with no deadline (neither the call's nor the
+ * fiber's) by a fiber not cancelled, of a stream in plain use - what
+ * recv_checked would let through with no answer of its own - that finds
+ * bytes queued or waits for the next on the armed multishot. It tests
+ * what recv_checked tests, folded (the fiber's core is the calling
+ * thread's); anything else, or a wait that ends with neither bytes nor an
+ * error, goes the full way.
+ */
+ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
+                                uint64_t deadline)
+{
+	struct core *c = this_core();
+
+	if (unlikely(!c || !s || !buf || !len || deadline))
+		return recv_checked(s, buf, len, deadline);
+	struct fiber *f = c->current;
+	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER ||
+	             s->idle.state != IDLE_NONE || s->m.core != c || s->m.closed ||
+	             s->m.waiter))
+		return recv_checked(s, buf, len, deadline);
+	if (runtime__fault(FAULT_CONNRESET))
+		return -ECONNRESET;
+	if (s->queued || s->end || !s->m.armed)
+		return recv_loop(s, f, buf, len, NEVER, NEVER);
+	s->dst = buf;
+	s->dst_len = len;
+	s->handed = 0;
+	int rc = runtime__mshot_wait(&s->m, f, NEVER);
+	if (likely(s->handed))
+		return (ssize_t)s->handed;
+	return recv_unhanded(s, rc);
 }
 
 ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
