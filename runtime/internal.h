@@ -684,6 +684,11 @@ void runtime__mshot_close(struct mshot *m);
 int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline);
 void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshot_quiet(struct mshot *m);
+/* runtime__mshot_deliver's full way, for a result of any kind. */
+void runtime__mshot_result(struct mshot *m, int res, unsigned flags);
+/* A receive stream's result (stream.c): a waiting reader's bytes handed
+ * over at once, anything else to runtime__mshot_result. */
+void runtime__stream_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshots_free(struct core *c);
 
 /* ------------------------------------------------------------ idle streams */

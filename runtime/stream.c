@@ -64,11 +64,25 @@ static char *buf_at(const struct bufpool *p, unsigned bid)
 	return p->base + (size_t)bid * p->stride;
 }
 
+/* Buffer bid (at buf) into the ring, for the kernel to fill (lent not
+ * counted): io_uring_buf_ring_add and _advance, with the tail read once
+ * (liburing's reads it again after writing the entry, which may alias
+ * it). */
+static inline void ring_put(struct bufpool *p, unsigned bid, char *buf)
+{
+	struct io_uring_buf_ring *br = p->ring;
+	unsigned short tail = br->tail;
+	struct io_uring_buf *b = &br->bufs[tail & io_uring_buf_ring_mask(p->count)];
+
+	b->addr = (uint64_t)(uintptr_t)buf;
+	b->len = p->size;
+	b->bid = (unsigned short)bid;
+	io_uring_smp_store_release(&br->tail, (unsigned short)(tail + 1));
+}
+
 static void ring_add(struct bufpool *p, unsigned bid)
 {
-	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
-	                      io_uring_buf_ring_mask(p->count), 0);
-	io_uring_buf_ring_advance(p->ring, 1);
+	ring_put(p, bid, buf_at(p, bid));
 	p->lent++;
 }
 
@@ -476,6 +490,7 @@ static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid,
 	s->queued -= k;
 }
 
+/* Any result of the stream's request (its mshot_ops.cqe). */
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
 {
 	struct runtime_stream *s = stream_of(m);
@@ -501,6 +516,47 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		runtime__mshot_stop(m);
 	if (unlikely(s->idle.state == IDLE_WAITING))
 		runtime__idle_wake(&s->idle, 0); /* a read has something to do */
+}
+
+/*
+ * The common result has its fast way: bytes, more to come, that a reader
+ * waiting on the empty queue takes whole, in the pool's first region -
+ * runtime__mshot_result's effects (hand_over, buf_give, the reader
+ * resumed) with nothing left to queue. What it would test besides cannot
+ * hold while a reader waits (s->dst, and m->waiter with it): it waits only
+ * on an empty queue, which hand_over leaves empty, and never while the
+ * stream is closed or waits idle (each refuses while another is under way).
+ */
+void runtime__stream_deliver(struct mshot *m, int res, unsigned flags)
+{
+	struct runtime_stream *s = stream_of(m);
+	struct bufpool *p = pool_of(m->core);
+	unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+	char *dst = s->dst;
+	const unsigned both = IORING_CQE_F_BUFFER | IORING_CQE_F_MORE;
+
+	if (unlikely((flags & both) != both || res <= 0 || !dst ||
+	             (uint32_t)res > s->dst_len || bid >= p->region1_bid)) {
+		runtime__mshot_result(m, res, flags);
+		return;
+	}
+	char *src = buf_at(p, bid);
+	s->handed = (uint32_t)res;
+	s->dst = NULL;
+	memcpy(dst, src, (uint32_t)res);
+	/* buf_give, lent taken one down (p->lent--) and up again: */
+	unsigned lent = p->lent, target = p->lend_target;
+	if (likely(p->ring && lent - 1 < target)) {
+		ring_put(p, bid, src);
+		if (unlikely(lent < target / 2))
+			top_up(p); /* buffers are held queued: the free list fills in */
+	} else {
+		p->lent--;
+		buf_give(p, bid);
+		if (p->lent < p->lend_target / 2 && p->ring)
+			top_up(p);
+	}
+	runtime__resume(m->waiter, 0);
 }
 
 static void stream_release(struct mshot *m)
