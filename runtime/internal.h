@@ -740,10 +740,20 @@ struct core_stats {
 	_Atomic uint64_t stream_fallbacks;
 };
 
+/* The core's own counter (single writer) plus n. On x86-64 one add to
+ * memory, not locked: its aligned 8-byte store is single-copy atomic, so a
+ * reader on another thread sees the old count or the new, as with the
+ * relaxed load and store of the portable way - in one instruction instead
+ * of three, on paths run per operation. ThreadSanitizer builds take the
+ * portable way, which it sees. */
 static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
 {
+#if defined(__x86_64__) && !defined(RUNTIME_TSAN)
+	__asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)counter) : "er"(n));
+#else
 	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) +
 	                      (uint64_t)n, memory_order_relaxed);
+#endif
 }
 
 /* What the stall detector (stall.c) reads of a core: written by the core
