@@ -48,7 +48,8 @@ struct runtime_stream {
 	 * copied straight to its buffer (hand_over). */
 	char *dst;                  /* NULL: none waits, or it has its bytes */
 	size_t dst_len;             /* the reader's len, whole */
-	uint32_t handed;            /* bytes copied there, for the reader */
+	uint32_t handed;            /* bytes copied there (> 0), for the reader,
+	                               once hand_over has cleared dst */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
 
@@ -64,25 +65,11 @@ static char *buf_at(const struct bufpool *p, unsigned bid)
 	return p->base + (size_t)bid * p->stride;
 }
 
-/* Buffer bid (at buf) into the ring, for the kernel to fill (lent not
- * counted): io_uring_buf_ring_add and _advance, with the tail read once
- * (liburing's reads it again after writing the entry, which may alias
- * it). */
-static inline void ring_put(struct bufpool *p, unsigned bid, char *buf)
-{
-	struct io_uring_buf_ring *br = p->ring;
-	unsigned short tail = br->tail;
-	struct io_uring_buf *b = &br->bufs[tail & io_uring_buf_ring_mask(p->count)];
-
-	b->addr = (uint64_t)(uintptr_t)buf;
-	b->len = p->size;
-	b->bid = (unsigned short)bid;
-	io_uring_smp_store_release(&br->tail, (unsigned short)(tail + 1));
-}
-
 static void ring_add(struct bufpool *p, unsigned bid)
 {
-	ring_put(p, bid, buf_at(p, bid));
+	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
+	                      io_uring_buf_ring_mask(p->count), 0);
+	io_uring_buf_ring_advance(p->ring, 1);
 	p->lent++;
 }
 
@@ -470,7 +457,8 @@ static void ended(struct runtime_stream *s, int res)
  * n bytes came in buffer bid while a reader waits on the empty queue
  * (s->dst): they go straight to its buffer, and what does not fit is
  * queued, as copy_out would have left it. The reader is resumed by
- * runtime__mshot_deliver and finds them in s->handed; the buffer is free
+ * runtime__mshot_deliver and finds them in s->handed (s->dst cleared says
+ * there are some, k > 0 as n > 0 and dst_len > 0); the buffer is free
  * again at once. Saves the queue's round trip on a message's way.
  */
 static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
@@ -518,6 +506,18 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		runtime__idle_wake(&s->idle, 0); /* a read has something to do */
 }
 
+/* runtime__stream_deliver's copy when the buffer does not go straight
+ * back into the ring: epoll's free list, or a ring at its lend target. */
+static __attribute__((noinline)) void deliver_give(struct bufpool *p, unsigned bid, char *dst,
+                                                   const char *src, uint32_t n)
+{
+	memcpy(dst, src, n);
+	p->lent--;
+	buf_give(p, bid);
+	if (p->lent < p->lend_target / 2 && p->ring)
+		top_up(p);
+}
+
 /*
  * The common result has its fast way: bytes, more to come, that a reader
  * waiting on the empty queue takes whole, in the pool's first region -
@@ -543,18 +543,20 @@ void runtime__stream_deliver(struct mshot *m, int res, unsigned flags)
 	char *src = buf_at(p, bid);
 	s->handed = (uint32_t)res;
 	s->dst = NULL;
-	memcpy(dst, src, (uint32_t)res);
-	/* buf_give, lent taken one down (p->lent--) and up again: */
-	unsigned lent = p->lent, target = p->lend_target;
-	if (likely(p->ring && lent - 1 < target)) {
-		ring_put(p, bid, src);
-		if (unlikely(lent < target / 2))
-			top_up(p); /* buffers are held queued: the free list fills in */
+	/* buf_give, lent taken one down (p->lent--) and up again; the buffer
+	 * goes to the kernel only once copied out. */
+	struct io_uring_buf_ring *br = p->ring;
+	if (unlikely(!br || p->lent - 1 >= p->lend_target)) {
+		deliver_give(p, bid, dst, src, (uint32_t)res);
 	} else {
-		p->lent--;
-		buf_give(p, bid);
-		if (p->lent < p->lend_target / 2 && p->ring)
-			top_up(p);
+		/* The entry past the tail is the kernel's once the tail moves. */
+		io_uring_buf_ring_add(br, src, p->size, (unsigned short)bid,
+		                      io_uring_buf_ring_mask(p->count), 0);
+		memcpy(dst, src, (uint32_t)res);
+		io_uring_buf_ring_advance(br, 1);
+		p = pool_of(m->core); /* m and br alone kept across the copy */
+		if (unlikely(p->lent < p->lend_target / 2))
+			top_up(p); /* buffers are held queued: the free list fills in */
 	}
 	runtime__resume(m->waiter, 0);
 }
@@ -633,9 +635,8 @@ static inline ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, 
 {
 	s->dst = buf;
 	s->dst_len = len;
-	s->handed = 0;
 	int rc = runtime__mshot_wait(&s->m, f, deadline);
-	if (likely(s->handed))
+	if (likely(!s->dst))
 		return (ssize_t)s->handed;
 	s->dst = NULL;
 	return rc;
@@ -718,10 +719,12 @@ static __attribute__((noinline)) ssize_t recv_unhanded(struct runtime_stream *s,
  * bytes queued or waits for the next on the armed multishot. It tests
  * what recv_checked tests, folded (the fiber's core is the calling
  * thread's); anything else, or a wait that ends with neither bytes nor an
- * error, goes the full way.
+ * error, goes the full way. inline: a hint to LTO's inliner, for the
+ * toolkit's read (layer.h declares it: this is its external definition
+ * all the same).
  */
-ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
-                                uint64_t deadline)
+inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
+                                       uint64_t deadline)
 {
 	struct core *c = this_core();
 
@@ -738,9 +741,8 @@ ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
 		return recv_loop(s, f, buf, len, NEVER, NEVER);
 	s->dst = buf;
 	s->dst_len = len;
-	s->handed = 0;
 	int rc = runtime__mshot_wait(&s->m, f, NEVER);
-	if (likely(s->handed))
+	if (likely(!s->dst))
 		return (ssize_t)s->handed;
 	return recv_unhanded(s, rc);
 }
