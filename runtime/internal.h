@@ -668,9 +668,9 @@ struct mshot {
 	uint8_t kind;               /* enum mshot_kind */
 	int flags;                  /* MSHOT_ACCEPT: accept4's flags */
 	bool armed;                 /* its terminal result is due */
+	bool closed;                /* the owner let go: free when quiet */
 	bool stopping;              /* io_uring: cancel until the terminal CQE */
 	bool cancel_in_flight;
-	bool closed;                /* the owner let go: free when quiet */
 	uint8_t retries;
 	struct fiber *waiter;       /* a fiber waiting for the next result */
 	struct timer retry;         /* io_uring: sends the next cancel */

@@ -698,6 +698,18 @@ recv_checked(struct runtime_stream *s, void *buf, size_t len, uint64_t deadline)
 	return recv_loop(s, f, buf, len, deadline, deadline_min(deadline, f->deadline));
 }
 
+/* m->armed && !m->closed, in one compare of the two flags side by side
+ * (struct mshot). */
+static inline bool armed_open(const struct mshot *m)
+{
+	uint16_t two;
+
+	_Static_assert(offsetof(struct mshot, closed) == offsetof(struct mshot, armed) + 1,
+	               "armed, then closed");
+	memcpy(&two, (const char *)m + offsetof(struct mshot, armed), sizeof(two));
+	return two == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 0x0001 : 0x0100);
+}
+
 /* The fast way's wait (no deadline) ended with no bytes handed (rc): its
  * buffer is still in s->dst (hand_over clears it only when it hands
  * bytes), so that the wait keeps nothing but s across the switch. */
@@ -714,9 +726,9 @@ static __attribute__((noinline)) ssize_t recv_unhanded(struct runtime_stream *s,
 
 /*
  * The fast way is a read with no deadline (neither the call's nor the
- * fiber's) by a fiber not cancelled, of a stream in plain use - what
- * recv_checked would let through with no answer of its own - that finds
- * bytes queued or waits for the next on the armed multishot. It tests
+ * fiber's) by a fiber not cancelled, of a stream in plain use with its
+ * multishot armed - what recv_checked would let through with no answer of
+ * its own - that finds bytes queued or waits for the next. It tests
  * what recv_checked tests, folded (the fiber's core is the calling
  * thread's); anything else, or a wait that ends with neither bytes nor an
  * error, goes the full way. inline: a hint to LTO's inliner, for the
@@ -732,12 +744,12 @@ inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size
 		return recv_checked(s, buf, len, deadline);
 	struct fiber *f = c->current;
 	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER ||
-	             s->idle.state != IDLE_NONE || s->m.core != c || s->m.closed ||
+	             s->idle.state != IDLE_NONE || s->m.core != c || !armed_open(&s->m) ||
 	             s->m.waiter))
 		return recv_checked(s, buf, len, deadline);
 	if (runtime__fault(FAULT_CONNRESET))
 		return -ECONNRESET;
-	if (s->queued || s->end || !s->m.armed)
+	if (s->queued || s->end)
 		return recv_loop(s, f, buf, len, NEVER, NEVER);
 	s->dst = buf;
 	s->dst_len = len;
