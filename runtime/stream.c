@@ -698,6 +698,19 @@ recv_checked(struct runtime_stream *s, void *buf, size_t len, uint64_t deadline)
 	return recv_loop(s, f, buf, len, deadline, deadline_min(deadline, f->deadline));
 }
 
+/* The fast way's read that has bytes queued (or the stream's end), or a
+ * deadline of the call's (0: none; the fiber has none): recv_checked's
+ * last check, and its loop. */
+static __attribute__((noinline)) ssize_t
+recv_now(struct runtime_stream *s, struct fiber *f, void *buf, size_t len, uint64_t deadline)
+{
+	if (!deadline)
+		return recv_loop(s, f, buf, len, NEVER, NEVER);
+	if (runtime_now() >= deadline)
+		return -ETIMEDOUT;
+	return recv_loop(s, f, buf, len, deadline, deadline);
+}
+
 /* m->armed && !m->closed, in one compare of the two flags side by side
  * (struct mshot). */
 static inline bool armed_open(const struct mshot *m)
@@ -725,22 +738,22 @@ static __attribute__((noinline)) ssize_t recv_unhanded(struct runtime_stream *s,
 }
 
 /*
- * The fast way is a read with no deadline (neither the call's nor the
- * fiber's) by a fiber not cancelled, of a stream in plain use with its
- * multishot armed - what recv_checked would let through with no answer of
- * its own - that finds bytes queued or waits for the next. It tests
- * what recv_checked tests, folded (the fiber's core is the calling
- * thread's); anything else, or a wait that ends with neither bytes nor an
- * error, goes the full way. inline: a hint to LTO's inliner, for the
- * toolkit's read (layer.h declares it: this is its external definition
- * all the same).
+ * The fast way is a read by a fiber not cancelled and under no deadline of
+ * its own, of a stream in plain use with its multishot armed: what
+ * recv_checked lets through with no answer of its own, tested folded (the
+ * fiber's core is the calling thread's). With no deadline of the call's
+ * and nothing queued, it waits for the next bytes keeping only s across
+ * the switch; the rest goes on in recv_loop (recv_now, recv_unhanded), and
+ * anything else takes the full way. inline: a hint to LTO's inliner, for
+ * the toolkit's read (layer.h declares it: this is its external
+ * definition all the same).
  */
 inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
                                        uint64_t deadline)
 {
 	struct core *c = this_core();
 
-	if (unlikely(!c || !s || !buf || !len || deadline))
+	if (unlikely(!c || !s || !buf || !len))
 		return recv_checked(s, buf, len, deadline);
 	struct fiber *f = c->current;
 	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER ||
@@ -749,8 +762,8 @@ inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size
 		return recv_checked(s, buf, len, deadline);
 	if (runtime__fault(FAULT_CONNRESET))
 		return -ECONNRESET;
-	if (s->queued || s->end)
-		return recv_loop(s, f, buf, len, NEVER, NEVER);
+	if (deadline || s->queued || s->end)
+		return recv_now(s, f, buf, len, deadline);
 	s->dst = buf;
 	s->dst_len = len;
 	int rc = runtime__mshot_wait(&s->m, f, NEVER);
