@@ -668,9 +668,9 @@ struct mshot {
 	uint8_t kind;               /* enum mshot_kind */
 	int flags;                  /* MSHOT_ACCEPT: accept4's flags */
 	bool armed;                 /* its terminal result is due */
+	bool closed;                /* the owner let go: free when quiet */
 	bool stopping;              /* io_uring: cancel until the terminal CQE */
 	bool cancel_in_flight;
-	bool closed;                /* the owner let go: free when quiet */
 	uint8_t retries;
 	struct fiber *waiter;       /* a fiber waiting for the next result */
 	struct timer retry;         /* io_uring: sends the next cancel */
@@ -684,6 +684,11 @@ void runtime__mshot_close(struct mshot *m);
 int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline);
 void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshot_quiet(struct mshot *m);
+/* runtime__mshot_deliver's full way, for a result of any kind. */
+void runtime__mshot_result(struct mshot *m, int res, unsigned flags);
+/* A receive stream's result (stream.c): a waiting reader's bytes handed
+ * over at once, anything else to runtime__mshot_result. */
+void runtime__stream_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshots_free(struct core *c);
 
 /* ------------------------------------------------------------ idle streams */
@@ -735,10 +740,20 @@ struct core_stats {
 	_Atomic uint64_t stream_fallbacks;
 };
 
+/* The core's own counter (single writer) plus n. On x86-64 one add to
+ * memory, not locked: its aligned 8-byte store is single-copy atomic, so a
+ * reader on another thread sees the old count or the new, as with the
+ * relaxed load and store of the portable way - in one instruction instead
+ * of three, on paths run per operation. ThreadSanitizer builds take the
+ * portable way, which it sees. */
 static inline void stat_add(_Atomic uint64_t *counter, int64_t n)
 {
+#if defined(__x86_64__) && !defined(RUNTIME_TSAN)
+	__asm__ volatile("addq %1, %0" : "+m"(*(uint64_t *)counter) : "er"(n));
+#else
 	atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) +
 	                      (uint64_t)n, memory_order_relaxed);
+#endif
 }
 
 /* What the stall detector (stall.c) reads of a core: written by the core

@@ -21,10 +21,10 @@ static unsigned rw_len(size_t len)
 	return len > RW_MAX ? RW_MAX : (unsigned)len;
 }
 
-/* Every call's way to the engine (fn: its name, for misuse reports). The
- * fiber's own deadline was checked by runtime__blocking_begin: the clock
- * is read again only for an earlier one of the call's. */
-static inline long submit(struct io_req *r, const char *fn)
+/* submit's full way: the checks of runtime__blocking_begin (the fiber's
+ * deadline among them) and then the call's deadline, for which alone the
+ * clock is read again. */
+static __attribute__((noinline)) long submit_checked(struct io_req *r, const char *fn)
 {
 	struct fiber *f;
 	int rc = runtime__blocking_begin(&f, fn);
@@ -34,6 +34,53 @@ static inline long submit(struct io_req *r, const char *fn)
 	if (runtime__call_deadline_passed(f, r->deadline))
 		return -ETIMEDOUT;
 	return f->core->eng->io(f, r);
+}
+
+/* The calling fiber if it may go straight to the engine - not cancelled,
+ * under no deadline of its own - else NULL. The calling thread's core is
+ * its core. */
+static inline struct fiber *plain_fiber(struct core *c)
+{
+	if (unlikely(!c))
+		return NULL;
+	struct fiber *f = c->current;
+	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER))
+		return NULL;
+	return f;
+}
+
+/* Every call's way to the engine (fn: its name, for misuse reports). A
+ * plain fiber goes straight there, once the call's own deadline (if any)
+ * is found not passed; anything else is checked in full (submit_checked). */
+static inline long submit(struct io_req *r, const char *fn)
+{
+	struct core *c = this_core();
+	struct fiber *f = plain_fiber(c);
+
+	if (unlikely(!f))
+		return submit_checked(r, fn);
+	if (unlikely(r->deadline != NEVER) && runtime_now() >= r->deadline)
+		return -ETIMEDOUT;
+	return c->eng->io(f, r);
+}
+
+/* submit for the layer's calls, r->deadline NEVER: deadline is the
+ * call's (0: none). */
+static inline long submit_by(struct io_req *r, const char *fn, uint64_t deadline)
+{
+	struct core *c = this_core();
+	struct fiber *f = plain_fiber(c);
+
+	if (unlikely(!f)) {
+		r->deadline = runtime__call_deadline(deadline);
+		return submit_checked(r, fn);
+	}
+	if (unlikely(deadline)) {
+		if (runtime_now() >= deadline)
+			return -ETIMEDOUT;
+		r->deadline = deadline;
+	}
+	return c->eng->io(f, r);
 }
 
 #define REQ(k, ...) (struct io_req){ .kind = (k), .deadline = NEVER, __VA_ARGS__ }
@@ -98,23 +145,29 @@ ssize_t runtime__recv_by(int fd, void *buf, size_t len, int flags, uint64_t dead
 {
 	struct io_req r = REQ(IO_RECV, .fd = fd, .buf = buf, .len = rw_len(len), .flags = flags);
 
-	r.deadline = runtime__call_deadline(deadline);
-	return submit(&r, "runtime_recv");
+	return submit_by(&r, "runtime_recv", deadline);
 }
 
-ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
-                         uint64_t deadline)
+/* runtime__send_by's sendmsg, out of line: the one-iovec send stays
+ * small enough to be inlined into its callers. */
+static __attribute__((noinline)) ssize_t
+sendmsg_by(int fd, const struct iovec *iov, int iovcnt, int flags, uint64_t deadline)
 {
-	if (iovcnt == 1) {
-		struct io_req r = REQ(IO_SEND, .fd = fd, .cbuf = iov[0].iov_base,
-		                      .len = rw_len(iov[0].iov_len), .flags = flags);
-		r.deadline = runtime__call_deadline(deadline);
-		return submit(&r, "runtime_send");
-	}
 	struct msghdr msg = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
 	struct io_req r = REQ(IO_SENDMSG, .fd = fd, .msg = &msg, .flags = flags);
-	r.deadline = runtime__call_deadline(deadline);
-	return submit(&r, "runtime_sendmsg");
+	return submit_by(&r, "runtime_sendmsg", deadline);
+}
+
+/* inline: a hint to LTO's inliner, for the toolkit's write (layer.h
+ * declares it, so this is its external definition all the same). */
+inline ssize_t runtime__send_by(int fd, const struct iovec *iov, int iovcnt, int flags,
+                                uint64_t deadline)
+{
+	if (unlikely(iovcnt != 1))
+		return sendmsg_by(fd, iov, iovcnt, flags, deadline);
+	struct io_req r = REQ(IO_SEND, .fd = fd, .cbuf = iov[0].iov_base,
+	                      .len = rw_len(iov[0].iov_len), .flags = flags);
+	return submit_by(&r, "runtime_send", deadline);
 }
 
 ssize_t runtime_recvmsg(int fd, struct msghdr *msg, int flags)
@@ -214,8 +267,7 @@ int runtime__poll_by(int fd, short events, uint64_t deadline)
 {
 	struct io_req r = REQ(IO_POLL, .fd = fd, .flags = (unsigned short)events);
 
-	r.deadline = runtime__call_deadline(deadline);
-	return (int)submit(&r, "runtime_poll");
+	return (int)submit_by(&r, "runtime_poll", deadline);
 }
 
 /*

@@ -79,8 +79,9 @@ int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline)
 	return rc;
 }
 
-/* One result of m's request, from its engine. */
-void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags)
+/* One result of m's request: the lifecycle's part, the owner's
+ * (ops->cqe), then the waiting fiber resumed. */
+void runtime__mshot_result(struct mshot *m, int res, unsigned flags)
 {
 	bool last = !(flags & IORING_CQE_F_MORE);
 
@@ -97,6 +98,18 @@ void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags)
 	}
 	if (m->waiter)
 		runtime__resume(m->waiter, 0);
+}
+
+/* One result of m's request, from its engine. A receive stream's go by
+ * stream.c first, whose fast way takes the common one (a waiting reader's
+ * bytes) and gives it the same effects, short of the calls (a tail call
+ * here, and none of ops->cqe). */
+void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags)
+{
+	if (likely(m->kind == MSHOT_RECV))
+		runtime__stream_deliver(m, res, flags);
+	else
+		runtime__mshot_result(m, res, flags);
 }
 
 /* After the engine's core_stop: no result will come for any. */

@@ -46,9 +46,10 @@ struct runtime_stream {
 	bool starved;               /* it ended with -ENOBUFS: next read plain */
 	/* A reader waiting on an empty queue: the bytes that come next are
 	 * copied straight to its buffer (hand_over). */
-	uint32_t dst_len;
-	uint32_t handed;            /* bytes copied there, for the reader */
 	char *dst;                  /* NULL: none waits, or it has its bytes */
+	size_t dst_len;             /* the reader's len, whole */
+	uint32_t handed;            /* bytes copied there (> 0), for the reader,
+	                               once hand_over has cleared dst */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
 
@@ -456,12 +457,13 @@ static void ended(struct runtime_stream *s, int res)
  * n bytes came in buffer bid while a reader waits on the empty queue
  * (s->dst): they go straight to its buffer, and what does not fit is
  * queued, as copy_out would have left it. The reader is resumed by
- * runtime__mshot_deliver and finds them in s->handed; the buffer is free
+ * runtime__mshot_deliver and finds them in s->handed (s->dst cleared says
+ * there are some, k > 0 as n > 0 and dst_len > 0); the buffer is free
  * again at once. Saves the queue's round trip on a message's way.
  */
 static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
-	uint32_t k = n < s->dst_len ? n : s->dst_len;
+	uint32_t k = n < s->dst_len ? n : (uint32_t)s->dst_len;
 
 	landed(s->m.core, p, bid);
 	memcpy(s->dst, buf_at(p, bid), k);
@@ -476,6 +478,7 @@ static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid,
 	s->queued -= k;
 }
 
+/* Any result of the stream's request (its mshot_ops.cqe). */
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
 {
 	struct runtime_stream *s = stream_of(m);
@@ -501,6 +504,61 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		runtime__mshot_stop(m);
 	if (unlikely(s->idle.state == IDLE_WAITING))
 		runtime__idle_wake(&s->idle, 0); /* a read has something to do */
+}
+
+/* runtime__stream_deliver's copy when the buffer does not go straight
+ * back into the ring: epoll's free list, or a ring at its lend target. */
+static __attribute__((noinline)) void deliver_give(struct bufpool *p, unsigned bid, char *dst,
+                                                   const char *src, uint32_t n)
+{
+	memcpy(dst, src, n);
+	p->lent--;
+	buf_give(p, bid);
+	if (p->lent < p->lend_target / 2 && p->ring)
+		top_up(p);
+}
+
+/*
+ * The common result has its fast way: bytes, more to come, that a reader
+ * waiting on the empty queue takes whole, in the pool's first region -
+ * runtime__mshot_result's effects (hand_over, buf_give, the reader
+ * resumed) with nothing left to queue. What it would test besides cannot
+ * hold while a reader waits (s->dst, and m->waiter with it): it waits only
+ * on an empty queue, which hand_over leaves empty, and never while the
+ * stream is closed or waits idle (each refuses while another is under way).
+ */
+void runtime__stream_deliver(struct mshot *m, int res, unsigned flags)
+{
+	struct runtime_stream *s = stream_of(m);
+	struct bufpool *p = pool_of(m->core);
+	unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+	char *dst = s->dst;
+	const unsigned both = IORING_CQE_F_BUFFER | IORING_CQE_F_MORE;
+
+	if (unlikely((flags & both) != both || res <= 0 || !dst ||
+	             (uint32_t)res > s->dst_len || bid >= p->region1_bid)) {
+		runtime__mshot_result(m, res, flags);
+		return;
+	}
+	char *src = buf_at(p, bid);
+	s->handed = (uint32_t)res;
+	s->dst = NULL;
+	/* buf_give, lent taken one down (p->lent--) and up again; the buffer
+	 * goes to the kernel only once copied out. */
+	struct io_uring_buf_ring *br = p->ring;
+	if (unlikely(!br || p->lent - 1 >= p->lend_target)) {
+		deliver_give(p, bid, dst, src, (uint32_t)res);
+	} else {
+		/* The entry past the tail is the kernel's once the tail moves. */
+		io_uring_buf_ring_add(br, src, p->size, (unsigned short)bid,
+		                      io_uring_buf_ring_mask(p->count), 0);
+		memcpy(dst, src, (uint32_t)res);
+		io_uring_buf_ring_advance(br, 1);
+		p = pool_of(m->core); /* m and br alone kept across the copy */
+		if (unlikely(p->lent < p->lend_target / 2))
+			top_up(p); /* buffers are held queued: the free list fills in */
+	}
+	runtime__resume(m->waiter, 0);
 }
 
 static void stream_release(struct mshot *m)
@@ -569,16 +627,19 @@ static bool use_multishot(struct runtime_stream *s)
 /* Wait (the queue empty, len > 0) until the deadline for the next
  * result: the bytes handed straight to buf (> 0), 0 to look at the
  * stream again, or the wait's -errno. Bytes handed as the wait timed out
- * or was cancelled are returned all the same: nothing read is lost. */
-static ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
-                              size_t len, uint64_t deadline)
+ * or was cancelled are returned all the same: nothing read is lost.
+ * hand_over clears s->dst when it hands bytes; otherwise it is cleared
+ * here. */
+static inline ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, void *buf,
+                                     size_t len, uint64_t deadline)
 {
 	s->dst = buf;
-	s->dst_len = len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
-	s->handed = 0;
+	s->dst_len = len;
 	int rc = runtime__mshot_wait(&s->m, f, deadline);
+	if (likely(!s->dst))
+		return (ssize_t)s->handed;
 	s->dst = NULL;
-	return s->handed ? (ssize_t)s->handed : rc;
+	return rc;
 }
 
 /* May the read start? 0, or the -errno it returns at once. */
@@ -594,20 +655,12 @@ static int recv_check(struct runtime_stream *s, struct fiber *f)
 	return 0;
 }
 
-ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
-                                uint64_t deadline)
+/* A read that may start (its checks passed), under the call's deadline
+ * and until, the earlier of it and the fiber's. */
+static __attribute__((noinline)) ssize_t
+recv_loop(struct runtime_stream *s, struct fiber *f, void *buf, size_t len, uint64_t deadline,
+          uint64_t until)
 {
-	struct fiber *f;
-	int rc = runtime__blocking_begin(&f, "runtime_stream_recv");
-
-	if (!s || (!buf && len))
-		return -EINVAL;
-	if (rc || (rc = recv_check(s, f)) != 0)
-		return rc;
-	deadline = runtime__call_deadline(deadline);
-	if (runtime__call_deadline_passed(f, deadline))
-		return -ETIMEDOUT;
-	uint64_t until = deadline_min(deadline, f->deadline);
 	for (;;) {
 		if (s->queued || !len)
 			return (ssize_t)copy_out(pool_of(f->core), s, buf, len);
@@ -625,6 +678,98 @@ ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
 		if (n != 0)
 			return n;
 	}
+}
+
+/* Every read the fast way of runtime__stream_recv_by does not take: the
+ * checks in their order, each with its answer. */
+static __attribute__((noinline)) ssize_t
+recv_checked(struct runtime_stream *s, void *buf, size_t len, uint64_t deadline)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, "runtime_stream_recv");
+
+	if (!s || (!buf && len))
+		return -EINVAL;
+	if (rc || (rc = recv_check(s, f)) != 0)
+		return rc;
+	deadline = runtime__call_deadline(deadline);
+	if (runtime__call_deadline_passed(f, deadline))
+		return -ETIMEDOUT;
+	return recv_loop(s, f, buf, len, deadline, deadline_min(deadline, f->deadline));
+}
+
+/* The fast way's read that has bytes queued (or the stream's end), or a
+ * deadline of the call's (0: none; the fiber has none): recv_checked's
+ * last check, and its loop. */
+static __attribute__((noinline)) ssize_t
+recv_now(struct runtime_stream *s, struct fiber *f, void *buf, size_t len, uint64_t deadline)
+{
+	if (!deadline)
+		return recv_loop(s, f, buf, len, NEVER, NEVER);
+	if (runtime_now() >= deadline)
+		return -ETIMEDOUT;
+	return recv_loop(s, f, buf, len, deadline, deadline);
+}
+
+/* m->armed && !m->closed, in one compare of the two flags side by side
+ * (struct mshot). */
+static inline bool armed_open(const struct mshot *m)
+{
+	uint16_t two;
+
+	_Static_assert(offsetof(struct mshot, closed) == offsetof(struct mshot, armed) + 1,
+	               "armed, then closed");
+	memcpy(&two, (const char *)m + offsetof(struct mshot, armed), sizeof(two));
+	return two == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 0x0001 : 0x0100);
+}
+
+/* The fast way's wait (no deadline) ended with no bytes handed (rc): its
+ * buffer is still in s->dst (hand_over clears it only when it hands
+ * bytes), so that the wait keeps nothing but s across the switch. */
+static __attribute__((noinline)) ssize_t recv_unhanded(struct runtime_stream *s, int rc)
+{
+	void *buf = s->dst;
+	size_t len = s->dst_len;
+
+	s->dst = NULL;
+	if (rc)
+		return rc;
+	return recv_loop(s, this_fiber(), buf, len, NEVER, NEVER);
+}
+
+/*
+ * The fast way is a read by a fiber not cancelled and under no deadline of
+ * its own, of a stream in plain use with its multishot armed: what
+ * recv_checked lets through with no answer of its own, tested folded (the
+ * fiber's core is the calling thread's). With no deadline of the call's
+ * and nothing queued, it waits for the next bytes keeping only s across
+ * the switch; the rest goes on in recv_loop (recv_now, recv_unhanded), and
+ * anything else takes the full way. inline: a hint to LTO's inliner, for
+ * the toolkit's read (layer.h declares it: this is its external
+ * definition all the same).
+ */
+inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
+                                       uint64_t deadline)
+{
+	struct core *c = this_core();
+
+	if (unlikely(!c || !s || !buf || !len))
+		return recv_checked(s, buf, len, deadline);
+	struct fiber *f = c->current;
+	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER ||
+	             s->idle.state != IDLE_NONE || s->m.core != c || !armed_open(&s->m) ||
+	             s->m.waiter))
+		return recv_checked(s, buf, len, deadline);
+	if (runtime__fault(FAULT_CONNRESET))
+		return -ECONNRESET;
+	if (deadline || s->queued || s->end)
+		return recv_now(s, f, buf, len, deadline);
+	s->dst = buf;
+	s->dst_len = len;
+	int rc = runtime__mshot_wait(&s->m, f, NEVER);
+	if (likely(!s->dst))
+		return (ssize_t)s->handed;
+	return recv_unhanded(s, rc);
 }
 
 ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, size_t len)
