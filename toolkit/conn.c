@@ -33,8 +33,10 @@
 
 static uint64_t earlier(uint64_t a, uint64_t b) /* 0: none */
 {
-	if (!a || !b)
-		return a ? a : b;
+	if (!a)
+		return b;
+	if (!b)
+		return a;
 	return a < b ? a : b;
 }
 
@@ -61,11 +63,17 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
  * where the fiber's own deadline is earlier, a limit moved to between
  * the two wakes the call for nothing, and it looks again.
  */
-static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
+static inline uint64_t side_enter_by(const struct runtime_conn *c, struct side *s,
+                                     struct runtime_fiber *self)
 {
-	s->fiber = runtime_fiber_self();
+	s->fiber = self;
 	s->running = side_limit(c, s);
 	return s->running;
+}
+
+static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
+{
+	return side_enter_by(c, s, runtime_fiber_self());
 }
 
 static inline void side_leave(struct side *s)
@@ -102,10 +110,17 @@ static inline void side_recheck(const struct runtime_conn *c, const struct side 
 }
 
 /* Bytes moved: the idle timeout starts again (later: nobody to wake). */
+static __attribute__((noinline)) void touch_idle(struct runtime_conn *c)
+{
+	c->idle_until = deadline_after(c->idle_ns);
+}
+
+/* Inlined: without an idle timeout, a test; the clock read is out of
+ * line, so the hot calls keep no frame for it. */
 static inline void touch(struct runtime_conn *c)
 {
-	if (c->idle_ns)
-		c->idle_until = deadline_after(c->idle_ns);
+	if (__builtin_expect(c->idle_ns != 0, 0))
+		touch_idle(c);
 }
 
 void runtime__conn_touch(struct runtime_conn *c)
@@ -149,11 +164,17 @@ static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 	return runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
-/* Inlined: a read of a busy connection, or of an idle one whose server
- * watches for the drain, asks nothing of the runtime. */
+/* An idle connection's read: does the drain end it? Inlined: one whose
+ * server watches for the drain asks nothing of the runtime. */
+static inline bool drain_ends(const struct runtime_conn *c)
+{
+	return !(c->server && runtime__serve_drain_watched(c)) && draining(c);
+}
+
+/* Inlined: a read of a busy connection asks nothing at all. */
 static inline bool idle_and_draining(const struct runtime_conn *c)
 {
-	return c->idle && !(c->server && runtime__serve_drain_watched(c)) && draining(c);
+	return c->idle && drain_ends(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes
@@ -182,16 +203,31 @@ static inline void watch_end(struct runtime_conn *c)
 	c->watch.released = false;
 }
 
+/* A plain recv (RUNTIME_CONN_PLAIN_RECV, or no memory for a stream).
+ * Out of line: inlined, its request on the stack would give the stream
+ * read a frame it does not need. */
+static __attribute__((noinline)) ssize_t recv_plain(const struct runtime_conn *c, void *buf,
+                                                    size_t len, uint64_t limit)
+{
+	return runtime__recv_by(c->fd, buf, len, 0, limit);
+}
+
 /* One recv of the stream, or of the socket, under the read side's
  * limit. */
-static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
+static inline ssize_t recv_once_by(struct runtime_conn *c, void *buf, size_t len,
+                                   struct runtime_fiber *self)
 {
-	uint64_t limit = side_enter(c, &c->rd);
+	uint64_t limit = side_enter_by(c, &c->rd, self);
 	ssize_t n = c->rx ? runtime__stream_recv_by(c->rx, buf, len, limit)
-	                  : runtime__recv_by(c->fd, buf, len, 0, limit);
+	                  : recv_plain(c, buf, len, limit);
 
 	side_leave(&c->rd);
 	return n;
+}
+
+static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
+{
+	return recv_once_by(c, buf, len, runtime_fiber_self());
 }
 
 /* A read's end: the watch's, the idle timeout's. */
@@ -230,22 +266,39 @@ read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n
 	return read_done(c, watched, n);
 }
 
+/* A read's recv and end, watched or not (a constant where inlined: each
+ * of raw_read's two ways has its own copy, with no flag kept for it). */
+static inline __attribute__((always_inline)) ssize_t
+read_rest(struct runtime_conn *c, void *buf, size_t len, struct runtime_fiber *self,
+          bool watched)
+{
+	ssize_t n = recv_once_by(c, buf, len, self);
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		return read_loop(c, buf, len, watched, n);
+	return read_done(c, watched, n);
+}
+
 /* Inlined into runtime_conn_read: a read is a stream read and little
  * more (the echo demo's path); read_loop takes one that timed out. */
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
+	/* Asked first: its core's pointer is at hand from the caller's check,
+	 * and kept across a drain's or the watch's call, not asked again. */
+	struct runtime_fiber *self = runtime_fiber_self();
+
 	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
 		return woken(c);
-	bool watched = c->idle && c->watch.on;
-	if (watched)
+	if (!c->idle)
+		return read_rest(c, buf, len, self, false);
+	/* watch.on is read again, not kept across the calls: it is set once,
+	 * before the connection's first read (toolkit.h). */
+	if (c->watch.on)
 		watch_begin(c);
-	if (idle_and_draining(c))
-		return read_done(c, watched, -ESHUTDOWN);
-	ssize_t n = recv_once(c, buf, len);
-	if (__builtin_expect(n == -ETIMEDOUT, 0))
-		return read_loop(c, buf, len, watched, n);
-	return read_done(c, watched, n);
+	if (drain_ends(c))
+		return read_done(c, c->watch.on, -ESHUTDOWN);
+	return c->watch.on ? read_rest(c, buf, len, self, true) : read_rest(c, buf, len, self, false);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
@@ -255,7 +308,7 @@ ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 
 ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
-	if (!c || (!buf && len))
+	if (!c || (!buf && __builtin_expect(len != 0, 0)))
 		return -EINVAL;
 	if (runtime_core_index() != c->core || busy(c, &c->rd))
 		return -EPERM;

@@ -58,7 +58,8 @@ struct conn_layer {
  * -EAGAIN) those it finds reading the same read a second time.
  */
 struct release_watch {
-	bool on : 1;                /* the server releases (release_after) */
+	bool on : 1;                /* the server releases (release_after); set
+	                               once, before the first read (serve.c) */
 	bool linked : 1;            /* on its core's list (watch_prev, _next) */
 	bool reading : 1;           /* an idle read waits: rd.fiber reads */
 	bool seen : 1;              /* one sweep has passed that read */
