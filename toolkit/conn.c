@@ -130,6 +130,16 @@ void runtime__conn_touch(struct runtime_conn *c)
 
 /* -------------------------------------------------------------- reading */
 
+/* The caller runs on c's core. c->core is never negative (a connection
+ * is opened on a core): said to the compiler, a match also tells it the
+ * core's pointer is there, and runtime_fiber_self then tests it no more. */
+static inline bool on_core(const struct runtime_conn *c)
+{
+	if (c->core < 0)
+		__builtin_unreachable(); /* runtime_conn_open's check */
+	return runtime_core_index() == c->core;
+}
+
 /* The caller's core is c's, or -errno. */
 static int mine(const struct runtime_conn *c)
 {
@@ -310,7 +320,7 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	if (!c || (!buf && __builtin_expect(len != 0, 0)))
 		return -EINVAL;
-	if (runtime_core_index() != c->core || busy(c, &c->rd))
+	if (!on_core(c) || busy(c, &c->rd))
 		return -EPERM;
 	if (__builtin_expect(!c->layer, 1))
 		return raw_read(c, buf, len);
@@ -321,22 +331,50 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 
 /* -------------------------------------------------------------- writing */
 
-/* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
- * (> 0, may be short) or -errno. Inlined: a write is a send and little
- * more (the echo demo's path). */
+/* One send (iovcnt 1) or sendmsg under the write side's limit, once. */
 static inline __attribute__((always_inline)) ssize_t
-send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+send_one(struct runtime_conn *c, const struct iovec *iov, int iovcnt, struct runtime_fiber *self)
 {
-	ssize_t n;
+	uint64_t limit = side_enter_by(c, &c->wr, self);
+	ssize_t n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
 
-	do {
-		uint64_t limit = side_enter(c, &c->wr);
-		n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
-		side_leave(&c->wr);
-	} while (n == -ETIMEDOUT && !side_expired(c, &c->wr));
+	side_leave(&c->wr);
+	return n;
+}
+
+/* A send that ended -ETIMEDOUT: past a limit (the caller's own deadline,
+ * or the connection's), or expired because one moved (send again). Out
+ * of line: the hot write keeps no loop. */
+static __attribute__((noinline)) ssize_t
+send_again(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n = -ETIMEDOUT;
+
+	while (n == -ETIMEDOUT && !side_expired(c, &c->wr))
+		n = send_one(c, iov, iovcnt, runtime_fiber_self());
+	return n;
+}
+
+/* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
+ * (> 0, may be short) or -errno (runtime_conn_write has its own copy). */
+static inline ssize_t send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n = send_one(c, iov, iovcnt, runtime_fiber_self());
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		n = send_again(c, iov, iovcnt);
 	if (n > 0)
 		touch(c);
 	return n;
+}
+
+/* send_again of one buffer, its iovec made here: the hot write's stays
+ * in registers, never stored for a call that almost never comes. */
+static __attribute__((noinline)) ssize_t send_buf_again(struct runtime_conn *c, const void *buf,
+                                                        size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+	return send_again(c, &iov, 1);
 }
 
 ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
@@ -354,7 +392,7 @@ static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 {
 	struct runtime_conn *c = ctx;
 
-	if (runtime_core_index() != c->core || busy(c, &c->wr))
+	if (!on_core(c) || busy(c, &c->wr))
 		return -EPERM;
 	return write_once(c, iov, iovcnt);
 }
@@ -379,26 +417,38 @@ static ssize_t write_from(struct runtime_conn *c, const char *buf, size_t len, s
 	return off == len ? (ssize_t)len : n;
 }
 
+/* A write that wrote nothing: n (-errno), *done (if asked) 0. */
+static __attribute__((noinline, cold)) ssize_t write_failed(size_t *done, ssize_t n)
+{
+	if (done)
+		*done = 0;
+	return n;
+}
+
 /* Without a layer, one send most often takes it all: that send is made
- * here, and write_from loops only over what a short one left. */
+ * here, send_once written out with the fiber asked beside the core check
+ * and the iovec in registers, and write_from loops only over what a
+ * short one left. */
 ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
 {
-	ssize_t n;
-
-	if (!c || (!buf && len)) {
-		n = -EINVAL;
-	} else if (runtime_core_index() != c->core || busy(c, &c->wr)) {
-		n = -EPERM;
-	} else if (__builtin_expect(c->layer || !len, 0)) {
+	if (!c || (!buf && __builtin_expect(len != 0, 0)))
+		return write_failed(done, -EINVAL);
+	if (!on_core(c) || busy(c, &c->wr))
+		return write_failed(done, -EPERM);
+	if (__builtin_expect(c->layer || !len, 0))
 		return write_from(c, buf, len, 0, done);
-	} else {
-		struct iovec iov = { (void *)buf, len };
-		n = send_once(c, &iov, 1);
-		if (__builtin_expect(n > 0 && (size_t)n < len, 0))
-			return write_from(c, buf, len, (size_t)n, done);
-		if (n == 0)
-			n = -EIO;
-	}
+
+	struct iovec iov = { (void *)buf, len };
+	ssize_t n = send_one(c, &iov, 1, runtime_fiber_self());
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		n = send_buf_again(c, buf, len);
+	if (n > 0)
+		touch(c);
+	if (__builtin_expect(n > 0 && (size_t)n < len, 0))
+		return write_from(c, buf, len, (size_t)n, done);
+	if (n == 0)
+		n = -EIO;
 	if (done)
 		*done = n > 0 ? (size_t)n : 0;
 	return n;
