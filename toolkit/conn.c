@@ -76,10 +76,11 @@ static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
 	return side_enter_by(c, s, runtime_fiber_self());
 }
 
+/* running is left as it was: it means something only while fiber is
+ * set (side_recheck looks at it then alone), and side_enter sets it. */
 static inline void side_leave(struct side *s)
 {
 	s->fiber = NULL;
-	s->running = 0;
 }
 
 /* A call of this side ended with -ETIMEDOUT: is a limit really past (the
@@ -290,7 +291,9 @@ read_rest(struct runtime_conn *c, void *buf, size_t len, struct runtime_fiber *s
 }
 
 /* Inlined into runtime_conn_read: a read is a stream read and little
- * more (the echo demo's path); read_loop takes one that timed out. */
+ * more (the echo demo's path); read_loop takes one that timed out. A busy
+ * read, an idle one and a watched idle one each have their own way, so
+ * that none tests or keeps a flag the others set. */
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
@@ -302,13 +305,12 @@ raw_read(struct runtime_conn *c, void *buf, size_t len)
 		return woken(c);
 	if (!c->idle)
 		return read_rest(c, buf, len, self, false);
-	/* watch.on is read again, not kept across the calls: it is set once,
-	 * before the connection's first read (toolkit.h). */
-	if (c->watch.on)
-		watch_begin(c);
+	if (!c->watch.on)
+		return drain_ends(c) ? -ESHUTDOWN : read_rest(c, buf, len, self, false);
+	watch_begin(c);
 	if (drain_ends(c))
-		return read_done(c, c->watch.on, -ESHUTDOWN);
-	return c->watch.on ? read_rest(c, buf, len, self, true) : read_rest(c, buf, len, self, false);
+		return read_done(c, true, -ESHUTDOWN);
+	return read_rest(c, buf, len, self, true);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)

@@ -23,7 +23,8 @@
 struct side {
 	uint64_t deadline;          /* the connection's, 0: none */
 	struct runtime_fiber *fiber;
-	uint64_t running;           /* the one that call runs under, 0: none */
+	uint64_t running;           /* the one that call runs under, 0: none
+	                               (stale while no call is blocked) */
 };
 
 /*
@@ -58,8 +59,7 @@ struct conn_layer {
  * -EAGAIN) those it finds reading the same read a second time.
  */
 struct release_watch {
-	bool on : 1;                /* the server releases (release_after); set
-	                               once, before the first read (serve.c) */
+	bool on : 1;                /* the server releases (release_after) */
 	bool linked : 1;            /* on its core's list (watch_prev, _next) */
 	bool reading : 1;           /* an idle read waits: rd.fiber reads */
 	bool seen : 1;              /* one sweep has passed that read */
