@@ -110,23 +110,25 @@ static inline void side_recheck(const struct runtime_conn *c, const struct side 
 		side_expire_later(c, s);
 }
 
-/* Bytes moved: the idle timeout starts again (later: nobody to wake). */
-static __attribute__((noinline)) void touch_idle(struct runtime_conn *c)
+/* Bytes moved (n > 0, returned): the idle timeout starts again (later:
+ * nobody to wake). */
+static __attribute__((noinline)) ssize_t touch_idle(struct runtime_conn *c, ssize_t n)
 {
 	c->idle_until = deadline_after(c->idle_ns);
+	return n;
 }
 
-/* Inlined: without an idle timeout, a test; the clock read is out of
- * line, so the hot calls keep no frame for it. */
-static inline void touch(struct runtime_conn *c)
+/* Inlined: without an idle timeout, a test. The clock read is out of
+ * line, and gives n back, so the hot calls keep neither a frame for it
+ * nor n across it. */
+static inline ssize_t touch(struct runtime_conn *c, ssize_t n)
 {
-	if (__builtin_expect(c->idle_ns != 0, 0))
-		touch_idle(c);
+	return __builtin_expect(c->idle_ns != 0, 0) ? touch_idle(c, n) : n;
 }
 
 void runtime__conn_touch(struct runtime_conn *c)
 {
-	touch(c);
+	touch(c, 1);
 }
 
 /* -------------------------------------------------------------- reading */
@@ -177,9 +179,14 @@ static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 
 /* An idle connection's read: does the drain end it? Inlined: one whose
  * server watches for the drain asks nothing of the runtime. */
+static inline bool drain_watched(const struct runtime_conn *c)
+{
+	return c->server && runtime__serve_drain_watched(c);
+}
+
 static inline bool drain_ends(const struct runtime_conn *c)
 {
-	return !(c->server && runtime__serve_drain_watched(c)) && draining(c);
+	return !drain_watched(c) && draining(c);
 }
 
 /* Inlined: a read of a busy connection asks nothing at all. */
@@ -246,9 +253,7 @@ static inline ssize_t read_done(struct runtime_conn *c, bool watched, ssize_t n)
 {
 	if (watched)
 		watch_end(c);
-	if (n > 0)
-		touch(c);
-	return n;
+	return n > 0 ? touch(c, n) : n;
 }
 
 /*
@@ -290,27 +295,41 @@ read_rest(struct runtime_conn *c, void *buf, size_t len, struct runtime_fiber *s
 	return read_done(c, watched, n);
 }
 
-/* Inlined into runtime_conn_read: a read is a stream read and little
- * more (the echo demo's path); read_loop takes one that timed out. A busy
- * read, an idle one and a watched idle one each have their own way, so
- * that none tests or keeps a flag the others set. */
-static inline __attribute__((always_inline)) ssize_t
-raw_read(struct runtime_conn *c, void *buf, size_t len)
+/* An idle read that may call out before its recv: the drain asked of
+ * the runtime (no watcher), or the watch's first link. */
+static __attribute__((noinline)) ssize_t idle_read(struct runtime_conn *c, void *buf, size_t len)
 {
-	/* Asked first: its core's pointer is at hand from the caller's check,
-	 * and kept across a drain's or the watch's call, not asked again. */
-	struct runtime_fiber *self = runtime_fiber_self();
-
-	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
-		return woken(c);
-	if (!c->idle)
-		return read_rest(c, buf, len, self, false);
 	if (!c->watch.on)
-		return drain_ends(c) ? -ESHUTDOWN : read_rest(c, buf, len, self, false);
+		return drain_ends(c) ? -ESHUTDOWN : read_rest(c, buf, len, runtime_fiber_self(), false);
 	watch_begin(c);
 	if (drain_ends(c))
 		return read_done(c, true, -ESHUTDOWN);
-	return read_rest(c, buf, len, self, true);
+	return read_rest(c, buf, len, runtime_fiber_self(), true);
+}
+
+/*
+ * Inlined into runtime_conn_read: a read is a stream read and little
+ * more (the echo demo's path); read_loop takes one that timed out. A busy
+ * read, an idle one and a watched idle one each have their own way, so
+ * that none tests or keeps a flag the others set; idle_read takes an
+ * idle one that would call out before its recv, so that the hot ways
+ * keep nothing across a call but what the recv needs.
+ */
+static inline __attribute__((always_inline)) ssize_t
+raw_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
+		return woken(c);
+	if (!c->idle)
+		return read_rest(c, buf, len, runtime_fiber_self(), false);
+	if (__builtin_expect(!drain_watched(c), 0))
+		return idle_read(c, buf, len);
+	if (!c->watch.on)
+		return read_rest(c, buf, len, runtime_fiber_self(), false);
+	if (__builtin_expect(!c->watch.linked, 0))
+		return idle_read(c, buf, len);
+	watch_begin(c); /* linked: no call */
+	return read_rest(c, buf, len, runtime_fiber_self(), true);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
@@ -365,9 +384,7 @@ static inline ssize_t send_once(struct runtime_conn *c, const struct iovec *iov,
 
 	if (__builtin_expect(n == -ETIMEDOUT, 0))
 		n = send_again(c, iov, iovcnt);
-	if (n > 0)
-		touch(c);
-	return n;
+	return n > 0 ? touch(c, n) : n;
 }
 
 /* send_again of one buffer, its iovec made here: the hot write's stays
@@ -446,7 +463,7 @@ ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, 
 	if (__builtin_expect(n == -ETIMEDOUT, 0))
 		n = send_buf_again(c, buf, len);
 	if (n > 0)
-		touch(c);
+		n = touch(c, n);
 	if (__builtin_expect(n > 0 && (size_t)n < len, 0))
 		return write_from(c, buf, len, (size_t)n, done);
 	if (n == 0)
