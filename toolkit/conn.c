@@ -133,6 +133,16 @@ void runtime__conn_touch(struct runtime_conn *c)
 
 /* -------------------------------------------------------------- reading */
 
+/* A read or write refused (its arguments, its core, busy): n (-errno),
+ * *done (if asked) 0. Out of line, cold: the hot calls load no error code
+ * on their way, they branch away to it. */
+static __attribute__((noinline, cold)) ssize_t refused(size_t *done, ssize_t n)
+{
+	if (done)
+		*done = 0;
+	return n;
+}
+
 /* The caller runs on c's core. c->core is never negative (a connection
  * is opened on a core): said to the compiler, a match also tells it the
  * core's pointer is there, and runtime_fiber_self then tests it no more. */
@@ -340,9 +350,9 @@ ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	if (!c || (!buf && __builtin_expect(len != 0, 0)))
-		return -EINVAL;
+		return refused(NULL, -EINVAL);
 	if (!on_core(c) || busy(c, &c->rd))
-		return -EPERM;
+		return refused(NULL, -EPERM);
 	if (__builtin_expect(!c->layer, 1))
 		return raw_read(c, buf, len);
 	if (idle_and_draining(c))
@@ -436,14 +446,6 @@ static ssize_t write_from(struct runtime_conn *c, const char *buf, size_t len, s
 	return off == len ? (ssize_t)len : n;
 }
 
-/* A write that wrote nothing: n (-errno), *done (if asked) 0. */
-static __attribute__((noinline, cold)) ssize_t write_failed(size_t *done, ssize_t n)
-{
-	if (done)
-		*done = 0;
-	return n;
-}
-
 /* Without a layer, one send most often takes it all: that send is made
  * here, send_once written out with the fiber asked beside the core check
  * and the iovec in registers, and write_from loops only over what a
@@ -451,9 +453,9 @@ static __attribute__((noinline, cold)) ssize_t write_failed(size_t *done, ssize_
 ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
 {
 	if (!c || (!buf && __builtin_expect(len != 0, 0)))
-		return write_failed(done, -EINVAL);
+		return refused(done, -EINVAL);
 	if (!on_core(c) || busy(c, &c->wr))
-		return write_failed(done, -EPERM);
+		return refused(done, -EPERM);
 	if (__builtin_expect(c->layer || !len, 0))
 		return write_from(c, buf, len, 0, done);
 
