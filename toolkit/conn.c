@@ -33,8 +33,10 @@
 
 static uint64_t earlier(uint64_t a, uint64_t b) /* 0: none */
 {
-	if (!a || !b)
-		return a ? a : b;
+	if (!a)
+		return b;
+	if (!b)
+		return a;
 	return a < b ? a : b;
 }
 
@@ -61,17 +63,24 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
  * where the fiber's own deadline is earlier, a limit moved to between
  * the two wakes the call for nothing, and it looks again.
  */
-static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
+static inline uint64_t side_enter_by(const struct runtime_conn *c, struct side *s,
+                                     struct runtime_fiber *self)
 {
-	s->fiber = runtime_fiber_self();
+	s->fiber = self;
 	s->running = side_limit(c, s);
 	return s->running;
 }
 
+static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
+{
+	return side_enter_by(c, s, runtime_fiber_self());
+}
+
+/* running is left as it was: it means something only while fiber is
+ * set (side_recheck looks at it then alone), and side_enter sets it. */
 static inline void side_leave(struct side *s)
 {
 	s->fiber = NULL;
-	s->running = 0;
 }
 
 /* A call of this side ended with -ETIMEDOUT: is a limit really past (the
@@ -101,19 +110,48 @@ static inline void side_recheck(const struct runtime_conn *c, const struct side 
 		side_expire_later(c, s);
 }
 
-/* Bytes moved: the idle timeout starts again (later: nobody to wake). */
-static inline void touch(struct runtime_conn *c)
+/* Bytes moved (n > 0, returned): the idle timeout starts again (later:
+ * nobody to wake). */
+static __attribute__((noinline)) ssize_t touch_idle(struct runtime_conn *c, ssize_t n)
 {
-	if (c->idle_ns)
-		c->idle_until = deadline_after(c->idle_ns);
+	c->idle_until = deadline_after(c->idle_ns);
+	return n;
+}
+
+/* Inlined: without an idle timeout, a test. The clock read is out of
+ * line, and gives n back, so the hot calls keep neither a frame for it
+ * nor n across it. */
+static inline ssize_t touch(struct runtime_conn *c, ssize_t n)
+{
+	return __builtin_expect(c->idle_ns != 0, 0) ? touch_idle(c, n) : n;
 }
 
 void runtime__conn_touch(struct runtime_conn *c)
 {
-	touch(c);
+	touch(c, 1);
 }
 
 /* -------------------------------------------------------------- reading */
+
+/* A read or write refused (its arguments, its core, busy): n (-errno),
+ * *done (if asked) 0. Out of line, cold: the hot calls load no error code
+ * on their way, they branch away to it. */
+static __attribute__((noinline, cold)) ssize_t refused(size_t *done, ssize_t n)
+{
+	if (done)
+		*done = 0;
+	return n;
+}
+
+/* The caller runs on c's core. c->core is never negative (a connection
+ * is opened on a core): said to the compiler, a match also tells it the
+ * core's pointer is there, and runtime_fiber_self then tests it no more. */
+static inline bool on_core(const struct runtime_conn *c)
+{
+	if (c->core < 0)
+		__builtin_unreachable(); /* runtime_conn_open's check */
+	return runtime_core_index() == c->core;
+}
 
 /* The caller's core is c's, or -errno. */
 static int mine(const struct runtime_conn *c)
@@ -149,11 +187,22 @@ static __attribute__((noinline)) bool draining(const struct runtime_conn *c)
 	return runtime_draining(runtime_current()) && !bytes_waiting(c);
 }
 
-/* Inlined: a read of a busy connection, or of an idle one whose server
- * watches for the drain, asks nothing of the runtime. */
+/* An idle connection's read: does the drain end it? Inlined: one whose
+ * server watches for the drain asks nothing of the runtime. */
+static inline bool drain_watched(const struct runtime_conn *c)
+{
+	return c->server && runtime__serve_drain_watched(c);
+}
+
+static inline bool drain_ends(const struct runtime_conn *c)
+{
+	return !drain_watched(c) && draining(c);
+}
+
+/* Inlined: a read of a busy connection asks nothing at all. */
 static inline bool idle_and_draining(const struct runtime_conn *c)
 {
-	return c->idle && !(c->server && runtime__serve_drain_watched(c)) && draining(c);
+	return c->idle && drain_ends(c);
 }
 
 /* The first read after runtime_conn_idle's wait ended other than by bytes
@@ -182,16 +231,31 @@ static inline void watch_end(struct runtime_conn *c)
 	c->watch.released = false;
 }
 
+/* A plain recv (RUNTIME_CONN_PLAIN_RECV, or no memory for a stream).
+ * Out of line: inlined, its request on the stack would give the stream
+ * read a frame it does not need. */
+static __attribute__((noinline)) ssize_t recv_plain(const struct runtime_conn *c, void *buf,
+                                                    size_t len, uint64_t limit)
+{
+	return runtime__recv_by(c->fd, buf, len, 0, limit);
+}
+
 /* One recv of the stream, or of the socket, under the read side's
  * limit. */
-static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
+static inline ssize_t recv_once_by(struct runtime_conn *c, void *buf, size_t len,
+                                   struct runtime_fiber *self)
 {
-	uint64_t limit = side_enter(c, &c->rd);
+	uint64_t limit = side_enter_by(c, &c->rd, self);
 	ssize_t n = c->rx ? runtime__stream_recv_by(c->rx, buf, len, limit)
-	                  : runtime__recv_by(c->fd, buf, len, 0, limit);
+	                  : recv_plain(c, buf, len, limit);
 
 	side_leave(&c->rd);
 	return n;
+}
+
+static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
+{
+	return recv_once_by(c, buf, len, runtime_fiber_self());
 }
 
 /* A read's end: the watch's, the idle timeout's. */
@@ -199,9 +263,7 @@ static inline ssize_t read_done(struct runtime_conn *c, bool watched, ssize_t n)
 {
 	if (watched)
 		watch_end(c);
-	if (n > 0)
-		touch(c);
-	return n;
+	return n > 0 ? touch(c, n) : n;
 }
 
 /*
@@ -230,22 +292,54 @@ read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n
 	return read_done(c, watched, n);
 }
 
-/* Inlined into runtime_conn_read: a read is a stream read and little
- * more (the echo demo's path); read_loop takes one that timed out. */
+/* A read's recv and end, watched or not (a constant where inlined: each
+ * of raw_read's two ways has its own copy, with no flag kept for it). */
+static inline __attribute__((always_inline)) ssize_t
+read_rest(struct runtime_conn *c, void *buf, size_t len, struct runtime_fiber *self,
+          bool watched)
+{
+	ssize_t n = recv_once_by(c, buf, len, self);
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		return read_loop(c, buf, len, watched, n);
+	return read_done(c, watched, n);
+}
+
+/* An idle read that may call out before its recv: the drain asked of
+ * the runtime (no watcher), or the watch's first link. */
+static __attribute__((noinline)) ssize_t idle_read(struct runtime_conn *c, void *buf, size_t len)
+{
+	if (!c->watch.on)
+		return drain_ends(c) ? -ESHUTDOWN : read_rest(c, buf, len, runtime_fiber_self(), false);
+	watch_begin(c);
+	if (drain_ends(c))
+		return read_done(c, true, -ESHUTDOWN);
+	return read_rest(c, buf, len, runtime_fiber_self(), true);
+}
+
+/*
+ * Inlined into runtime_conn_read: a read is a stream read and little
+ * more (the echo demo's path); read_loop takes one that timed out. A busy
+ * read, an idle one and a watched idle one each have their own way, so
+ * that none tests or keeps a flag the others set; idle_read takes an
+ * idle one that would call out before its recv, so that the hot ways
+ * keep nothing across a call but what the recv needs.
+ */
 static inline __attribute__((always_inline)) ssize_t
 raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
 	if (__builtin_expect(c->woke != 0, 0)) /* why runtime_conn_idle's wait ended */
 		return woken(c);
-	bool watched = c->idle && c->watch.on;
-	if (watched)
-		watch_begin(c);
-	if (idle_and_draining(c))
-		return read_done(c, watched, -ESHUTDOWN);
-	ssize_t n = recv_once(c, buf, len);
-	if (__builtin_expect(n == -ETIMEDOUT, 0))
-		return read_loop(c, buf, len, watched, n);
-	return read_done(c, watched, n);
+	if (!c->idle)
+		return read_rest(c, buf, len, runtime_fiber_self(), false);
+	if (__builtin_expect(!drain_watched(c), 0))
+		return idle_read(c, buf, len);
+	if (!c->watch.on)
+		return read_rest(c, buf, len, runtime_fiber_self(), false);
+	if (__builtin_expect(!c->watch.linked, 0))
+		return idle_read(c, buf, len);
+	watch_begin(c); /* linked: no call */
+	return read_rest(c, buf, len, runtime_fiber_self(), true);
 }
 
 ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
@@ -255,10 +349,10 @@ ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 
 ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 {
-	if (!c || (!buf && len))
-		return -EINVAL;
-	if (runtime_core_index() != c->core || busy(c, &c->rd))
-		return -EPERM;
+	if (!c || (!buf && __builtin_expect(len != 0, 0)))
+		return refused(NULL, -EINVAL);
+	if (!on_core(c) || busy(c, &c->rd))
+		return refused(NULL, -EPERM);
 	if (__builtin_expect(!c->layer, 1))
 		return raw_read(c, buf, len);
 	if (idle_and_draining(c))
@@ -268,22 +362,48 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 
 /* -------------------------------------------------------------- writing */
 
-/* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
- * (> 0, may be short) or -errno. Inlined: a write is a send and little
- * more (the echo demo's path). */
+/* One send (iovcnt 1) or sendmsg under the write side's limit, once. */
 static inline __attribute__((always_inline)) ssize_t
-send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+send_one(struct runtime_conn *c, const struct iovec *iov, int iovcnt, struct runtime_fiber *self)
 {
-	ssize_t n;
+	uint64_t limit = side_enter_by(c, &c->wr, self);
+	ssize_t n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
 
-	do {
-		uint64_t limit = side_enter(c, &c->wr);
-		n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
-		side_leave(&c->wr);
-	} while (n == -ETIMEDOUT && !side_expired(c, &c->wr));
-	if (n > 0)
-		touch(c);
+	side_leave(&c->wr);
 	return n;
+}
+
+/* A send that ended -ETIMEDOUT: past a limit (the caller's own deadline,
+ * or the connection's), or expired because one moved (send again). Out
+ * of line: the hot write keeps no loop. */
+static __attribute__((noinline)) ssize_t
+send_again(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n = -ETIMEDOUT;
+
+	while (n == -ETIMEDOUT && !side_expired(c, &c->wr))
+		n = send_one(c, iov, iovcnt, runtime_fiber_self());
+	return n;
+}
+
+/* One send (iovcnt 1) or sendmsg under the write deadline: bytes written
+ * (> 0, may be short) or -errno (runtime_conn_write has its own copy). */
+static inline ssize_t send_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+{
+	ssize_t n = send_one(c, iov, iovcnt, runtime_fiber_self());
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		n = send_again(c, iov, iovcnt);
+	return n > 0 ? touch(c, n) : n;
+}
+
+/* send_again of one buffer, its iovec made here: the hot write's stays
+ * in registers, never stored for a call that almost never comes. */
+static __attribute__((noinline)) ssize_t send_buf_again(struct runtime_conn *c, const void *buf,
+                                                        size_t len)
+{
+	struct iovec iov = { (void *)buf, len };
+	return send_again(c, &iov, 1);
 }
 
 ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
@@ -301,7 +421,7 @@ static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
 {
 	struct runtime_conn *c = ctx;
 
-	if (runtime_core_index() != c->core || busy(c, &c->wr))
+	if (!on_core(c) || busy(c, &c->wr))
 		return -EPERM;
 	return write_once(c, iov, iovcnt);
 }
@@ -327,25 +447,29 @@ static ssize_t write_from(struct runtime_conn *c, const char *buf, size_t len, s
 }
 
 /* Without a layer, one send most often takes it all: that send is made
- * here, and write_from loops only over what a short one left. */
+ * here, send_once written out with the fiber asked beside the core check
+ * and the iovec in registers, and write_from loops only over what a
+ * short one left. */
 ssize_t runtime_conn_write(struct runtime_conn *c, const void *buf, size_t len, size_t *done)
 {
-	ssize_t n;
-
-	if (!c || (!buf && len)) {
-		n = -EINVAL;
-	} else if (runtime_core_index() != c->core || busy(c, &c->wr)) {
-		n = -EPERM;
-	} else if (__builtin_expect(c->layer || !len, 0)) {
+	if (!c || (!buf && __builtin_expect(len != 0, 0)))
+		return refused(done, -EINVAL);
+	if (!on_core(c) || busy(c, &c->wr))
+		return refused(done, -EPERM);
+	if (__builtin_expect(c->layer || !len, 0))
 		return write_from(c, buf, len, 0, done);
-	} else {
-		struct iovec iov = { (void *)buf, len };
-		n = send_once(c, &iov, 1);
-		if (__builtin_expect(n > 0 && (size_t)n < len, 0))
-			return write_from(c, buf, len, (size_t)n, done);
-		if (n == 0)
-			n = -EIO;
-	}
+
+	struct iovec iov = { (void *)buf, len };
+	ssize_t n = send_one(c, &iov, 1, runtime_fiber_self());
+
+	if (__builtin_expect(n == -ETIMEDOUT, 0))
+		n = send_buf_again(c, buf, len);
+	if (n > 0)
+		n = touch(c, n);
+	if (__builtin_expect(n > 0 && (size_t)n < len, 0))
+		return write_from(c, buf, len, (size_t)n, done);
+	if (n == 0)
+		n = -EIO;
 	if (done)
 		*done = n > 0 ? (size_t)n : 0;
 	return n;

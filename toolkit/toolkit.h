@@ -23,7 +23,8 @@
 struct side {
 	uint64_t deadline;          /* the connection's, 0: none */
 	struct runtime_fiber *fiber;
-	uint64_t running;           /* the one that call runs under, 0: none */
+	uint64_t running;           /* the one that call runs under, 0: none
+	                               (stale while no call is blocked) */
 };
 
 /*
