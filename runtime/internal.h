@@ -668,9 +668,9 @@ struct mshot {
 	uint8_t kind;               /* enum mshot_kind */
 	int flags;                  /* MSHOT_ACCEPT: accept4's flags */
 	bool armed;                 /* its terminal result is due */
-	bool closed;                /* the owner let go: free when quiet */
 	bool stopping;              /* io_uring: cancel until the terminal CQE */
 	bool cancel_in_flight;
+	bool closed;                /* the owner let go: free when quiet */
 	uint8_t retries;
 	struct fiber *waiter;       /* a fiber waiting for the next result */
 	struct timer retry;         /* io_uring: sends the next cancel */
@@ -908,19 +908,33 @@ static inline struct fiber *this_fiber(void)
 	return c->current;
 }
 
+/* The fiber running on core c (the calling thread's, or NULL) if it may
+ * block with no more checks - neither cancelled nor under a deadline of
+ * its own - else NULL: the fast way of every blocking call. */
+static inline struct fiber *runtime__plain_fiber(struct core *c)
+{
+	if (unlikely(!c))
+		return NULL;
+	struct fiber *f = c->current;
+	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER))
+		return NULL;
+	return f;
+}
+
 /* Every blocking call's entry (fn: its name, for the misuse report): the
  * calling fiber in *out; -EPERM outside fiber context, -ECANCELED
  * (cancelled, not in a cleanup) or -ETIMEDOUT (past its deadline) if it
- * may not block; else 0. Inline: a fiber neither cancelled nor under a
- * deadline is let through by two tests; the rest, and the clock, are
- * read out of line. */
+ * may not block; else 0. Inline: a plain fiber is let through by two
+ * tests; the rest, and the clock, are read out of line. */
 static inline int runtime__blocking_begin(struct fiber **out, const char *fn)
 {
-	struct fiber *f = this_fiber();
+	struct fiber *f = runtime__plain_fiber(this_core());
 
-	*out = f;
-	if (likely(f && !(f->flags & FIBER_CANCELLED) && f->deadline == NEVER))
+	if (likely(f)) {
+		*out = f;
 		return 0;
+	}
+	*out = f = this_fiber();
 	return runtime__blocking_refused(f, fn);
 }
 

@@ -36,40 +36,30 @@ static __attribute__((noinline)) long submit_checked(struct io_req *r, const cha
 	return f->core->eng->io(f, r);
 }
 
-/* The calling fiber if it may go straight to the engine - not cancelled,
- * under no deadline of its own - else NULL. The calling thread's core is
- * its core. */
-static inline struct fiber *plain_fiber(struct core *c)
-{
-	if (unlikely(!c))
-		return NULL;
-	struct fiber *f = c->current;
-	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER))
-		return NULL;
-	return f;
-}
-
 /* Every call's way to the engine (fn: its name, for misuse reports). A
- * plain fiber goes straight there, once the call's own deadline (if any)
- * is found not passed; anything else is checked in full (submit_checked). */
+ * plain fiber (runtime__plain_fiber) goes straight there, once the call's
+ * own deadline (if any) is found not passed; anything else is checked in
+ * full (submit_checked). */
 static inline long submit(struct io_req *r, const char *fn)
 {
 	struct core *c = this_core();
-	struct fiber *f = plain_fiber(c);
+	struct fiber *f = runtime__plain_fiber(c);
 
 	if (unlikely(!f))
 		return submit_checked(r, fn);
+	/* runtime__call_deadline_passed, knowing the fiber has none */
 	if (unlikely(r->deadline != NEVER) && runtime_now() >= r->deadline)
 		return -ETIMEDOUT;
 	return c->eng->io(f, r);
 }
 
-/* submit for the layer's calls, r->deadline NEVER: deadline is the
- * call's (0: none). */
+/* submit for the layer's calls, r made with REQ (no deadline): deadline
+ * is the call's (0: none), tested as it comes (a register, where
+ * submit's test would load r->deadline again). */
 static inline long submit_by(struct io_req *r, const char *fn, uint64_t deadline)
 {
 	struct core *c = this_core();
-	struct fiber *f = plain_fiber(c);
+	struct fiber *f = runtime__plain_fiber(c);
 
 	if (unlikely(!f)) {
 		r->deadline = runtime__call_deadline(deadline);

@@ -711,18 +711,6 @@ recv_now(struct runtime_stream *s, struct fiber *f, void *buf, size_t len, uint6
 	return recv_loop(s, f, buf, len, deadline, deadline);
 }
 
-/* m->armed && !m->closed, in one compare of the two flags side by side
- * (struct mshot). */
-static inline bool armed_open(const struct mshot *m)
-{
-	uint16_t two;
-
-	_Static_assert(offsetof(struct mshot, closed) == offsetof(struct mshot, armed) + 1,
-	               "armed, then closed");
-	memcpy(&two, (const char *)m + offsetof(struct mshot, armed), sizeof(two));
-	return two == (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? 0x0001 : 0x0100);
-}
-
 /* The fast way's wait (no deadline) ended with no bytes handed (rc): its
  * buffer is still in s->dst (hand_over clears it only when it hands
  * bytes), so that the wait keeps nothing but s across the switch. */
@@ -752,13 +740,10 @@ inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size
                                        uint64_t deadline)
 {
 	struct core *c = this_core();
+	struct fiber *f = runtime__plain_fiber(c);
 
-	if (unlikely(!c || !s || !buf || !len))
-		return recv_checked(s, buf, len, deadline);
-	struct fiber *f = c->current;
-	if (unlikely((f->flags & (FIBER_LOOP | FIBER_CANCELLED)) || f->deadline != NEVER ||
-	             s->idle.state != IDLE_NONE || s->m.core != c || !armed_open(&s->m) ||
-	             s->m.waiter))
+	if (unlikely(!f || !s || !buf || !len || s->idle.state != IDLE_NONE || s->m.core != c ||
+	             !s->m.armed || s->m.closed || s->m.waiter))
 		return recv_checked(s, buf, len, deadline);
 	if (runtime__fault(FAULT_CONNRESET))
 		return -ECONNRESET;
