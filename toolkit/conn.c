@@ -63,17 +63,12 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
  * where the fiber's own deadline is earlier, a limit moved to between
  * the two wakes the call for nothing, and it looks again.
  */
-static inline uint64_t side_enter_by(const struct runtime_conn *c, struct side *s,
-                                     struct runtime_fiber *self)
+static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s,
+                                  struct runtime_fiber *self)
 {
 	s->fiber = self;
 	s->running = side_limit(c, s);
 	return s->running;
-}
-
-static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s)
-{
-	return side_enter_by(c, s, runtime_fiber_self());
 }
 
 /* running is left as it was: it means something only while fiber is
@@ -242,20 +237,15 @@ static __attribute__((noinline)) ssize_t recv_plain(const struct runtime_conn *c
 
 /* One recv of the stream, or of the socket, under the read side's
  * limit. */
-static inline ssize_t recv_once_by(struct runtime_conn *c, void *buf, size_t len,
-                                   struct runtime_fiber *self)
+static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len,
+                                struct runtime_fiber *self)
 {
-	uint64_t limit = side_enter_by(c, &c->rd, self);
+	uint64_t limit = side_enter(c, &c->rd, self);
 	ssize_t n = c->rx ? runtime__stream_recv_by(c->rx, buf, len, limit)
 	                  : recv_plain(c, buf, len, limit);
 
 	side_leave(&c->rd);
 	return n;
-}
-
-static inline ssize_t recv_once(struct runtime_conn *c, void *buf, size_t len)
-{
-	return recv_once_by(c, buf, len, runtime_fiber_self());
 }
 
 /* A read's end: the watch's, the idle timeout's. */
@@ -285,7 +275,7 @@ read_loop(struct runtime_conn *c, void *buf, size_t len, bool watched, ssize_t n
 			n = -ESHUTDOWN;
 			break;
 		}
-		n = recv_once(c, buf, len);
+		n = recv_once(c, buf, len, runtime_fiber_self());
 		if (n != -ETIMEDOUT)
 			break;
 	}
@@ -298,7 +288,7 @@ static inline __attribute__((always_inline)) ssize_t
 read_rest(struct runtime_conn *c, void *buf, size_t len, struct runtime_fiber *self,
           bool watched)
 {
-	ssize_t n = recv_once_by(c, buf, len, self);
+	ssize_t n = recv_once(c, buf, len, self);
 
 	if (__builtin_expect(n == -ETIMEDOUT, 0))
 		return read_loop(c, buf, len, watched, n);
@@ -366,7 +356,7 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 static inline __attribute__((always_inline)) ssize_t
 send_one(struct runtime_conn *c, const struct iovec *iov, int iovcnt, struct runtime_fiber *self)
 {
-	uint64_t limit = side_enter_by(c, &c->wr, self);
+	uint64_t limit = side_enter(c, &c->wr, self);
 	ssize_t n = runtime__send_by(c->fd, iov, iovcnt, MSG_NOSIGNAL, limit);
 
 	side_leave(&c->wr);
@@ -665,7 +655,7 @@ static void poll_then_resume(void *arg)
 			rc = -ESHUTDOWN;
 			break;
 		}
-		uint64_t limit = side_enter(c, &c->rd);
+		uint64_t limit = side_enter(c, &c->rd, runtime_fiber_self());
 		rc = runtime__poll_by(c->fd, POLLIN, limit);
 		side_leave(&c->rd);
 		if (rc != -ETIMEDOUT || side_expired(c, &c->rd))
