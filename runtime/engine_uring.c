@@ -276,12 +276,49 @@ static __attribute__((noinline)) unsigned reap(struct core *c)
 
 /* ---------------------------------------------------------------- submit */
 
+/*
+ * liburing's io_uring_submit_and_wait(ring, wait_nr) for a ring without
+ * SQPOLL or IOPOLL, in a third of its instructions: the SQEs prepared
+ * since the last call published, then one raw io_uring_enter with every
+ * SQE the kernel has not taken (all of them but after an -EBUSY), asking
+ * for completions when waiting or when the kernel says it holds some back
+ * (overflowed, or task work to run: DEFER_TASKRUN). It keeps liburing's
+ * own bookkeeping (sqe_head), so liburing's calls on the ring still work.
+ * Returns SQEs submitted or -errno.
+ */
+static inline __attribute__((always_inline)) int ring_enter(struct core *c, unsigned wait_nr)
+{
+	struct io_uring_sq *sq = &c->ring.sq;
+	unsigned tail = sq->sqe_tail;
+
+	if (sq->sqe_head != tail) {
+		sq->sqe_head = tail;
+		io_uring_smp_store_release(sq->ktail, tail);
+	}
+	unsigned submit = tail - *sq->khead;
+	unsigned flags = c->enter_flags;
+	if (wait_nr || (IO_URING_READ_ONCE(*sq->kflags) & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN)))
+		flags |= IORING_ENTER_GETEVENTS;
+	return (int)runtime__sys6(__NR_io_uring_enter, c->ring.enter_ring_fd, submit, wait_nr,
+	                          flags, 0, 0);
+}
+
+/* Every submit of the ring (the loop's, a full SQ's) goes this way;
+ * inlined into both, as a call per turn would cost. */
+static inline __attribute__((always_inline)) int submit_and_wait(struct core *c,
+                                                                 unsigned wait_nr)
+{
+	if (c->ring.flags & IORING_SETUP_SQPOLL)
+		return io_uring_submit_and_wait(&c->ring, wait_nr);
+	return ring_enter(c, wait_nr);
+}
+
 /* The SQ is full: hand it to the kernel. -EBUSY/-EAGAIN mean the kernel
  * holds back completions (or lacks memory) until some are reaped. */
 static void sq_make_room(struct core *c)
 {
 	stat_add(&c->stats.enters, 1);
-	int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EAGAIN : io_uring_submit(&c->ring);
+	int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EAGAIN : submit_and_wait(c, 0);
 
 	if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR)
 		reap(c);
@@ -777,40 +814,6 @@ static bool uring_busy_poll(struct core *c, uint64_t ns)
 			return true;
 	} while (runtime_now() < until);
 	return false;
-}
-
-/*
- * liburing's io_uring_submit_and_wait(ring, wait_nr) for a ring without
- * SQPOLL or IOPOLL, in a third of its instructions: the SQEs prepared
- * since the last call published, then one raw io_uring_enter with every
- * SQE the kernel has not taken (all of them but after an -EBUSY), asking
- * for completions when waiting or when the kernel says it holds some back
- * (overflowed, or task work to run: DEFER_TASKRUN). It keeps liburing's
- * own bookkeeping (sqe_head), so liburing's calls on the ring still work.
- * Returns SQEs submitted or -errno.
- */
-static int ring_enter(struct core *c, unsigned wait_nr)
-{
-	struct io_uring_sq *sq = &c->ring.sq;
-	unsigned tail = sq->sqe_tail;
-
-	if (sq->sqe_head != tail) {
-		sq->sqe_head = tail;
-		io_uring_smp_store_release(sq->ktail, tail);
-	}
-	unsigned submit = tail - *sq->khead;
-	unsigned flags = c->enter_flags;
-	if (wait_nr || (IO_URING_READ_ONCE(*sq->kflags) & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN)))
-		flags |= IORING_ENTER_GETEVENTS;
-	return (int)runtime__sys6(__NR_io_uring_enter, c->ring.enter_ring_fd, submit, wait_nr,
-	                          flags, 0, 0);
-}
-
-static int submit_and_wait(struct core *c, unsigned wait_nr)
-{
-	if (c->ring.flags & IORING_SETUP_SQPOLL)
-		return io_uring_submit_and_wait(&c->ring, wait_nr);
-	return ring_enter(c, wait_nr);
 }
 
 /*
