@@ -29,17 +29,21 @@
 #define HTTP_FIELDS_MAX 4096      /* a response's own fields */
 #define HTTP_HEAD_MAX_MAX (1 << 20)
 
-#define HTTP_HOT 8 /* connection buffers a core keeps resident and ready */
+#define HTTP_HOT 8 /* connection buffers a core keeps resident for good */
+
+struct http_decay;
 
 /* A core's connection buffers (buffers.c). */
 struct http_buffers {
-	void *hot[HTTP_HOT];
-	unsigned nhot;
+	void **hot;                  /* resident and ready, the last given back on top */
+	size_t nhot;
+	size_t hot_low;              /* nhot's low-water mark this decay period */
 	void **clean;                /* pages given back, addresses kept */
 	size_t nclean;
 	void **slabs;                /* every mapping, for the end */
 	size_t nslabs;
 	size_t size;                 /* one buffer, whole pages */
+	struct http_decay *decay;    /* its timer, NULL: never armed */
 };
 
 void *http_buffer_get(struct http_buffers *b, size_t size);

@@ -24,6 +24,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -390,6 +391,18 @@ static int slow_ones(struct runtime_http_request *req, struct runtime_http_respo
 	return text(res, 200, "slept");
 }
 
+/* /gate answers once gate_open requests have come in, all told (10 s at
+ * most): that many are served at once, each with its connection buffer. */
+static _Atomic unsigned gate_in, gate_open;
+
+static int gate(struct runtime_http_response *res)
+{
+	atomic_fetch_add(&gate_in, 1);
+	for (int i = 0; i < 10000 && atomic_load(&gate_in) < atomic_load(&gate_open); i++)
+		runtime_sleep(1000 * 1000);
+	return text(res, 200, "through");
+}
+
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
 	struct runtime_http_slice path = runtime_http_path(req);
@@ -415,6 +428,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return same(req, res);
 	if (is(path, "/slowbody") || is(path, "/slow") || is(path, "/bigfile") || is(path, "/flood"))
 		return slow_ones(req, res, path);
+	if (is(path, "/gate"))
+		return gate(res);
 	if (is(path, "/fail"))
 		return -EIO;
 	if (is(path, "/nothing"))
@@ -967,6 +982,72 @@ START_TEST(test_idle_connections_release_their_fiber)
 }
 END_TEST
 
+#define GATE_CONNS 64 /* well past the 8 buffers a core keeps for good */
+
+static long minor_faults(void)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+	return ru.ru_minflt;
+}
+
+/* One request on each of fd[], all served at once (/gate); the page
+ * faults the process took meanwhile. */
+static long gate_round(const int *fd)
+{
+	char r[1024];
+	long faults = minor_faults();
+
+	atomic_fetch_add(&gate_open, GATE_CONNS);
+	for (int i = 0; i < GATE_CONNS; i++)
+		send_str(fd[i], "GET /gate HTTP/1.1\r\nHost: h\r\n\r\n");
+	for (int i = 0; i < GATE_CONNS; i++) {
+		r[0] = '\0';
+		ck_assert(read_until(fd[i], r, sizeof(r), "through"));
+	}
+	return minor_faults() - faults;
+}
+
+/*
+ * Connections that wait between requests with no buffer (release_after
+ * 0) take a resident one for each request, however many there are: a
+ * second round of 64 at once right after the first faults in fewer pages
+ * than it has connections (giving back every buffer past the 8 kept would
+ * cost each of the 56 others a page or more per request). Once two
+ * seconds have passed without them, those 56 have given their pages back:
+ * the next round faults each in again. The server then ends with its
+ * decay timer armed (the drain), which must free it after the buffers.
+ */
+START_TEST(test_buffers_stay_warm_then_decay)
+{
+	int fd[GATE_CONNS];
+	long warm, decayed = 0;
+
+	release_after_ns = 0;
+	atomic_store(&gate_in, 0);
+	atomic_store(&gate_open, 0);
+	serve_start();
+	for (int i = 0; i < GATE_CONNS; i++)
+		fd[i] = dial();
+	gate_round(fd);
+	warm = gate_round(fd);
+	for (int i = 0; i < 4 && decayed < GATE_CONNS - 8; i++) {
+		usleep(2500 * 1000); /* two decay periods, and more if the first round's ran late */
+		decayed = gate_round(fd);
+	}
+	fprintf(stderr, "note: page faults of %d requests: %ld warm, %ld after the decay\n",
+	        GATE_CONNS, warm, decayed);
+	ck_assert_int_lt(warm, GATE_CONNS - 8);
+	ck_assert_int_ge(decayed, GATE_CONNS - 8);
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	for (int i = 0; i < GATE_CONNS; i++)
+		close(fd[i]);
+	serve_end();
+	release_after_ns = 10 * 1000 * 1000;
+}
+END_TEST
+
 /* A connection waiting with no fiber still closes at its idle timeout. */
 START_TEST(test_released_connection_times_out)
 {
@@ -1252,6 +1333,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_drain_closes_idle);
 	tcase_add_test(tc, test_drain_lets_a_body_finish);
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
+	tcase_add_test(tc, test_buffers_stay_warm_then_decay);
 	tcase_add_test(tc, test_released_connection_times_out);
 	tcase_add_test(tc, test_idle_timeout_after_bodies_and_files);
 	tcase_add_test(tc, test_idle_timeout_with_or_without_release);
