@@ -212,7 +212,7 @@ static long minor_faults(void)
  * stack back: a fixed sleep was too short on a loaded machine, where the
  * second burst then found first-burst fibers still holding their stacks
  * and faulted in new ones. 10 s is far above what a loaded machine takes
- * (0.13 s at load 4 on 2 CPUs); a fiber that never ends fails here. */
+ * (under 0.2 s at load 4 on 2 CPUs); a fiber that never ends fails here. */
 static void wait_deep_ended(unsigned n)
 {
 	uint64_t until = runtime_now() + 10000 * MS;
