@@ -422,7 +422,7 @@ static long data(struct fiber *f, const struct io_req *r, uint64_t deadline)
 }
 
 /* recv with MSG_WAITALL: as io_uring, until len bytes, EOF or an error. */
-static long recv_all(struct fiber *f, struct io_req *r, uint64_t deadline)
+static long recv_all(struct fiber *f, const struct io_req *r, uint64_t deadline)
 {
 	struct io_req part = *r;
 	size_t done = 0;
@@ -437,6 +437,49 @@ static long recv_all(struct fiber *f, struct io_req *r, uint64_t deadline)
 		done += (size_t)res;
 	}
 	return (long)done;
+}
+
+#ifdef RUNTIME_FAULTS
+/*
+ * Fault injection (fault.h), as engine_uring.c's op_faults does to the
+ * SQE: once per call of a read, write, recv or send (not per try), before
+ * anything is done. FAULT_SHORT_IO: the call asks for half its length,
+ * *r then pointing at *half, a copy (the caller's request is left as it
+ * was). FAULT_CONNRESET: returns -ECONNRESET, and the call is not made.
+ * Otherwise 0.
+ */
+static int data_faults(const struct io_req **r, struct io_req *half)
+{
+	uint8_t kind = (*r)->kind;
+
+	if (kind != IO_READ && kind != IO_WRITE && kind != IO_RECV && kind != IO_SEND)
+		return 0;
+	if ((*r)->len > 1 && runtime__fault(FAULT_SHORT_IO)) {
+		*half = **r;
+		half->len /= 2;
+		*r = half;
+	}
+	return runtime__fault(FAULT_CONNRESET) ? -ECONNRESET : 0;
+}
+#else
+static inline int data_faults(const struct io_req **r, struct io_req *half)
+{
+	(void)r, (void)half;
+	return 0;
+}
+#endif
+
+/* A read, write, recv or send, of any of their kinds. */
+static long data_io(struct fiber *f, const struct io_req *r, uint64_t deadline)
+{
+	struct io_req half;
+	int rc = data_faults(&r, &half);
+
+	if (rc < 0)
+		return rc;
+	if (r->kind == IO_RECV && (r->flags & MSG_WAITALL))
+		return recv_all(f, r, deadline);
+	return data(f, r, deadline);
 }
 
 /* ---------------------------------------------------------- sockets */
@@ -454,10 +497,14 @@ static int set_nonblocking(int fd, int *old)
 	return (int)sys(syscall(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK));
 }
 
+/* FAULT_ACCEPT_EMFILE (fault.h), as engine_uring.c injects it: once per
+ * call, before anything is done, so the connection stays queued. */
 static long accept_(struct fiber *f, const struct io_req *r, uint64_t deadline)
 {
-	int rc = set_nonblocking(r->fd, NULL);
+	int rc = runtime__fault_accept();
 
+	if (rc == 0)
+		rc = set_nonblocking(r->fd, NULL);
 	while (rc == 0) {
 		long fd = sys(syscall(SYS_accept4, r->fd, r->addr, r->addrlen, r->flags));
 		if (fd >= 0)
@@ -733,13 +780,9 @@ static long epoll_io(struct fiber *f, struct io_req *r)
 
 	stat_add(&f->core->stats.sqes, 1); /* operations started */
 	switch ((enum io_kind)r->kind) {
-	case IO_RECV:
-		if (r->flags & MSG_WAITALL)
-			return recv_all(f, r, deadline);
-		return data(f, r, deadline);
-	case IO_READ: case IO_READV: case IO_RECVMSG:
+	case IO_READ: case IO_READV: case IO_RECV: case IO_RECVMSG:
 	case IO_WRITE: case IO_WRITEV: case IO_SEND: case IO_SENDMSG:
-		return data(f, r, deadline);
+		return data_io(f, r, deadline);
 	case IO_ACCEPT: return accept_(f, r, deadline);
 	case IO_CONNECT: return connect_(f, r, deadline);
 	case IO_POLL: return poll_(f, r, deadline);

@@ -8,6 +8,11 @@
  * third SQE request find the SQ full and every second read, write, recv or
  * send ask the kernel for half its length. Counting, not chance: a failing
  * run repeats exactly. Never installed.
+ *
+ * Both engines have the same fault points on their data and accept paths
+ * (short_io, connreset, accept_emfile: once per call, before anything is
+ * done). no_sqe and submit_busy are io_uring's alone: the epoll engine has
+ * no SQ, and they never strike there.
  */
 #ifndef RUNTIME_FAULT_H
 #define RUNTIME_FAULT_H
@@ -15,12 +20,12 @@
 #include <stdbool.h>
 
 enum fault {
-	FAULT_NO_SQE,        /* io_uring_get_sqe finds the SQ full */
+	FAULT_NO_SQE,        /* io_uring_get_sqe finds the SQ full (io_uring) */
 	FAULT_SUBMIT_BUSY,   /* submit answers -EAGAIN (making room in a full SQ)
-	                        or -EBUSY (the loop's submit) */
+	                        or -EBUSY (the loop's submit) (io_uring) */
 	FAULT_SHORT_IO,      /* a read, write, recv or send asks for half its length */
 	FAULT_CONNRESET,     /* a read, write, recv or send (or a stream's recv)
-	                        fails with -ECONNRESET */
+	                        fails with -ECONNRESET, having done nothing */
 	FAULT_ACCEPT_EMFILE, /* an accept (or a listener's) fails with -EMFILE or
 	                        (every other time) -ENFILE; the connection stays
 	                        queued for the next one */
