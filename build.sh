@@ -87,6 +87,18 @@ check_here() {
 	fi
 }
 
+# faults_on_epoll: the fault suite again on the epoll engine, whose fault
+# points are its own (in the current directory: the fault-injection build).
+faults_on_epoll() {
+	if ! RUNTIME_ENGINE=epoll make -j"$jobs" check TESTS=tests/check_faults >/dev/null; then
+		cat tests/check_faults.log >&2
+		echo "build.sh: check_faults failed on the epoll engine" >&2
+		exit 1
+	fi
+	n=$(sed -n 's/.*Checks: \([0-9]*\), Failures: 0, Errors: 0.*/\1/p' tests/check_faults.log)
+	passed=$((passed + ${n:-0}))
+}
+
 # fuzz_run TARGET CORPUS RUNS [DICT]: a fuzz target of build/ for a fixed
 # number of executions from its seed corpus, with fuzz/DICT (http.dict).
 # libFuzzer adds what it finds to its first corpus directory: a scratch
@@ -136,6 +148,7 @@ check)
 	# refused (a seccomp filter, kernel.io_uring_disabled).
 	RUNTIME_ENGINE=epoll check_here "build (epoll engine)"
 	run_checks build-asan --enable-sanitizers --enable-debug --enable-fault-injection
+	faults_on_epoll
 	run_checks build-tsan --enable-tsan
 	fuzz_short
 	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
@@ -145,7 +158,7 @@ check)
 	deb_counts=$(echo "$deb_out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' | tail -1)
 	passed=$((passed + ${deb_counts% *})) failed=$((failed + ${deb_counts#* }))
 	echo "build.sh: Debian packages: $deb_counts (passed, failed)"
-	echo "build.sh: all test suites passed (plain on io_uring and on epoll, ASan+UBSan, TSan), the short fuzz runs, distcheck and the Debian packages"
+	echo "build.sh: all test suites passed (plain on io_uring and on epoll, ASan+UBSan with the fault suite on both engines, TSan), the short fuzz runs, distcheck and the Debian packages"
 	echo "checks: $passed passed, $failed failed"
 	;;
 deb)
