@@ -169,13 +169,28 @@ static void deep_sleeper(void *p)
 	atomic_fetch_add(&deep_ended, 1);
 }
 
+/* Until every deep_sleeper spawned so far (n) has ended, and so given its
+ * stack back: a fixed sleep was too short on a loaded machine, where the
+ * second burst then found first-burst fibers still holding their stacks
+ * and faulted in new ones. 10 s is far above what a loaded machine takes
+ * (under 0.2 s at load 4 on 2 CPUs); a fiber that never ends fails here. */
+static void wait_deep_ended(unsigned n)
+{
+	uint64_t until = runtime_now() + 10000 * MS;
+
+	while (atomic_load(&deep_ended) < n && runtime_now() < until)
+		runtime_sleep(1 * MS);
+	ck_assert_uint_eq(atomic_load(&deep_ended), n);
+}
+
 static void burst_then_wait(void *p)
 {
 	long *kb = p;
 
+	atomic_store(&deep_ended, 0);
 	for (int i = 0; i < BURST; i++)
 		ck_assert_int_eq(runtime_spawn(runtime_current(), deep_sleeper, NULL), 0);
-	runtime_sleep(200 * MS); /* all ended: their stacks are in the hot cache */
+	wait_deep_ended(BURST); /* their stacks are in the hot cache */
 	kb[0] = resident_kib();
 	runtime_sleep(2500 * MS); /* two decay periods */
 	kb[1] = resident_kib();
@@ -206,20 +221,6 @@ static long minor_faults(void)
 
 	ck_assert_int_eq(getrusage(RUSAGE_THREAD, &ru), 0);
 	return ru.ru_minflt;
-}
-
-/* Until every deep_sleeper spawned so far (n) has ended, and so given its
- * stack back: a fixed sleep was too short on a loaded machine, where the
- * second burst then found first-burst fibers still holding their stacks
- * and faulted in new ones. 10 s is far above what a loaded machine takes
- * (under 0.2 s at load 4 on 2 CPUs); a fiber that never ends fails here. */
-static void wait_deep_ended(unsigned n)
-{
-	uint64_t until = runtime_now() + 10000 * MS;
-
-	while (atomic_load(&deep_ended) < n && runtime_now() < until)
-		runtime_sleep(1 * MS);
-	ck_assert_uint_eq(atomic_load(&deep_ended), n);
 }
 
 static uint64_t burst_ns[2];
