@@ -439,35 +439,26 @@ static long recv_all(struct fiber *f, const struct io_req *r, uint64_t deadline)
 	return (long)done;
 }
 
-#ifdef RUNTIME_FAULTS
-/*
- * Fault injection (fault.h), as engine_uring.c's op_faults does to the
+/* Fault injection (fault.h), as engine_uring.c's op_faults does to the
  * SQE: once per call of a read, write, recv or send (not per try), before
- * anything is done. FAULT_SHORT_IO: the call asks for half its length,
- * *r then pointing at *half, a copy (the caller's request is left as it
- * was). FAULT_CONNRESET: returns -ECONNRESET, and the call is not made.
- * Otherwise 0.
- */
+ * anything is done. A short one makes *r point at *half, a copy (the
+ * caller's request is left as it was). Nothing at all in a build without
+ * faults. */
 static int data_faults(const struct io_req **r, struct io_req *half)
 {
 	uint8_t kind = (*r)->kind;
+	size_t len = (*r)->len;
 
 	if (kind != IO_READ && kind != IO_WRITE && kind != IO_RECV && kind != IO_SEND)
 		return 0;
-	if ((*r)->len > 1 && runtime__fault(FAULT_SHORT_IO)) {
+	int rc = runtime__fault_data(&len);
+	if (len != (*r)->len) {
 		*half = **r;
-		half->len /= 2;
+		half->len = len;
 		*r = half;
 	}
-	return runtime__fault(FAULT_CONNRESET) ? -ECONNRESET : 0;
+	return rc;
 }
-#else
-static inline int data_faults(const struct io_req **r, struct io_req *half)
-{
-	(void)r, (void)half;
-	return 0;
-}
-#endif
 
 /* A read, write, recv or send, of any of their kinds. */
 static long data_io(struct fiber *f, const struct io_req *r, uint64_t deadline)

@@ -437,12 +437,13 @@ static void op_faults(struct op *op, struct io_uring_sqe *sqe)
 	            code == IORING_OP_SEND;
 
 	op->injected = 0;
-	if (data && sqe->len > 1 && runtime__fault(FAULT_SHORT_IO))
-		sqe->len /= 2;
-	if (data && runtime__fault(FAULT_CONNRESET))
-		op->injected = -ECONNRESET;
-	else if (code == IORING_OP_ACCEPT)
+	if (data) {
+		size_t len = sqe->len;
+		op->injected = runtime__fault_data(&len);
+		sqe->len = (unsigned)len;
+	} else if (code == IORING_OP_ACCEPT) {
 		op->injected = runtime__fault_accept();
+	}
 	if (op->injected) {
 		unsigned flags = sqe->flags;
 		io_uring_prep_nop(sqe);

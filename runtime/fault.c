@@ -48,6 +48,13 @@ int runtime__fault_accept(void)
 	return atomic_load(&points[FAULT_ACCEPT_EMFILE].struck) % 2 ? -EMFILE : -ENFILE;
 }
 
+int runtime__fault_data(size_t *len)
+{
+	if (*len > 1 && runtime__fault(FAULT_SHORT_IO))
+		*len /= 2;
+	return runtime__fault(FAULT_CONNRESET) ? -ECONNRESET : 0;
+}
+
 /* "name:every": set that point; anything else is reported and ignored. */
 static void load_one(const char *item, size_t len)
 {

@@ -18,6 +18,7 @@
 #define RUNTIME_FAULT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum fault {
 	FAULT_NO_SQE,        /* io_uring_get_sqe finds the SQ full (io_uring) */
@@ -42,6 +43,10 @@ enum fault {
 bool runtime__fault(enum fault f);
 /* FAULT_ACCEPT_EMFILE: 0, or the error to give (-EMFILE, -ENFILE, ...). */
 int runtime__fault_accept(void);
+/* A read, write, recv or send about to be made, by either engine:
+ * FAULT_SHORT_IO halves *len (if over 1); -ECONNRESET if FAULT_CONNRESET
+ * strikes (the call is then not made), else 0. */
+int runtime__fault_data(size_t *len);
 /* runtime_create: read RUNTIME_FAULTS if it changed (and zero the counts). */
 void runtime__faults_load(void);
 /* For tests: how many times fault f has struck since the last load. */
@@ -57,6 +62,11 @@ static inline void runtime__faults_load(void)
 }
 static inline int runtime__fault_accept(void)
 {
+	return 0;
+}
+static inline int runtime__fault_data(size_t *len)
+{
+	(void)len;
 	return 0;
 }
 #endif
