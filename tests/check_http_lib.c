@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -993,20 +992,12 @@ END_TEST
 
 #define GATE_CONNS 64 /* well past the 8 buffers a core keeps for good */
 
-static long minor_faults(void)
-{
-	struct rusage ru;
-
-	ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
-	return ru.ru_minflt;
-}
-
 /* One request on each of fd[], all served at once (/gate); the page
  * faults the process took meanwhile. */
 static long gate_round(const int *fd)
 {
 	char r[GATE_BODY + 1024];
-	long faults = minor_faults();
+	long faults = minor_faults(RUSAGE_SELF);
 
 	atomic_fetch_add(&gate_open, GATE_CONNS);
 	for (int i = 0; i < GATE_CONNS; i++)
@@ -1015,7 +1006,7 @@ static long gate_round(const int *fd)
 		r[0] = '\0';
 		ck_assert(read_until(fd[i], r, sizeof(r), "through"));
 	}
-	return minor_faults() - faults;
+	return minor_faults(RUSAGE_SELF) - faults;
 }
 
 /* The round after the decay faulted in the 56 buffers past the 8 kept, a

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 /* Run fn(arg) as the first fiber of a new runtime built from cfg (NULL:
@@ -131,7 +132,6 @@ static inline uint16_t bound_port(int fd)
 	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
 /* This process's resident set, in KiB (VmRSS). */
 static inline long resident_kib(void)
 {
@@ -147,6 +147,17 @@ static inline long resident_kib(void)
 	return kib;
 }
 
+/* Minor page faults so far: who is RUSAGE_SELF (the process) or
+ * RUSAGE_THREAD (the calling thread). */
+static inline long minor_faults(int who)
+{
+	struct rusage ru;
+
+	ck_assert_int_eq(getrusage(who, &ru), 0);
+	return ru.ru_minflt;
+}
+
+/* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
 static inline void tcp_pair(int fd[2])
 {
 	int l = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
