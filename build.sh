@@ -25,8 +25,9 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev 
 # libcurl on libruntime-preload against redis-server and the HTTP demo
 # (tests/check_preload); the man pages through groff and the exports through
 # nm (tests/man_pages.sh, tests/abi.sh); TLS against curl, the openssl CLI,
-# Python's ssl, nginx and testssl.sh (tests/tls_interop.sh)
-check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh"
+# Python's ssl, nginx and testssl.sh (tests/tls_interop.sh); the HTTP
+# client against nginx, h2o and Go's net/http (tests/http_client_peers.sh)
+check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go"
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"
