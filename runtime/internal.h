@@ -303,8 +303,6 @@ struct timer {
 	bool on_shutdown;           /* completed by a shutdown (public, named) */
 	uint8_t lane;               /* 0: in the heap; else its lane + 1 */
 	struct qnode done;          /* TIMER_ENDING: on the core's done queue */
-	runtime_timer_fn *user_fn;  /* public timers only */
-	void *user_arg;
 };
 
 /*

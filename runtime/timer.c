@@ -22,8 +22,17 @@
 #include <string.h>
 #include <time.h>
 
-_Static_assert(sizeof(struct timer) <= sizeof(struct runtime_timer),
-               "struct runtime_timer must hold struct timer");
+/* A public timer: the callback lives beside the timer, not in it, so that
+ * the runtime's own timers (one in every stream, fiber and deadline) do not
+ * carry two pointers they never use. */
+struct user_timer {
+	struct timer t; /* first: a struct runtime_timer * is a struct timer * */
+	runtime_timer_fn *fn;
+	void *arg;
+};
+
+_Static_assert(sizeof(struct user_timer) <= sizeof(struct runtime_timer),
+               "struct runtime_timer must hold struct user_timer");
 
 uint64_t runtime_now(void)
 {
@@ -450,29 +459,33 @@ int runtime_sleep(uint64_t ns)
 
 /* -------------------------------------------------------- public timers */
 
+static void background_timer_fire(struct timer *t, enum runtime_timer_why why)
+{
+	struct user_timer *u = container_of(t, struct user_timer, t);
+
+	u->fn((struct runtime_timer *)u, u->arg, why);
+}
+
+/* A background timer adds no work: nothing to take back; this one does. */
 static void user_timer_fire(struct timer *t, enum runtime_timer_why why)
 {
 	struct core *c = t->core;
-	t->user_fn((struct runtime_timer *)t, t->user_arg, why);
-	runtime__load_sub(c); /* after the callback, which may add work */
-}
 
-/* A background timer adds no work: nothing to take back. */
-static void background_timer_fire(struct timer *t, enum runtime_timer_why why)
-{
-	t->user_fn((struct runtime_timer *)t, t->user_arg, why);
+	background_timer_fire(t, why);
+	runtime__load_sub(c); /* after the callback, which may add work */
 }
 
 static int timer_start(struct runtime_timer *timer, uint64_t delay_ns, runtime_timer_fn *fn,
                        void *arg, bool background, const char *caller)
 {
 	struct core *c = this_core();
-	struct timer *t = (struct timer *)timer;
+	struct user_timer *u = (struct user_timer *)timer;
 
 	if (!c)
 		return runtime__misuse(-EPERM, caller, MISUSE_OUTSIDE_CORE);
-	if (!t || !fn)
+	if (!u || !fn)
 		return -EINVAL;
+	struct timer *t = &u->t;
 	if (t->state != TIMER_IDLE)
 		return runtime__misuse(-EBUSY, caller, "the timer is armed: its storage is "
 		                       "in use until it fires or is cancelled");
@@ -480,8 +493,8 @@ static int timer_start(struct runtime_timer *timer, uint64_t delay_ns, runtime_t
 		return -ESHUTDOWN;
 	t->fire = background ? background_timer_fire : user_timer_fire;
 	t->on_shutdown = true;
-	t->user_fn = fn;
-	t->user_arg = arg;
+	u->fn = fn;
+	u->arg = arg;
 	if (!background)
 		runtime__load_add(c);
 	runtime__timer_start(c, t, deadline_add(runtime_now(), delay_ns));
