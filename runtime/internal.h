@@ -705,7 +705,7 @@ struct idle {
 	void *arg;
 	struct runtime_fiber *poller; /* polling: the fiber, once in its poll */
 	int fd;
-	int why;                    /* what ended the wait, for fn */
+	int16_t why;                /* what ended the wait, for fn: 0 or -errno */
 	uint8_t state;              /* enum idle_state */
 	bool polling;               /* a fiber polls: the engine cannot watch */
 };

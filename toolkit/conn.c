@@ -138,13 +138,11 @@ static __attribute__((noinline, cold)) ssize_t refused(size_t *done, ssize_t n)
 	return n;
 }
 
-/* The caller runs on c's core. c->core is never negative (a connection
- * is opened on a core): said to the compiler, a match also tells it the
- * core's pointer is there, and runtime_fiber_self then tests it no more. */
+/* The caller runs on c's core. c->core is never negative (unsigned): a
+ * match also tells the compiler the core's pointer is there, and
+ * runtime_fiber_self then tests it no more. */
 static inline bool on_core(const struct runtime_conn *c)
 {
-	if (c->core < 0)
-		__builtin_unreachable(); /* runtime_conn_open's check */
 	return runtime_core_index() == c->core;
 }
 
@@ -528,12 +526,23 @@ int runtime_conn_open(struct runtime_conn **out, int fd, unsigned flags)
 	if (!c)
 		return -ENOMEM;
 	c->fd = fd;
-	c->core = runtime_core_index();
+	c->core = (uint16_t)runtime_core_index(); /* below RUNTIME_MAX_CORES */
 	if (!(flags & RUNTIME_CONN_PLAIN_RECV) && runtime_stream_open(&c->rx, fd) < 0)
 		c->rx = NULL; /* out of memory: plain reads work as well */
 	c->transport = (struct runtime_transport){ .ops = &conn_ops, .ctx = c };
 	*out = c;
 	return 0;
+}
+
+/* A peer's address longer than the space in place (AF_UNIX) is a malloc'ed
+ * copy, whose address the space holds; NULL if there is none. */
+static struct sockaddr *peer_big(const struct runtime_conn *c)
+{
+	struct sockaddr *big = NULL;
+
+	if (c->peer_len > sizeof(c->peer))
+		memcpy(&big, c->peer.big, sizeof(big));
+	return big;
 }
 
 int runtime_conn_close(struct runtime_conn *c)
@@ -548,7 +557,7 @@ int runtime_conn_close(struct runtime_conn *c)
 		return -EBUSY;
 	runtime_stream_close(c->rx);
 	int rc = runtime_close(c->fd);
-	free(c->peer_big);
+	free(peer_big(c));
 	free(c);
 	return rc;
 }
@@ -560,12 +569,19 @@ int runtime_conn_fd(const struct runtime_conn *c)
 
 bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len)
 {
-	void *to = &c->peer;
+	void *big;
 
-	if (len > sizeof(c->peer) && !(to = c->peer_big = malloc(len)))
+	if (len == 0 || len > UINT8_MAX)
 		return false;
-	memcpy(to, addr, len);
-	c->peer_len = len;
+	if (len <= sizeof(c->peer)) {
+		memcpy(&c->peer, addr, len);
+	} else {
+		if (!(big = malloc(len)))
+			return false;
+		memcpy(big, addr, len);
+		memcpy(c->peer.big, &big, sizeof(big));
+	}
+	c->peer_len = (uint8_t)len;
 	return true;
 }
 
@@ -582,7 +598,7 @@ const struct sockaddr *runtime_conn_peer(struct runtime_conn *c, socklen_t *len)
 		*len = c->peer_len;
 	if (!c->peer_len)
 		return NULL;
-	return c->peer_big ? c->peer_big : &c->peer.sa;
+	return c->peer_len > sizeof(c->peer) ? peer_big(c) : &c->peer.sa;
 }
 
 const struct runtime_transport *runtime_conn_transport(struct runtime_conn *c)

@@ -66,22 +66,19 @@ struct release_watch {
 	bool released : 1;          /* the sweep expired it */
 };
 
-/* Its small fields together, and its peer's length beside the address:
- * an idle connection holds this much (bench-idle), so no padding. */
+/* An idle connection holds this struct and its stream (bench-idle), so it
+ * is laid out without padding: 200 bytes, a 208-byte malloc chunk. The
+ * small fields go together, after the peer's address. */
 struct runtime_conn {
 	int fd;
-	int core;                   /* the core it belongs to */
+	uint16_t core;              /* the core it belongs to */
+	int16_t woke;               /* why runtime_conn_idle's wait ended, for
+	                               the next read (0 or -errno) */
 	struct runtime_stream *rx;  /* NULL: a plain recv per read */
 	struct side rd, wr;
 	uint64_t idle_ns;           /* the idle timeout, 0: none */
 	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
-	union {                     /* the peer's address, if IP: a few bytes */
-		struct sockaddr sa;     /* where sockaddr_storage would take 128 */
-		struct sockaddr_in6 in6;
-	} peer;
-	socklen_t peer_len;         /* 0: not known yet */
-	struct sockaddr *peer_big;  /* or a longer one (AF_UNIX), malloc'ed */
 	const struct conn_layer *layer; /* NULL: plain */
 	void *layer_state;
 	runtime_serve_fn *resume_fn; /* what runs when runtime_conn_idle's wait ends */
@@ -89,12 +86,19 @@ struct runtime_conn {
 	struct runtime_server *server; /* runtime_serve's, if it made it */
 	struct runtime_conn *prev, *next; /* in the server's list of its core */
 	struct runtime_conn *watch_prev, *watch_next; /* on the release list */
-	int woke;                   /* why runtime_conn_idle's wait ended, for
-	                               the next read */
+	union {                     /* the peer's address (conn.c: peer_set) */
+		struct sockaddr sa;     /* IP: in place, where sockaddr_storage */
+		struct sockaddr_in6 in6; /* would take 128 bytes */
+		unsigned char big[sizeof(void *)]; /* longer (AF_UNIX): where a
+		                               malloc'ed copy is (memcpy: unaligned) */
+	} peer;
+	uint8_t peer_len;           /* 0: not known yet */
 	bool idle : 1;              /* between requests: a drain closes it */
 	bool waiting : 1;           /* runtime_conn_idle: the core has it */
 	struct release_watch watch;
 };
+_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_conn) <= 200,
+               "an idle connection's struct stays in a 208-byte malloc chunk");
 
 /* serve.c: true while the watcher of c's core (c of runtime_serve's)
  * waits for the drain, which it answers by expiring the idle reads: an
