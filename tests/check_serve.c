@@ -17,6 +17,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- clients */
@@ -435,6 +436,53 @@ static void conn_misuse_main(void *arg)
 	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 0); /* EOF */
 	ck_assert_int_eq(runtime_conn_close(c), 0);
 }
+
+/* A peer's address longer than an IPv6 one (a unix socket's path) is kept
+ * out of line: the whole path comes back, twice (looked up, then kept),
+ * and closing frees it (ASan). An unnamed peer's is its family alone. */
+static void unix_peer_main(void *arg)
+{
+	struct sockaddr_un un = { .sun_family = AF_UNIX };
+	struct runtime_conn *c;
+	socklen_t len = 0;
+	int ls, fd, sv[2];
+
+	(void)arg;
+	snprintf(un.sun_path, sizeof(un.sun_path), "/tmp/check_serve.%d.a-path-longer-than-28-bytes",
+	         (int)getpid());
+	unlink(un.sun_path);
+	ck_assert_int_ge(ls = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(bind(ls, (struct sockaddr *)&un, sizeof(un)), 0);
+	ck_assert_int_eq(listen(ls, 1), 0);
+	ck_assert_int_ge(fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&un, sizeof(un)), 0);
+	ck_assert_int_eq(runtime_conn_open(&c, fd, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		const struct sockaddr_un *p = (const void *)runtime_conn_peer(c, &len);
+		ck_assert_ptr_nonnull(p);
+		ck_assert_uint_gt(len, sizeof(struct sockaddr_in6));
+		ck_assert_int_eq(p->sun_family, AF_UNIX);
+		ck_assert_str_eq(p->sun_path, un.sun_path);
+	}
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	close(ls);
+	unlink(un.sun_path);
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(runtime_conn_open(&c, sv[0], 0), 0);
+	const struct sockaddr *sa = runtime_conn_peer(c, &len);
+	ck_assert_ptr_nonnull(sa);
+	ck_assert_uint_eq(len, sizeof(sa_family_t));
+	ck_assert_int_eq(sa->sa_family, AF_UNIX);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	close(sv[1]);
+}
+
+START_TEST(test_conn_peer_of_a_unix_socket)
+{
+	ck_assert_int_eq(run_fiber(NULL, unix_peer_main, NULL), 0);
+}
+END_TEST
 
 START_TEST(test_conn_misuse_gets_clear_errors)
 {
@@ -1181,6 +1229,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_conn_deadline_moved_by_another_fiber);
 	tcase_add_test(tc, test_conn_deadline_is_the_earlier_of_the_callers_and_the_conns);
 	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
+	tcase_add_test(tc, test_conn_peer_of_a_unix_socket);
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
 	tcase_add_test(tc, test_conn_idle_timeout);
 	tcase_add_test(tc, test_conn_finish_lets_the_last_answer_through);
