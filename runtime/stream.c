@@ -52,6 +52,9 @@ struct runtime_stream {
 	                               once hand_over has cleared dst */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
+/* Every idle connection holds one: 256 bytes is a 272-byte malloc chunk. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_stream) <= 256,
+               "an idle stream stays in a 272-byte malloc chunk");
 
 /* ------------------------------------------------------------ the pool */
 
