@@ -59,20 +59,21 @@ static inline uint64_t side_limit(const struct runtime_conn *c, const struct sid
 /*
  * A call of one side: who makes it, and the limit it runs under (0:
  * none), which the runtime's call takes as its own deadline
- * (runtime/layer.h), the fiber's left alone. running is the limit alone:
- * where the fiber's own deadline is earlier, a limit moved to between
- * the two wakes the call for nothing, and it looks again.
+ * (runtime/layer.h), the fiber's left alone. That limit is not kept: a
+ * limit only moves later while the call waits (bytes moved on the other
+ * side), but by a setter, which compares with the limit before its change
+ * (side_recheck). So a setter wakes the call whenever the limit comes
+ * earlier than before, and sometimes when it was already earlier than
+ * the call's: that call looks again, as one whose fiber deadline came
+ * first does.
  */
 static inline uint64_t side_enter(const struct runtime_conn *c, struct side *s,
                                   struct runtime_fiber *self)
 {
 	s->fiber = self;
-	s->running = side_limit(c, s);
-	return s->running;
+	return side_limit(c, s);
 }
 
-/* running is left as it was: it means something only while fiber is
- * set (side_recheck looks at it then alone), and side_enter sets it. */
 static inline void side_leave(struct side *s)
 {
 	s->fiber = NULL;
@@ -88,21 +89,23 @@ static bool side_expired(const struct runtime_conn *c, const struct side *s)
 }
 
 /* side_recheck's call: s has one blocked in it. */
-static void side_expire_later(const struct runtime_conn *c, const struct side *s)
+static void side_expire_earlier(const struct runtime_conn *c, const struct side *s,
+                                uint64_t before)
 {
 	uint64_t limit = side_limit(c, s);
 
-	if (limit && (!s->running || limit < s->running))
+	if (limit && (!before || limit < before))
 		runtime_fiber_expire(s->fiber);
 }
 
-/* A limit moved: expire a call blocked under a later one. Inlined: most
- * often the caller is the one that reads or writes next, and none is
- * blocked. */
-static inline void side_recheck(const struct runtime_conn *c, const struct side *s)
+/* A setter moved s's limit from before (0: none): expire a call blocked
+ * under a later one. Inlined: most often the caller is the one that reads
+ * or writes next, and none is blocked. */
+static inline void side_recheck(const struct runtime_conn *c, const struct side *s,
+                                uint64_t before)
 {
 	if (__builtin_expect(s->fiber != NULL, 0))
-		side_expire_later(c, s);
+		side_expire_earlier(c, s, before);
 }
 
 /* Bytes moved (n > 0, returned): the idle timeout starts again (later:
@@ -611,8 +614,9 @@ int runtime_conn_set_read_deadline(struct runtime_conn *c, uint64_t deadline_ns)
 	int rc = mine(c);
 
 	if (rc == 0) {
+		uint64_t before = side_limit(c, &c->rd);
 		c->rd.deadline = deadline_ns;
-		side_recheck(c, &c->rd);
+		side_recheck(c, &c->rd, before);
 	}
 	return rc;
 }
@@ -622,8 +626,9 @@ int runtime_conn_set_write_deadline(struct runtime_conn *c, uint64_t deadline_ns
 	int rc = mine(c);
 
 	if (rc == 0) {
+		uint64_t before = side_limit(c, &c->wr);
 		c->wr.deadline = deadline_ns;
-		side_recheck(c, &c->wr);
+		side_recheck(c, &c->wr, before);
 	}
 	return rc;
 }
@@ -633,10 +638,11 @@ int runtime_conn_set_idle_timeout(struct runtime_conn *c, uint64_t timeout_ns)
 	int rc = mine(c);
 
 	if (rc == 0) {
+		uint64_t rd_before = side_limit(c, &c->rd), wr_before = side_limit(c, &c->wr);
 		c->idle_ns = timeout_ns;
 		c->idle_until = timeout_ns ? deadline_after(timeout_ns) : 0;
-		side_recheck(c, &c->rd);
-		side_recheck(c, &c->wr);
+		side_recheck(c, &c->rd, rd_before);
+		side_recheck(c, &c->wr, wr_before);
 	}
 	return rc;
 }

@@ -23,8 +23,6 @@
 struct side {
 	uint64_t deadline;          /* the connection's, 0: none */
 	struct runtime_fiber *fiber;
-	uint64_t running;           /* the one that call runs under, 0: none
-	                               (stale while no call is blocked) */
 };
 
 /*
@@ -67,7 +65,7 @@ struct release_watch {
 };
 
 /* An idle connection holds this struct and its stream (bench-idle), so it
- * is laid out without padding: 200 bytes, a 208-byte malloc chunk. The
+ * is laid out without padding: 184 bytes, a 192-byte malloc chunk. The
  * small fields go together, after the peer's address. */
 struct runtime_conn {
 	int fd;
@@ -97,8 +95,8 @@ struct runtime_conn {
 	bool waiting : 1;           /* runtime_conn_idle: the core has it */
 	struct release_watch watch;
 };
-_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_conn) <= 200,
-               "an idle connection's struct stays in a 208-byte malloc chunk");
+_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_conn) <= 184,
+               "an idle connection's struct stays in a 192-byte malloc chunk");
 
 /* serve.c: true while the watcher of c's core (c of runtime_serve's)
  * waits for the drain, which it answers by expiring the idle reads: an
