@@ -267,11 +267,15 @@ static bool park_claim(struct fiber *f)
 
 /* A fiber's deadline timer is a lazy one (timer.c): a connection whose
  * deadline moves on with each request costs a compare per wait. */
-static void deadline_passed(struct lazy_deadline *d)
+static void deadline_fire(struct timer *t, enum runtime_timer_why why)
 {
-	struct fiber *f = container_of(d, struct fiber, dl);
+	struct lazy_deadline *d = runtime__lazy_due(t);
 
-	f->dl_expire(f, f->dl_ctx);
+	(void)why;
+	if (d) {
+		struct fiber *f = container_of(d, struct fiber, dl);
+		f->dl_expire(f, f->dl_ctx);
+	}
 }
 
 void runtime__deadline_begin(struct fiber *f, uint64_t deadline,
@@ -279,7 +283,7 @@ void runtime__deadline_begin(struct fiber *f, uint64_t deadline,
 {
 	f->dl_expire = expire;
 	f->dl_ctx = ctx;
-	runtime__lazy_begin(f->core, &f->dl, deadline, deadline_passed);
+	runtime__lazy_begin(f->core, &f->dl, deadline, deadline_fire);
 }
 
 void runtime__deadline_end(struct fiber *f)

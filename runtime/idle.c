@@ -72,7 +72,7 @@ static void poller_main(void *p)
 
 /* ------------------------------------------------------------- waking */
 
-static void spawn_retry(struct lazy_deadline *d);
+static void spawn_retry(struct timer *t, enum runtime_timer_why why);
 
 /* Start the continuation's fiber (cancelled at once in a shutdown). No
  * stack to be had: try again in a millisecond, the deadline's timer
@@ -88,9 +88,13 @@ static void start_continuation(struct idle *w)
 	runtime__lazy_begin(c, &w->dl, deadline_add(c->now, SPAWN_RETRY_NS), spawn_retry);
 }
 
-static void spawn_retry(struct lazy_deadline *d)
+static void spawn_retry(struct timer *t, enum runtime_timer_why why)
 {
-	start_continuation(container_of(d, struct idle, dl));
+	struct lazy_deadline *d = runtime__lazy_due(t);
+
+	(void)why;
+	if (d)
+		start_continuation(container_of(d, struct idle, dl));
 }
 
 void runtime__idle_wake(struct idle *w, int why)
@@ -110,9 +114,13 @@ void runtime__idle_wake(struct idle *w, int why)
 
 /* The deadline's timer is lazy (timer.c): an idle timeout counted from
  * each request costs no heap push and pop per request. */
-static void deadline_passed(struct lazy_deadline *d)
+static void deadline_fire(struct timer *t, enum runtime_timer_why why)
 {
-	runtime__idle_wake(container_of(d, struct idle, dl), -ETIMEDOUT);
+	struct lazy_deadline *d = runtime__lazy_due(t);
+
+	(void)why;
+	if (d)
+		runtime__idle_wake(container_of(d, struct idle, dl), -ETIMEDOUT);
 }
 
 /* ------------------------------------------------------------- waiting */
@@ -136,7 +144,7 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 	if (!w->polling) {
 		runtime__load_add(c); /* no deadline: no timer, the recv is in flight */
 		if (deadline != NEVER)
-			runtime__lazy_begin(c, &w->dl, deadline, deadline_passed);
+			runtime__lazy_begin(c, &w->dl, deadline, deadline_fire);
 	}
 	if (polling && !w->polling)
 		runtime__idle_wake(w, 0);

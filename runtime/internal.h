@@ -316,9 +316,8 @@ struct timer {
  * lingering timer is nobody's pending work.
  */
 struct lazy_deadline {
-	struct timer timer;
+	struct timer timer;         /* its fire: the owner's (runtime__lazy_due) */
 	uint64_t wait;              /* the wait's deadline, NEVER: none */
-	void (*expire)(struct lazy_deadline *d); /* it passed: end the wait */
 	bool waiting;               /* a wait is under it */
 };
 
@@ -474,6 +473,10 @@ void runtime__timers_free(struct core *c);
 
 /* Arm d's timer for its wait (timer.c): the slow path of lazy_begin. */
 void runtime__lazy_arm(struct core *c, struct lazy_deadline *d);
+/* From the fire of a lazy deadline's timer: the deadline, if its wait's
+ * deadline has passed (the wait is over: end it); NULL if the timer only
+ * lingered or fired early (armed again for the wait's later deadline). */
+struct lazy_deadline *runtime__lazy_due(struct timer *t);
 
 /* Its owner goes: the timer must not outlive it. */
 void runtime__lazy_drop(struct lazy_deadline *d);
@@ -1015,14 +1018,16 @@ void runtime__work_done(struct runtime *rt);
  * as one unit of the runtime's work while it is not zero. */
 /* Lazy deadlines (see struct lazy_deadline), inline: the common case is
  * a compare. */
-/* A wait begins on core c: expire(d) runs once at deadline, unless
- * runtime__lazy_end came first. */
+/* A wait begins on core c: fire runs when d's timer does, and ends the
+ * wait if runtime__lazy_due(its timer) gives d - once, at the deadline,
+ * unless runtime__lazy_end came first. fire is d's timer's own, not a
+ * pointer of d's: every stream and fiber holds a lazy deadline. */
 static inline void runtime__lazy_begin(struct core *c, struct lazy_deadline *d,
                                        uint64_t deadline,
-                                       void (*expire)(struct lazy_deadline *d))
+                                       void (*fire)(struct timer *t, enum runtime_timer_why why))
 {
 	d->wait = deadline;
-	d->expire = expire;
+	d->timer.fire = fire;
 	d->waiting = true;
 	if (d->timer.state == TIMER_ARMED) {
 		c->dl_lingering--; /* no longer lingering: a wait is under it */

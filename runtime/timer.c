@@ -408,21 +408,20 @@ void runtime__timers_free(struct core *c)
 
 /* ------------------------------------------------------ lazy deadlines */
 
-static void lazy_fire(struct timer *t, enum runtime_timer_why why)
+struct lazy_deadline *runtime__lazy_due(struct timer *t)
 {
 	struct lazy_deadline *d = container_of(t, struct lazy_deadline, timer);
 
-	(void)why;
 	if (!d->waiting) {
 		t->core->dl_lingering--;
-		return;
+		return NULL;
 	}
 	if (d->wait > t->deadline) { /* moved later */
 		runtime__timer_start(t->core, t, d->wait);
-		return;
+		return NULL;
 	}
 	d->waiting = false; /* once: the wait may go on until it is over */
-	d->expire(d);
+	return d;
 }
 
 void runtime__lazy_arm(struct core *c, struct lazy_deadline *d)
@@ -430,7 +429,6 @@ void runtime__lazy_arm(struct core *c, struct lazy_deadline *d)
 	struct timer *t = &d->timer;
 
 	runtime__timer_stop(t); /* armed later than the wait's deadline */
-	t->fire = lazy_fire;
 	runtime__timer_start(c, t, d->wait); /* NEVER too: a wait that only a
 	                                        cancel ends is no deadlock */
 }
