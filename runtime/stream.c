@@ -42,19 +42,25 @@ struct runtime_stream {
 	uint16_t head, tail;        /* queued buffer ids, NO_BID if none */
 	uint32_t off;               /* bytes of head already read */
 	uint32_t queued;            /* unread bytes */
-	int16_t end;                /* 1: EOF came; < 0: the error that came */
-	bool starved;               /* it ended with -ENOBUFS: next read plain */
 	/* A reader waiting on an empty queue: the bytes that come next are
 	 * copied straight to its buffer (hand_over). */
-	char *dst;                  /* NULL: none waits, or it has its bytes */
-	size_t dst_len;             /* the reader's len, whole */
 	uint32_t handed;            /* bytes copied there (> 0), for the reader,
 	                               once hand_over has cleared dst */
+	uint32_t dst_len;           /* the reader's len (dst_len_of: a read of
+	                               4 GiB or more may return less anyway) */
+	int16_t end;                /* 1: EOF came; < 0: the error that came */
+	bool starved;               /* it ended with -ENOBUFS: next read plain */
+	char *dst;                  /* NULL: none waits, or it has its bytes */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
-/* Every idle connection holds one: 256 bytes is a 272-byte malloc chunk. */
-_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_stream) <= 256,
-               "an idle stream stays in a 272-byte malloc chunk");
+/* Every idle connection holds one: 240 bytes is a 256-byte malloc chunk. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_stream) <= 240,
+               "an idle stream stays in a 256-byte malloc chunk");
+
+static inline uint32_t dst_len_of(size_t len)
+{
+	return len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
+}
 
 /* ------------------------------------------------------------ the pool */
 
@@ -466,7 +472,7 @@ static void ended(struct runtime_stream *s, int res)
  */
 static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
-	uint32_t k = n < s->dst_len ? n : (uint32_t)s->dst_len;
+	uint32_t k = n < s->dst_len ? n : s->dst_len;
 
 	landed(s->m.core, p, bid);
 	memcpy(s->dst, buf_at(p, bid), k);
@@ -637,7 +643,7 @@ static inline ssize_t wait_for_bytes(struct runtime_stream *s, struct fiber *f, 
                                      size_t len, uint64_t deadline)
 {
 	s->dst = buf;
-	s->dst_len = len;
+	s->dst_len = dst_len_of(len);
 	int rc = runtime__mshot_wait(&s->m, f, deadline);
 	if (likely(!s->dst))
 		return (ssize_t)s->handed;
@@ -753,7 +759,7 @@ inline ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size
 	if (deadline || s->queued || s->end)
 		return recv_now(s, f, buf, len, deadline);
 	s->dst = buf;
-	s->dst_len = len;
+	s->dst_len = dst_len_of(len);
 	int rc = runtime__mshot_wait(&s->m, f, NEVER);
 	if (likely(!s->dst))
 		return (ssize_t)s->handed;
