@@ -25,6 +25,7 @@
 #include <stdatomic.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <stdbool.h>
 #include <string.h>
@@ -227,6 +228,58 @@ static void handed_main(void *p)
 	runtime_close(fd[0]);
 	runtime_close(fd[1]);
 }
+
+/* A read of 4 GiB or more (the stream keeps a waiting reader's length in
+ * 32 bits) gets the bytes that come, whether it waits for them or they
+ * are queued already. The buffer is reserved, never touched past them. */
+struct big_read {
+	struct runtime_stream *s;
+	char *buf;
+	size_t len;
+};
+
+static void *big_reader(void *arg)
+{
+	struct big_read *r = arg;
+
+	return (void *)(intptr_t)runtime_stream_recv(r->s, r->buf, r->len);
+}
+
+static void big_read_main(void *p)
+{
+	const size_t sizes[] = { 1ull << 32, (1ull << 32) + 1, 5ull << 30 };
+	int fd[2];
+	struct big_read r;
+
+	(void)p;
+	r.buf = mmap(NULL, 5ull << 30, PROT_READ | PROT_WRITE,
+	             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ck_assert_ptr_ne(r.buf, MAP_FAILED);
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&r.s, fd[1]), 0);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		r.len = sizes[i];
+		struct runtime_fiber *f = start(big_reader, &r);
+		runtime_sleep(20 * MS); /* it waits */
+		ck_assert_int_eq(write(fd[0], "waited", 6), 6);
+		ck_assert_int_eq(join(f), 6);
+		ck_assert_int_eq(memcmp(r.buf, "waited", 6), 0);
+		ck_assert_int_eq(write(fd[0], "queued", 6), 6);
+		runtime_sleep(20 * MS); /* it is queued */
+		ck_assert_int_eq(runtime_stream_recv(r.s, r.buf, r.len), 6);
+		ck_assert_int_eq(memcmp(r.buf, "queued", 6), 0);
+	}
+	ck_assert_int_eq(runtime_stream_close(r.s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+	munmap(r.buf, 5ull << 30);
+}
+
+START_TEST(test_stream_read_of_4gib_or_more)
+{
+	ck_assert_int_eq(run_fiber(NULL, big_read_main, NULL), 0);
+}
+END_TEST
 
 START_TEST(test_stream_waiting_reader_gets_bytes_and_loses_none)
 {
@@ -1078,6 +1131,7 @@ static Suite *multishot_suite(void)
 	tcase_add_test(tc, test_stream_bytes_whole_and_in_order_then_eof);
 	tcase_add_test(tc, test_stream_read_of_arrived_data_costs_no_sqe);
 	tcase_add_test(tc, test_stream_waiting_reader_gets_bytes_and_loses_none);
+	tcase_add_test(tc, test_stream_read_of_4gib_or_more);
 	tcase_add_test(tc, test_stream_unread_stream_stops_pulling);
 	tcase_add_test(tc, test_stream_exhausted_buffers_fall_back_to_recv);
 	tcase_add_test(tc, test_stream_light_load_reuses_few_buffers);
