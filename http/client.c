@@ -644,5 +644,6 @@ void runtime_http_client_stats(const struct runtime_http_client *cl,
 		st->reused += load(&c->reused);
 		st->retried += load(&c->retried);
 		st->requests += load(&c->requests);
+		st->dropped += load(&c->dropped);
 	}
 }

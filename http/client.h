@@ -93,7 +93,7 @@ struct http_client_core {
 	unsigned idle;               /* pooled connections on this core */
 	uint64_t next_sweep;
 	struct http_origin *buckets[HTTP_ORIGIN_BUCKETS];
-	_Atomic uint64_t connects, reused, retried, requests;
+	_Atomic uint64_t connects, reused, retried, requests, dropped;
 } __attribute__((aligned(64)));
 
 struct runtime_http_client {

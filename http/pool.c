@@ -16,20 +16,22 @@
  * put makes at most once a second. Nothing runs in between (a timer would
  * need a core to cancel it on at destroy): on a core that stops making
  * requests they stay open until destroy, or until the server closes them.
- * One taken after an idle spell of more than STALE_CHECK_NS is first
- * polled (one readiness check, no wait): readable or hung up means the
- * server closed it or sent what nobody asked for, and it is dropped, so
- * that a non-idempotent request (never retried) does not go out on it.
+ *
+ * Every take asks the connection whether anything came while it sat idle
+ * (runtime_conn_pending: its receive stream knows, with no system call).
+ * Bytes nobody asked for - a second answer, a stray CRLF, a 408 before
+ * the server closes - or the server's close mean the connection is out
+ * of step: the next answer read there would be those bytes, not the
+ * request's. It is closed and counted (dropped), and the request takes
+ * the next one or dials, so that even a request never retried (a POST)
+ * does not go out on it.
  */
-#define _GNU_SOURCE /* POLLRDHUP */
 #include "client.h"
 
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define SWEEP_NS (1000 * 1000000ull)
-#define STALE_CHECK_NS (100 * 1000000ull)
 #define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait for other cores */
 
 struct http_origin {
@@ -167,15 +169,11 @@ static void sweep(struct http_client_core *core, uint64_t now, bool all)
 
 /* --------------------------------------------------------- take and put */
 
-/* Still good to send on: not past the idle timeout, and after a long
- * idle spell neither readable nor hung up (see the top). */
+/* Still good to send on: not past the idle timeout, and nothing of the
+ * server's came while it was idle (see the top). */
 static bool usable(const struct runtime_http_client *cl, struct http_cconn *c, uint64_t now)
 {
-	if (expired(cl, c, now))
-		return false;
-	if (now - c->idle_since < STALE_CHECK_NS)
-		return true;
-	return runtime_poll(runtime_conn_fd(c->rc), POLLIN | POLLRDHUP, 0) == -ETIMEDOUT; /* none */
+	return !expired(cl, c, now) && runtime_conn_pending(c->rc) == 0;
 }
 
 struct http_cconn *http_pool_take(struct http_client_core *core, const struct http_url *u)
@@ -192,6 +190,7 @@ struct http_cconn *http_pool_take(struct http_client_core *core, const struct ht
 		core->idle--;
 		if (usable(core->cl, c, now))
 			return c;
+		http_count(&core->dropped);
 		http_cconn_close(c);
 	}
 	return NULL;

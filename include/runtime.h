@@ -1209,6 +1209,20 @@ RUNTIME_API ssize_t runtime_stream_recv(struct runtime_stream *s, void *buf, siz
 RUNTIME_API size_t runtime_stream_buffered(const struct runtime_stream *s);
 
 /*
+ * Has anything come that a read would return at once - bytes not read,
+ * the end of stream, an error? 1 if so; 0 if not, and the stream watches
+ * the socket (its multishot recv is armed, so whatever the peer sends
+ * lands here: the answer is the socket's too, with no system call);
+ * -EAGAIN if nothing is queued but the stream does not watch the socket
+ * now (before its first read, after a read that fell back to a plain
+ * recv, on a kernel without multishot recv): only the socket can tell
+ * (a peek, or runtime_poll). -EINVAL for NULL. Any fiber of the stream's
+ * core. What a client asks of a pooled connection before it sends on it:
+ * an answer nobody asked for, or the server's close, has come already.
+ */
+RUNTIME_API int runtime_stream_pending(const struct runtime_stream *s);
+
+/*
  * Read in place, without waiting or copying (what the toolkit's buffered
  * reader builds on): runtime_stream_peek points *data at the bytes queued
  * at the head of the stream - those of one buffer, so possibly fewer than

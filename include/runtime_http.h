@@ -459,6 +459,10 @@ struct runtime_http_client_stats {
 	uint64_t reused;          /* requests sent on a pooled connection */
 	uint64_t retried;         /* requests retried after a pooled one failed */
 	uint64_t requests;        /* requests sent (each try, each redirect) */
+	uint64_t dropped;         /* pooled connections closed when a request
+	                             came to take them: past idle_timeout_ns,
+	                             closed by the server, or holding bytes it
+	                             sent unasked (never read as an answer) */
 };
 /* Counters since create, summed over cores (each read atomically, not all
  * at one instant). Any thread. Zeroed for a NULL cl. */

@@ -396,6 +396,18 @@ RUNTIME_API int runtime_conn_finish(struct runtime_conn *conn, uint64_t timeout_
 /* The socket (the connection's: do not close it). -EINVAL for NULL. */
 RUNTIME_API int runtime_conn_fd(const struct runtime_conn *conn);
 
+/*
+ * Has the peer sent anything not read yet - bytes (in the receive stream
+ * or a layer such as TLS), its end of stream, an error? 1 if so, 0 if
+ * not, -EINVAL (NULL) or -EPERM (another core). No system call while the
+ * receive stream watches the socket (runtime_stream_pending); one
+ * non-blocking peek at the socket otherwise. Never waits. What a client
+ * asks before it sends on a connection that sat idle: bytes that came
+ * unasked (a stray answer, a 408) or the server's close mean the next
+ * answer read there would not be the next request's. Fibers of its core.
+ */
+RUNTIME_API int runtime_conn_pending(const struct runtime_conn *conn);
+
 /* The peer's address and its length in *len (may be NULL), or NULL if it
  * cannot be known (the peer reset before it was asked). Looked up until
  * found, then kept. Fibers of its core. */

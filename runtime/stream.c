@@ -776,6 +776,15 @@ size_t runtime_stream_buffered(const struct runtime_stream *s)
 	return s ? s->queued : 0;
 }
 
+int runtime_stream_pending(const struct runtime_stream *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (s->queued || s->end)
+		return 1;
+	return s->m.armed && !s->starved ? 0 : -EAGAIN;
+}
+
 /* ----------------------------------------- waiting with no fiber (idle.c) */
 
 int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,

@@ -167,13 +167,17 @@ static void lib_free(void)
 
 /* Answers each request (a head, and a Content-Length body skipped) with
  * the next of answers[] (the last one again past the end): bytes as they
- * are, well-formed or not. */
+ * are, well-formed or not; NULL closes the connection instead. */
 struct script {
 	const char *const *answers;
 	unsigned nanswers;
 	unsigned next;               /* the next answer */
 	bool close_after;            /* close each connection after its answer */
 	bool stall;                  /* answer nothing, ever */
+	const char *unasked;         /* sent unasked_ns after a connection's
+	                                first answer (then closed, if
+	                                close_after) */
+	uint64_t unasked_ns;
 	int lfd;
 	uint16_t port;
 	unsigned conns;              /* accepted */
@@ -220,7 +224,14 @@ static int serve_raw(void *arg)
 		s->next++;
 		if (s->stall)
 			runtime_sleep(UINT64_MAX); /* until the group is cancelled */
-		if (runtime_send_all(rc->fd, a, strlen(a), NULL) < 0 || s->close_after)
+		if (!a || runtime_send_all(rc->fd, a, strlen(a), NULL) < 0)
+			break; /* NULL: close, answering nothing */
+		if (s->unasked) {
+			runtime_sleep(s->unasked_ns);
+			if (runtime_send_all(rc->fd, s->unasked, strlen(s->unasked), NULL) < 0)
+				break;
+		}
+		if (s->close_after)
 			break;
 	}
 	runtime_close(rc->fd);
@@ -251,6 +262,7 @@ static void script_start(struct script *s, const char *const *answers, unsigned 
 	s->answers = answers;
 	s->nanswers = n;
 	s->close_after = s->stall = false; /* set after the start: the fibers run later */
+	s->unasked = NULL;
 	s->next = s->conns = 0;
 	s->lfd = runtime_tcp_listen("127.0.0.1", 0, 16, 0);
 	ck_assert_int_ge(s->lfd, 0);
@@ -718,42 +730,52 @@ END_TEST
 
 /* ------------------------------------------------------------------ retries */
 
-/* A server that closes every connection after one answer, though it
- * announced keep-alive: the pooled connection it closed fails before any
- * byte of the next answer. GET is sent again on a new one; POST is not. */
+/* A server that closes a pooled connection once the next request is on
+ * it, answering nothing (NULL in its script): the request fails before
+ * any byte of its answer. GET is sent again on a new connection; POST is
+ * not. A close that came while the connection sat idle is seen before
+ * anything goes out on it, however short the idle spell: even the POST
+ * then takes a new connection. */
 static void retry_body(void *arg)
 {
-	static const char *const answers[] = { "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	static const char *const answers[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", NULL,
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", NULL,
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+	};
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request post = { .method = "POST", .body = "x", .body_len = 1 };
 	struct runtime_http_result *res;
 	struct script s = { 0 };
 
 	(void)arg;
-	script_start(&s, answers, 1);
-	s.close_after = true;
+	script_start(&s, answers, 5);
 	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
-	runtime_sleep(20 * MS); /* its close has come */
 	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
 	struct runtime_http_client_stats st = stats(cl);
 	ck_assert_uint_eq(st.retried, 1);
 	ck_assert_uint_eq(st.connects, 2);
 	ck_assert_uint_eq(st.reused, 1);
-	runtime_sleep(20 * MS);
 	post.url = url("http", s.port, "/");
 	int rc = runtime_http_request(cl, &post, &res);
 	ck_assert_msg(rc == -ECONNRESET || rc == -EPIPE, "POST on a closed connection: %d", rc);
 	ck_assert_uint_eq(stats(cl).retried, 1);
-	ck_assert_uint_eq(s.conns, 2); /* the POST never reached a server */
-	/* Idle past the check (100 ms): the close is seen before the POST
-	 * goes out, which then takes a new connection and succeeds. */
+	ck_assert_uint_eq(s.conns, 2); /* the POST was not sent again */
 	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
-	runtime_sleep(150 * MS);
+	ck_assert_uint_eq(s.conns, 3);
+	script_stop(&s);
+	/* Closed after each answer: seen at the take, 20 ms later. */
+	script_start(&s, answers, 1);
+	s.close_after = true;
+	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
+	runtime_sleep(20 * MS); /* its close has come */
 	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
 	ck_assert_int_eq(runtime_http_result_status(res), 200);
 	runtime_http_result_close(res);
-	ck_assert_uint_eq(stats(cl).retried, 1);
-	ck_assert_uint_eq(s.conns, 4);
+	st = stats(cl);
+	ck_assert_uint_eq(st.retried, 1);
+	ck_assert_uint_eq(st.dropped, 1);
+	ck_assert_uint_eq(s.conns, 2);
 	runtime_http_client_destroy(cl);
 	script_stop(&s);
 }
@@ -761,6 +783,66 @@ static void retry_body(void *arg)
 START_TEST(test_client_retry_idempotent_only)
 {
 	run(retry_body, 1);
+}
+END_TEST
+
+/* Bytes a server sends on a keep-alive connection after the answer asked
+ * for - a second answer, a stray CRLF, a 408 and its close - come while
+ * the connection sits in the pool. The next request must never take them
+ * for its answer: the pool drops that connection (counted) and the
+ * request gets the server's real answer on a new one. Each kind comes
+ * soon after the answer, after the pool's old readiness check began
+ * (100 ms), and a second after. */
+static void unasked_bytes_body(void *arg)
+{
+	static const char *const answers[] = {
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr1",
+		"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nr2",
+	};
+	static const struct {
+		const char *bytes;
+		bool close;
+	} kinds[] = {
+		{ "HTTP/1.1 200 OK\r\nX-Id: EVIL\r\nContent-Length: 4\r\n\r\nEVIL", false },
+		{ "\r\n", false },
+		{ "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+		  true },
+	};
+	static const uint64_t after[] = { 10 * MS, 150 * MS, 1000 * MS };
+	struct script s = { 0 };
+	char *body;
+	size_t len;
+
+	(void)arg;
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		for (size_t t = 0; t < sizeof(after) / sizeof(after[0]); t++) {
+			struct runtime_http_client *cl = client(8);
+			script_start(&s, answers, 2);
+			s.unasked = kinds[k].bytes;
+			s.unasked_ns = after[t];
+			s.close_after = kinds[k].close;
+			ck_assert_int_eq(get(cl, url("http", s.port, "/"), &body, &len), 200);
+			ck_assert_str_eq(body, "r1");
+			free(body);
+			runtime_sleep(after[t] + 100 * MS); /* the bytes have come */
+			ck_assert_int_eq(get(cl, url("http", s.port, "/"), &body, &len), 200);
+			ck_assert_msg(!strcmp(body, "r2"), "kind %zu after %llu ms: answered \"%s\"",
+			              k, (unsigned long long)(after[t] / MS), body);
+			free(body);
+			struct runtime_http_client_stats st = stats(cl);
+			ck_assert_uint_eq(st.dropped, 1);
+			ck_assert_uint_eq(st.connects, 2);
+			ck_assert_uint_eq(st.reused, 0);
+			ck_assert_uint_eq(s.conns, 2);
+			runtime_http_client_destroy(cl);
+			script_stop(&s);
+		}
+	}
+}
+
+START_TEST(test_client_pool_drops_unasked_bytes)
+{
+	run(unasked_bytes_body, 1);
 }
 END_TEST
 
@@ -1281,6 +1363,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_malformed_responses);
 	tcase_add_test(tc, test_client_limits);
 	tcase_add_test(tc, test_client_retry_idempotent_only);
+	tcase_add_test(tc, test_client_pool_drops_unasked_bytes);
 	tcase_add_test(tc, test_client_deadline);
 	tcase_add_test(tc, test_client_connect_timeout);
 	tcase_add_test(tc, test_client_cancel);

@@ -410,6 +410,7 @@ static void conn_misuse_elsewhere(void *arg)
 	char b;
 	ck_assert_int_eq(runtime_conn_read(c, &b, 1), -EPERM);
 	ck_assert_int_eq(runtime_conn_set_read_deadline(c, 1), -EPERM);
+	ck_assert_int_eq(runtime_conn_pending(c), -EPERM);
 	ck_assert_int_eq(runtime_conn_close(c), -EPERM);
 }
 
@@ -424,6 +425,7 @@ static void conn_misuse_main(void *arg)
 	ck_assert_int_eq(runtime_conn_open(&c, -1, 0), -EBADF);
 	ck_assert_int_eq(runtime_conn_open(&c, 0, 0x80), -EINVAL);
 	ck_assert_int_eq(runtime_conn_read(NULL, &b, 1), -EINVAL);
+	ck_assert_int_eq(runtime_conn_pending(NULL), -EINVAL);
 	ck_assert_int_eq(runtime_conn_close(NULL), 0);
 	ck_assert_ptr_null(runtime_conn_transport(NULL));
 	tcp_pair(fd);
@@ -436,6 +438,69 @@ static void conn_misuse_main(void *arg)
 	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 0); /* EOF */
 	ck_assert_int_eq(runtime_conn_close(c), 0);
 }
+
+/* Wait (bounded) until c's pending state is want; it must get there. */
+static void pending_becomes(struct runtime_conn *c, int want)
+{
+	int rc = -1;
+
+	for (int i = 0; i < 2000 && (rc = runtime_conn_pending(c)) != want; i++)
+		runtime_sleep(MS);
+	ck_assert_int_eq(rc, want);
+}
+
+/* runtime_conn_pending: what came and was not read - bytes, the peer's
+ * end - through a receive stream (no system call once it watches the
+ * socket) and through plain recvs (a peek at the socket) alike; reading
+ * the bytes makes it 0 again, and the end stays. The stream's own answer
+ * says when only the socket can tell (before its first read). */
+static void conn_pending_main(void *arg)
+{
+	static const unsigned flags[] = { 0, RUNTIME_CONN_PLAIN_RECV };
+	char buf[8];
+
+	(void)arg;
+	for (size_t i = 0; i < 2; i++) {
+		struct runtime_conn *c;
+		int fd[2];
+		tcp_pair(fd);
+		ck_assert_int_eq(runtime_conn_open(&c, fd[1], flags[i]), 0);
+		ck_assert_int_eq(runtime_conn_pending(c), 0);
+		ck_assert_int_eq(runtime_write_all(fd[0], "a", 1, NULL), 1);
+		ck_assert_int_eq(runtime_conn_read(c, buf, sizeof(buf)), 1);
+		ck_assert_int_eq(runtime_conn_pending(c), 0);
+		ck_assert_int_eq(runtime_write_all(fd[0], "xy", 2, NULL), 2);
+		pending_becomes(c, 1);
+		ck_assert_int_eq(runtime_conn_pending(c), 1); /* asking takes nothing */
+		ck_assert_int_eq(runtime_conn_read(c, buf, sizeof(buf)), 2);
+		ck_assert_int_eq(runtime_conn_pending(c), 0);
+		ck_assert_int_eq(shutdown(fd[0], SHUT_WR), 0);
+		pending_becomes(c, 1);
+		ck_assert_int_eq(runtime_conn_read(c, buf, sizeof(buf)), 0);
+		ck_assert_int_eq(runtime_conn_pending(c), 1);
+		ck_assert_int_eq(runtime_conn_close(c), 0);
+		runtime_close(fd[0]);
+	}
+
+	struct runtime_stream *st;
+	int fd[2];
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_pending(NULL), -EINVAL);
+	ck_assert_int_eq(runtime_stream_open(&st, fd[1]), 0);
+	ck_assert_int_eq(runtime_stream_pending(st), -EAGAIN); /* not watching yet */
+	ck_assert_int_eq(runtime_write_all(fd[0], "a", 1, NULL), 1);
+	ck_assert_int_eq(runtime_stream_recv(st, buf, sizeof(buf)), 1);
+	ck_assert_int_ne(runtime_stream_pending(st), 1);
+	ck_assert_int_eq(runtime_stream_close(st), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_conn_pending_sees_unread_bytes_and_the_end)
+{
+	ck_assert_int_eq(run_fiber(NULL, conn_pending_main, NULL), 0);
+}
+END_TEST
 
 /* A peer's address longer than an IPv6 one (a unix socket's path) is kept
  * out of line: the whole path comes back, twice (looked up, then kept),
@@ -1230,6 +1295,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_conn_deadline_is_the_earlier_of_the_callers_and_the_conns);
 	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
 	tcase_add_test(tc, test_conn_peer_of_a_unix_socket);
+	tcase_add_test(tc, test_conn_pending_sees_unread_bytes_and_the_end);
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
 	tcase_add_test(tc, test_conn_idle_timeout);
 	tcase_add_test(tc, test_conn_finish_lets_the_last_answer_through);

@@ -732,6 +732,31 @@ int runtime_conn_finish(struct runtime_conn *c, uint64_t timeout_ns)
 	return n == -ECONNABORTED ? 0 : (int)n; /* TLS: the end, without close_notify */
 }
 
+/* The socket's answer, for a connection whose stream does not watch it:
+ * a byte to peek, its end, or its error all mean a read would not wait. */
+static int socket_pending(int fd)
+{
+	int saved = errno; /* the caller's errno is left as it was */
+	char byte;
+	ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	int pending = n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+
+	errno = saved;
+	return pending;
+}
+
+int runtime_conn_pending(const struct runtime_conn *c)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (c->layer && c->layer->pending(c))
+		return 1;
+	rc = c->rx ? runtime_stream_pending(c->rx) : -EAGAIN;
+	return rc == -EAGAIN ? socket_pending(c->fd) : rc;
+}
+
 int runtime_conn_set_idle(struct runtime_conn *c, int idle)
 {
 	int rc = mine(c);
