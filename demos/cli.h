@@ -98,6 +98,14 @@ static inline bool demo_tls(const char *prog, const char *cert, const char *key,
 	return true;
 }
 
+/* What to add to a listen error's message: the likely cause of the one a
+ * user meets most. */
+static inline const char *demo_listen_hint(int rc)
+{
+	return rc == -EADDRINUSE ? " (another process listens on that port: a copy of this "
+	                           "server still running?)" : "";
+}
+
 /* The soft fd limit up to the hard one: a connection is an fd. */
 static inline void demo_raise_fd_limit(void)
 {

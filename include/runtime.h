@@ -1338,13 +1338,26 @@ RUNTIME_API int runtime_listener_close(struct runtime_listener *l);
                                          inherit: a small answer is sent at
                                          once, not held for the ACK of the
                                          one before it (Nagle) */
+#define RUNTIME_LISTEN_EXCLUSIVE 0x4u /* -EADDRINUSE if any socket holds the
+                                         port already, one with SO_REUSEPORT
+                                         too: with RUNTIME_LISTEN_REUSEPORT,
+                                         for the first socket of a group (the
+                                         others join with REUSEPORT alone),
+                                         so that a second process - a stale
+                                         copy of the service - cannot share
+                                         the port and take half its
+                                         connections */
 
 /*
  * A listening TCP socket on a numeric address (IPv4 or IPv6; NULL or "" is
  * every IPv4 address; no name lookups, so it never blocks), with SO_REUSEADDR
  * and, as flags ask, SO_REUSEPORT and TCP_NODELAY. backlog <= 0 means
- * SOMAXCONN. Any thread. Returns the fd or -errno (-EINVAL for an address
- * that is not numeric, or other flags).
+ * SOMAXCONN. RUNTIME_LISTEN_EXCLUSIVE first binds a socket without
+ * SO_REUSEPORT to the address (refused while any other socket holds the
+ * port), then closes it and binds the real one: a process that takes the
+ * port in between, microseconds, is not seen. Any thread. Returns the fd
+ * or -errno (-EINVAL for an address that is not numeric, or other flags;
+ * -EADDRINUSE).
  */
 RUNTIME_API int runtime_tcp_listen(const char *host, uint16_t port, int backlog,
                                    unsigned flags);

@@ -421,7 +421,8 @@ RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtim
 
 /*
  * Serve TCP on every core of a runtime: a listening socket per core with
- * SO_REUSEPORT (so that the kernel spreads connections over the cores), an
+ * SO_REUSEPORT (so that the kernel spreads connections over the cores; the
+ * port must be free of other processes' sockets unless share_port), an
  * acceptor fiber per core, and a fiber per connection that runs
  * handler(conn, arg) and closes the connection when it returns (fibers the
  * handler started on it must have ended by then: a fiber group). At most
@@ -471,6 +472,11 @@ struct runtime_serve_config {
 	uint16_t port;         /* 0: a free port, the same on every core
 	                          (runtime_server_port says which) */
 	int backlog;           /* each socket's; <= 0: SOMAXCONN */
+	int share_port;        /* nonzero: other processes may listen on the
+	                          port too, and the kernel spreads connections
+	                          over theirs and ours (a restart that hands
+	                          over); default 0: a port another socket
+	                          holds fails with -EADDRINUSE */
 	unsigned max_conns;    /* 0: no limit */
 	int nodelay;           /* nonzero: TCP_NODELAY on every connection
 	                          (default 1) */

@@ -47,6 +47,26 @@ static int set_flag(int fd, int level, int name)
 	return setsockopt(fd, level, name, &one, sizeof(one)) < 0 ? -errno : 0;
 }
 
+/* Is the address free of other sockets, SO_REUSEPORT ones included? A
+ * bind without SO_REUSEPORT (SO_REUSEADDR alone, so that connections in
+ * TIME_WAIT do not count) is refused while any holds the port. 0 or
+ * -errno (-EADDRINUSE). */
+static int port_free(const struct sockaddr_storage *ss, socklen_t len)
+{
+	int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = set_flag(fd, SOL_SOCKET, SO_REUSEADDR);
+	if (!rc && bind(fd, (const struct sockaddr *)ss, len) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+#define LISTEN_FLAGS (RUNTIME_LISTEN_REUSEPORT | RUNTIME_LISTEN_NODELAY | RUNTIME_LISTEN_EXCLUSIVE)
+
 int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned flags)
 {
 	struct sockaddr_storage ss;
@@ -55,8 +75,10 @@ int runtime_tcp_listen(const char *host, uint16_t port, int backlog, unsigned fl
 
 	if (rc < 0)
 		return rc;
-	if (flags & ~(RUNTIME_LISTEN_REUSEPORT | RUNTIME_LISTEN_NODELAY))
+	if (flags & ~LISTEN_FLAGS)
 		return -EINVAL;
+	if (port && (flags & RUNTIME_LISTEN_EXCLUSIVE) && (rc = port_free(&ss, len)) < 0)
+		return rc; /* port 0: the kernel picks a free one */
 	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;

@@ -368,7 +368,7 @@ START_TEST(test_net_listen_rejects_bad_input)
 	ck_assert_int_eq(runtime_tcp_listen("256.0.0.1", 0, 0, 0), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1 ", 0, 0, 0), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("::g", 0, 0, 0), -EINVAL);
-	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, 0x4), -EINVAL);
+	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, 0x8), -EINVAL);
 	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", 0, 0, ~0u), -EINVAL);
 	ck_assert_int_eq(count_fds(), before);
 }

@@ -208,6 +208,60 @@ START_TEST(test_serve_ipv6_and_bad_input)
 }
 END_TEST
 
+/* A port another socket holds - a stale copy of the service, with
+ * SO_REUSEPORT as ours have - is refused with -EADDRINUSE, not shared
+ * (the kernel would split the connections between the two), and nothing
+ * is left open; share_port shares it on purpose. A second server of ours
+ * on a port the first serves is refused the same way. */
+START_TEST(test_serve_refuses_a_port_held_elsewhere)
+{
+	struct runtime_serve_config sc;
+	struct runtime_server *srv, *second;
+	struct runtime *rt;
+	int one = 1;
+
+	int held = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(held, 0);
+	ck_assert_int_eq(setsockopt(held, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)), 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	ck_assert_int_eq(bind(held, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(held, 4), 0);
+	uint16_t port = bound_port(held);
+
+	ck_assert_int_eq(runtime_tcp_listen("127.0.0.1", port, 0,
+	                                    RUNTIME_LISTEN_REUSEPORT | RUNTIME_LISTEN_EXCLUSIVE),
+	                 -EADDRINUSE);
+	int fd = runtime_tcp_listen("127.0.0.1", port, 0, RUNTIME_LISTEN_REUSEPORT);
+	ck_assert_int_ge(fd, 0); /* joining on purpose still works */
+	close(fd);
+
+	struct runtime_config cfg;
+	runtime_config_init(&cfg);
+	cfg.cores = 2;
+	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	runtime_serve_config_init(&sc);
+	ck_assert_int_eq(sc.share_port, 0);
+	sc.handler = hello_handler;
+	sc.host = "127.0.0.1";
+	sc.port = port;
+	int fds = count_fds();
+	ck_assert_int_eq(runtime_serve(rt, &sc, &srv), -EADDRINUSE);
+	ck_assert_ptr_null(srv);
+	ck_assert_int_eq(count_fds(), fds);
+	sc.share_port = 1;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &srv), 0);
+	runtime_server_stop(srv);
+	close(held);
+
+	/* Ours now alone on the port: a second server is refused too. */
+	sc.share_port = 0;
+	ck_assert_int_eq(runtime_serve(rt, &sc, &second), -EADDRINUSE);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_server_destroy(srv);
+	runtime_destroy(rt);
+}
+END_TEST
+
 /* --------------------------------------------------------------- the cap */
 
 #define CAP 10
@@ -1287,6 +1341,7 @@ static Suite *serve_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_serve_spreads_over_cores_with_peer_addresses);
 	tcase_add_test(tc, test_serve_ipv6_and_bad_input);
+	tcase_add_test(tc, test_serve_refuses_a_port_held_elsewhere);
 	tcase_add_test(tc, test_serve_caps_live_connections);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("conn");

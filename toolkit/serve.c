@@ -308,13 +308,16 @@ static void watcher(void *arg)
 
 /* ---------------------------------------------------------------- start */
 
+/* A socket per core, in one SO_REUSEPORT group: the first checks that no
+ * other process holds the port (unless share_port), the others join it. */
 static int open_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
 {
 	unsigned flags = RUNTIME_LISTEN_REUSEPORT | (cfg->nodelay ? RUNTIME_LISTEN_NODELAY : 0);
 	uint16_t port = cfg->port;
 
 	for (unsigned i = 0; i < srv->ncores; i++) {
-		int fd = runtime_tcp_listen(cfg->host, port, cfg->backlog, flags);
+		unsigned own = i == 0 && !cfg->share_port ? RUNTIME_LISTEN_EXCLUSIVE : 0;
+		int fd = runtime_tcp_listen(cfg->host, port, cfg->backlog, flags | own);
 		if (fd < 0)
 			return fd;
 		srv->fds[i] = fd;

@@ -225,7 +225,8 @@ int main(int argc, char **argv)
 	if (srv.release_ms && srv.release_ms != UINT_MAX)
 		sc.release_after_ns = srv.release_ms * MS;
 	if ((rc = runtime_shutdown_on_signals(rt)) < 0 || (rc = runtime_serve(rt, &sc, &server)) < 0) {
-		fprintf(stderr, "echo-server: listen on %s:%ld: %s\n", host, port, strerror(-rc));
+		fprintf(stderr, "echo-server: listen on %s:%ld: %s%s\n", host, port, strerror(-rc),
+		        demo_listen_hint(rc));
 		return 1;
 	}
 	if (!srv.quiet) {

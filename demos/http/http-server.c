@@ -164,8 +164,8 @@ int main(int argc, char **argv)
 	srv.root_fd = -1;
 	if ((rc = start()) != 0) {
 		if (rc < 0) /* else start said why */
-			fprintf(stderr, "http-server: cannot start on %s:%u: %s\n", srv.opt.host,
-			        srv.opt.port, strerror(-rc));
+			fprintf(stderr, "http-server: cannot start on %s:%u: %s%s\n", srv.opt.host,
+			        srv.opt.port, strerror(-rc), demo_listen_hint(rc));
 		return 1;
 	}
 	char engine[600];
