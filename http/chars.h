@@ -43,14 +43,14 @@ static inline unsigned hex_value(unsigned char c)
 
 /* Byte classes by table: a strchr per byte took 4 % of the server's CPU
  * under pipelined load. PATH: a request-target's byte (VCHAR but '#')
- * other than '?', where its path ends. */
+ * other than '?', where its path ends, and '%', whose escape is checked. */
 enum { TCHAR = 1, REGNAME = 2, PATH = 4, ALL = TCHAR | REGNAME | PATH };
 
 static const uint8_t byte_class[256] = {
 	['0' ... '9'] = ALL, ['a' ... 'z'] = ALL, ['A' ... 'Z'] = ALL,
 	['!'] = ALL, ['$'] = ALL, ['&'] = ALL, ['\''] = ALL, ['*'] = ALL,
 	['+'] = ALL, ['-'] = ALL, ['.'] = ALL, ['_'] = ALL, ['~'] = ALL,
-	['#'] = TCHAR, ['%'] = TCHAR | PATH, ['^'] = TCHAR | PATH, ['`'] = TCHAR | PATH,
+	['#'] = TCHAR, ['%'] = TCHAR, ['^'] = TCHAR | PATH, ['`'] = TCHAR | PATH,
 	['|'] = TCHAR | PATH,
 	['('] = REGNAME | PATH, [')'] = REGNAME | PATH, [';'] = REGNAME | PATH,
 	['='] = REGNAME | PATH,
@@ -155,34 +155,37 @@ static inline uint64_t non_field_in(uint64_t w)
 	return (~(x + ONES * 0x60) | (x + ONES)) & ~w & HIGHS;
 }
 
-/* Not in a request-target: not VCHAR, or '#'. */
-static inline bool is_non_target(unsigned char c)
+/* Where a run of a request-target's query stops: a byte not in a target
+ * (not VCHAR, or '#'), or the '%' of an escape, which is checked. */
+static inline bool is_query_end(unsigned char c)
 {
-	return !is_vchar(c) || c == '#';
+	return !is_vchar(c) || c == '#' || c == '%';
 }
 
 /* As non_field_in: x + 0x5f has the high bit unless below 0x21, and
- * (x ^ '#') + 0x7f unless '#'; 0x7f, and any byte with the high bit. */
-static inline uint64_t non_target_in(uint64_t w)
+ * (x ^ '#') + 0x7f unless '#', (x ^ '%') + 0x7f unless '%'; 0x7f, and
+ * any byte with the high bit. */
+static inline uint64_t query_end_in(uint64_t w)
 {
 	uint64_t x = w & ~HIGHS;
-	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f);
+	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f) &
+	              ((x ^ ONES * '%') + ONES * 0x7f);
 
 	return (w | ~ok | (x + ONES)) & HIGHS;
 }
 
-/* Not in a request-target, or its first '?': where a target's path ends. */
+/* As is_query_end, or the first '?': where a run of a target's path stops. */
 static inline bool is_path_end(unsigned char c)
 {
-	return is_non_target(c) || c == '?';
+	return is_query_end(c) || c == '?';
 }
 
-/* As non_target_in, (x ^ '?') + 0x7f too. */
+/* As query_end_in, (x ^ '?') + 0x7f too. */
 static inline uint64_t path_end_in(uint64_t w)
 {
 	uint64_t x = w & ~HIGHS;
 	uint64_t ok = (x + ONES * 0x5f) & ((x ^ ONES * '#') + ONES * 0x7f) &
-	              ((x ^ ONES * '?') + ONES * 0x7f);
+	              ((x ^ ONES * '%') + ONES * 0x7f) & ((x ^ ONES * '?') + ONES * 0x7f);
 
 	return (w | ~ok | (x + ONES)) & HIGHS;
 }
@@ -297,21 +300,24 @@ static inline __m128i vec_out_of_range(__m128i x, unsigned char lo, unsigned cha
 	                      splat_k((unsigned char)(0x80 + n - 1), true));
 }
 
-/* As non_target_in: not VCHAR ('!' to '~', one range: DEL and the bytes
- * with the high bit are outside it), or '#'. One range test and one
- * compare, where testing SP's bound, then DEL and '#' by equality taken
+/* As query_end_in: not VCHAR ('!' to '~', one range: DEL and the bytes
+ * with the high bit are outside it), '#' or '%'. One range test and
+ * compares, where testing SP's bound, then DEL and '#' by equality taken
  * away by an andnot, cost two more compares and a negation. */
-static inline unsigned vec_non_target(__m128i x)
+static inline unsigned vec_query_end(__m128i x)
 {
+	__m128i odd = _mm_or_si128(_mm_cmpeq_epi8(x, splat('#')), _mm_cmpeq_epi8(x, splat('%')));
+
 	return (unsigned)_mm_movemask_epi8(
-	        _mm_or_si128(vec_out_of_range(x, '!', '~' - '!' + 1), _mm_cmpeq_epi8(x, splat('#'))));
+	        _mm_or_si128(vec_out_of_range(x, '!', '~' - '!' + 1), odd));
 }
 
-/* As path_end_in: vec_non_target, or '?'. */
+/* As path_end_in: vec_query_end, or '?'. */
 static inline unsigned vec_path_end(__m128i x)
 {
 	__m128i odd = _mm_or_si128(_mm_cmpeq_epi8(x, splat('#')), _mm_cmpeq_epi8(x, splat('?')));
 
+	odd = _mm_or_si128(odd, _mm_cmpeq_epi8(x, splat('%')));
 	return (unsigned)_mm_movemask_epi8(
 	        _mm_or_si128(vec_out_of_range(x, '!', '~' - '!' + 1), odd));
 }

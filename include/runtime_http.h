@@ -99,7 +99,11 @@ RUNTIME_API void runtime_http_server_config_init(struct runtime_http_server_conf
  * the handler first reads the body), Date, Server, Content-Length and
  * Connection set by the library; a request that breaks a rule or a limit
  * is answered 400, 408, 413, 414, 417, 431, 501 or 505 and the connection
- * closed. A drain (runtime_drain) closes idle connections at once and
+ * closed. One rule for targets on both sides: a request-target is visible
+ * ASCII but '#', and each '%' begins an escape of two hex digits
+ * ("/a/%zz" is 400 here, -EINVAL to the client), so that a proxy built on
+ * the server and the client never takes a request it cannot send on. A
+ * drain (runtime_drain) closes idle connections at once and
  * busy ones after their current response (Connection: close).
  * Any thread. Errors: as runtime_serve, and -EINVAL for a NULL handler or
  * limits beyond what the parser holds (headers_max > the most, head_max <
@@ -326,7 +330,8 @@ struct runtime_http_client_request {
 	                              host a DNS name, an IPv4 address or "[IPv6]";
 	                              no userinfo; the path percent-encoded (bytes
 	                              other than visible ASCII, or a bad %XX:
-	                              -EINVAL); a "#fragment" is not sent */
+	                              -EINVAL, the server's rule for targets);
+	                              a "#fragment" is not sent */
 	const char *const *headers; /* "Name: value" strings, NULL-terminated,
 	                              sent as given; a name a token, a value of
 	                              no CR, LF or other control but HTAB. Host,

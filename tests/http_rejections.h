@@ -36,6 +36,8 @@ struct http_rejection {
 	{ "POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n" \
 	  "fffffffffffffffffff\r\n", 400 },                              /* chunk overflow */ \
 	{ "POST /echo HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400 }, \
-	{ "GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417 },
+	{ "GET / HTTP/1.1\r\nHost: a\r\nExpect: teapot\r\n\r\n", 417 }, \
+	{ "GET /a/%zz HTTP/1.1\r\nHost: a\r\n\r\n", 400 },             /* bad escape */ \
+	{ "GET /a?b=%4 HTTP/1.1\r\nHost: a\r\n\r\n", 400 },
 
 #endif
