@@ -271,7 +271,10 @@ int64_t runtime_http_result_length(const struct runtime_http_result *res)
 		return -EINVAL;
 	switch (res->head.body) {
 	case HTTP_FRAME_LENGTH: return (int64_t)res->head.content_length;
-	case HTTP_FRAME_NONE: return res->head.has_length ? (int64_t)res->head.content_length : 0;
+	case HTTP_FRAME_NONE: /* HEAD, 204, 304: Content-Length tells, if there */
+		if (res->head.has_length)
+			return (int64_t)res->head.content_length;
+		return res->head.status == 204 ? 0 : -1;
 	default: return -1;
 	}
 }

@@ -431,8 +431,9 @@ RUNTIME_API int runtime_http_result_header_at(const struct runtime_http_result *
                                               struct runtime_http_slice *name,
                                               struct runtime_http_slice *value);
 /* The body's length: Content-Length's value (of a HEAD's or a 304's too,
- * though no body follows; 0 for other responses without one), -1 for
- * chunked or close-delimited. */
+ * though no body follows), 0 for a 204 without one, or -1 when it is not
+ * known: chunked, close-delimited, or a HEAD's or 304's answer without
+ * Content-Length (which 0 would claim was empty). */
 RUNTIME_API int64_t runtime_http_result_length(const struct runtime_http_result *res);
 /*
  * Up to len body bytes, decoded (chunked framing removed), under the

@@ -466,6 +466,29 @@ static void bodiless_body(void *arg)
 	runtime_http_client_destroy(cl);
 	lib_stop();
 
+	/* HEAD's length: unknown (-1) without Content-Length, never taken
+	 * for an empty resource; 0 only when it says 0, and for a 204. */
+	static const char *const heads[] = {
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+		"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+	};
+	static const int64_t lengths[] = { -1, 0, -1, 0 };
+	struct script h = { 0 };
+	script_start(&h, heads, 4);
+	cl = client(8);
+	req.url = url("http", h.port, "/");
+	for (size_t i = 0; i < 4; i++) {
+		ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+		ck_assert_int_eq(runtime_http_result_length(res), lengths[i]);
+		ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 0);
+		runtime_http_result_close(res);
+	}
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&h);
+
 	/* A 304 with a Content-Length and no body, then an answer after it. */
 	static const char *const answers[] = {
 		"HTTP/1.1 304 Not Modified\r\nContent-Length: 100\r\n\r\n",

@@ -46,7 +46,8 @@ static const char *framing(const struct runtime_http_result *res)
 		return "chunked";
 	if (runtime_http_result_header(res, "Content-Length"))
 		return "length";
-	return len < 0 ? "close" : "none";
+	int status = runtime_http_result_status(res);
+	return len < 0 && status != 304 ? "close" : "none"; /* GETs: 204's length is 0 */
 }
 
 /* One GET, its body read to the end. 0 or -errno (said on stderr). */
