@@ -383,14 +383,22 @@ START_TEST(test_http_http10_without_host_ok)
 }
 END_TEST
 
-START_TEST(test_http_leading_crlf_ignored_once)
+/* Empty lines before the request line are skipped (RFC 9112 2.2), and
+ * counted in the head's length; a bare CR or LF there is -400. Two were
+ * -400 once: a client that ends a POST body with a CRLF, then sends one
+ * before its next request, got 400. */
+START_TEST(test_http_leading_empty_lines_ignored)
 {
 	static const char m[] = "\r\nGET / HTTP/1.1\r\n" HOST "\r\n";
+	static const char m3[] = "\r\n\r\n\r\nGET / HTTP/1.1\r\n" HOST "\r\n";
 
 	ck_assert_int_eq(head(S(m)), (int)strlen(m));
 	ck_assert(slice_is(req.method, "GET"));
+	ck_assert_int_eq(head(S(m3)), (int)strlen(m3));
+	ck_assert(slice_is(req.method, "GET"));
 	ck_assert_int_eq(head(S("\r\n")), 0);
-	ck_assert_int_eq(head_str("\r\n\r\nGET / HTTP/1.1\r\n" HOST "\r\n"), -400);
+	ck_assert_int_eq(head(S("\r\n\r")), 0);
+	ck_assert_int_eq(head_str("\r\n\r\n\nGET / HTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("\nGET / HTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("\rGET / HTTP/1.1\r\n" HOST "\r\n"), -400);
 	ck_assert_int_eq(head_str("\r\n\nGET / HTTP/1.1\r\n" HOST "\r\n"), -400);
@@ -702,6 +710,12 @@ START_TEST(test_http_head_too_big_431)
 	/* already before the end */
 	ck_assert_int_eq(head_lim(S("GET / HTTP/1.1\r\nHost: h"), &lim, &req), -431);
 	ck_assert_int_eq(head_lim(S("GET / HTTP/1.1\r\nHos"), &lim, &req), 0);
+	/* empty lines before the request line count: a flood of them too */
+	char flood[64];
+	for (size_t i = 0; i < sizeof(flood); i += 2)
+		memcpy(flood + i, "\r\n", 2);
+	ck_assert_int_eq(head_lim(flood, sizeof(flood), &lim, &req), -431);
+	ck_assert_int_eq(head_lim(flood, 20, &lim, &req), 0);
 	/* the head's length is an int: head_max beyond INT_MAX is INT_MAX */
 	lim.head_max = SIZE_MAX;
 	ck_assert_int_eq(head_lim(S(m), &lim, &req), (int)strlen(m));
@@ -1656,7 +1670,8 @@ static const struct negative negative_heads[] = {
 	NEG(GET11 "Expect: foo\r\n\r\n", -417),
 	NEG("GET / HTTP/2.0\r\nHost: h\r\n\r\n", -505),
 	NEG("GET  / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
-	NEG("\r\n\r\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+	NEG("\r\n\r\n\nGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
+	NEG("\r\n\r\rGET / HTTP/1.1\r\nHost: h\r\n\r\n", -400),
 	NEG("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", -400),
 	NEG(POST11 "Content-Length: 2000000\r\n\r\n", -413),
 };
@@ -1721,7 +1736,7 @@ static TCase *head_tests(void)
 	tcase_add_test(tc, test_http_header_get);
 	tcase_add_test(tc, test_http_value_ows_stripped_obs_text_kept);
 	tcase_add_test(tc, test_http_http10_without_host_ok);
-	tcase_add_test(tc, test_http_leading_crlf_ignored_once);
+	tcase_add_test(tc, test_http_leading_empty_lines_ignored);
 	tcase_add_test(tc, test_http_target_forms);
 	tcase_add_test(tc, test_http_target_invalid);
 	tcase_add_test(tc, test_http_target_bad_escape_400);

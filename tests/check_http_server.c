@@ -332,6 +332,16 @@ START_TEST(test_http_keepalive_pipelining_and_10)
 	read_response(fd, resp, sizeof(resp));
 	ck_assert(strstr(resp, "200 OK"));
 	close(fd);
+	/* Empty lines before a request line are skipped (RFC 9112 2.2): a
+	 * client that ends a POST body with CRLF, then sends one more. */
+	fd = dial();
+	send_str(fd, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok\r\n");
+	read_response(fd, resp, sizeof(resp));
+	ck_assert(strstr(resp, "200 OK"));
+	send_str(fd, "\r\nGET /plaintext HTTP/1.1\r\nHost: x\r\n\r\n");
+	read_response(fd, resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "200 OK"), "%s", resp);
+	close(fd);
 	ck_assert_int_eq(stop_server(), 0);
 }
 END_TEST
