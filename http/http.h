@@ -224,6 +224,9 @@ struct http_core *http_core(struct runtime_http_server *srv);
 int http_refuse(struct http_conn *c, int status);
 int http_send_continue(struct http_conn *c);
 int http_response_finish(struct runtime_http_response *res, int handler_rc);
+/* v[0..n) is a field value a client takes: field bytes (no control but
+ * HTAB), no whitespace at either end. */
+bool http_field_value_ok(const char *v, size_t n);
 
 /* request.c */
 int http_body_discard(struct runtime_http_request *req);

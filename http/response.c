@@ -161,9 +161,7 @@ static char *put_hex(char *p, uint64_t v)
 
 /* ---------------------------------------------------------------- fields */
 
-/* A field value: field bytes (visible, obs-text, spaces and tabs), none
- * of them whitespace at either end. */
-static bool valid_value(const char *v, size_t n)
+bool http_field_value_ok(const char *v, size_t n)
 {
 	return field_value_end(v, 0, n) == n &&
 	       (!n || (!is_ows((unsigned char)v[0]) && !is_ows((unsigned char)v[n - 1])));
@@ -171,8 +169,12 @@ static bool valid_value(const char *v, size_t n)
 
 static bool reserved(const char *name)
 {
+	/* The library's, and those whose meaning it would have to implement
+	 * (an upgrade, trailers, keep-alive parameters, a request's Host):
+	 * until there is an API for them. */
 	static const char *const ours[] = { "Date", "Server", "Content-Length", "Connection",
-	                                    "Transfer-Encoding", "Content-Type" };
+	                                    "Transfer-Encoding", "Content-Type", "Upgrade",
+	                                    "Trailer", "Keep-Alive", "Host" };
 
 	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
 		if (!strcasecmp(name, ours[i]))
@@ -187,7 +189,7 @@ int runtime_http_set_header(struct runtime_http_response *res, const char *name,
 	for (const char *p = name; *p; p++)
 		if (!is_tchar((unsigned char)*p))
 			return -EINVAL;
-	if (!valid_value(value, strlen(value)))
+	if (!http_field_value_ok(value, strlen(value)))
 		return -EINVAL;
 	if (reserved(name))
 		return -EPERM;
@@ -262,7 +264,7 @@ static __attribute__((noinline)) bool type_remake(struct http_head_start *hs, co
 {
 	size_t n = strnlen(type, HTTP_TYPE_MAX + 1);
 
-	if (n == 0 || n > HTTP_TYPE_MAX || !valid_value(type, n))
+	if (n == 0 || n > HTTP_TYPE_MAX || !http_field_value_ok(type, n))
 		return false; /* empty, too long, or not a field value */
 	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
 	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));

@@ -40,12 +40,14 @@ static int limits(const struct runtime_http_limits *in, struct http_limits *out)
 	return 0;
 }
 
-/* "Server: NAME\r\n" once, or nothing. */
+/* "Server: NAME\r\n" once, or nothing. NAME is a field value that any
+ * client takes: field bytes (no control but HTAB: the library's own
+ * client refuses a \x01), no whitespace at either end. */
 static int server_field(struct runtime_http_server *srv, const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
-	if (n + 12 > sizeof(srv->server_field) || (name && strpbrk(name, "\r\n")))
+	if (n + 12 > sizeof(srv->server_field) || (n && !http_field_value_ok(name, n)))
 		return -EINVAL;
 	srv->server_len = n ? (size_t)snprintf(srv->server_field, sizeof(srv->server_field),
 	                                       "Server: %s\r\n", name) : 0;

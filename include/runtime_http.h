@@ -71,7 +71,10 @@ struct runtime_http_server_config {
 	                               after it 408 and close (slowloris) */
 	uint64_t idle_timeout_ns;   /* between requests, and for a client
 	                               that stops reading its answers (60 s) */
-	const char *server_name;    /* the Server field ("runtime"); "" none */
+	const char *server_name;    /* the Server field ("runtime"); "" none;
+	                               a field value (no control byte but HTAB,
+	                               no space at either end, at most 84
+	                               bytes), else -EINVAL */
 	/* Called after each response has been queued (not yet sent: it may
 	 * be batched), on the request's fiber, e.g. for an access log. The
 	 * request's head is still readable. NULL: none. */
@@ -218,8 +221,10 @@ RUNTIME_API int runtime_http_query_param(struct runtime_http_slice query, const 
 
 /*
  * Add a field to the response before it starts. name must be a token and
- * value have no CR, LF or NUL; Date, Server, Content-Length, Connection
- * and Transfer-Encoding are the library's (-EPERM). Returns 0, -EINVAL
+ * value have no control byte but HTAB and no space at either end; Date,
+ * Server, Content-Length, Connection, Transfer-Encoding and Content-Type
+ * are the library's, and so are Upgrade, Trailer, Keep-Alive and Host,
+ * whose meaning it would have to carry out (-EPERM). Returns 0, -EINVAL
  * (bad name or value), -EALREADY (the response has started), -ENOBUFS
  * (the fields of one response exceed 4 KiB). Handler's fiber.
  */

@@ -238,6 +238,12 @@ static int fields(struct runtime_http_request *req, struct runtime_http_response
 	int b = runtime_http_set_header(res, "X-Split", "a\r\nInjected: 1");
 	int c = runtime_http_set_header(res, "content-length", "5");
 	int d = runtime_http_set_header(res, "X-Fine", "yes  it is");
+	/* The library's own, or fields whose meaning it would carry out:
+	 * each refused (-EPERM), none sent. */
+	static const char *const reserved[] = { "Upgrade", "trailer", "Keep-Alive", "Host",
+		                                "Content-Type", "Date" };
+	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
+		ck_assert_int_eq(runtime_http_set_header(res, reserved[i], "x-reserved"), -EPERM);
 	snprintf(out, sizeof(out), "%d %d %d %d", a, b, c, d);
 	ck_assert_int_eq(text(res, 200, out), 0);
 	ck_assert_int_eq(runtime_http_set_header(res, "X-Late", "1"), -EALREADY);
@@ -636,6 +642,7 @@ START_TEST(test_responses)
 	ck_assert_msg(strstr(r, "Content-Length: 5\r\n") && strstr(r, "\r\n\r\n23456"), "got: %s", r);
 	exchange("GET /fields HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", r, sizeof(r));
 	ck_assert_msg(strstr(r, "X-Fine: yes  it is\r\n") && !strstr(r, "Injected") &&
+	              !strstr(r, "x-reserved") &&
 	              strstr(r, "\r\n\r\n-22 -22 -1 0"), "got: %s", r);
 	ck_assert_msg(strstr(r, "Server: runtime\r\n") && strstr(r, "Date: "), "got: %s", r);
 	for (int i = 0; i < 2; i++) {
@@ -1322,6 +1329,14 @@ START_TEST(test_bad_config)
 	cfg.limits.line_max = 0;
 	cfg.server_name = "evil\r\nX: 1";
 	ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL);
+	/* A control byte, which the library's own client would refuse, or
+	 * a space at an end: no field value. */
+	static const char *const bad_names[] = { "a\x01b", "a\x7f", "\tname", "name " };
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		cfg.server_name = bad_names[i];
+		ck_assert_int_eq(runtime_http_serve(r, &cfg, &s), -EINVAL);
+		ck_assert_ptr_null(s);
+	}
 	ck_assert_int_eq(runtime_http_serve(NULL, &cfg, &s), -EINVAL);
 	ck_assert_int_eq(runtime_http_serve(r, NULL, &s), -EINVAL);
 	ck_assert_int_eq(runtime_http_serve(r, &cfg, NULL), -EINVAL);
