@@ -667,8 +667,29 @@ int http_send_continue(struct http_conn *c)
 	return http_write_out(c, cont, sizeof(cont) - 1);
 }
 
+/* The answer to a request its handler did not answer: what broke the
+ * body's read, if that did (the client's fault: 408 for a body that
+ * stopped coming, 413, 400), else 500. */
+static void answer_for_handler(struct runtime_http_response *res, int handler_rc)
+{
+	int err = res->req->body_error, status = 500;
+	char body[64];
+
+	if (err == -ETIMEDOUT)
+		status = 408;
+	else if (err == -EMSGSIZE)
+		status = 413;
+	else if (err == -EBADMSG)
+		status = 400;
+	if (handler_rc < 0 || status != 500)
+		res->close = true;
+	struct text why = reason(status);
+	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
+	runtime_http_respond(res, status, "text/plain", body, (size_t)n);
+}
+
 /*
- * After the handler: answer 500 if it did not, end what it left open (a
+ * After the handler: answer it if it did not, end what it left open (a
  * stream not ended is cut: the connection closes), and decide whether the
  * connection goes on. Returns 0 to go on, -1 to close.
  */
@@ -677,10 +698,7 @@ int http_response_finish(struct runtime_http_response *res, int handler_rc)
 	struct runtime_http_request *req = res->req;
 
 	if (res->state == RES_NONE) {
-		static const char oops[] = "500 Internal Server Error\n";
-		if (handler_rc < 0)
-			res->close = true;
-		runtime_http_respond(res, 500, "text/plain", oops, sizeof(oops) - 1);
+		answer_for_handler(res, handler_rc);
 	} else if (res->state == RES_STREAM) {
 		res->close = true; /* abandoned mid-stream: never a complete body */
 		res->state = RES_DONE;

@@ -50,8 +50,11 @@ struct runtime_http_response;  /* its answer: the same lifetime */
  * Runs once per request, in the connection's fiber, requests of one
  * connection one after another. It answers through res (at most one
  * response) and returns 0; a negative return, or a return without a
- * response, is answered 500 if nothing was sent yet, else ends the
- * connection (a client sees a truncated body: never a complete one).
+ * response, is answered if nothing was sent yet - 408, 413 or 400 if a
+ * read of the request's body failed -ETIMEDOUT (the client stopped
+ * sending it), -EMSGSIZE or -EBADMSG, else 500 - and otherwise ends the
+ * connection (a client sees a truncated body: never a complete one). A
+ * handler may thus pass a body read's error straight back.
  * What it left unread of the request body is read and dropped before the
  * next request (or the connection is closed if that body breaks a rule).
  */

@@ -446,6 +446,16 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return gate(res);
 	if (is(path, "/fail"))
 		return -EIO;
+	if (is(path, "/readall")) { /* a body read's error passed straight back */
+		char *all;
+		size_t n;
+		int rc = runtime_http_body_read_all(req, &all, &n, 100);
+		if (rc < 0)
+			return rc;
+		rc = runtime_http_respond(res, 200, NULL, all, n);
+		free(all);
+		return rc;
+	}
 	if (is(path, "/nothing"))
 		return 0;
 	if (is(path, "/nocontent"))
@@ -1217,6 +1227,41 @@ START_TEST(test_idle_timeout_after_bodies_and_files)
 }
 END_TEST
 
+/* A handler that passes a body read's error back gets the client's
+ * fault answered for it: 408 for a client told 100 Continue that never
+ * sends its body (it was 400 or 500, by the handler's choice), 413 for
+ * one over the limit, 400 for bad framing; each closes the connection.
+ * Its own error is 500. */
+START_TEST(test_body_errors_answered_for_the_handler)
+{
+	static const struct {
+		const char *req;
+		const char *status;
+	} cases[] = {
+		{ "POST /readall HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n"
+		  "Content-Length: 5\r\n\r\n", "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 408 " },
+		{ "POST /readall HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nab",
+		  "HTTP/1.1 408 " },
+		{ "POST /readall HTTP/1.1\r\nHost: h\r\nContent-Length: 101\r\n\r\n",
+		  "HTTP/1.1 413 " },
+		{ "POST /readall HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		  "HTTP/1.1 400 " },
+		{ "GET /fail HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 500 " },
+	};
+	char r[4096];
+
+	idle_timeout_ns = 300 * MS;
+	serve_start();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		exchange(cases[i].req, r, sizeof(r)); /* read until the server closes */
+		ck_assert_msg(!strncmp(r, cases[i].status, strlen(cases[i].status)),
+		              "case %zu got: %s", i, r);
+	}
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
 START_TEST(test_decode_helpers)
 {
 	char out[32];
@@ -1371,6 +1416,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_idle_timeout_after_bodies_and_files);
 	tcase_add_test(tc, test_idle_timeout_with_or_without_release);
 	tcase_add_test(tc, test_linger_ends_at_the_idle_deadline);
+	tcase_add_test(tc, test_body_errors_answered_for_the_handler);
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
