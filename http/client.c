@@ -302,8 +302,10 @@ static int read_head(struct exchange *x, struct http_cconn *c)
 			}
 		}
 		ssize_t n = http_cconn_fill(c);
-		if (n <= 0)
-			return n == 0 ? -ECONNRESET : n == -ENOBUFS ? -EMSGSIZE : (int)n;
+		if (n == 0 || n == -ECONNABORTED) /* TLS: the end, without close_notify */
+			return -ECONNRESET;
+		if (n < 0)
+			return n == -ENOBUFS ? -EMSGSIZE : (int)n;
 		x->got_bytes = true;
 	}
 }

@@ -1315,6 +1315,36 @@ static struct runtime_http_client *tls_client(struct runtime_tls *tls)
 
 static struct runtime_tls *server_tls_to_free;
 
+struct cut {
+	struct runtime_tls *tls;
+	int lfd;
+};
+
+/* One TLS connection: the request read, half a head sent, then the
+ * socket shut down under the session (no close_notify). 0, or -errno. */
+static void *cut_tls_answer(void *arg)
+{
+	struct cut *cut = arg;
+	struct runtime_conn *c;
+	char req[4096];
+	size_t got = 0;
+	int fd = runtime_accept(cut->lfd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0 || runtime_conn_open(&c, fd, 0) < 0)
+		return (void *)(intptr_t)-EIO;
+	intptr_t rc = runtime_conn_tls_accept(c, cut->tls);
+	while (rc == 0 && !memmem(req, got, "\r\n\r\n", 4)) {
+		ssize_t n = runtime_conn_read(c, req + got, sizeof(req) - got);
+		rc = n > 0 ? 0 : -EIO;
+		got += n > 0 ? (size_t)n : 0;
+	}
+	if (rc == 0)
+		rc = runtime_conn_write(c, "HTTP/1.1 200 OK\r\nContent-Le", 27, NULL) == 27 ? 0 : -EIO;
+	shutdown(fd, SHUT_RDWR);
+	runtime_conn_close(c);
+	return (void *)rc;
+}
+
 static void https_body(void *arg)
 {
 	struct runtime_tls *server = tls_ctx(RUNTIME_TLS_SERVER, false);
@@ -1351,6 +1381,17 @@ static void https_body(void *arg)
 	ck_assert_msg(rc == -EBADMSG || rc == -ECONNRESET, "http to https: %d", rc);
 	runtime_http_client_destroy(cl);
 	lib_stop();
+	/* A TLS server that cuts its answer mid-head with no close_notify:
+	 * -ECONNRESET, as for plain TCP (it was -ECONNABORTED, which the
+	 * client's contract does not name). */
+	struct cut cut = { .tls = server, .lfd = runtime_tcp_listen("127.0.0.1", 0, 4, 0) };
+	ck_assert_int_ge(cut.lfd, 0);
+	struct runtime_fiber *f = start(cut_tls_answer, &cut);
+	cl = tls_client(verify);
+	ck_assert_int_eq(get(cl, url("https", bound_port(cut.lfd), "/"), NULL, NULL), -ECONNRESET);
+	ck_assert_int_eq(join(f), 0);
+	runtime_http_client_destroy(cl);
+	runtime_close(cut.lfd);
 	runtime_tls_destroy(verify);
 	runtime_tls_destroy(insecure);
 	server_tls_to_free = server; /* destroyed after the server */
