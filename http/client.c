@@ -26,6 +26,12 @@
 
 #define SEC 1000000000ull
 #define INTERIM_MAX 16 /* 1xx responses before the final one, at most */
+#define STREAM_CHUNK (16 * 1024) /* a streamed body's chunk, at most */
+/* A fixed body longer than this may fill the socket's buffers and wait on
+ * a server that reads no more: its answer is watched for meanwhile. The
+ * kernel's buffers take a shorter one whole (tcp_rmem's 128 KiB default
+ * on the server's side alone), so it costs no watcher fiber. */
+#define WATCH_MIN (64 * 1024)
 
 struct exchange {
 	struct runtime_http_client *cl;
@@ -224,30 +230,39 @@ static int writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* The head, then body_read's bytes a chunk each, read into the
- * connection's input buffer (nothing is in it before the response). */
+/* The head, then body_read's bytes a chunk each, read into a buffer of
+ * its own: the connection's input buffer takes the answer's head, which
+ * a watcher may read meanwhile (exchange_watched). */
 static int send_streamed(struct exchange *x, struct http_cconn *c, char *head, size_t n)
 {
 	struct iovec iov[4] = { { head, n } };
+	char *chunk = malloc(STREAM_CHUNK);
 	int cnt = 1, rc;
 
+	if (!chunk)
+		return -ENOMEM;
 	for (;;) {
-		ssize_t got = x->req->body_read(x->req->body_arg, c->in, c->in_size);
+		ssize_t got = x->req->body_read(x->req->body_arg, chunk, STREAM_CHUNK);
 		char size[24];
-		if (got < 0 || (size_t)got > c->in_size)
-			return x->body_error = got < 0 ? (int)got : -EINVAL;
+		if (got < 0 || (size_t)got > STREAM_CHUNK) {
+			rc = x->body_error = got < 0 ? (int)got : -EINVAL;
+			break;
+		}
 		if (got == 0) {
 			iov[cnt++] = (struct iovec){ (char *)"0\r\n\r\n", 5 };
-			return writev_all(c->rc, iov, cnt);
+			rc = writev_all(c->rc, iov, cnt);
+			break;
 		}
 		int sn = snprintf(size, sizeof(size), "%zx\r\n", (size_t)got);
 		iov[cnt++] = (struct iovec){ size, (size_t)sn };
-		iov[cnt++] = (struct iovec){ c->in, (size_t)got };
+		iov[cnt++] = (struct iovec){ chunk, (size_t)got };
 		iov[cnt++] = (struct iovec){ (char *)"\r\n", 2 };
 		if ((rc = writev_all(c->rc, iov, cnt)) < 0)
-			return rc;
+			break;
 		cnt = 0;
 	}
+	free(chunk);
+	return rc;
 }
 
 static int send_request(struct exchange *x, const struct http_url *u, struct http_cconn *c)
@@ -315,9 +330,110 @@ static bool broken(int rc)
 	return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
 }
 
-/* One request on c: 0 with c->res ready, or -errno. A write cut by a
- * server that closed or reset may still leave its answer to read (an
- * early 413, say): it is read, and the connection not kept. */
+/* ------------------------------------------------- the early answer */
+
+/*
+ * While a long body goes out, a watcher fiber reads the answer's head (RFC
+ * 9112 9.3: a client SHOULD watch for an error response as it sends): a
+ * server that answers 413 after the head and reads no more would leave
+ * the send waiting until the deadline. A final answer that stops the
+ * body - an error or a redirect (3xx and up), or one that closes the
+ * connection - expires the write deadline, which wakes the sender; the
+ * request returns that answer, and the connection, its body cut short,
+ * is not kept. A 2xx the server sends before the body is in is no such
+ * sign: the body goes out whole, as the server may still read it.
+ */
+struct watch {
+	struct exchange *x;
+	struct http_cconn *c;
+	int rc;                      /* read_head's */
+	bool stop;                   /* the answer came and stops the body */
+};
+
+static bool stops_body(const struct http_response *h)
+{
+	return h->status >= 300 || !h->keep_alive;
+}
+
+static void *watch_head(void *arg)
+{
+	struct watch *w = arg;
+
+	w->rc = read_head(w->x, w->c);
+	if (w->rc > 0 ? stops_body(&w->c->res.head) : w->rc != -ECANCELED) {
+		w->stop = w->rc > 0;
+		runtime_conn_set_write_deadline(w->c->rc, 1); /* past: the send ends */
+	}
+	return NULL;
+}
+
+/* f watches: the caller's wait for it to end. A caller cancelled or past
+ * its deadline cancels it and still waits, inside a cleanup (f uses the
+ * caller's exchange). 0, or the caller's -ECANCELED or -ETIMEDOUT. */
+static int join_watcher(struct runtime_fiber *f)
+{
+	struct runtime_cleanup cleanup;
+	int rc = runtime_fiber_join(f, NULL);
+
+	if (rc < 0) {
+		runtime_fiber_cancel(f);
+		runtime_cleanup_begin(&cleanup, 10 * (int64_t)SEC);
+		runtime_fiber_join(f, NULL);
+		runtime_cleanup_end(&cleanup);
+	}
+	return rc;
+}
+
+/* Send while f watches; the head's length or -errno, as send_and_read's.
+ * A send that failed by itself (not cut by the server, nor by the
+ * watcher) cancels the watcher. Which error wins: the body source's, the
+ * caller's own, the watcher's (a bad or missing answer, which ended the
+ * send), the send's. */
+static int send_watched(struct exchange *x, const struct http_url *u, struct http_cconn *c,
+                        struct watch *w, struct runtime_fiber *f, int *wrc)
+{
+	*wrc = send_request(x, u, c);
+	if (*wrc < 0 && !w->stop && (x->body_error || !broken(*wrc)))
+		runtime_fiber_cancel(f); /* harmless if it has ended */
+	int jrc = join_watcher(f);
+	if (x->body_error)
+		return *wrc;
+	if (jrc < 0)
+		return jrc;
+	if (w->stop) {
+		*wrc = 1; /* the body was cut: the connection is not kept */
+		return w->rc;
+	}
+	bool watcher_failed = w->rc < 0 && w->rc != -ECANCELED; /* it ended the send */
+	if (*wrc < 0 && !broken(*wrc) && !watcher_failed)
+		return *wrc;
+	return w->rc;
+}
+
+static bool watched(const struct exchange *x)
+{
+	return x->streamed || x->body_len > WATCH_MIN;
+}
+
+/* The request's head and body out, the answer's head in: its length, or
+ * -errno; *wrc the send's result (0, -errno, or 1 if an early answer cut
+ * the body short). A write cut by a server that closed or reset may still
+ * leave its answer to read (an early 413, say): it is read. */
+static int send_and_read(struct exchange *x, const struct http_url *u, struct http_cconn *c,
+                         int *wrc)
+{
+	struct watch w = { x, c, 0, false };
+	struct runtime_fiber *f;
+
+	if (watched(x) && runtime_fiber_spawn(runtime_current(), &f, watch_head, &w) == 0)
+		return send_watched(x, u, c, &w, f, wrc);
+	*wrc = send_request(x, u, c);
+	if (x->body_error || (*wrc < 0 && !broken(*wrc)))
+		return *wrc;
+	return read_head(x, c);
+}
+
+/* One request on c: 0 with c->res ready, or -errno. */
 static int exchange_on(struct exchange *x, const struct http_url *u, struct http_cconn *c)
 {
 	int wrc, rc;
@@ -327,10 +443,7 @@ static int exchange_on(struct exchange *x, const struct http_url *u, struct http
 	runtime_conn_set_write_deadline(c->rc, x->deadline);
 	http_count(&x->core->requests);
 	c->used++;
-	wrc = send_request(x, u, c);
-	if (x->body_error || (wrc < 0 && !broken(wrc)))
-		return wrc;
-	rc = read_head(x, c);
+	rc = send_and_read(x, u, c, &wrc);
 	if (rc < 0)
 		return wrc < 0 ? wrc : rc;
 	http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&

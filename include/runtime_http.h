@@ -398,6 +398,12 @@ struct runtime_http_client_request {
  * 599; the space before an empty reason included), more than 16 interim
  * responses, a 101, a Location that is no URL.
  *
+ * A body that may not fit the sockets' buffers at once (streamed, or
+ * fixed over 64 KiB) goes out while another fiber reads the answer's
+ * head: a final answer of 300 and up, or one that closes, stops the body
+ * and is returned (RFC 9112 9.3: a 413 after the head, say); its
+ * connection is not kept. An early 2xx waits for the body to be sent.
+ *
  * Deadlines: deadline_ns bounds the whole exchange - lookup, connect,
  * handshake (also bounded by connect_timeout_ns), writing, the head - and
  * later the body's reads; the fiber's own deadline and its cancellation

@@ -174,6 +174,10 @@ struct script {
 	unsigned next;               /* the next answer */
 	bool close_after;            /* close each connection after its answer */
 	bool stall;                  /* answer nothing, ever */
+	bool early;                  /* answer once the head is in; then, if
+	                                drain_body, read the body (and go on),
+	                                else read nothing more, ever */
+	bool drain_body;
 	const char *unasked;         /* sent unasked_ns after a connection's
 	                                first answer (then closed, if
 	                                close_after) */
@@ -189,8 +193,9 @@ struct raw_conn {
 	int fd;
 };
 
-/* One request's head (its body skipped): 1, or 0 at the end. */
-static int read_request(int fd, char *buf, size_t cap)
+/* One request's head, its body skipped unless early; in early mode the
+ * answer goes out first (see struct script). 1, or 0 at the end. */
+static int read_request(struct script *s, int fd, char *buf, size_t cap)
 {
 	size_t got = 0;
 	char *end;
@@ -204,6 +209,13 @@ static int read_request(int fd, char *buf, size_t cap)
 	buf[got] = '\0';
 	char *cl = strcasestr(buf, "\r\nContent-Length: ");
 	size_t body = cl && cl < end ? strtoul(cl + 18, NULL, 10) : 0, have = got - (size_t)(end + 4 - buf);
+	if (s->early) {
+		const char *a = s->answers[s->next < s->nanswers ? s->next : s->nanswers - 1];
+		if (runtime_send_all(fd, a, strlen(a), NULL) < 0)
+			return 0;
+		if (!s->drain_body)
+			runtime_sleep(UINT64_MAX); /* until the group is cancelled */
+	}
 	while (have < body) {
 		ssize_t n = runtime_recv(fd, buf, cap < body - have ? cap : body - have, 0);
 		if (n <= 0)
@@ -219,11 +231,13 @@ static int serve_raw(void *arg)
 	struct script *s = rc->s;
 	char buf[8192];
 
-	while (read_request(rc->fd, buf, sizeof(buf) - 1)) {
+	while (read_request(s, rc->fd, buf, sizeof(buf) - 1)) {
 		const char *a = s->answers[s->next < s->nanswers ? s->next : s->nanswers - 1];
 		s->next++;
 		if (s->stall)
 			runtime_sleep(UINT64_MAX); /* until the group is cancelled */
+		if (s->early)
+			continue; /* answered already */
 		if (!a || runtime_send_all(rc->fd, a, strlen(a), NULL) < 0)
 			break; /* NULL: close, answering nothing */
 		if (s->unasked) {
@@ -261,7 +275,8 @@ static void script_start(struct script *s, const char *const *answers, unsigned 
 {
 	s->answers = answers;
 	s->nanswers = n;
-	s->close_after = s->stall = false; /* set after the start: the fibers run later */
+	s->close_after = s->stall = s->early = s->drain_body = false; /* set after the
+	                                      start: the fibers run later */
 	s->unasked = NULL;
 	s->next = s->conns = 0;
 	s->lfd = runtime_tcp_listen("127.0.0.1", 0, 16, 0);
@@ -1112,6 +1127,72 @@ static ssize_t produce(void *arg, void *buf, size_t len)
 	return (ssize_t)n;
 }
 
+/* An answer that comes while the body goes out: an error the server
+ * sends after the head, reading no more, stops the body - a 64 MiB one,
+ * or an endless stream - and is the request's answer (it waited until
+ * the deadline before: RFC 9112 9.3 says to watch for it); the
+ * connection, its body cut, is not kept. A 2xx sent early is no such
+ * sign: the body goes out whole, and the connection is kept. */
+static void early_answer_body(void *arg)
+{
+	static const char *const too_large[] = {
+		"HTTP/1.1 413 Content Too Large\r\nContent-Length: 9\r\n\r\ntoo large",
+	};
+	static const char *const fine[] = { "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" };
+	size_t big = 64u << 20;
+	char *fixed = malloc(big);
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_result *res;
+	struct source src = { .total = SIZE_MAX };
+	struct script s = { 0 };
+	char *body;
+	size_t len;
+
+	(void)arg;
+	ck_assert_ptr_nonnull(fixed);
+	memset(fixed, 'x', big);
+	script_start(&s, too_large, 1);
+	s.early = true;
+	struct runtime_http_client_request post = { .method = "POST", .url = url("http", s.port, "/"),
+		                                     .body = fixed, .body_len = big,
+		                                     .deadline_ns = runtime_now() + 20 * SEC };
+	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 413);
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 100), 0);
+	ck_assert_str_eq(body, "too large");
+	free(body);
+	runtime_http_result_close(res);
+	struct runtime_http_client_request stream = { .method = "POST", .url = post.url,
+		                                       .body_read = produce, .body_arg = &src,
+		                                       .deadline_ns = post.deadline_ns };
+	ck_assert_int_eq(runtime_http_request(cl, &stream, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 413);
+	runtime_http_result_close(res);
+	ck_assert_uint_eq(stats(cl).connects, 2); /* neither connection kept */
+	script_stop(&s);
+
+	script_start(&s, fine, 1);
+	s.early = s.drain_body = true;
+	post.url = url("http", s.port, "/");
+	post.body_len = 1u << 20;
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
+		ck_assert_int_eq(runtime_http_result_status(res), 200);
+		runtime_http_result_close(res);
+	}
+	ck_assert_uint_eq(stats(cl).connects, 3);
+	ck_assert_uint_eq(s.conns, 1);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+	free(fixed);
+}
+
+START_TEST(test_client_early_answer_stops_the_body)
+{
+	run(early_answer_body, 1);
+}
+END_TEST
+
 static void streamed_body(void *arg)
 {
 	uint16_t port = lib_start(NULL);
@@ -1434,6 +1515,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_redirects);
 	tcase_add_test(tc, test_client_redirect_other_origin);
 	tcase_add_test(tc, test_client_streamed_body);
+	tcase_add_test(tc, test_client_early_answer_stops_the_body);
 	tcase_add_test(tc, test_client_bad_requests);
 	tcase_add_test(tc, test_client_two_cores);
 	tcase_add_test(tc, test_client_https);
