@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * net.c - conveniences over the fiber I/O calls: TCP listen on a numeric
- * address, TCP connect to a numeric address or a name (resolved on the
- * offload pool, so nothing here blocks a core), and write-all / read-exact
- * loops that report partial progress.
+ * net.c - TCP conveniences over the fiber I/O calls: listen on a numeric
+ * address, connect to a numeric address or a name (resolved on the
+ * offload pool, so nothing here blocks a core), and an address's name.
+ * The whole-buffer loops (runtime_write_all...) are the toolkit's
+ * (toolkit/transport.c), on the one loop its writers share.
  */
 #include "internal.h"
 
@@ -175,59 +176,4 @@ int runtime_sockaddr_name(const struct sockaddr *sa, socklen_t len, char *buf, s
 		return sa->sa_family == AF_INET || sa->sa_family == AF_INET6 ? -EINVAL : -EAFNOSUPPORT;
 	}
 	return (size_t)n < size ? n : -ENOSPC;
-}
-
-/* The loop of runtime_write_all and runtime_send_all: a send that finds no
- * socket goes on as writes. */
-static ssize_t put_all(int fd, const char *buf, size_t len, size_t *done, bool send)
-{
-	size_t off = 0;
-	ssize_t rc = 0;
-
-	while (off < len) {
-		rc = send ? runtime_send(fd, buf + off, len - off, MSG_NOSIGNAL)
-		          : runtime_write(fd, buf + off, len - off);
-		if (rc == -ENOTSOCK && send) {
-			send = false;
-			continue;
-		}
-		if (rc <= 0) {
-			if (rc == 0)
-				rc = -EIO; /* a zero-byte write would loop forever */
-			break;
-		}
-		off += (size_t)rc;
-	}
-	if (done)
-		*done = off;
-	return off == len ? (ssize_t)len : rc;
-}
-
-ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
-{
-	return put_all(fd, buf, len, done, false);
-}
-
-ssize_t runtime_send_all(int fd, const void *buf, size_t len, size_t *done)
-{
-	return put_all(fd, buf, len, done, true);
-}
-
-ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *done)
-{
-	size_t off = 0;
-	ssize_t rc = 0;
-
-	while (off < len) {
-		rc = runtime_read(fd, (char *)buf + off, len - off);
-		if (rc <= 0) {
-			if (rc == 0)
-				rc = off ? -ENODATA : 0;
-			break;
-		}
-		off += (size_t)rc;
-	}
-	if (done)
-		*done = off;
-	return off == len ? (ssize_t)len : rc;
 }

@@ -22,11 +22,7 @@
  */
 #include "internal.h"
 
-#ifdef __x86_64__
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
+#include "cpu.h"
 
 #include <limits.h>
 #include <linux/futex.h>

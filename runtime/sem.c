@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * sem.c - the semaphore and resource pool (seed 003, Workflow's
- * ResourcePool) and the task limiter built on it (seed 000).
+ * ResourcePool); the task limiter (seed 000) is built on it in limiter.c.
  *
  * A pool holds n resources (a semaphore: n anonymous tokens). get takes
  * one or queues the caller; post gives one back and, if anyone waits,
@@ -21,11 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __x86_64__
-#define cpu_relax() __builtin_ia32_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
+#include "cpu.h"
 
 struct cell {
 	_Atomic uint64_t seq;
@@ -350,97 +346,4 @@ void runtime_sem_stats(const struct runtime_sem *s, struct runtime_sem_stats *st
 	st->in_use = (unsigned)(in_use > 0 ? in_use : 0);
 	st->waiting = atomic_load(&s->q.len);
 	st->rejected = atomic_load(&s->rejected);
-}
-
-/* ------------------------------------------------------------ limiter */
-
-/* A task limiter is a semaphore of n slots: a spawn takes one, and the
- * fiber gives it back as it ends. */
-struct runtime_limiter {
-	struct runtime_sem *slots;
-};
-
-int runtime_limiter_create(struct runtime_limiter **lim, unsigned n)
-{
-	if (!lim || n == 0)
-		return -EINVAL;
-	struct runtime_limiter *l = calloc(1, sizeof(*l));
-	if (!l)
-		return -ENOMEM;
-	int rc = runtime_sem_create(&l->slots, n, 0);
-	if (rc < 0) {
-		free(l);
-		return rc;
-	}
-	*lim = l;
-	return 0;
-}
-
-int runtime_limiter_destroy(struct runtime_limiter *l)
-{
-	if (!l)
-		return 0;
-	struct runtime_sem_stats st;
-	runtime_sem_stats(l->slots, &st);
-	if (st.in_use || st.waiting)
-		return -EBUSY;
-	runtime_sem_destroy(l->slots);
-	free(l);
-	return 0;
-}
-
-static void slot_back(void *ctx)
-{
-	runtime_sem_post(ctx, NULL);
-}
-
-static int limited_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg)
-{
-	int rc = runtime__fiber_spawn_with_exit(this_core(), fn, arg, slot_back, l->slots);
-	if (rc < 0)
-		runtime_sem_post(l->slots, NULL);
-	return rc;
-}
-
-/* What both limiter spawns refuse before taking a slot (caller: its name,
- * for a misuse report). */
-static int limiter_spawn_check(const struct runtime_limiter *l, void (*fn)(void *),
-                               const char *caller)
-{
-	if (!this_fiber())
-		return runtime__misuse(-EPERM, caller, MISUSE_OUTSIDE_FIBER);
-	if (!l || !fn)
-		return -EINVAL;
-	if (runtime__is_shutting_down(this_core()->rt))
-		return -ESHUTDOWN;
-	return 0;
-}
-
-int runtime_limiter_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg,
-                          int64_t timeout_ns)
-{
-	int rc = limiter_spawn_check(l, fn, __func__);
-
-	if (!rc)
-		rc = runtime_sem_get(l->slots, NULL, timeout_ns);
-	return rc ? rc : limited_spawn(l, fn, arg);
-}
-
-int runtime_limiter_try_spawn(struct runtime_limiter *l, void (*fn)(void *), void *arg)
-{
-	int rc = limiter_spawn_check(l, fn, __func__);
-
-	if (!rc)
-		rc = runtime_sem_try_get(l->slots, NULL);
-	return rc ? rc : limited_spawn(l, fn, arg);
-}
-
-unsigned runtime_limiter_in_flight(const struct runtime_limiter *l)
-{
-	struct runtime_sem_stats st;
-
-	if (!l)
-		return (unsigned)runtime__misuse(0, "runtime_limiter_in_flight", "NULL limiter");
-	runtime_sem_stats(l->slots, &st);
-	return st.in_use;
 }

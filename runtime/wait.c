@@ -25,13 +25,7 @@
  */
 #include "internal.h"
 
-#ifdef __x86_64__
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
+#include "cpu.h"
 
 /* ------------------------------------------------------------- spinlock */
 

@@ -30,13 +30,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#ifdef __x86_64__
-#define cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define cpu_relax() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define cpu_relax() ((void)0)
-#endif
+#include "../runtime/cpu.h"
 
 #define UNIT_SHIFT 20                    /* a unit is 2^-20 ns */
 #define RATE_MIN 1e-3                    /* tokens per second */

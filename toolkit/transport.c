@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * transport.c - the two built-in transports, and the write-all loop the
- * writer and copy share. A transport over an fd keeps the fd itself in
+ * writer, copy and runtime_write_all share (with runtime_read_exact, the
+ * whole-buffer loops of <runtime.h>). A transport over an fd keeps the fd itself in
  * ctx (no storage to allocate or free); whether it is a socket is decided
  * once, by fstat(2), and picks one of two operation tables, so no call
  * pays a test or an -ENOTSOCK round trip. A transport over a receive
@@ -179,4 +180,52 @@ ssize_t runtime__transport_write_all(const struct runtime_transport *t, struct i
 	if (done)
 		*done = off;
 	return i == iovcnt ? (ssize_t)off : rc;
+}
+
+/* --------------------------------------------------- fd-level loops */
+
+/* runtime_write_all and runtime_send_all: the loop above on a transport
+ * of fd's kind, told rather than found by fstat: sends for a socket (a
+ * first send that finds no socket goes on as writes), writes otherwise. */
+static ssize_t fd_write_all(int fd, const void *buf, size_t len, size_t *done, bool sock)
+{
+	struct runtime_transport t = { sock ? &sock_ops : &file_ops, (void *)(intptr_t)fd };
+	struct iovec iov = { (void *)buf, len };
+	size_t off = 0;
+	ssize_t rc = runtime__transport_write_all(&t, &iov, 1, &off);
+
+	if (rc == -ENOTSOCK && sock && off == 0)
+		return fd_write_all(fd, buf, len, done, false);
+	if (done)
+		*done = off;
+	return rc;
+}
+
+ssize_t runtime_write_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	return fd_write_all(fd, buf, len, done, false);
+}
+
+ssize_t runtime_send_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	return fd_write_all(fd, buf, len, done, true);
+}
+
+ssize_t runtime_read_exact(int fd, void *buf, size_t len, size_t *done)
+{
+	size_t off = 0;
+	ssize_t rc = 0;
+
+	while (off < len) {
+		rc = runtime_read(fd, (char *)buf + off, len - off);
+		if (rc <= 0) {
+			if (rc == 0)
+				rc = off ? -ENODATA : 0;
+			break;
+		}
+		off += (size_t)rc;
+	}
+	if (done)
+		*done = off;
+	return off == len ? (ssize_t)len : rc;
 }
