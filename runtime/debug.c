@@ -137,7 +137,7 @@ struct dump_job {
 	_Atomic unsigned refs;
 	_Atomic unsigned left;             /* sections still due */
 	struct dump_section {
-		struct inbox_node node;    /* INBOX_DUMP, to its core */
+		struct inbox_node node;    /* to its core (section_ops) */
 		struct dump_job *job;
 		char *text;                /* the caller's once ready */
 		size_t len;
@@ -162,21 +162,25 @@ static void section_fill(struct dump_section *s, const struct core *c)
 	atomic_fetch_sub(&s->job->left, 1);
 }
 
-/* INBOX_DUMP reached its core (inbox.c). */
-void runtime__dump_here(struct core *c, struct inbox_node *n)
+/* A section's node reached its core (inbox.c). */
+static int section_arrived(struct core *c, struct inbox_node *n)
 {
 	struct dump_section *s = container_of(n, struct dump_section, node);
 	struct dump_job *job = s->job;
 
 	section_fill(s, c);
 	job_put(job);
+	return 0;
 }
 
-/* runtime_destroy: an INBOX_DUMP no run will answer. */
-void runtime__dump_discard(struct inbox_node *n)
+/* runtime_destroy: a section no run will answer. */
+static void section_discard(struct runtime *rt, struct inbox_node *n)
 {
+	(void)rt;
 	job_put(container_of(n, struct dump_section, node)->job);
 }
+
+static const struct inbox_ops section_ops = { section_arrived, section_discard };
 
 static struct dump_job *job_new(unsigned ncores)
 {
@@ -188,7 +192,7 @@ static struct dump_job *job_new(unsigned ncores)
 	atomic_init(&job->left, ncores);
 	for (unsigned i = 0; i < ncores; i++) {
 		job->sec[i].job = job;
-		job->sec[i].node.kind = INBOX_DUMP;
+		job->sec[i].node.ops = &section_ops;
 	}
 	return job; /* sec[ncores].job == NULL ends the array */
 }
@@ -264,22 +268,4 @@ void runtime__dump_signalled(struct core *c)
 		fwrite(text, 1, len, stderr);
 		free(text);
 	}
-}
-
-/* ----------------------------------------------------------------- misuse */
-
-#define MISUSE_REPORTS 10 /* then quiet: a misuse in a loop must not flood */
-
-int runtime__misuse(int rc, const char *fn, const char *what)
-{
-	static _Atomic unsigned reports;
-	const char *mode = getenv("RUNTIME_MISUSE");
-	unsigned n = atomic_fetch_add_explicit(&reports, 1, memory_order_relaxed);
-
-	if (n < MISUSE_REPORTS || (mode && strcmp(mode, "abort") == 0))
-		fprintf(stderr, "runtime: misuse: %s: %s%s\n", fn, what,
-		        n == MISUSE_REPORTS - 1 ? " (further misuse reports are not printed)" : "");
-	if (mode && strcmp(mode, "abort") == 0)
-		abort();
-	return rc;
 }

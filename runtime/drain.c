@@ -29,10 +29,32 @@ struct drain {
 	struct runtime_chan *_Atomic chan;
 	uint64_t deadline;          /* the end of the grace */
 	struct timer timer;         /* core 0's, ends the grace */
-	struct inbox_node node;     /* INBOX_DRAIN to core 0 */
+	struct inbox_node node;     /* to core 0: arm the grace's end */
 	bool on_signals;            /* runtime_drain_on_signals */
 	uint64_t signal_grace;
 };
+
+static void grace_over(struct timer *t, enum runtime_timer_why why)
+{
+	(void)why;
+	runtime_shutdown(t->core->rt);
+}
+
+/* On core 0 (its loop, or the owner thread while nothing runs): arm the
+ * end of the grace. */
+static int drain_here(struct core *c, struct inbox_node *n)
+{
+	struct drain *d = container_of(n, struct drain, node);
+
+	if (d->timer.state == TIMER_ARMED)
+		return 0;
+	d->timer.fire = grace_over;
+	d->timer.on_shutdown = false;
+	runtime__timer_start(c, &d->timer, d->deadline);
+	return 0;
+}
+
+static const struct inbox_ops drain_ops = { drain_here, NULL };
 
 int runtime__drain_init(struct runtime *rt)
 {
@@ -42,7 +64,7 @@ int runtime__drain_init(struct runtime *rt)
 		return -ENOMEM;
 	pthread_mutex_init(&d->lock, NULL);
 	d->tail = &d->hooks;
-	d->node.kind = INBOX_DRAIN;
+	d->node.ops = &drain_ops;
 	rt->drain = d;
 	return 0;
 }
@@ -62,25 +84,6 @@ void runtime__drain_free(struct runtime *rt)
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 	rt->drain = NULL;
-}
-
-static void grace_over(struct timer *t, enum runtime_timer_why why)
-{
-	(void)why;
-	runtime_shutdown(t->core->rt);
-}
-
-/* On core 0 (its loop, or the owner thread while nothing runs): arm the
- * end of the grace. */
-void runtime__drain_here(struct core *c, struct inbox_node *n)
-{
-	struct drain *d = container_of(n, struct drain, node);
-
-	if (d->timer.state == TIMER_ARMED)
-		return;
-	d->timer.fire = grace_over;
-	d->timer.on_shutdown = false;
-	runtime__timer_start(c, &d->timer, d->deadline);
 }
 
 /* The hooks registered before the drain began (end: the list's tail
@@ -114,7 +117,7 @@ int runtime_drain(struct runtime *rt, uint64_t grace_ns)
 		runtime__inbox_push(&rt->cores[i], &rt->cores[i].idle_drain_node);
 	struct core *c0 = &rt->cores[0];
 	if (!this_core() && runtime__may_create_on(c0))
-		runtime__drain_here(c0, &d->node);
+		drain_here(c0, &d->node);
 	else
 		runtime__inbox_push(c0, &d->node);
 	return 0;

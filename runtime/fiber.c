@@ -425,7 +425,7 @@ static void fiber_init(struct fiber *f, struct core *c, const struct stack *s, u
 	/* Released after the handle's generation moved on: runtime_fiber_id
 	 * from another thread relies on it. */
 	__atomic_store_n(&f->id, ++c->next_id * c->rt->ncores + c->index, __ATOMIC_RELEASE);
-	f->wake_node.kind = INBOX_WAKE;
+	f->wake_node.ops = &runtime__wake_ops;
 }
 
 /* Create a fiber on c, the calling thread's own core (or any core while
@@ -500,6 +500,40 @@ int runtime__fiber_spawn_with_exit(struct core *c, void (*fn)(void *), void *arg
 	return rc;
 }
 
+/* A spawn that reached its core: the fiber starts, or (-ENOMEM: no stack
+ * now) the request waits for the next turn. */
+static int spawn_arrived(struct core *c, struct inbox_node *n)
+{
+	struct spawn_req *req = container_of(n, struct spawn_req, node);
+	int rc = runtime__fiber_spawn_here(c, req->fn, req->arg);
+
+	if (rc < 0)
+		return rc;
+	free(req);
+	runtime__work_done(c->rt);
+	return 0;
+}
+
+static void spawn_discard(struct runtime *rt, struct inbox_node *n)
+{
+	(void)rt;
+	free(container_of(n, struct spawn_req, node));
+}
+
+static const struct inbox_ops spawn_ops = { spawn_arrived, spawn_discard };
+
+/* A resume from another thread reached the fiber's core. */
+static int wake_arrived(struct core *c, struct inbox_node *n)
+{
+	struct fiber *f = container_of(n, struct fiber, wake_node);
+
+	(void)c;
+	runtime__resume(f, f->xwake_res);
+	return 0;
+}
+
+const struct inbox_ops runtime__wake_ops = { wake_arrived, NULL };
+
 /* Hand a spawn to core c through its inbox. It counts as work from now, so
  * the runtime cannot stop while it is in transit. */
 static int spawn_remote(struct core *c, void (*fn)(void *), void *arg)
@@ -508,7 +542,7 @@ static int spawn_remote(struct core *c, void (*fn)(void *), void *arg)
 
 	if (!req)
 		return -ENOMEM;
-	req->node.kind = INBOX_SPAWN;
+	req->node.ops = &spawn_ops;
 	req->fn = fn;
 	req->arg = arg;
 	runtime__work_begin(c->rt);

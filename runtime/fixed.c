@@ -94,6 +94,40 @@ static void unregister_here(struct core *c, int fd)
 	atomic_store_explicit(&holder[fd], NULL, memory_order_release);
 }
 
+/* Inbox, on the holding core (or one that held it: the ring may have been
+ * torn down and set up again since). */
+static int release_arrived(struct core *c, struct inbox_node *n)
+{
+	struct fd_release *req = container_of(n, struct fd_release, node);
+
+	if (atomic_load(&holder[req->fd]) == c)
+		unregister_here(c, req->fd);
+	if (req->waiter) {
+		runtime__resume_from_anywhere(req->waiter, 0);
+		return 0;
+	}
+	struct io_uring_sqe *sqe = runtime__sqe(c);
+	io_uring_prep_close(sqe, req->fd);
+	io_uring_sqe_set_data64(sqe, TAG_IGNORE);
+	free(req);
+	return 0;
+}
+
+/* runtime_destroy: a close handed over that never reached a run. (A
+ * waiting fiber's request lives on its stack; that fiber never runs.) */
+static void release_discard(struct runtime *rt, struct inbox_node *n)
+{
+	struct fd_release *req = container_of(n, struct fd_release, node);
+
+	(void)rt;
+	if (req->waiter)
+		return;
+	sys_close(req->fd);
+	free(req);
+}
+
+static const struct inbox_ops release_ops = { release_arrived, release_discard };
+
 /*
  * Before fd is closed: release its registration wherever it is. Returns 0
  * (nothing registered, or released: the caller closes fd), 1 (handed to
@@ -112,7 +146,7 @@ int runtime__fixed_release(int fd)
 		return 0;
 	}
 	if (f) {
-		struct fd_release req = { .node.kind = INBOX_FD_RELEASE, .fd = fd, .waiter = f };
+		struct fd_release req = { .node.ops = &release_ops, .fd = fd, .waiter = f };
 		f->core->xparked++; /* another thread will resume it: no deadlock */
 		runtime__inbox_push(owner, &req.node);
 		runtime__suspend(f->core, BLOCK_CLOSE, runtime__ignore_interrupt, NULL);
@@ -122,37 +156,8 @@ int runtime__fixed_release(int fd)
 	struct fd_release *req = malloc(sizeof(*req));
 	if (!req)
 		return -ENOMEM;
-	*req = (struct fd_release){ .node.kind = INBOX_FD_RELEASE, .fd = fd };
+	*req = (struct fd_release){ .node.ops = &release_ops, .fd = fd };
 	runtime__inbox_push(owner, &req->node);
 	return 1;
 }
 
-/* Inbox, on the holding core (or one that held it: the ring may have been
- * torn down and set up again since). */
-void runtime__fixed_release_here(struct core *c, struct inbox_node *n)
-{
-	struct fd_release *req = container_of(n, struct fd_release, node);
-
-	if (atomic_load(&holder[req->fd]) == c)
-		unregister_here(c, req->fd);
-	if (req->waiter) {
-		runtime__resume_from_anywhere(req->waiter, 0);
-		return;
-	}
-	struct io_uring_sqe *sqe = runtime__sqe(c);
-	io_uring_prep_close(sqe, req->fd);
-	io_uring_sqe_set_data64(sqe, TAG_IGNORE);
-	free(req);
-}
-
-/* runtime_destroy: a close handed over that never reached a run. (A
- * waiting fiber's request lives on its stack; that fiber never runs.) */
-void runtime__fixed_discard(struct inbox_node *n)
-{
-	struct fd_release *req = container_of(n, struct fd_release, node);
-
-	if (req->waiter)
-		return;
-	sys_close(req->fd);
-	free(req);
-}

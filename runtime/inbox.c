@@ -2,8 +2,8 @@
 /*
  * inbox.c - how other threads reach a core: a lock-free multi-producer,
  * single-consumer inbox per core, an eventfd that wakes the core only when
- * it is asleep, and the dispatch of what arrives (spawns, wake-ups,
- * shutdown, named timers, fixed-file releases).
+ * it is asleep, and the dispatch of what arrives: each node names its
+ * handler (struct inbox_ops), so the inbox knows no subsystem.
  *
  * Producers push with a CAS on the inbox head (a Treiber stack); the core
  * takes the whole list with one exchange and reverses it, so items are
@@ -87,50 +87,6 @@ static void take_all(struct core *c)
 	queue_push_chain(&c->backlog, fifo);
 }
 
-/* Handle one item on its core. Returns -ENOMEM for a spawn that cannot get
- * a stack now: it stays first in the backlog, not dropped. */
-static int handle(struct core *c, struct inbox_node *n)
-{
-	switch ((enum inbox_kind)n->kind) {
-	case INBOX_SPAWN: {
-		struct spawn_req *req = container_of(n, struct spawn_req, node);
-		int rc = runtime__fiber_spawn_here(c, req->fn, req->arg);
-		if (rc < 0)
-			return rc;
-		free(req);
-		runtime__work_done(c->rt);
-		return 0;
-	}
-	case INBOX_WAKE: {
-		struct fiber *f = container_of(n, struct fiber, wake_node);
-		runtime__resume(f, f->xwake_res);
-		return 0;
-	}
-	case INBOX_SHUTDOWN:
-		runtime__core_shutdown(c);
-		return 0;
-	case INBOX_NAMED_START:
-		runtime__named_start_here(c, n);
-		return 0;
-	case INBOX_NAMED_CANCEL:
-		runtime__named_cancel_here(c, n);
-		return 0;
-	case INBOX_FD_RELEASE:
-		runtime__fixed_release_here(c, n);
-		return 0;
-	case INBOX_DUMP:
-		runtime__dump_here(c, n);
-		return 0;
-	case INBOX_DRAIN:
-		runtime__drain_here(c, n);
-		return 0;
-	case INBOX_IDLE_DRAIN:
-		runtime__idle_wake_all(c, -ESHUTDOWN);
-		return 0;
-	}
-	return 0;
-}
-
 /* The loop's inbox phase. At most run_budget items per turn, as many as
  * the run phase runs, so that a flood of spawns runs as it arrives instead
  * of piling up as stacks; the rest wait, in order, in the backlog. */
@@ -145,39 +101,21 @@ void runtime__inbox_drain(struct core *c)
 	for (unsigned done = 0; done < budget && !queue_empty(&c->backlog); done++) {
 		struct qnode *q = queue_pop(&c->backlog);
 		stat_add(&c->stats.inbox, 1);
-		if (handle(c, node_of(q)) < 0) {
+		struct inbox_node *n = node_of(q);
+		if (n->ops->handle(c, n) < 0) {
 			queue_push_front(&c->backlog, q);
 			return;
 		}
 	}
 }
 
-/* runtime_destroy: inbox work that never reached a run. A wake-up or a
- * shutdown node belongs to a fiber or core; the rest is freed. */
+/* runtime_destroy: inbox work that never reached a run, given back. */
 void runtime__inbox_discard(struct core *c)
 {
 	take_all(c);
 	for (struct qnode *q; (q = queue_pop(&c->backlog));) {
 		struct inbox_node *n = node_of(q);
-		switch ((enum inbox_kind)n->kind) {
-		case INBOX_SPAWN:
-			free(container_of(n, struct spawn_req, node));
-			break;
-		case INBOX_NAMED_START:
-		case INBOX_NAMED_CANCEL:
-			runtime__named_discard(c->rt, n);
-			break;
-		case INBOX_FD_RELEASE:
-			runtime__fixed_discard(n);
-			break;
-		case INBOX_DUMP:
-			runtime__dump_discard(n);
-			break;
-		case INBOX_WAKE:
-		case INBOX_SHUTDOWN:
-		case INBOX_DRAIN:
-		case INBOX_IDLE_DRAIN:
-			break;
-		}
+		if (n->ops->discard)
+			n->ops->discard(c->rt, n);
 	}
 }

@@ -28,6 +28,7 @@
 #include "fault.h"
 #include "layer.h"
 #include "list.h"
+#include "misuse.h"
 #include "runtime.h"
 #include "switch.h"
 
@@ -215,22 +216,23 @@ void runtime__dump_signal_poll(struct core *c);
 
 /* ------------------------------------------------------------------ inbox */
 
-/* Work handed to a core by another thread (inbox.c). */
-enum inbox_kind {
-	INBOX_SPAWN,        /* struct spawn_req: start a fiber here */
-	INBOX_WAKE,         /* a fiber's own node: resume it with xwake_res */
-	INBOX_SHUTDOWN,     /* the core's own node: shut this core down */
-	INBOX_NAMED_START,  /* a named timer reached its core (named.c) */
-	INBOX_NAMED_CANCEL, /* a canceller won the race for a named timer */
-	INBOX_FD_RELEASE,   /* unregister a fixed file here (fixed.c) */
-	INBOX_DUMP,         /* write this core's part of a dump (debug.c) */
-	INBOX_DRAIN,        /* core 0: arm the end of a drain's grace (drain.c) */
-	INBOX_IDLE_DRAIN,   /* the core's own node: a drain wakes its idle streams */
+/*
+ * Work handed to a core by another thread (inbox.c): a node, inside the
+ * work's own struct, that names what to do with it. handle runs on the
+ * core (a negative return, -ENOMEM, keeps the node first in the backlog
+ * for the next turn); discard, at runtime_destroy, for a node that never
+ * reached a run and owns memory (NULL: nothing to do). Each subsystem
+ * keeps its own ops beside its work: the inbox knows none of them.
+ */
+struct inbox_node;
+struct inbox_ops {
+	int (*handle)(struct core *c, struct inbox_node *n);
+	void (*discard)(struct runtime *rt, struct inbox_node *n);
 };
 
 struct inbox_node {
 	struct qnode link;
-	uint8_t kind;
+	const struct inbox_ops *ops;
 };
 
 struct spawn_req {
@@ -240,6 +242,9 @@ struct spawn_req {
 };
 
 void runtime__inbox_push(struct core *c, struct inbox_node *n);
+/* The node every fiber holds for wake-ups from other threads (fiber.c),
+ * and each core's shutdown and idle-drain nodes (runtime.c, idle.c). */
+extern const struct inbox_ops runtime__wake_ops, runtime__shutdown_ops, runtime__idle_drain_ops;
 void runtime__inbox_drain(struct core *c);
 void runtime__inbox_discard(struct core *c);
 void runtime__core_wake(struct core *c);
@@ -728,8 +733,6 @@ int runtime__fixed_ring_init(struct core *c);
 void runtime__fixed_ring_exit(struct core *c);
 bool runtime__fixed(const struct core *c, int fd);
 int runtime__fixed_release(int fd);
-void runtime__fixed_release_here(struct core *c, struct inbox_node *n);
-void runtime__fixed_discard(struct inbox_node *n);
 
 /* ------------------------------------------------------------------- core */
 
@@ -1069,20 +1072,8 @@ int runtime__offload_start(struct runtime *rt);
 void runtime__offload_stop(struct runtime *rt);
 
 /* debug.c */
-void runtime__dump_here(struct core *c, struct inbox_node *n);
-void runtime__dump_discard(struct inbox_node *n);
 void runtime__dump_signalled(struct core *c);
 
-/* A call the program should never make (a double join, a blocking call
- * outside a fiber...): reported on stderr with the function's name, the
- * first few times, or abort() if the environment has RUNTIME_MISUSE=abort.
- * Returns rc, the error the call gives. */
-int runtime__misuse(int rc, const char *fn, const char *what) __attribute__((cold));
-#define MISUSE_OUTSIDE_FIBER "called outside a fiber: it needs fiber context"
-#define MISUSE_OUTSIDE_CORE "called from a thread that is none of the runtime's cores"
-#define MISUSE_NOT_JOINABLE "the fiber is not joinable (detached, or spawned so) or " \
-	"another fiber joins it already"
-#define MISUSE_OTHER_CORE "called from another core than the one it belongs to"
 
 /* log.c */
 void runtime__log_free(struct core *c);
@@ -1090,7 +1081,6 @@ void runtime__log_free(struct core *c);
 /* drain.c */
 int runtime__drain_init(struct runtime *rt);
 void runtime__drain_free(struct runtime *rt);
-void runtime__drain_here(struct core *c, struct inbox_node *n);
 void runtime__signalled(struct runtime *rt);
 /* What the first SIGINT or SIGTERM does: drain for grace_ns, or (false)
  * shut down: the later of runtime_drain_on_signals and
@@ -1104,8 +1094,5 @@ void runtime__stall_stop(struct runtime *rt);
 /* named.c */
 int runtime__named_init(struct runtime *rt);
 void runtime__named_free(struct runtime *rt);
-void runtime__named_discard(struct runtime *rt, struct inbox_node *n);
-void runtime__named_start_here(struct core *c, struct inbox_node *n);
-void runtime__named_cancel_here(struct core *c, struct inbox_node *n);
 
 #endif /* RUNTIME_INTERNAL_H */

@@ -74,6 +74,16 @@ void runtime__core_shutdown(struct core *c)
 	runtime__timers_shutdown(c);
 }
 
+/* runtime_shutdown's node reached the core. */
+static int shutdown_arrived(struct core *c, struct inbox_node *n)
+{
+	(void)n;
+	runtime__core_shutdown(c);
+	return 0;
+}
+
+const struct inbox_ops runtime__shutdown_ops = { shutdown_arrived, NULL };
+
 /* ------------------------------------------------------------- the loop */
 
 /* Only a lone core can know that nothing will ever wake its fibers: no

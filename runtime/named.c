@@ -119,7 +119,7 @@ static void named_fire(struct timer *t, enum runtime_timer_why why)
 }
 
 /* Inbox: the timer reached its core. */
-void runtime__named_start_here(struct core *c, struct inbox_node *n)
+static int start_arrived(struct core *c, struct inbox_node *n)
 {
 	struct named_timer *nt = container_of(n, struct named_timer, start_node);
 
@@ -127,17 +127,18 @@ void runtime__named_start_here(struct core *c, struct inbox_node *n)
 		decide(nt, RUNTIME_TIMER_SHUTDOWN);
 	if (atomic_load(&nt->outcome) != UNDECIDED) {
 		finish(nt);
-		return;
+		return 0;
 	}
 	nt->stage = ARMED;
 	nt->t.fire = named_fire;
 	nt->t.on_shutdown = true;
 	runtime__timer_start(c, &nt->t, nt->deadline);
+	return 0;
 }
 
 /* Inbox: a canceller won. A timer still armed is disarmed and its callback
  * runs now; one that fired meanwhile has run it already, with CANCELLED. */
-void runtime__named_cancel_here(struct core *c, struct inbox_node *n)
+static int cancel_arrived(struct core *c, struct inbox_node *n)
 {
 	struct named_timer *nt = container_of(n, struct named_timer, cancel_node);
 
@@ -145,7 +146,29 @@ void runtime__named_cancel_here(struct core *c, struct inbox_node *n)
 	if (nt->stage == ARMED && runtime__timer_stop(&nt->t))
 		finish(nt); /* the outcome is the canceller's */
 	put(nt);
+	return 0;
 }
+
+/* Destroy: a timer that never reached a run sits in some inbox (its start
+ * node, maybe a cancel node too). Its callback still runs, exactly once,
+ * with whatever outcome won (a shutdown if nothing else did). */
+static void start_discard(struct runtime *rt, struct inbox_node *n)
+{
+	struct named_timer *nt = container_of(n, struct named_timer, start_node);
+
+	(void)rt;
+	decide(nt, RUNTIME_TIMER_SHUTDOWN);
+	finish(nt);
+}
+
+static void cancel_discard(struct runtime *rt, struct inbox_node *n)
+{
+	(void)rt;
+	put(container_of(n, struct named_timer, cancel_node));
+}
+
+static const struct inbox_ops start_ops = { start_arrived, start_discard };
+static const struct inbox_ops cancel_ops = { cancel_arrived, cancel_discard };
 
 int runtime_timer_start_named(struct runtime *rt, const char *name, uint64_t delay_ns,
                               runtime_named_timer_fn *fn, void *arg)
@@ -163,8 +186,8 @@ int runtime_timer_start_named(struct runtime *rt, const char *name, uint64_t del
 	nt->deadline = deadline_add(runtime_now(), delay_ns);
 	nt->fn = fn;
 	nt->arg = arg;
-	nt->start_node.kind = INBOX_NAMED_START;
-	nt->cancel_node.kind = INBOX_NAMED_CANCEL;
+	nt->start_node.ops = &start_ops;
+	nt->cancel_node.ops = &cancel_ops;
 	atomic_init(&nt->outcome, UNDECIDED);
 	atomic_init(&nt->refs, 1); /* the core's, dropped by finish() */
 	nt->core = runtime__place(rt);
@@ -222,20 +245,6 @@ size_t runtime_timer_cancel_named(struct runtime *rt, const char *name, size_t m
 		cancelled += n;
 	}
 	return cancelled;
-}
-
-/* Destroy: a timer that never reached a run sits in some inbox (its start
- * node, maybe a cancel node too). Its callback still runs, exactly once,
- * with whatever outcome won (a shutdown if nothing else did). */
-void runtime__named_discard(struct runtime *rt, struct inbox_node *n)
-{
-	if (n->kind == INBOX_NAMED_CANCEL) {
-		put(container_of(n, struct named_timer, cancel_node));
-		return;
-	}
-	struct named_timer *nt = container_of(n, struct named_timer, start_node);
-	decide(nt, RUNTIME_TIMER_SHUTDOWN);
-	finish(nt);
 }
 
 void runtime__named_free(struct runtime *rt)

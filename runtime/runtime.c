@@ -78,10 +78,10 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	queue_init(&c->timer_done);
 	dlist_init(&c->fibers);
 	dlist_init(&c->mshots);
-	c->idle_drain_node.kind = INBOX_IDLE_DRAIN;
+	c->idle_drain_node.ops = &runtime__idle_drain_ops;
 	c->kt_deadline = NEVER;
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
-	c->shutdown_node.kind = INBOX_SHUTDOWN;
+	c->shutdown_node.ops = &runtime__shutdown_ops;
 	c->wake_fd = -1;
 	c->watch.on = rt->cfg.stall_ms != 0;
 }
@@ -206,7 +206,7 @@ void runtime_destroy(struct runtime *rt)
 /*
  * Any thread. Each core shuts down on its own thread, from its loop (never
  * inside a fiber, so timer callbacks run outside fibers): through one
- * INBOX_SHUTDOWN node per core, sent at most once - also to the caller's
+ * shutdown node per core (loop.c), sent at most once - also to the caller's
  * own core. While nothing runs, the owner thread does it directly.
  */
 void runtime_shutdown(struct runtime *rt)

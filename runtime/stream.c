@@ -591,6 +591,16 @@ void runtime__idle_wake_all(struct core *c, int why)
 	}
 }
 
+/* A drain's node reached the core: its idle streams read -ESHUTDOWN. */
+static int idle_drain_arrived(struct core *c, struct inbox_node *n)
+{
+	(void)n;
+	runtime__idle_wake_all(c, -ESHUTDOWN);
+	return 0;
+}
+
+const struct inbox_ops runtime__idle_drain_ops = { idle_drain_arrived, NULL };
+
 /* ------------------------------------------------------------- the API */
 
 int runtime_stream_open(struct runtime_stream **out, int fd)
