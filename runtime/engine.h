@@ -118,6 +118,24 @@ static inline long runtime__send_syscall(const struct io_req *r, size_t len, int
 	return runtime__sys6(SYS_sendto, r->fd, (long)r->cbuf, (long)len, flags, 0, 0);
 }
 
+/* ------------------------------------------------- multishot results */
+
+/*
+ * What an engine reports of a multishot request (struct mshot, a receive
+ * stream's recv or a listener's accept) with each result, to
+ * runtime__mshot_deliver(m, res, flags): res is the bytes received, an
+ * accepted fd, 0 (the end of stream) or -errno; flags say
+ *   MSHOT_F_MORE    the request goes on (else this result is its last:
+ *                   -ENOBUFS when the engine's receive buffers ran out),
+ *   MSHOT_F_BUFFER  the bytes are in buffer (flags >> MSHOT_BUF_SHIFT) of
+ *                   the core's pool (bufpool.h), taken by the engine.
+ * The values are io_uring's CQE flags (the io_uring engine passes a CQE's
+ * flags through; it checks that they agree), chosen so for that alone.
+ */
+#define MSHOT_F_BUFFER 0x1u
+#define MSHOT_F_MORE 0x2u
+#define MSHOT_BUF_SHIFT 16
+
 /* ---------------------------------------------------------------- engines */
 
 struct engine {

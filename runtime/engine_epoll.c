@@ -644,8 +644,8 @@ static long close_(struct fiber *f, const struct io_req *r)
  * make a new edge; but not once the peer has shut down: its FIN came with
  * the edge already, so the end is read now), the owner stops the request
  * (its queue is full), or the request ends (EOF, an error, the pool ran
- * out: -ENOBUFS, as io_uring says). Each result goes to
- * runtime__mshot_deliver as io_uring's CQE would.
+ * out: -ENOBUFS). Each result goes to runtime__mshot_deliver (engine.h's
+ * multishot results).
  */
 
 /* The watch on m's fd ends; with res < 0, as a terminal result. */
@@ -666,24 +666,24 @@ static void unwatch(struct core *c, struct mshot *m, int res)
 
 static bool feed_recv(struct core *c, struct mshot *m, bool peer_done)
 {
-	unsigned bid, size;
-	char *buf;
+	struct bufpool *p = &c->bufpool;
+	unsigned bid, size = p->size;
 
-	if (!runtime__bufpool_take(c, &bid, &buf, &size)) {
+	if (!bufpool_take(p, &bid)) {
 		unwatch(c, m, -ENOBUFS); /* starved: the stream's reads go plain */
 		return false;
 	}
-	long n = runtime__sys6(SYS_recvfrom, m->fd, (long)buf, size, MSG_DONTWAIT, 0, 0);
+	long n = runtime__sys6(SYS_recvfrom, m->fd, (long)bufpool_at(p, bid), size, MSG_DONTWAIT,
+	                       0, 0);
 	if (n <= 0) {
-		runtime__bufpool_untake(c, bid);
+		bufpool_give(p, bid);
 		if (n != -EAGAIN && n != -EINTR) {
 			unwatch(c, m, 0);
 			runtime__mshot_deliver(m, (int)n, 0); /* EOF or the error: terminal */
 		}
 		return false;
 	}
-	runtime__mshot_deliver(m, (int)n,
-	                       IORING_CQE_F_MORE | IORING_CQE_F_BUFFER | bid << IORING_CQE_BUFFER_SHIFT);
+	runtime__mshot_deliver(m, (int)n, MSHOT_F_MORE | MSHOT_F_BUFFER | bid << MSHOT_BUF_SHIFT);
 	return (unsigned)n == size || peer_done; /* short: drained, unless at its end */
 }
 
@@ -693,7 +693,7 @@ static bool feed_accept(struct core *c, struct mshot *m)
 
 	if (fd >= 0) {
 		slot_forget(c->epoll, (int)fd);
-		runtime__mshot_deliver(m, (int)fd, IORING_CQE_F_MORE);
+		runtime__mshot_deliver(m, (int)fd, MSHOT_F_MORE);
 		return true;
 	}
 	if (fd != -EAGAIN && fd != -EINTR && fd != -ECONNABORTED)

@@ -39,6 +39,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Opcodes the runtime uses (all in Linux 5.11), and IORING_OP_SOCKET, which
  * it does not: the probe sees opcodes, not flags, and SOCKET came in 5.19
@@ -176,10 +177,13 @@ static void drain(struct core *c)
 	}
 }
 
+static void bufs_free(struct core *c);
+
 static void uring_core_stop(struct core *c)
 {
 	drain(c);
 	runtime__mshots_free(c);
+	bufs_free(c);
 	runtime__bufpool_free(c);
 	runtime__fixed_ring_exit(c);
 	io_uring_queue_exit(&c->ring);
@@ -194,7 +198,7 @@ static void uring_core_stop(struct core *c)
 
 static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res);
 static void ktimeout_cqe(struct core *c, uint64_t user_data);
-static void mshot_cqe(uint64_t user_data, int res, unsigned flags);
+static inline void mshot_cqe(uint64_t user_data, int res, unsigned flags);
 
 struct cqe_copy {
 	uint64_t user_data;
@@ -229,8 +233,10 @@ static inline __attribute__((always_inline)) void dispatch(struct core *c,
 {
 	enum cqe_tag tag = (enum cqe_tag)(e->user_data & TAG_MASK);
 
-	if (tag == TAG_MSHOT)
+	if (tag == TAG_MSHOT) {
+		c->bufs.lent -= (e->flags & IORING_CQE_F_BUFFER) != 0; /* the kernel filled one */
 		mshot_cqe(e->user_data, e->res, e->flags);
+	}
 	else if (tag == TAG_OP)
 		op_cqe(c, (void *)(uintptr_t)(e->user_data & ~TAG_MASK), TAG_OP, e->res);
 	else
@@ -653,6 +659,128 @@ static long uring_io(struct fiber *f, struct io_req *r)
 	return ring_io(f, r);
 }
 
+/* ------------------------------------------------------ provided buffers */
+
+/*
+ * A receive stream's multishot recv takes its buffers from the core's
+ * pool (bufpool.h) through a provided-buffer ring (buffer group 0), which
+ * the engine tops up from the pool's free list before each trip to the
+ * kernel. The kernel takes buffers in ring order, so a ring holding them
+ * all would walk every buffer of the pool (4 MiB a core by default)
+ * resident, one message after another. The ring holds a target of them
+ * instead, refilled once it is down to half (a check per turn, a batch
+ * of adds now and then, where a buffer given back at each message cost
+ * every message a ring add of its own), the most recently freed first. A
+ * heavy load runs the ring dry (a stream's recv ends with -ENOBUFS),
+ * which doubles the target; a decay period (a second) that did not run
+ * dry halves it again at the next refill, down to where it started.
+ */
+#define BUFS_DECAY_NS (1000 * 1000 * 1000ull)
+
+_Static_assert(MSHOT_F_BUFFER == IORING_CQE_F_BUFFER && MSHOT_F_MORE == IORING_CQE_F_MORE &&
+               MSHOT_BUF_SHIFT == IORING_CQE_BUFFER_SHIFT,
+               "a CQE's flags are the engine's multishot result flags (engine.h)");
+
+static unsigned bufs_start(const struct bufpool *p)
+{
+	return p->count / 4 ? p->count / 4 : 1;
+}
+
+static void bufs_set_target(struct uring_bufs *b, unsigned target)
+{
+	b->target = target;
+	b->low = target / 2 ? target / 2 : 1;
+}
+
+/* The ring as full as its target, from the pool's free list (the most
+ * recently freed first); the target decays once a period. */
+static __attribute__((noinline)) void bufs_refill(struct core *c)
+{
+	struct uring_bufs *b = &c->bufs;
+	struct bufpool *p = &c->bufpool;
+	unsigned added = 0;
+
+	if (c->now >= b->next_decay) {
+		if (!b->dry && b->target > bufs_start(p))
+			bufs_set_target(b, b->target / 2);
+		b->dry = false;
+		b->next_decay = deadline_add(c->now, BUFS_DECAY_NS);
+	}
+	/* io_uring_buf_ring_add's stores, the most recently freed first. */
+	unsigned n = b->target - b->lent < p->nfree ? b->target - b->lent : p->nfree;
+	unsigned mask = io_uring_buf_ring_mask(p->count), size = p->size;
+	unsigned short tail = b->ring->tail;
+	const uint16_t *top = p->free + p->nfree;
+	for (; added < n; added++) {
+		unsigned bid = *--top;
+		struct io_uring_buf *e = &b->ring->bufs[(unsigned short)(tail + added) & mask];
+		e->addr = (uint64_t)(uintptr_t)bufpool_at(p, bid);
+		e->len = size;
+		e->bid = (unsigned short)bid;
+	}
+	p->nfree -= n;
+	io_uring_buf_ring_advance(b->ring, (int)added);
+	b->lent += added;
+}
+
+/* The ring ran dry: lend the kernel more from now on, starting now (the
+ * streams it starved go on with plain recvs until they re-arm). */
+static __attribute__((noinline, cold)) void bufs_lend_more(struct core *c)
+{
+	struct uring_bufs *b = &c->bufs;
+
+	b->dry = true;
+	if (b->target < c->bufpool.count)
+		bufs_set_target(b, b->target * 2 < c->bufpool.count ? b->target * 2
+		                                                    : c->bufpool.count);
+	bufs_refill(c);
+}
+
+/* The ring, registered on the core's first stream that arms. False if the
+ * pool or the ring cannot be had (a kernel before 5.19): plain recvs. */
+static bool bufs_ready(struct core *c)
+{
+	struct uring_bufs *b = &c->bufs;
+	struct bufpool *p = &c->bufpool;
+
+	if (b->ring || b->failed)
+		return b->ring != NULL;
+	b->failed = true;
+	if (!runtime__bufpool_ready(c))
+		return false;
+	b->ring_bytes = p->count * sizeof(struct io_uring_buf);
+	void *m = mmap(NULL, b->ring_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	               -1, 0);
+	struct io_uring_buf_reg reg = {
+		.ring_addr = (uint64_t)(uintptr_t)m, .ring_entries = p->count, .bgid = 0,
+	};
+	if (m == MAP_FAILED || io_uring_register_buf_ring(&c->ring, &reg, 0) < 0) {
+		if (m != MAP_FAILED)
+			munmap(m, b->ring_bytes);
+		return false;
+	}
+	b->ring = m;
+	io_uring_buf_ring_init(b->ring);
+	b->failed = false;
+	bufs_set_target(b, bufs_start(p));
+	b->next_decay = deadline_add(c->now, BUFS_DECAY_NS);
+	bufs_refill(c);
+	return true;
+}
+
+/* At the end of a run, after the drain: the kernel holds no buffer. */
+static void bufs_free(struct core *c)
+{
+	struct uring_bufs *b = &c->bufs;
+
+	if (b->ring) {
+		io_uring_unregister_buf_ring(&c->ring, 0);
+		munmap(b->ring, b->ring_bytes);
+	}
+	*b = (struct uring_bufs){ 0 };
+}
+
+
 /* ---------------------------------------------------- multishot requests */
 
 /*
@@ -669,6 +797,10 @@ _Static_assert(TAG_MASK < MSHOT_CANCEL_BIT, "the cancel bit is above the tag");
 
 static void uring_mshot_arm(struct mshot *m)
 {
+	if (m->kind == MSHOT_RECV && !bufs_ready(m->core)) {
+		runtime__mshot_deliver(m, -EOPNOTSUPP, 0); /* no ring: plain recvs */
+		return;
+	}
 	struct io_uring_sqe *sqe = runtime__sqe(m->core);
 
 	if (m->kind == MSHOT_RECV) {
@@ -730,15 +862,19 @@ static void mshot_cancel_cqe(struct mshot *m)
 	}
 }
 
-static void mshot_cqe(uint64_t user_data, int res, unsigned flags)
+static inline __attribute__((always_inline)) void mshot_cqe(uint64_t user_data, int res,
+                                                            unsigned flags)
 {
 	struct mshot *m =
 		(struct mshot *)(uintptr_t)(user_data & ~(uint64_t)(TAG_MASK | MSHOT_CANCEL_BIT));
 
-	if (user_data & MSHOT_CANCEL_BIT)
+	if (user_data & MSHOT_CANCEL_BIT) {
 		mshot_cancel_cqe(m);
-	else
-		runtime__mshot_deliver(m, res, flags);
+		return;
+	}
+	if (unlikely(res == -ENOBUFS) && m->kind == MSHOT_RECV)
+		bufs_lend_more(m->core); /* the ring ran dry under it */
+	runtime__mshot_deliver(m, res, flags);
 }
 
 /* ----------------------------------------------------------------- sleep */
@@ -825,6 +961,8 @@ static bool uring_busy_poll(struct core *c, uint64_t ns)
  */
 static int uring_poll(struct core *c, bool wait)
 {
+	if (unlikely(c->bufs.lent < c->bufs.low)) /* down to half (0 < 0: no ring) */
+		bufs_refill(c);
 	for (;;) {
 		stat_add(&c->stats.enters, 1);
 		int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EBUSY

@@ -608,42 +608,7 @@ static inline uint64_t runtime__cancel_backoff(unsigned sent)
 
 /* ---------------------------------------------------------------- streams */
 
-enum pool_state { POOL_UNTRIED, POOL_READY, POOL_FAILED };
-
-/* A core's receive buffers, for receive streams (stream.c): on io_uring a
- * provided-buffer ring (buffer group 0) that the kernel fills, on epoll a
- * free list that the engine takes from when it reads ahead. */
-struct bufpool {
-	struct io_uring_buf_ring *ring; /* io_uring's; NULL on epoll */
-	size_t ring_bytes;
-	char *base;                 /* count buffers of size bytes, stride apart */
-	size_t base_bytes;
-	unsigned count, size, stride;
-	unsigned lent;              /* buffers free for data to come (the
-	                               kernel's, or taken to read into) */
-	uint16_t *next;             /* per buffer: the next in its stream */
-	uint32_t *len;              /* per buffer: bytes received into it */
-	uint16_t *free;             /* free buffers, nfree of them, last in first
-	                               out: epoll's engine takes from here;
-	                               io_uring's ring is topped up from here */
-	unsigned nfree;
-	unsigned lend_target;       /* io_uring: buffers kept in the ring */
-	uint8_t state;              /* enum pool_state */
-	bool no_multishot;          /* the kernel refused a multishot recv */
-	bool dry;                   /* the ring ran dry this decay period */
-	/* stream.c's decay: per 2 MiB region of base, whether data landed in
-	 * it this period and whether its pages are resident. */
-	uint8_t *region_flags;
-	unsigned nregions;
-	unsigned region1_bid;       /* the first buffer past the first region */
-	struct timer decay;
-};
-
-/* epoll: a free buffer to read into (its id, address and size), or false
- * when none is free; and one taken back unused. */
-bool runtime__bufpool_take(struct core *c, unsigned *bid, char **buf, unsigned *size);
-void runtime__bufpool_untake(struct core *c, unsigned bid);
-void runtime__bufpool_free(struct core *c);
+#include "bufpool.h"
 
 /* ------------------------------------------------------------ multishots */
 
@@ -651,7 +616,7 @@ struct mshot;
 
 struct mshot_ops {
 	/* Every result of the request (a CQE on io_uring, a read or accept
-	 * on epoll), the terminal one (no IORING_CQE_F_MORE) last; also after
+	 * on epoll), the terminal one (no MSHOT_F_MORE) last; also after
 	 * close (m->closed), to give back what it carries. */
 	void (*cqe)(struct mshot *m, int res, unsigned flags);
 	/* Closed and quiet: give back what is queued, free the object. */
@@ -824,7 +789,17 @@ struct core {
 	bool ring_ready;
 	unsigned enter_flags;       /* IORING_ENTER_REGISTERED_RING, or 0 */
 	bool fixed_ready;           /* the ring has a sparse fixed-file table */
-	struct bufpool bufpool;     /* receive streams' buffers (stream.c) */
+	struct uring_bufs {         /* the pool's buffers lent to the kernel */
+		struct io_uring_buf_ring *ring; /* buffer group 0; NULL: none */
+		size_t ring_bytes;
+		unsigned lent;          /* in the ring, the kernel's to fill */
+		unsigned target;        /* kept in it: raised when it ran dry */
+		unsigned low;           /* refilled when down to this (target / 2) */
+		bool dry;               /* it ran dry this decay period */
+		bool failed;            /* no ring here: plain recvs */
+		uint64_t next_decay;
+	} bufs;
+	struct bufpool bufpool;     /* receive streams' buffers (bufpool.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
 	struct inbox_node idle_drain_node; /* a drain wakes its idle streams */
 	uint64_t wake_buf;          /* the armed wake read's buffer */

@@ -156,7 +156,7 @@ static void listener_cqe(struct mshot *m, int res, unsigned flags)
 			close(res); /* out of memory: refused */
 		if (l->len >= LISTEN_QUEUE_MAX || shared(l))
 			runtime__mshot_stop(m); /* shared since it was armed: stop hoarding */
-	} else if (!(flags & IORING_CQE_F_MORE) && !m->closed) {
+	} else if (!(flags & MSHOT_F_MORE) && !m->closed) {
 		if (res == -EAGAIN)
 			l->idle = true;
 		else if (res != -ECANCELED)

@@ -11,7 +11,7 @@
  * (io_uring: one SQE with IORING_RECV_MULTISHOT or a multishot accept,
  * stopped by ASYNC_CANCEL; epoll: the fd watched edge-triggered, read or
  * accepted from at each readiness, stopped at once). A request ends with
- * its terminal result (no IORING_CQE_F_MORE): the object may be freed only
+ * its terminal result (no MSHOT_F_MORE): the object may be freed only
  * after that, and - on io_uring - after every cancel aimed at it has come
  * back, since their user_data name it. Closing never waits: the object is
  * freed when it falls quiet, or at the end of the run, after the engine
@@ -83,7 +83,7 @@ int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline)
  * (ops->cqe), then the waiting fiber resumed. */
 void runtime__mshot_result(struct mshot *m, int res, unsigned flags)
 {
-	bool last = !(flags & IORING_CQE_F_MORE);
+	bool last = !(flags & MSHOT_F_MORE);
 
 	if (last) {
 		m->armed = false;

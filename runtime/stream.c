@@ -1,27 +1,26 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * stream.c - receive streams: one multishot recv per socket, filling
- * buffers of the core's pool: on io_uring one IORING_RECV_MULTISHOT SQE
- * and a provided-buffer ring the core lends the kernel; on epoll the
- * engine reads into the pool whenever the socket becomes readable. Data
- * lands while the fiber is busy elsewhere, and runtime_stream_recv copies
- * out what has come without a trip to the kernel of its own: a
- * request-response connection costs one SQE (or syscall) per response
- * instead of two.
+ * buffers of the core's pool (bufpool.h): on io_uring one
+ * IORING_RECV_MULTISHOT SQE on the provided buffers the engine lends the
+ * kernel; on epoll the engine reads into the pool whenever the socket
+ * becomes readable. Data lands while the fiber is busy elsewhere, and
+ * runtime_stream_recv copies out what has come without a trip to the
+ * kernel of its own: a request-response connection costs one SQE (or
+ * syscall) per response instead of two.
  *
- * Each core has one buffer pool (made on the core's first stream): a ring
- * of cfg.stream_buffers buffers of cfg.stream_buffer_size bytes. A buffer
- * is free for new data again as soon as its bytes are copied out, so a
- * buffer is held only by data that came and was not read yet. A stream's
- * queue is a list of buffer ids threaded through the pool (next[bid]), so
- * queuing allocates nothing.
+ * A buffer is free for new data again as soon as its bytes are copied
+ * out, so a buffer is held only by data that came and was not read yet.
+ * A stream's queue is a list of buffer ids threaded through the pool
+ * (next[bid]), so queuing allocates nothing.
  *
  * Three rules keep one connection from hurting the others:
  *  - a stream holding STREAM_QUEUE_MAX bytes unread stops its multishot
  *    (the socket buffer, then TCP, push back) and re-arms when read dry;
- *  - when the pool runs low (below a quarter free), or it ran out
- *    (-ENOBUFS), a read that finds nothing queued becomes a plain recv
- *    into the caller's buffer, so exhaustion slows nothing down to a stall;
+ *  - when the pool runs low (below a quarter free), or the engine's
+ *    buffers ran out (-ENOBUFS), a read that finds nothing queued becomes
+ *    a plain recv into the caller's buffer, so exhaustion slows nothing
+ *    down to a stall;
  *  - a kernel without multishot recv or buffer rings (before 6.0) gets the
  *    plain recv every time.
  *
@@ -32,7 +31,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define NO_BID 0xffffu
 #define STREAM_QUEUE_MAX (64u * 1024)
@@ -62,324 +60,17 @@ static inline uint32_t dst_len_of(size_t len)
 	return len < UINT32_MAX ? (uint32_t)len : UINT32_MAX;
 }
 
-/* ------------------------------------------------------------ the pool */
-
 static struct bufpool *pool_of(struct core *c)
 {
 	return &c->bufpool;
 }
 
-static char *buf_at(const struct bufpool *p, unsigned bid)
-{
-	return p->base + (size_t)bid * p->stride;
-}
-
-static void ring_add(struct bufpool *p, unsigned bid)
-{
-	io_uring_buf_ring_add(p->ring, buf_at(p, bid), p->size, (unsigned short)bid,
-	                      io_uring_buf_ring_mask(p->count), 0);
-	io_uring_buf_ring_advance(p->ring, 1);
-	p->lent++;
-}
-
-/*
- * Buffer bid is free for data to come again. On epoll it goes back on the
- * free list, which the engine takes from (last in, first out). io_uring's
- * kernel takes buffers in ring order, so a ring holding them all would
- * walk every buffer of the pool (4 MiB a core by default) resident, one
- * message after another. The ring holds lend_target of them instead, and
- * the rest wait on the free list, last in first out, to top it up: a
- * light load keeps reusing the same few buffers (and cache lines), a
- * heavy one raises the target (the ring ran dry: -ENOBUFS, starved()).
- */
-static void buf_give(struct bufpool *p, unsigned bid)
-{
-	if (p->ring && p->lent < p->lend_target) {
-		ring_add(p, bid);
-		return;
-	}
-	p->free[p->nfree++] = (uint16_t)bid;
-	if (!p->ring)
-		p->lent++;
-}
-
-/* io_uring: the ring down to half its target (its buffers held queued):
- * the free list fills it in. A buffer read out goes back to the ring
- * itself (buf_give). */
-static void top_up(struct bufpool *p)
-{
-	while (p->lent < p->lend_target && p->nfree)
-		ring_add(p, p->free[--p->nfree]);
-}
-
-/* io_uring: the ring ran dry - lend the kernel more from now on. */
-static void lend_more(struct bufpool *p)
-{
-	p->dry = true;
-	if (p->ring && p->lend_target < p->count) {
-		p->lend_target = p->lend_target * 2 < p->count ? p->lend_target * 2 : p->count;
-		top_up(p);
-	}
-}
-
-/* A taken buffer counts as lent until its data is delivered (stream_cqe),
- * as a buffer the kernel has picked does on io_uring. */
-bool runtime__bufpool_take(struct core *c, unsigned *bid, char **buf, unsigned *size)
-{
-	struct bufpool *p = pool_of(c);
-
-	if (!p->nfree)
-		return false;
-	*bid = p->free[--p->nfree];
-	*buf = buf_at(p, *bid);
-	*size = p->size;
-	return true;
-}
-
-void runtime__bufpool_untake(struct core *c, unsigned bid)
-{
-	struct bufpool *p = pool_of(c);
-
-	p->free[p->nfree++] = (uint16_t)bid;
-}
-
-static void *map(size_t len)
-{
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return m == MAP_FAILED ? NULL : m;
-}
-
-/*
- * The kernel hands buffers out in ring order, so every one is touched in
- * turn, and a short message touches only a buffer's first lines. Two things
- * keep that cheap (in the echo demo they took the kernel's copy into the
- * buffers from 2.3 % of server CPU to ~0.6 %): a cache line of padding
- * between buffers, so that their first lines do not all fall into the same
- * few cache sets (4 KiB apart, 1024 buffers share 16 of L2's sets), and
- * transparent huge pages where the kernel allows, so that a pool of 4 MiB
- * is two TLB entries rather than a thousand.
- */
-#define BUF_PAD 64
-#define HUGE_PAGE (2u << 20)
-
-/* 2 MiB-aligned so that whole huge pages fit; munmap(base, len) frees it. */
-static void *map_buffers(size_t len)
-{
-	if (len < HUGE_PAGE)
-		return map(len);
-	char *m = map(len + HUGE_PAGE);
-	if (!m)
-		return NULL;
-	char *base = (char *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-	if (base > m)
-		munmap(m, (size_t)(base - m));
-	munmap(base + len, (size_t)(m + len + HUGE_PAGE - (base + len)));
-	madvise(base, len, MADV_HUGEPAGE); /* a hint: 4 KiB pages still work */
-	return base;
-}
-
-/* io_uring: the ring through which the kernel takes the buffers. */
-static bool pool_lend(struct core *c, struct bufpool *p)
-{
-	p->ring_bytes = p->count * sizeof(struct io_uring_buf);
-	p->ring = map(p->ring_bytes);
-	struct io_uring_buf_reg reg = {
-		.ring_addr = (uint64_t)(uintptr_t)p->ring,
-		.ring_entries = p->count,
-		.bgid = 0,
-	};
-	if (!p->ring || io_uring_register_buf_ring(&c->ring, &reg, 0) < 0)
-		return false;
-	io_uring_buf_ring_init(p->ring);
-	return true;
-}
-
-static unsigned lend_start(const struct bufpool *p)
-{
-	return p->count / 4 ? p->count / 4 : 1;
-}
-
-/* Set the pool up on the core's first stream. False: plain recvs only. */
-static bool pool_ready(struct core *c)
-{
-	struct bufpool *p = pool_of(c);
-
-	if (p->state != POOL_UNTRIED)
-		return p->state == POOL_READY;
-	p->state = POOL_FAILED;
-	p->count = c->rt->cfg.stream_buffers;
-	p->size = c->rt->cfg.stream_buffer_size;
-	p->stride = p->size + BUF_PAD;
-	p->base_bytes = (size_t)p->count * p->stride;
-	p->base = map_buffers(p->base_bytes);
-	p->next = calloc(p->count, sizeof(*p->next));
-	p->len = calloc(p->count, sizeof(*p->len));
-	p->free = calloc(p->count, sizeof(*p->free));
-	p->nregions = (unsigned)((p->base_bytes + HUGE_PAGE - 1) / HUGE_PAGE);
-	p->region1_bid = (HUGE_PAGE + p->stride - 1) / p->stride < p->count
-	               ? (HUGE_PAGE + p->stride - 1) / p->stride : p->count;
-	p->region_flags = calloc(p->nregions, sizeof(*p->region_flags));
-	p->lend_target = lend_start(p);
-	if (!p->base || !p->next || !p->len || !p->free || !p->region_flags ||
-	    (c->ring_ready && !pool_lend(c, p))) {
-		runtime__bufpool_free(c);
-		p->state = POOL_FAILED;
-		return false;
-	}
-	for (unsigned bid = 0; bid < p->lend_target && p->ring; bid++)
-		ring_add(p, bid); /* the lowest first, the rest on the free list: */
-	for (unsigned bid = p->count; bid-- > (p->ring ? p->lend_target : 0);)
-		p->free[p->nfree++] = (uint16_t)bid; /* lowest on top */
-	if (!p->ring)
-		p->lent = p->count;
-	p->state = POOL_READY;
-	return true;
-}
-
-/* At the end of a run, after the ring drain: nothing is lent any more. */
-void runtime__bufpool_free(struct core *c)
-{
-	struct bufpool *p = pool_of(c);
-
-	if (p->state == POOL_READY && c->ring_ready)
-		io_uring_unregister_buf_ring(&c->ring, 0);
-	if (p->ring)
-		munmap(p->ring, p->ring_bytes);
-	if (p->base)
-		munmap(p->base, p->base_bytes);
-	if (runtime__timer_stop(&p->decay))
-		c->dl_lingering--;
-	free(p->next);
-	free(p->len);
-	free(p->free);
-	free(p->region_flags);
-	*p = (struct bufpool){ .state = POOL_UNTRIED };
-}
-
-/* Under a quarter of the buffers free for data to come (lent, or waiting
- * to be): leave the rest to queued data. */
-static bool pool_low(const struct bufpool *p)
-{
-	return p->lent + (p->ring ? p->nfree : 0) < p->count / 4;
-}
-
-/* --------------------------------------------------------- its decay */
-
-/*
- * A burst can leave much of the pool resident: many buffers lent or holding
- * data at once, each 2 MiB region of the pool a transparent huge page once
- * a byte of it is touched, and the lend target doubled. So, each period of
- * POOL_DECAY_NS: a region past the first that no data landed in through
- * the period and that holds none now gives its pages back (MADV_DONTNEED:
- * a buffer lent to the kernel holds no data, and a page the kernel writes
- * to later is faulted in afresh), and a lend target that did not run dry
- * halves, down to where it started. The first region stays: a light load
- * lives there. The timer runs while there is something to decay; it
- * lingers (c->dl_lingering): it is nobody's pending work.
- */
-#define POOL_DECAY_NS (1000 * 1000 * 1000ull)
-enum { REGION_USED = 1, REGION_RESIDENT = 2 };
-
-/* A buffer belongs to the region its first byte is in. */
-static unsigned region_of(const struct bufpool *p, unsigned bid)
-{
-	return (unsigned)((size_t)bid * p->stride / HUGE_PAGE);
-}
-
-/* The first buffer of region r (count past the last region). */
-static unsigned region_first(const struct bufpool *p, unsigned r)
-{
-	size_t bid = ((size_t)r * HUGE_PAGE + p->stride - 1) / p->stride;
-	return bid < p->count ? (unsigned)bid : p->count;
-}
-
-/* Does a buffer with bytes in region r (r > 0: the one before its first
- * may straddle into it) hold data? len is zeroed when a buffer's data is
- * all read (unstash): a scan of a region's buffers once a period, instead
- * of a count kept on every message. */
-static bool region_holds_data(const struct bufpool *p, unsigned r)
-{
-	for (unsigned bid = region_first(p, r) - 1; bid < region_first(p, r + 1); bid++)
-		if (p->len[bid])
-			return true;
-	return false;
-}
-
-/* The whole huge page: a page left in it would let khugepaged fill it
- * back to 2 MiB. */
-static void region_give_back(struct bufpool *p, unsigned r)
-{
-	size_t off = (size_t)r * HUGE_PAGE;
-	size_t len = p->base_bytes - off < HUGE_PAGE ? p->base_bytes - off : HUGE_PAGE;
-
-	madvise(p->base + off, len, MADV_DONTNEED);
-}
-
-/* Region r's pages back to the kernel, if it may go; true if it stays. */
-static bool region_decay(struct bufpool *p, unsigned r)
-{
-	uint8_t *f = &p->region_flags[r];
-
-	if (*f & REGION_USED) {
-		*f &= (uint8_t)~REGION_USED;
-		return true;
-	}
-	if (!(*f & REGION_RESIDENT))
-		return false;
-	if (region_holds_data(p, r))
-		return true;
-	region_give_back(p, r);
-	*f = 0;
-	return false;
-}
-
-static void pool_decay_arm(struct core *c, struct bufpool *p);
-
-static void pool_decay_fire(struct timer *t, enum runtime_timer_why why)
-{
-	struct bufpool *p = container_of(t, struct bufpool, decay);
-	bool more = false;
-
-	(void)why;
-	t->core->dl_lingering--;
-	if (!p->dry && p->lend_target > lend_start(p))
-		p->lend_target /= 2;
-	p->dry = false;
-	for (unsigned r = 1; r < p->nregions; r++)
-		more |= region_decay(p, r);
-	if (more || p->lend_target > lend_start(p))
-		pool_decay_arm(t->core, p);
-}
-
-static void pool_decay_arm(struct core *c, struct bufpool *p)
-{
-	p->decay.fire = pool_decay_fire;
-	runtime__timer_start(c, &p->decay, deadline_add(c->now, POOL_DECAY_NS));
-	c->dl_lingering++;
-}
-
-/* Data landed past the first region (out of line: rare, and the message
- * path stays short). */
-__attribute__((noinline, cold)) static void region_landed(struct core *c, struct bufpool *p,
-                                                          unsigned bid)
-{
-	p->region_flags[region_of(p, bid)] = REGION_USED | REGION_RESIDENT;
-	if (p->decay.state != TIMER_ARMED)
-		pool_decay_arm(c, p);
-}
-
 /* ---------------------------------------------------------- the queue */
-
-/* Data landed in buffer bid: the pool's decay must know its region. */
-static inline void landed(struct core *c, struct bufpool *p, unsigned bid)
-{
-	if (unlikely(bid >= p->region1_bid)) /* past the first region */
-		region_landed(c, p, bid);
-}
 
 static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uint32_t n)
 {
-	landed(s->m.core, p, bid);
+	bufpool_landed(s->m.core, p, bid);
+	p->held++;
 	p->len[bid] = n;
 	p->next[bid] = NO_BID;
 	if (s->tail == NO_BID)
@@ -394,7 +85,8 @@ static void stash(struct bufpool *p, struct runtime_stream *s, unsigned bid, uin
 static void unstash(struct bufpool *p, unsigned bid)
 {
 	p->len[bid] = 0;
-	buf_give(p, bid);
+	p->held--;
+	bufpool_give(p, bid);
 }
 
 /* Copy up to len queued bytes to dst, giving emptied buffers back. */
@@ -407,7 +99,7 @@ static size_t copy_out(struct bufpool *p, struct runtime_stream *s, char *dst, s
 		size_t n = p->len[bid] - s->off;
 		if (n > len - done)
 			n = len - done;
-		memcpy(dst + done, buf_at(p, bid) + s->off, n);
+		memcpy(dst + done, bufpool_at(p, bid) + s->off, n);
 		done += n;
 		s->off += (uint32_t)n;
 		if (s->off == p->len[bid]) {
@@ -441,15 +133,9 @@ static struct runtime_stream *stream_of(struct mshot *m)
 	return container_of(m, struct runtime_stream, m);
 }
 
-/* The ring ran dry under this stream: its next read is a plain recv, and
- * the core lends the kernel more. */
-static void starved(struct runtime_stream *s)
-{
-	s->starved = true;
-	lend_more(&s->m.core->bufpool);
-}
-
-/* The multishot ended: note why. */
+/* The multishot ended: note why. -ENOBUFS: the buffers the engine had
+ * taken ran out under this stream (it takes more from now on): the next
+ * read is a plain recv. */
 static void ended(struct runtime_stream *s, int res)
 {
 	if (res == -EINVAL || res == -EOPNOTSUPP)
@@ -457,7 +143,7 @@ static void ended(struct runtime_stream *s, int res)
 	else if (res == 0)
 		s->end = 1;
 	else if (res == -ENOBUFS)
-		starved(s);
+		s->starved = true;
 	else if (res < 0 && res != -ECANCELED)
 		s->end = (int16_t)res;
 }
@@ -474,12 +160,12 @@ static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid,
 {
 	uint32_t k = n < s->dst_len ? n : s->dst_len;
 
-	landed(s->m.core, p, bid);
-	memcpy(s->dst, buf_at(p, bid), k);
+	bufpool_landed(s->m.core, p, bid);
+	memcpy(s->dst, bufpool_at(p, bid), k);
 	s->handed = k;
 	s->dst = NULL;
 	if (k == n) {
-		buf_give(p, bid);
+		bufpool_give(p, bid);
 		return;
 	}
 	stash(p, s, bid, n);
@@ -493,21 +179,18 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 	struct runtime_stream *s = stream_of(m);
 	struct bufpool *p = pool_of(m->core);
 
-	if (flags & IORING_CQE_F_BUFFER) {
-		unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
-		p->lent--;
+	if (flags & MSHOT_F_BUFFER) {
+		unsigned bid = flags >> MSHOT_BUF_SHIFT;
 		if (m->closed || res <= 0)
-			buf_give(p, bid);
+			bufpool_give(p, bid);
 		else if (s->dst)
 			hand_over(p, s, bid, (uint32_t)res);
 		else
 			stash(p, s, bid, (uint32_t)res);
-		if (p->lent < p->lend_target / 2 && p->ring)
-			top_up(p); /* buffers are held queued: the free list fills in */
 	}
 	if (m->closed)
 		return;
-	if (!(flags & IORING_CQE_F_MORE))
+	if (!(flags & MSHOT_F_MORE))
 		ended(s, res);
 	else if (s->queued >= STREAM_QUEUE_MAX)
 		runtime__mshot_stop(m);
@@ -515,58 +198,33 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 		runtime__idle_wake(&s->idle, 0); /* a read has something to do */
 }
 
-/* runtime__stream_deliver's copy when the buffer does not go straight
- * back into the ring: epoll's free list, or a ring at its lend target. */
-static __attribute__((noinline)) void deliver_give(struct bufpool *p, unsigned bid, char *dst,
-                                                   const char *src, uint32_t n)
-{
-	memcpy(dst, src, n);
-	p->lent--;
-	buf_give(p, bid);
-	if (p->lent < p->lend_target / 2 && p->ring)
-		top_up(p);
-}
-
 /*
  * The common result has its fast way: bytes, more to come, that a reader
  * waiting on the empty queue takes whole, in the pool's first region -
- * runtime__mshot_result's effects (hand_over, buf_give, the reader
- * resumed) with nothing left to queue. What it would test besides cannot
- * hold while a reader waits (s->dst, and m->waiter with it): it waits only
- * on an empty queue, which hand_over leaves empty, and never while the
- * stream is closed or waits idle (each refuses while another is under way).
+ * runtime__mshot_result's effects (hand_over, the buffer given back, the
+ * reader resumed) with nothing left to queue. What it would test besides
+ * cannot hold while a reader waits (s->dst, and m->waiter with it): it
+ * waits only on an empty queue, which hand_over leaves empty, and never
+ * while the stream is closed or waits idle (each refuses while another is
+ * under way).
  */
 void runtime__stream_deliver(struct mshot *m, int res, unsigned flags)
 {
 	struct runtime_stream *s = stream_of(m);
 	struct bufpool *p = pool_of(m->core);
-	unsigned bid = flags >> IORING_CQE_BUFFER_SHIFT;
+	unsigned bid = flags >> MSHOT_BUF_SHIFT;
 	char *dst = s->dst;
-	const unsigned both = IORING_CQE_F_BUFFER | IORING_CQE_F_MORE;
+	const unsigned both = MSHOT_F_BUFFER | MSHOT_F_MORE;
 
 	if (unlikely((flags & both) != both || res <= 0 || !dst ||
 	             (uint32_t)res > s->dst_len || bid >= p->region1_bid)) {
 		runtime__mshot_result(m, res, flags);
 		return;
 	}
-	char *src = buf_at(p, bid);
 	s->handed = (uint32_t)res;
 	s->dst = NULL;
-	/* buf_give, lent taken one down (p->lent--) and up again; the buffer
-	 * goes to the kernel only once copied out. */
-	struct io_uring_buf_ring *br = p->ring;
-	if (unlikely(!br || p->lent - 1 >= p->lend_target)) {
-		deliver_give(p, bid, dst, src, (uint32_t)res);
-	} else {
-		/* The entry past the tail is the kernel's once the tail moves. */
-		io_uring_buf_ring_add(br, src, p->size, (unsigned short)bid,
-		                      io_uring_buf_ring_mask(p->count), 0);
-		memcpy(dst, src, (uint32_t)res);
-		io_uring_buf_ring_advance(br, 1);
-		p = pool_of(m->core); /* m and br alone kept across the copy */
-		if (unlikely(p->lent < p->lend_target / 2))
-			top_up(p); /* buffers are held queued: the free list fills in */
-	}
+	memcpy(dst, bufpool_at(p, bid), (uint32_t)res);
+	bufpool_give(pool_of(m->core), bid); /* m alone kept across the copy */
 	runtime__resume(m->waiter, 0);
 }
 
@@ -626,7 +284,8 @@ int runtime_stream_open(struct runtime_stream **out, int fd)
 /* Can the core's engine watch a stream with a multishot recv? */
 static bool can_watch(struct core *c)
 {
-	return !c->bufpool.no_multishot && !runtime__fault(FAULT_NO_MULTISHOT) && pool_ready(c);
+	return !c->bufpool.no_multishot && !runtime__fault(FAULT_NO_MULTISHOT) &&
+	       runtime__bufpool_ready(c);
 }
 
 /* May this read arm the multishot, or must it be a plain recv? */
@@ -640,7 +299,7 @@ static bool use_multishot(struct runtime_stream *s)
 		s->starved = false;
 		return false;
 	}
-	return can_watch(c) && !pool_low(pool_of(c));
+	return can_watch(c) && !bufpool_low(pool_of(c));
 }
 
 /* Wait (the queue empty, len > 0) until the deadline for the next
@@ -870,7 +529,7 @@ ssize_t runtime_stream_peek(struct runtime_stream *s, const void **data)
 		return 0;
 	}
 	const struct bufpool *p = pool_of(s->m.core);
-	*data = buf_at(p, s->head) + s->off;
+	*data = bufpool_at(p, s->head) + s->off;
 	return (ssize_t)(p->len[s->head] - s->off);
 }
 

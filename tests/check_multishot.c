@@ -387,9 +387,11 @@ START_TEST(test_stream_exhausted_buffers_fall_back_to_recv)
 END_TEST
 
 /* A light load keeps reusing a few buffers: over 400 messages, one at a
- * time, the data lands in at most a quarter of the pool's buffers (the
- * ring's first target; on epoll the free list is last in, first out), not
- * in every buffer in turn - which would make the whole pool resident. */
+ * time, the data lands in at most a quarter of the pool's buffers and one
+ * more (io_uring: the ring's first target, and the buffer a stream holds
+ * while the ring is refilled from the free list; on epoll the free list
+ * is last in, first out), not in every buffer in turn - which would make
+ * the whole pool resident. */
 #define FEW_BUFFERS 64
 
 static void few_buffers_main(void *p)
@@ -422,7 +424,7 @@ static void few_buffers_main(void *p)
 			ck_assert_int_eq(runtime_stream_consume(s, 1), 0);
 		}
 	}
-	ck_assert_uint_le(nseen, FEW_BUFFERS / 4);
+	ck_assert_uint_le(nseen, FEW_BUFFERS / 4 + 1);
 	ck_assert_int_eq(runtime_stream_close(s), 0);
 	runtime_close(fd[0]);
 	runtime_close(fd[1]);
@@ -439,10 +441,14 @@ START_TEST(test_stream_light_load_reuses_few_buffers)
 END_TEST
 
 /* A burst leaves no pool behind: data lands in most of the pool at once
- * (80 streams of 64 KiB, into buffers of 64 KiB), and is read; two decay
- * periods later the pool's regions past the first (2 MiB each) have given
- * their pages back: the resident set falls by at least one of them. */
-#define BURST_STREAMS 80
+ * (100 streams of 64 KiB, into buffers of 64 KiB: 6.25 MiB of the pool's
+ * 8, in four regions of 2 MiB), and is read; two decay periods later the
+ * pool's regions past the first have given their pages back: the
+ * resident set falls by at least one of them. The streams are sent to in
+ * waves of 20, each waited for: all at once, most would find the
+ * engine's first buffers taken and fall back to plain recvs. */
+#define BURST_STREAMS 100
+#define BURST_WAVE 20
 #define BURST_BYTES (64 * 1024)
 
 static void burst_open(int fd[][2], struct runtime_stream **s)
@@ -464,11 +470,13 @@ static void pool_burst_main(void *p)
 	long *kib = p;
 
 	burst_open(fd, s);
-	for (int i = 0; i < BURST_STREAMS; i++)
-		ck_assert_int_eq(write(fd[i][0], chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
-	for (int i = 0; i < BURST_STREAMS; i++)
-		for (int t = 0; t < 20000 && runtime_stream_buffered(s[i]) < BURST_BYTES; t++)
-			runtime_sleep(MS / 10);
+	for (int w = 0; w < BURST_STREAMS; w += BURST_WAVE) {
+		for (int i = w; i < w + BURST_WAVE; i++)
+			ck_assert_int_eq(write(fd[i][0], chunk, sizeof(chunk)), (ssize_t)sizeof(chunk));
+		for (int i = w; i < w + BURST_WAVE; i++)
+			for (int t = 0; t < 20000 && runtime_stream_buffered(s[i]) < BURST_BYTES; t++)
+				runtime_sleep(MS / 10);
+	}
 	kib[0] = resident_kib();
 	for (int i = 0; i < BURST_STREAMS; i++)
 		for (size_t got = 0; got < BURST_BYTES;) {
