@@ -24,7 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "fault.h"
 #include "layer.h"
 #include "list.h"
@@ -545,7 +545,7 @@ int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *dea
 
 /* ------------------------------------------------------- io_uring engine */
 
-/* What engine_uring.c shares with the features built on its ring: receive
+/* What engine/uring.c shares with the features built on its ring: receive
  * streams and listeners (multishot requests), fixed files. */
 
 /* user_data: an 8-aligned pointer with a tag in its low TAG_BITS bits. */
@@ -575,7 +575,7 @@ void runtime__sqe_reserve(struct core *c, unsigned n);
 
 /* An in-flight operation, on the waiting fiber's stack. The fiber resumes
  * only when pending reaches 0: every CQE that names this struct has come
- * (engine_uring.c explains the cancel protocol). */
+ * (engine/uring.c explains the cancel protocol). */
 struct op {
 	struct io_wait head;        /* first: what runtime_dump shows */
 	struct fiber *fiber;
@@ -807,7 +807,7 @@ struct core {
 	uint64_t kt_gen;
 	struct __kernel_timespec kt_ts;
 
-	/* The epoll engine's, while a run lasts (engine_epoll.c). */
+	/* The epoll engine's, while a run lasts (engine/epoll.c). */
 	struct epoll_core *epoll;
 	struct core_log *log;       /* runtime_log's buffers (log.c) */
 
@@ -834,7 +834,7 @@ struct core {
 
 struct runtime {
 	struct runtime_config cfg;
-	const struct engine *eng;   /* every core's (engine.c chooses) */
+	const struct engine *eng;   /* every core's (engine/choose.c) */
 	char engine_reason[384];    /* runtime_engine_reason */
 	unsigned setup_flags;       /* io_uring: setup flags found by the probe */
 	struct core *cores;

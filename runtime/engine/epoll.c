@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine_epoll.c - the readiness engine (engine.h), for where io_uring is
+ * epoll.c - the readiness engine (engine.h), for where io_uring is
  * refused. Each core has an epoll set. An operation is first tried at
  * once without blocking - RWF_NOWAIT for reads and writes, MSG_DONTWAIT
  * for socket calls, so the fd's own O_NONBLOCK flag does not matter, as on
@@ -31,7 +31,7 @@
  * close... so that they park fibers, and the engine must reach the
  * kernel, not itself.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -439,7 +439,7 @@ static long recv_all(struct fiber *f, const struct io_req *r, uint64_t deadline)
 	return (long)done;
 }
 
-/* Fault injection (fault.h), as engine_uring.c's op_faults does to the
+/* Fault injection (fault.h), as engine/uring.c's op_faults does to the
  * SQE: once per call of a read, write, recv or send (not per try), before
  * anything is done. A short one makes *r point at *half, a copy (the
  * caller's request is left as it was). Nothing at all in a build without
@@ -488,7 +488,7 @@ static int set_nonblocking(int fd, int *old)
 	return (int)sys(syscall(SYS_fcntl, fd, F_SETFL, fl | O_NONBLOCK));
 }
 
-/* FAULT_ACCEPT_EMFILE (fault.h), as engine_uring.c injects it: once per
+/* FAULT_ACCEPT_EMFILE (fault.h), as engine/uring.c injects it: once per
  * call, before anything is done, so the connection stays queued. */
 static long accept_(struct fiber *f, const struct io_req *r, uint64_t deadline)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fixed.c - fixed files (runtime_config.fixed_files): a socket registered
+ * uring_fixed.c - fixed files (runtime_config.fixed_files): a socket registered
  * in its core's ring is used without the kernel's per-operation fd lookup.
  * Slot N of a core's table holds fd N, so no mapping is kept per core.
  *
@@ -17,7 +17,7 @@
  * Only the holding core's thread registers or releases its entries; a
  * ring's teardown drops its whole table, and its entries with it.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine.c - which engine a runtime runs (engine.h): io_uring wherever the
+ * choose.c - which engine a runtime runs (engine.h): io_uring wherever the
  * kernel allows it, else epoll, unless runtime_config.engine or
  * RUNTIME_ENGINE in the environment says otherwise; and, when io_uring is
  * refused, a sentence that names the real cause and the remedy. The
@@ -9,7 +9,7 @@
  * seccomp filter answers EPERM as Docker's default profile does, or
  * ENOSYS as others do).
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdio.h>
 #include <string.h>

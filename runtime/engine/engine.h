@@ -4,9 +4,9 @@
  * interface (never installed). Each runtime picks one engine at
  * runtime_create and every core runs it:
  *
- *  - engine_uring.c: io_uring, wherever the kernel allows it. An operation
+ *  - engine/uring.c: io_uring, wherever the kernel allows it. An operation
  *    is an SQE; the fiber parks until every CQE that names it has come.
- *  - engine_epoll.c: readiness, where io_uring is refused (a seccomp
+ *  - engine/epoll.c: readiness, where io_uring is refused (a seccomp
  *    filter, kernel.io_uring_disabled, an old kernel). An operation is
  *    tried at once without blocking; on EAGAIN the fiber parks on the fd's
  *    readiness in the core's epoll set. Regular files, which epoll cannot
@@ -182,7 +182,7 @@ extern const struct engine runtime__engine_epoll;
  * (>= 0), or -errno: -EPERM (refused: a seccomp filter, or
  * kernel.io_uring_disabled), -ENOSYS (no io_uring in this kernel),
  * -EOPNOTSUPP (a feature the runtime needs is missing), -ENOMEM.
- * runtime_io_uring_check (engine.c) turns the error into a sentence.
+ * runtime_io_uring_check (choose.c) turns the error into a sentence.
  */
 int runtime__uring_probe(const struct runtime_config *cfg);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * engine_uring.c - the io_uring engine (engine.h): one ring per core, set
+ * uring.c - the io_uring engine (engine.h): one ring per core, set
  * up on the core's thread. Every operation is an SQE whose user_data names
  * a struct op on the fiber's stack, and the fiber stays suspended until
  * every CQE that names it has come - the operation's and every
@@ -34,7 +34,7 @@
  * that sleeps keeps a read armed on its eventfd, which other threads write
  * to wake it (inbox.c); core 0 keeps one on the shutdown signalfd.
  */
-#include "internal.h"
+#include "../internal.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
