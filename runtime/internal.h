@@ -12,7 +12,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <liburing.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -86,11 +85,6 @@ static inline uint64_t deadline_from_timeout(uint64_t now, int64_t timeout_ns)
 	return timeout_ns < 0 ? NEVER : deadline_add(now, (uint64_t)timeout_ns);
 }
 
-static inline void ts_from_ns(struct __kernel_timespec *ts, uint64_t ns)
-{
-	ts->tv_sec = (long long)(ns / 1000000000ull);
-	ts->tv_nsec = (long long)(ns % 1000000000ull);
-}
 
 /* ----------------------------------------------------------------- stacks */
 
@@ -543,69 +537,6 @@ void runtime__wait_timer_fire(struct timer *t, enum runtime_timer_why why);
 void runtime__wait_unlink_all(struct wait *w);
 int runtime__wait_begin(const struct fiber *f, int64_t timeout_ns, uint64_t *deadline);
 
-/* ------------------------------------------------------- io_uring engine */
-
-/* What engine/uring.c shares with the features built on its ring: receive
- * streams and listeners (multishot requests), fixed files. */
-
-/* user_data: an 8-aligned pointer with a tag in its low TAG_BITS bits. */
-#define TAG_BITS 3
-#define TAG_MASK ((1ull << TAG_BITS) - 1)
-
-enum cqe_tag {
-	TAG_OP = 0,       /* struct op: the operation itself */
-	TAG_CANCEL,       /* struct op: an ASYNC_CANCEL aimed at it */
-	TAG_KTIMEOUT,     /* the core's armed timeout; generation << TAG_BITS */
-	TAG_IGNORE,       /* no one waits for this CQE */
-	TAG_WAKEUP,       /* struct core: its eventfd read */
-	TAG_SIGNAL,       /* struct core: the shutdown signalfd read (core 0) */
-	TAG_MSHOT,        /* struct mshot: its multishot request, or (bit 3
-	                     set) a cancel aimed at it */
-};
-
-static inline uint64_t tagged(const void *p, enum cqe_tag tag)
-{
-	return (uint64_t)(uintptr_t)p | tag;
-}
-
-/* An SQE of the core's ring (submitting and reaping to make room if the
- * ring is full: never NULL), counted in flight until its last CQE. */
-struct io_uring_sqe *runtime__sqe(struct core *c);
-void runtime__sqe_reserve(struct core *c, unsigned n);
-
-/* An in-flight operation, on the waiting fiber's stack. The fiber resumes
- * only when pending reaches 0: every CQE that names this struct has come
- * (engine/uring.c explains the cancel protocol). */
-struct op {
-	struct io_wait head;        /* first: what runtime_dump shows */
-	struct fiber *fiber;
-	int res;
-	uint8_t pending;            /* CQEs still due */
-	uint8_t retries;            /* cancels sent so far */
-	bool done;                  /* the operation's own CQE has come */
-	bool timed_out;             /* the deadline passed before it completed */
-	bool cancelling;            /* asked to stop: cancel until done */
-	bool cancel_in_flight;
-	bool cancellable;           /* false for close: cleanup must not fail */
-#ifdef RUNTIME_FAULTS
-	int injected;               /* its result instead, if not 0 (fault.h) */
-#endif
-	uint64_t deadline;          /* absolute ns, NEVER for none */
-	struct timer timer;         /* the deadline; once stopping, the next cancel */
-};
-
-/* How long to wait before the next ASYNC_CANCEL at an operation that the
- * last one missed, after `sent` cancels: the first two at once, then 20 us
- * doubling to 10 ms, so one that takes long to die costs no spin. */
-static inline uint64_t runtime__cancel_backoff(unsigned sent)
-{
-	if (sent < 2)
-		return 0;
-	unsigned shift = sent - 2 < 9 ? sent - 2 : 9;
-	uint64_t delay = 20 * 1000ull << shift;
-	return delay < 10 * 1000 * 1000ull ? delay : 10 * 1000 * 1000ull;
-}
-
 /* ---------------------------------------------------------------- streams */
 
 #include "bufpool.h"
@@ -692,13 +623,6 @@ void runtime__idle_wake(struct idle *w, int why);
 void runtime__idle_wake_all(struct core *c, int why);
 void runtime__idle_forget(struct idle *w);
 
-/* ------------------------------------------------------------ fixed files */
-
-int runtime__fixed_ring_init(struct core *c);
-void runtime__fixed_ring_exit(struct core *c);
-bool runtime__fixed(const struct core *c, int fd);
-int runtime__fixed_release(int fd);
-
 /* ------------------------------------------------------------------- core */
 
 /* A core's counters (runtime_stats): written by the core alone with a plain
@@ -736,7 +660,6 @@ struct stall_watch {
 
 static inline void stall_publish(struct core *c, const struct fiber *to);
 
-struct epoll_core;
 struct core_log;
 
 struct core {
@@ -782,33 +705,12 @@ struct core {
 	unsigned in_flight;
 	bool wake_armed;            /* a read is armed on wake_fd */
 	bool signal_armed;          /* one on the shutdown signalfd (core 0) */
+	void *engine_state;         /* the engine's own, while a run lasts
+	                               (engine/uring.h, engine/epoll.c) */
 
-	/* The io_uring engine's, and its features'. */
-	struct io_uring ring;
-	unsigned turn_cqes;         /* CQEs the last loop turn reaped */
-	bool ring_ready;
-	unsigned enter_flags;       /* IORING_ENTER_REGISTERED_RING, or 0 */
-	bool fixed_ready;           /* the ring has a sparse fixed-file table */
-	struct uring_bufs {         /* the pool's buffers lent to the kernel */
-		struct io_uring_buf_ring *ring; /* buffer group 0; NULL: none */
-		size_t ring_bytes;
-		unsigned lent;          /* in the ring, the kernel's to fill */
-		unsigned target;        /* kept in it: raised when it ran dry */
-		unsigned low;           /* refilled when down to this (target / 2) */
-		bool dry;               /* it ran dry this decay period */
-		bool failed;            /* no ring here: plain recvs */
-		uint64_t next_decay;
-	} bufs;
 	struct bufpool bufpool;     /* receive streams' buffers (bufpool.c) */
 	struct dlist mshots;        /* streams and listeners, open or closing */
 	struct inbox_node idle_drain_node; /* a drain wakes its idle streams */
-	uint64_t wake_buf;          /* the armed wake read's buffer */
-	uint64_t kt_deadline;       /* the armed kernel timeout, NEVER = none */
-	uint64_t kt_gen;
-	struct __kernel_timespec kt_ts;
-
-	/* The epoll engine's, while a run lasts (engine/epoll.c). */
-	struct epoll_core *epoll;
 	struct core_log *log;       /* runtime_log's buffers (log.c) */
 
 	struct timer_set timers;

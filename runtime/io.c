@@ -178,12 +178,9 @@ int runtime_accept(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags)
 		return -EINVAL;
 	struct io_req r = REQ(IO_ACCEPT, .fd = fd, .addr = addr, .addrlen = addrlen, .flags = flags);
 	int res = (int)submit(&r, __func__);
-	if (res >= 0 && this_core()->fixed_ready) {
-		/* A fresh number: a registration of it anywhere is stale (its
-		 * file was closed without runtime_close). */
-		runtime__fixed_release(res);
-		runtime_fd_register(res); /* best effort: plain fd works too */
-	}
+	struct core *c = this_core();
+	if (res >= 0 && c->eng->fd_adopt)
+		c->eng->fd_adopt(c, res);
 	return res;
 }
 

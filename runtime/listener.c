@@ -204,11 +204,10 @@ int runtime_listener_open(struct runtime_listener **out, int fd, int flags)
 static int hand_out(struct runtime_listener *l, struct sockaddr *addr, socklen_t *addrlen)
 {
 	int fd = pop(l);
+	struct core *c = l->m.core;
 
-	if (l->m.core->fixed_ready) {
-		runtime__fixed_release(fd); /* a registration under this number is stale */
-		runtime_fd_register(fd);
-	}
+	if (c->eng->fd_adopt)
+		c->eng->fd_adopt(c, fd);
 	if (addr && addrlen && getpeername(fd, addr, addrlen) < 0)
 		*addrlen = 0; /* reset before it was asked: no address to give */
 	return fd;

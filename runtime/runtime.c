@@ -79,7 +79,6 @@ static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 	dlist_init(&c->fibers);
 	dlist_init(&c->mshots);
 	c->idle_drain_node.ops = &runtime__idle_drain_ops;
-	c->kt_deadline = NEVER;
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
 	c->shutdown_node.ops = &runtime__shutdown_ops;
 	c->wake_fd = -1;

@@ -172,7 +172,21 @@ struct engine {
 	 * asynchronously, and calls runtime__mshot_quiet then). */
 	void (*mshot_arm)(struct mshot *m);
 	void (*mshot_stop)(struct mshot *m);
+	/* A new fd reached fiber code on core c (an accept): take it up as
+	 * the engine's features want (io_uring: a fixed file, where
+	 * runtime_config.fixed_files asks). NULL: nothing to do. */
+	void (*fd_adopt)(struct core *c, int fd);
 };
+
+/*
+ * Before fd is closed, anywhere in the process and whatever the calling
+ * runtime's engine: a registration of its number in some io_uring ring
+ * (a fixed file, engine/uring_fixed.c) is released, so that no ring keeps
+ * the file open under a number the kernel hands out again. Returns 0
+ * (nothing registered, or released: the caller closes fd), 1 (handed to
+ * the holding core, which closes it) or -ENOMEM (fd left open).
+ */
+int runtime__fixed_release(int fd);
 
 extern const struct engine runtime__engine_uring;
 extern const struct engine runtime__engine_epoll;

@@ -72,6 +72,12 @@ struct epoll_core {
 	struct epoll_event events[EVENTS_MAX];
 };
 
+/* The core's epoll state while a run lasts (core->engine_state). */
+static inline struct epoll_core *epoll_of(const struct core *c)
+{
+	return c->engine_state;
+}
+
 /* A fiber waiting for readiness, on its stack. */
 struct fdwait {
 	struct io_wait head;        /* first: runtime_dump */
@@ -139,7 +145,7 @@ static int ctl(struct core *c, int op, int fd, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.u64 = (uint32_t)fd };
 
-	return (int)runtime__sys6(SYS_epoll_ctl, c->epoll->epfd, op, fd, (long)&ev, 0, 0);
+	return (int)runtime__sys6(SYS_epoll_ctl, epoll_of(c)->epfd, op, fd, (long)&ev, 0, 0);
 }
 
 /*
@@ -185,7 +191,7 @@ static void wait_end(struct core *c, struct fdwait *w, int res)
 {
 	if (!linked(w))
 		return;
-	struct fdslot *s = slot_find(c->epoll, w->head.fd);
+	struct fdslot *s = slot_find(epoll_of(c), w->head.fd);
 	dlist_remove(&w->link);
 	w->res = res;
 	if (res < 0) /* its events are no one's now */
@@ -220,7 +226,7 @@ static int park(struct fiber *f, uint8_t kind, int fd, uint32_t events, uint64_t
 		return rc; /* cancelled, or past the fiber's deadline */
 	if (deadline != NEVER && runtime_now() >= deadline)
 		return -ETIMEDOUT;
-	struct fdslot *s = slot_get(c->epoll, fd);
+	struct fdslot *s = slot_get(epoll_of(c), fd);
 	if (!s)
 		return fd < 0 ? -EBADF : -ENOMEM;
 	struct fdwait w = { .head = { kind, fd }, .fiber = f, .events = events };
@@ -246,7 +252,7 @@ static void unwatch(struct core *c, struct mshot *m, int res);
  * or hang-up concerns all); the rest wait on. */
 static void fd_event(struct core *c, int fd, uint32_t revents)
 {
-	struct fdslot *s = slot_find(c->epoll, fd);
+	struct fdslot *s = slot_find(epoll_of(c), fd);
 
 	if (!s || !s->waiters.head.next)
 		return;
@@ -294,7 +300,7 @@ static long on_pool(struct fiber *f, const struct io_req *r)
 	if (rc < 0)
 		return rc;
 	if (o.res >= 0 && (r->kind == IO_OPENAT || r->kind == IO_OPENAT2))
-		slot_forget(f->core->epoll, (int)o.res);
+		slot_forget(epoll_of(f->core), (int)o.res);
 	return o.res;
 }
 
@@ -366,7 +372,7 @@ static void note(struct core *c, const struct io_req *r, long res)
 
 	if (res != -EAGAIN && !short_io)
 		return;
-	struct fdslot *s = slot_get(c->epoll, r->fd);
+	struct fdslot *s = slot_get(epoll_of(c), r->fd);
 	if (!s || (res != -EAGAIN && res == 0) || !drains_when_short(s, r->fd))
 		return; /* EOF; or a datagram or file, where a hint would mislead */
 	if (is_input(r->kind))
@@ -401,7 +407,7 @@ static long data_unwaitable(struct fiber *f, const struct io_req *r, uint64_t de
 
 static long data(struct fiber *f, const struct io_req *r, uint64_t deadline)
 {
-	struct fdslot *s = slot_find(f->core->epoll, r->fd);
+	struct fdslot *s = slot_find(epoll_of(f->core), r->fd);
 	bool wait_first = !try_only(r) && s && (is_input(r->kind) ? s->dry : s->full);
 
 	for (;;) {
@@ -499,7 +505,7 @@ static long accept_(struct fiber *f, const struct io_req *r, uint64_t deadline)
 	while (rc == 0) {
 		long fd = sys(syscall(SYS_accept4, r->fd, r->addr, r->addrlen, r->flags));
 		if (fd >= 0)
-			slot_forget(f->core->epoll, (int)fd);
+			slot_forget(epoll_of(f->core), (int)fd);
 		if (fd != -EAGAIN)
 			return fd;
 		rc = park(f, r->kind, r->fd, EPOLLIN, deadline);
@@ -622,14 +628,14 @@ static long splice_(struct fiber *f, struct io_req *r, uint64_t deadline)
 static long close_(struct fiber *f, const struct io_req *r)
 {
 	struct core *c = f->core;
-	struct fdslot *s = slot_find(c->epoll, r->fd);
+	struct fdslot *s = slot_find(epoll_of(c), r->fd);
 
 	if (s && s->waiters.head.next) {
 		if (s->watch) /* a stream or listener left open on it: it ends */
 			unwatch(c, s->watch, -EBADF);
 		while (!dlist_empty(&s->waiters))
 			wait_end(c, container_of(dlist_first(&s->waiters), struct fdwait, link), -EBADF);
-		slot_forget(c->epoll, r->fd);
+		slot_forget(epoll_of(c), r->fd);
 	}
 	return sys_close(r->fd) == 0 ? 0 : -errno;
 }
@@ -651,7 +657,7 @@ static long close_(struct fiber *f, const struct io_req *r)
 /* The watch on m's fd ends; with res < 0, as a terminal result. */
 static void unwatch(struct core *c, struct mshot *m, int res)
 {
-	struct fdslot *s = slot_find(c->epoll, m->fd);
+	struct fdslot *s = slot_find(epoll_of(c), m->fd);
 
 	if (s && s->watch == m) {
 		s->watch = NULL;
@@ -692,7 +698,7 @@ static bool feed_accept(struct core *c, struct mshot *m)
 	long fd = sys(syscall(SYS_accept4, m->fd, NULL, NULL, m->flags));
 
 	if (fd >= 0) {
-		slot_forget(c->epoll, (int)fd);
+		slot_forget(epoll_of(c), (int)fd);
 		runtime__mshot_deliver(m, (int)fd, MSHOT_F_MORE);
 		return true;
 	}
@@ -719,7 +725,7 @@ static void feed(struct core *c, struct fdslot *s, uint32_t revents)
 static void epoll_mshot_arm(struct mshot *m)
 {
 	struct core *c = m->core;
-	struct fdslot *s = slot_get(c->epoll, m->fd);
+	struct fdslot *s = slot_get(epoll_of(c), m->fd);
 	int rc = !s ? (m->fd < 0 ? -EBADF : -ENOMEM)
 	       : m->kind == MSHOT_ACCEPT ? set_nonblocking(m->fd, NULL) : 0;
 
@@ -833,7 +839,7 @@ static void dispatch(struct core *c, const struct epoll_event *e)
 static int reap(struct core *c, int64_t timeout_ns)
 {
 	stat_add(&c->stats.enters, 1);
-	int n = wait_events(c->epoll, timeout_ns);
+	int n = wait_events(epoll_of(c), timeout_ns);
 
 	if (n == -EINTR)
 		return 0;
@@ -841,7 +847,7 @@ static int reap(struct core *c, int64_t timeout_ns)
 		return n;
 	stat_add(&c->stats.cqes, n);
 	for (int i = 0; i < n; i++)
-		dispatch(c, &c->epoll->events[i]);
+		dispatch(c, &epoll_of(c)->events[i]);
 	return n;
 }
 
@@ -883,7 +889,7 @@ static void epoll_watch_signals(struct core *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = DATA_SIGNAL };
 
-	if (syscall(SYS_epoll_ctl, c->epoll->epfd, EPOLL_CTL_ADD, c->rt->signal_fd, &ev) == 0) {
+	if (syscall(SYS_epoll_ctl, epoll_of(c)->epfd, EPOLL_CTL_ADD, c->rt->signal_fd, &ev) == 0) {
 		c->signal_armed = true;
 		c->in_flight++; /* counted as io_uring's read is: not a deadlock */
 	}
@@ -893,7 +899,7 @@ static void epoll_watch_signals(struct core *c)
 
 static void epoll_core_stop(struct core *c)
 {
-	struct epoll_core *ep = c->epoll;
+	struct epoll_core *ep = epoll_of(c);
 
 	if (!ep)
 		return;
@@ -904,7 +910,7 @@ static void epoll_core_stop(struct core *c)
 	free(ep->chunks);
 	sys_close(ep->epfd);
 	free(ep);
-	c->epoll = NULL;
+	c->engine_state = NULL;
 	c->in_flight = 0;
 	c->signal_armed = false;
 }
@@ -916,7 +922,7 @@ static int epoll_core_start(struct core *c)
 
 	if (!ep)
 		return -ENOMEM;
-	c->epoll = ep;
+	c->engine_state = ep;
 	ep->epfd = (int)sys(syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
 	int rc = ep->epfd < 0 ? ep->epfd
 	       : (int)sys(syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->wake_fd, &ev));
@@ -924,7 +930,7 @@ static int epoll_core_start(struct core *c)
 		if (ep->epfd >= 0)
 			sys_close(ep->epfd);
 		free(ep);
-		c->epoll = NULL;
+		c->engine_state = NULL;
 		return rc;
 	}
 	ep->pwait2 = true; /* until the kernel says ENOSYS */

@@ -34,7 +34,7 @@
  * that sleeps keeps a read armed on its eventfd, which other threads write
  * to wake it (inbox.c); core 0 keeps one on the shutdown signalfd.
  */
-#include "../internal.h"
+#include "uring.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -124,23 +124,26 @@ int runtime__uring_probe(const struct runtime_config *cfg)
 	return rc;
 }
 
-/* On the core's own thread: SINGLE_ISSUER binds the ring to its creator. */
+/* On the core's own thread: SINGLE_ISSUER binds the ring to its creator.
+ * The state is the core's for the run (core->engine_state). */
 static int uring_core_start(struct core *c)
 {
 	struct runtime *rt = c->rt;
-	int rc = ring_setup(&c->ring, &rt->cfg, rt->setup_flags);
+	struct uring_core *u = aligned_alloc(64, sizeof(*u));
 
-	if (rc < 0)
-		return rc;
-	/* An optimisation: a kernel without it runs unregistered. */
-	c->enter_flags = 0;
-	if (rt->cfg.register_ring_fd && io_uring_register_ring_fd(&c->ring) == 1)
-		c->enter_flags = IORING_ENTER_REGISTERED_RING;
-	if ((rc = runtime__fixed_ring_init(c)) < 0) {
-		io_uring_queue_exit(&c->ring);
+	if (!u)
+		return -ENOMEM;
+	*u = (struct uring_core){ .kt_deadline = NEVER };
+	int rc = ring_setup(&u->ring, &rt->cfg, rt->setup_flags);
+	if (rc < 0) {
+		free(u);
 		return rc;
 	}
-	c->ring_ready = true;
+	/* An optimisation: a kernel without it runs unregistered. */
+	if (rt->cfg.register_ring_fd && io_uring_register_ring_fd(&u->ring) == 1)
+		u->enter_flags = IORING_ENTER_REGISTERED_RING;
+	c->engine_state = u;
+	runtime__fixed_ring_init(c);
 	return 0;
 }
 
@@ -155,10 +158,11 @@ static int uring_core_start(struct core *c)
  * are left; after a failed one, fibers' operations too. */
 static void drain(struct core *c)
 {
+	struct io_uring *ring = &uring_of(c)->ring;
 	uint64_t until = runtime_now() + DRAIN_BOUND_NS;
 
 	while (c->in_flight && runtime_now() < until) {
-		struct io_uring_sqe *sqe = io_uring_get_sqe(&c->ring);
+		struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
 		if (sqe) {
 			io_uring_prep_cancel(sqe, NULL, IORING_ASYNC_CANCEL_ANY | IORING_ASYNC_CANCEL_ALL);
 			io_uring_sqe_set_data64(sqe, TAG_IGNORE);
@@ -166,14 +170,14 @@ static void drain(struct core *c)
 		}
 		struct __kernel_timespec ts = { 0, DRAIN_WAIT_NS };
 		struct io_uring_cqe *cqe;
-		io_uring_submit_and_wait_timeout(&c->ring, &cqe, 1, &ts, NULL);
+		io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, NULL);
 		unsigned head, n = 0;
-		io_uring_for_each_cqe(&c->ring, head, cqe) {
+		io_uring_for_each_cqe(ring, head, cqe) {
 			n++;
 			if (!(cqe->flags & IORING_CQE_F_MORE))
 				c->in_flight--;
 		}
-		io_uring_cq_advance(&c->ring, n);
+		io_uring_cq_advance(ring, n);
 	}
 }
 
@@ -186,12 +190,12 @@ static void uring_core_stop(struct core *c)
 	bufs_free(c);
 	runtime__bufpool_free(c);
 	runtime__fixed_ring_exit(c);
-	io_uring_queue_exit(&c->ring);
-	c->ring_ready = false;
+	io_uring_queue_exit(&uring_of(c)->ring);
+	free(c->engine_state);
+	c->engine_state = NULL;
 	c->in_flight = 0;
 	c->wake_armed = false;
 	c->signal_armed = false;
-	c->kt_deadline = NEVER;
 }
 
 /* ----------------------------------------------------------------- reap */
@@ -228,16 +232,15 @@ static __attribute__((noinline)) void dispatch_rare(struct core *c, enum cqe_tag
 /* The two kinds of nearly every CQE, a stream's or a listener's and a
  * fiber's operation, are tested first and inline; GCC would make a jump
  * table of a single chain (an indirect jump per CQE). */
-static inline __attribute__((always_inline)) void dispatch(struct core *c,
+static inline __attribute__((always_inline)) void dispatch(struct core *c, struct uring_core *u,
                                                            const struct cqe_copy *e)
 {
 	enum cqe_tag tag = (enum cqe_tag)(e->user_data & TAG_MASK);
 
 	if (tag == TAG_MSHOT) {
-		c->bufs.lent -= (e->flags & IORING_CQE_F_BUFFER) != 0; /* the kernel filled one */
+		u->bufs.lent -= (e->flags & IORING_CQE_F_BUFFER) != 0; /* the kernel filled one */
 		mshot_cqe(e->user_data, e->res, e->flags);
-	}
-	else if (tag == TAG_OP)
+	} else if (tag == TAG_OP)
 		op_cqe(c, (void *)(uintptr_t)(e->user_data & ~TAG_MASK), TAG_OP, e->res);
 	else
 		dispatch_rare(c, tag, e);
@@ -253,7 +256,8 @@ static inline __attribute__((always_inline)) void dispatch(struct core *c,
  */
 static inline __attribute__((always_inline)) unsigned reap_all(struct core *c)
 {
-	struct io_uring_cq *cq = &c->ring.cq;
+	struct uring_core *u = uring_of(c);
+	struct io_uring_cq *cq = &u->ring.cq;
 	unsigned tail = io_uring_smp_load_acquire(cq->ktail);
 	unsigned n = 0;
 
@@ -267,7 +271,7 @@ static inline __attribute__((always_inline)) unsigned reap_all(struct core *c)
 		io_uring_smp_store_release(cq->khead, head + 1);
 		/* A multishot's CQEs but its last leave it in flight. */
 		c->in_flight -= !(e.flags & IORING_CQE_F_MORE);
-		dispatch(c, &e);
+		dispatch(c, u, &e);
 		n++;
 	}
 	stat_add(&c->stats.cqes, n);
@@ -292,9 +296,10 @@ static __attribute__((noinline)) unsigned reap(struct core *c)
  * own bookkeeping (sqe_head), so liburing's calls on the ring still work.
  * Returns SQEs submitted or -errno.
  */
-static inline __attribute__((always_inline)) int ring_enter(struct core *c, unsigned wait_nr)
+static inline __attribute__((always_inline)) int ring_enter(struct uring_core *u,
+                                                            unsigned wait_nr)
 {
-	struct io_uring_sq *sq = &c->ring.sq;
+	struct io_uring_sq *sq = &u->ring.sq;
 	unsigned tail = sq->sqe_tail;
 
 	if (sq->sqe_head != tail) {
@@ -302,43 +307,46 @@ static inline __attribute__((always_inline)) int ring_enter(struct core *c, unsi
 		io_uring_smp_store_release(sq->ktail, tail);
 	}
 	unsigned submit = tail - *sq->khead;
-	unsigned flags = c->enter_flags;
+	unsigned flags = u->enter_flags;
 	if (wait_nr || (IO_URING_READ_ONCE(*sq->kflags) & (IORING_SQ_CQ_OVERFLOW | IORING_SQ_TASKRUN)))
 		flags |= IORING_ENTER_GETEVENTS;
-	return (int)runtime__sys6(__NR_io_uring_enter, c->ring.enter_ring_fd, submit, wait_nr,
+	return (int)runtime__sys6(__NR_io_uring_enter, u->ring.enter_ring_fd, submit, wait_nr,
 	                          flags, 0, 0);
 }
 
 /* Every submit of the ring (the loop's, a full SQ's) goes this way;
  * inlined into both, as a call per turn would cost. */
-static inline __attribute__((always_inline)) int submit_and_wait(struct core *c,
+static inline __attribute__((always_inline)) int submit_and_wait(struct uring_core *u,
                                                                  unsigned wait_nr)
 {
-	if (c->ring.flags & IORING_SETUP_SQPOLL)
-		return io_uring_submit_and_wait(&c->ring, wait_nr);
-	return ring_enter(c, wait_nr);
+	if (u->ring.flags & IORING_SETUP_SQPOLL)
+		return io_uring_submit_and_wait(&u->ring, wait_nr);
+	return ring_enter(u, wait_nr);
 }
 
 /* The SQ is full: hand it to the kernel. -EBUSY/-EAGAIN mean the kernel
  * holds back completions (or lacks memory) until some are reaped. */
 static void sq_make_room(struct core *c)
 {
+	struct uring_core *u = uring_of(c);
+
 	stat_add(&c->stats.enters, 1);
-	int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EAGAIN : submit_and_wait(c, 0);
+	int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EAGAIN : submit_and_wait(u, 0);
 
 	if (rc == -EBUSY || rc == -EAGAIN || rc == -EINTR)
 		reap(c);
 	else if (rc < 0)
 		abort(); /* the ring itself is broken: nothing can be relied on */
-	if (c->ring.flags & IORING_SETUP_SQPOLL)
-		io_uring_sqring_wait(&c->ring);
+	if (u->ring.flags & IORING_SETUP_SQPOLL)
+		io_uring_sqring_wait(&u->ring);
 }
 
 struct io_uring_sqe *runtime__sqe(struct core *c)
 {
+	struct io_uring *ring = &uring_of(c)->ring;
 	struct io_uring_sqe *sqe;
 
-	while (runtime__fault(FAULT_NO_SQE) || !(sqe = io_uring_get_sqe(&c->ring)))
+	while (runtime__fault(FAULT_NO_SQE) || !(sqe = io_uring_get_sqe(ring)))
 		sq_make_room(c);
 	c->in_flight++;
 	stat_add(&c->stats.sqes, 1);
@@ -348,7 +356,7 @@ struct io_uring_sqe *runtime__sqe(struct core *c)
 /* Make room for n SQEs, so a linked pair is never split by a full ring. */
 void runtime__sqe_reserve(struct core *c, unsigned n)
 {
-	while (io_uring_sq_space_left(&c->ring) < n)
+	while (io_uring_sq_space_left(&uring_of(c)->ring) < n)
 		sq_make_room(c);
 }
 
@@ -510,9 +518,11 @@ static void op_cqe(struct core *c, struct op *op, enum cqe_tag tag, int res)
 
 static bool may_send_now(const struct core *c, const struct io_req *r)
 {
-	return (r->kind == IO_SEND || r->kind == IO_SENDMSG) && c->turn_cqes <= 1 &&
+	const struct uring_core *u = uring_of(c);
+
+	return (r->kind == IO_SEND || r->kind == IO_SENDMSG) && u->turn_cqes <= 1 &&
 	       c->in_flight <= EAGER_IN_FLIGHT_MAX && queue_empty(&c->ready) &&
-	       queue_empty(&c->backlog) && !(c->ring.flags & IORING_SETUP_SQPOLL);
+	       queue_empty(&c->backlog) && !(u->ring.flags & IORING_SETUP_SQPOLL);
 }
 
 /* The send, now: bytes sent or -errno (-EAGAIN: the socket is full),
@@ -696,7 +706,7 @@ static void bufs_set_target(struct uring_bufs *b, unsigned target)
  * recently freed first); the target decays once a period. */
 static __attribute__((noinline)) void bufs_refill(struct core *c)
 {
-	struct uring_bufs *b = &c->bufs;
+	struct uring_bufs *b = &uring_of(c)->bufs;
 	struct bufpool *p = &c->bufpool;
 	unsigned added = 0;
 
@@ -727,7 +737,7 @@ static __attribute__((noinline)) void bufs_refill(struct core *c)
  * streams it starved go on with plain recvs until they re-arm). */
 static __attribute__((noinline, cold)) void bufs_lend_more(struct core *c)
 {
-	struct uring_bufs *b = &c->bufs;
+	struct uring_bufs *b = &uring_of(c)->bufs;
 
 	b->dry = true;
 	if (b->target < c->bufpool.count)
@@ -740,7 +750,7 @@ static __attribute__((noinline, cold)) void bufs_lend_more(struct core *c)
  * pool or the ring cannot be had (a kernel before 5.19): plain recvs. */
 static bool bufs_ready(struct core *c)
 {
-	struct uring_bufs *b = &c->bufs;
+	struct uring_bufs *b = &uring_of(c)->bufs;
 	struct bufpool *p = &c->bufpool;
 
 	if (b->ring || b->failed)
@@ -754,7 +764,7 @@ static bool bufs_ready(struct core *c)
 	struct io_uring_buf_reg reg = {
 		.ring_addr = (uint64_t)(uintptr_t)m, .ring_entries = p->count, .bgid = 0,
 	};
-	if (m == MAP_FAILED || io_uring_register_buf_ring(&c->ring, &reg, 0) < 0) {
+	if (m == MAP_FAILED || io_uring_register_buf_ring(&uring_of(c)->ring, &reg, 0) < 0) {
 		if (m != MAP_FAILED)
 			munmap(m, b->ring_bytes);
 		return false;
@@ -771,10 +781,10 @@ static bool bufs_ready(struct core *c)
 /* At the end of a run, after the drain: the kernel holds no buffer. */
 static void bufs_free(struct core *c)
 {
-	struct uring_bufs *b = &c->bufs;
+	struct uring_bufs *b = &uring_of(c)->bufs;
 
 	if (b->ring) {
-		io_uring_unregister_buf_ring(&c->ring, 0);
+		io_uring_unregister_buf_ring(&uring_of(c)->ring, 0);
 		munmap(b->ring, b->ring_bytes);
 	}
 	*b = (struct uring_bufs){ 0 };
@@ -885,28 +895,33 @@ static inline __attribute__((always_inline)) void mshot_cqe(uint64_t user_data, 
  * costs one loop turn and no SQEs now. A deadline of NEVER is not armed. */
 static void timers_arm(struct core *c)
 {
+	struct uring_core *u = uring_of(c);
 	uint64_t next = runtime__timers_next(c);
-	if (next == NEVER || c->kt_deadline <= next)
+
+	if (next == NEVER || u->kt_deadline <= next)
 		return;
 	runtime__sqe_reserve(c, 2);
-	if (c->kt_deadline != NEVER) {
+	if (u->kt_deadline != NEVER) {
 		struct io_uring_sqe *rm = runtime__sqe(c);
-		io_uring_prep_timeout_remove(rm, TAG_KTIMEOUT | c->kt_gen << TAG_BITS, 0);
+		io_uring_prep_timeout_remove(rm, TAG_KTIMEOUT | u->kt_gen << TAG_BITS, 0);
 		io_uring_sqe_set_data64(rm, TAG_IGNORE);
 	}
-	c->kt_gen++;
-	c->kt_deadline = next;
-	ts_from_ns(&c->kt_ts, next);
+	u->kt_gen++;
+	u->kt_deadline = next;
+	u->kt_ts.tv_sec = (long long)(next / 1000000000ull);
+	u->kt_ts.tv_nsec = (long long)(next % 1000000000ull);
 	struct io_uring_sqe *sqe = runtime__sqe(c);
-	io_uring_prep_timeout(sqe, &c->kt_ts, 0, IORING_TIMEOUT_ABS);
-	io_uring_sqe_set_data64(sqe, TAG_KTIMEOUT | c->kt_gen << TAG_BITS);
+	io_uring_prep_timeout(sqe, &u->kt_ts, 0, IORING_TIMEOUT_ABS);
+	io_uring_sqe_set_data64(sqe, TAG_KTIMEOUT | u->kt_gen << TAG_BITS);
 }
 
 /* The armed timeout completed (fired or removed). */
 static void ktimeout_cqe(struct core *c, uint64_t user_data)
 {
-	if (user_data >> TAG_BITS == c->kt_gen)
-		c->kt_deadline = NEVER;
+	struct uring_core *u = uring_of(c);
+
+	if (user_data >> TAG_BITS == u->kt_gen)
+		u->kt_deadline = NEVER;
 }
 
 /* The nearest timer, and a read on the eventfd that other threads write
@@ -916,7 +931,8 @@ static void uring_prepare_sleep(struct core *c)
 	timers_arm(c);
 	if (!c->wake_armed) {
 		struct io_uring_sqe *sqe = runtime__sqe(c);
-		io_uring_prep_read(sqe, c->wake_fd, &c->wake_buf, sizeof(c->wake_buf), 0);
+		uint64_t *buf = &uring_of(c)->wake_buf;
+		io_uring_prep_read(sqe, c->wake_fd, buf, sizeof(*buf), 0);
 		io_uring_sqe_set_data64(sqe, tagged(c, TAG_WAKEUP));
 		c->wake_armed = true;
 	}
@@ -941,12 +957,13 @@ static void uring_watch_signals(struct core *c)
  */
 static bool uring_busy_poll(struct core *c, uint64_t ns)
 {
+	struct io_uring *ring = &uring_of(c)->ring;
 	uint64_t until = runtime_now() + ns;
 
 	do {
 		stat_add(&c->stats.enters, 1);
-		io_uring_submit_and_get_events(&c->ring);
-		if (io_uring_cq_ready(&c->ring) ||
+		io_uring_submit_and_get_events(ring);
+		if (io_uring_cq_ready(ring) ||
 		    atomic_load_explicit(&c->inbox, memory_order_relaxed))
 			return true;
 	} while (runtime_now() < until);
@@ -961,12 +978,14 @@ static bool uring_busy_poll(struct core *c, uint64_t ns)
  */
 static int uring_poll(struct core *c, bool wait)
 {
-	if (unlikely(c->bufs.lent < c->bufs.low)) /* down to half (0 < 0: no ring) */
+	struct uring_core *u = uring_of(c);
+
+	if (unlikely(u->bufs.lent < u->bufs.low)) /* down to half (0 < 0: no ring) */
 		bufs_refill(c);
 	for (;;) {
 		stat_add(&c->stats.enters, 1);
 		int rc = runtime__fault(FAULT_SUBMIT_BUSY) ? -EBUSY
-		                                             : submit_and_wait(c, wait ? 1 : 0);
+		                                             : submit_and_wait(u, wait ? 1 : 0);
 		if (likely(rc >= 0) || rc == -EINTR || rc == -ETIME)
 			break;
 		if (rc != -EBUSY && rc != -EAGAIN)
@@ -975,7 +994,7 @@ static int uring_poll(struct core *c, bool wait)
 			break; /* nothing to reap and no need to wait: try next turn */
 		wait = false; /* reaped something: fibers have work */
 	}
-	c->turn_cqes = reap_all(c);
+	u->turn_cqes = reap_all(c);
 	return 0;
 }
 
@@ -991,4 +1010,5 @@ const struct engine runtime__engine_uring = {
 	.watch_signals = uring_watch_signals,
 	.mshot_arm = uring_mshot_arm,
 	.mshot_stop = uring_mshot_stop,
+	.fd_adopt = runtime__fixed_adopt,
 };

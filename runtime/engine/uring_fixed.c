@@ -17,7 +17,7 @@
  * Only the holding core's thread registers or releases its entries; a
  * ring's teardown drops its whole table, and its entries with it.
  */
-#include "../internal.h"
+#include "uring.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -38,28 +38,29 @@ static bool in_range(int fd)
 	return fd >= 0 && (unsigned)fd < FIXED_FILES_MAX;
 }
 
-int runtime__fixed_ring_init(struct core *c)
+/* An optimisation: a kernel without it runs unregistered. */
+void runtime__fixed_ring_init(struct core *c)
 {
-	if (c->rt->cfg.fixed_files &&
-	    io_uring_register_files_sparse(&c->ring, FIXED_FILES_MAX) == 0)
-		c->fixed_ready = true;
-	return 0; /* an optimisation: a kernel without it runs unregistered */
+	struct uring_core *u = uring_of(c);
+
+	if (c->rt->cfg.fixed_files && io_uring_register_files_sparse(&u->ring, FIXED_FILES_MAX) == 0)
+		u->fixed_ready = true;
 }
 
 /* The ring is going: its table, and every entry naming this core, too. */
 void runtime__fixed_ring_exit(struct core *c)
 {
-	if (!c->fixed_ready)
+	if (!uring_of(c)->fixed_ready)
 		return;
 	for (unsigned fd = 0; fd < FIXED_FILES_MAX; fd++)
 		if (atomic_load_explicit(&holder[fd], memory_order_relaxed) == c)
 			atomic_store_explicit(&holder[fd], NULL, memory_order_release);
-	c->fixed_ready = false;
+	uring_of(c)->fixed_ready = false;
 }
 
 bool runtime__fixed(const struct core *c, int fd)
 {
-	return c->fixed_ready && in_range(fd) &&
+	return uring_of(c)->fixed_ready && in_range(fd) &&
 	       atomic_load_explicit(&holder[fd], memory_order_relaxed) == c;
 }
 
@@ -71,14 +72,14 @@ int runtime_fd_register(int fd)
 		return -EPERM;
 	if (fd < 0)
 		return -EBADF;
-	if (!c->fixed_ready)
+	if (c->eng != &runtime__engine_uring || !uring_of(c)->fixed_ready)
 		return -EOPNOTSUPP;
 	if (!in_range(fd))
 		return -ENOSPC;
 	struct core *cur = NULL;
 	if (!atomic_compare_exchange_strong(&holder[fd], &cur, c))
 		return cur == c ? 0 : -EBUSY;
-	int rc = io_uring_register_files_update(&c->ring, (unsigned)fd, &fd, 1);
+	int rc = io_uring_register_files_update(&uring_of(c)->ring, (unsigned)fd, &fd, 1);
 	if (rc < 0) {
 		atomic_store(&holder[fd], NULL);
 		return rc;
@@ -86,11 +87,19 @@ int runtime_fd_register(int fd)
 	return 0;
 }
 
+void runtime__fixed_adopt(struct core *c, int fd)
+{
+	if (!uring_of(c)->fixed_ready)
+		return;
+	runtime__fixed_release(fd);
+	runtime_fd_register(fd); /* best effort: a plain fd works too */
+}
+
 static void unregister_here(struct core *c, int fd)
 {
 	int none = -1;
 
-	io_uring_register_files_update(&c->ring, (unsigned)fd, &none, 1);
+	io_uring_register_files_update(&uring_of(c)->ring, (unsigned)fd, &none, 1);
 	atomic_store_explicit(&holder[fd], NULL, memory_order_release);
 }
 
@@ -128,11 +137,6 @@ static void release_discard(struct runtime *rt, struct inbox_node *n)
 
 static const struct inbox_ops release_ops = { release_arrived, release_discard };
 
-/*
- * Before fd is closed: release its registration wherever it is. Returns 0
- * (nothing registered, or released: the caller closes fd), 1 (handed to
- * the holding core, which closes it) or -ENOMEM (fd left open).
- */
 int runtime__fixed_release(int fd)
 {
 	struct core *owner = in_range(fd) ? atomic_load(&holder[fd]) : NULL;
