@@ -85,7 +85,9 @@
  * (for a smoke test, not for figures). Linked against the static library so
  * that it can reach the hidden runtime__switch.
  */
-#include "../runtime/internal.h"
+#include "../runtime/core.h"
+
+#include <liburing.h>
 
 #include <stdatomic.h>
 #include <stdio.h>

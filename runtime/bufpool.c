@@ -13,7 +13,7 @@
  * pages where the kernel allows, so that a pool of 4 MiB is two TLB
  * entries rather than a thousand.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -45,7 +45,7 @@ static void *map_buffers(size_t len)
 
 bool runtime__bufpool_ready(struct core *c)
 {
-	struct bufpool *p = &c->bufpool;
+	struct bufpool *p = &c->streams.pool;
 
 	if (p->state != POOL_UNTRIED)
 		return p->state == POOL_READY;
@@ -75,12 +75,12 @@ bool runtime__bufpool_ready(struct core *c)
 
 void runtime__bufpool_free(struct core *c)
 {
-	struct bufpool *p = &c->bufpool;
+	struct bufpool *p = &c->streams.pool;
 
 	if (p->base)
 		munmap(p->base, p->base_bytes);
 	if (runtime__timer_stop(&p->decay))
-		c->dl_lingering--;
+		c->timers.lingering--;
 	free(p->next);
 	free(p->len);
 	free(p->free);
@@ -98,7 +98,7 @@ void runtime__bufpool_free(struct core *c)
  * now gives its pages back (MADV_DONTNEED: a buffer lent to the kernel
  * holds no data, and a page the kernel writes to later is faulted in
  * afresh). The first region stays: a light load lives there. The timer
- * runs while there is something to decay; it lingers (c->dl_lingering):
+ * runs while there is something to decay; it lingers (c->timers.lingering):
  * it is nobody's pending work.
  */
 #define POOL_DECAY_NS (1000 * 1000 * 1000ull)
@@ -165,7 +165,7 @@ static void pool_decay_fire(struct timer *t, enum runtime_timer_why why)
 	bool more = false;
 
 	(void)why;
-	t->core->dl_lingering--;
+	t->core->timers.lingering--;
 	for (unsigned r = 1; r < p->nregions; r++)
 		more |= region_decay(p, r);
 	if (more)
@@ -176,7 +176,7 @@ static void pool_decay_arm(struct core *c, struct bufpool *p)
 {
 	p->decay.fire = pool_decay_fire;
 	runtime__timer_start(c, &p->decay, deadline_add(c->now, POOL_DECAY_NS));
-	c->dl_lingering++;
+	c->timers.lingering++;
 }
 
 __attribute__((noinline, cold)) void runtime__bufpool_region_landed(struct core *c,

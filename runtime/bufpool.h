@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* struct timer: included after timers (internal.h) */
+#include "timer.h"
 
 struct core;
 

@@ -18,7 +18,8 @@
  * starved), and otherwise queues one waiter per operation, all on one
  * wait: the first channel to serve one wins it, and the rest are unlinked.
  */
-#include "internal.h"
+#include "core.h"
+#include "wait.h"
 
 #include <stdlib.h>
 #include <string.h>

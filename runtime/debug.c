@@ -11,7 +11,10 @@
  * dump says so rather than wait for it (the stall detector, stall.c, says
  * which fiber).
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
+#include "services.h"
+#include "wait.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -105,10 +108,10 @@ static void core_section(FILE *out, const struct core *c)
 	uint64_t now = runtime_now();
 	unsigned n = 0;
 
-	dlist_for_each(node, &c->fibers)
+	dlist_for_each(node, &c->sched.fibers)
 		n++;
 	fprintf(out, "core %u: %u fibers, %u timers armed\n", c->index, n, c->timers.armed);
-	dlist_for_each(node, &c->fibers)
+	dlist_for_each(node, &c->sched.fibers)
 		fiber_line(out, container_of(node, struct fiber, all), now);
 }
 

@@ -12,7 +12,8 @@
  * fiber and no work alive: a run whose fibers all end before it returns
  * then. Core 0 arms it through its inbox, as a shutdown reaches a core.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
 
 #include <stdlib.h>
 
@@ -114,7 +115,7 @@ int runtime_drain(struct runtime *rt, uint64_t grace_ns)
 		runtime_chan_close(ch);
 	run_hooks(d, end);
 	for (unsigned i = 0; i < rt->ncores; i++) /* their idle streams wake */
-		runtime__inbox_push(&rt->cores[i], &rt->cores[i].idle_drain_node);
+		runtime__inbox_push(&rt->cores[i], &rt->cores[i].streams.idle_drain);
 	struct core *c0 = &rt->cores[0];
 	if (!this_core() && runtime__may_create_on(c0))
 		drain_here(c0, &d->node);

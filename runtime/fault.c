@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fault.c - fault injection for tests (fault.h): which faults strike how
- * often, from RUNTIME_FAULTS, and the allocation wrappers that internal.h
+ * often, from RUNTIME_FAULTS, and the allocation wrappers that base.h
  * puts in place of malloc, calloc and realloc in a fault build.
  */
-#include "internal.h"
+#include "core.h"
 
 #ifdef RUNTIME_FAULTS
 

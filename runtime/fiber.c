@@ -17,7 +17,7 @@
  * Handles are checked (stack.c): one kept after its fiber has ended gives
  * -ESRCH, never another fiber's fate.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,12 +56,12 @@ static void finish_switch(struct core *c)
 #ifdef RUNTIME_ASAN
 	/* ASan reports the stack we came from: this is how the core loop's
 	 * (the thread's own) stack bounds become known. */
-	__sanitizer_finish_switch_fiber(c->current->asan_fake_stack,
-	                                &c->prev->asan_bottom, &c->prev->asan_size);
+	__sanitizer_finish_switch_fiber(c->sched.current->asan_fake_stack,
+	                                &c->sched.prev->asan_bottom, &c->sched.prev->asan_size);
 #endif
-	if (unlikely(c->zombie != NULL)) {
-		struct fiber *z = c->zombie;
-		c->zombie = NULL;
+	if (unlikely(c->sched.zombie != NULL)) {
+		struct fiber *z = c->sched.zombie;
+		c->sched.zombie = NULL;
 		runtime__fiber_release(c, z);
 	}
 }
@@ -71,9 +71,9 @@ static void finish_switch(struct core *c)
 static inline __attribute__((always_inline)) void switch_begin(struct core *c, struct fiber *from,
                                                                struct fiber *to)
 {
-	c->current = to;
+	c->sched.current = to;
 #ifdef RUNTIME_ASAN
-	c->prev = from;
+	c->sched.prev = from;
 #endif
 	to->state = FIBER_RUNNING;
 	if (unlikely(c->watch.on))
@@ -93,7 +93,7 @@ static inline __attribute__((always_inline)) void switch_to(struct core *c, stru
                                                             struct fiber *to)
 {
 	switch_begin(c, from, to);
-	if (c->share_fp)
+	if (c->sched.share_fp)
 		runtime__switch_shared_fp(&from->sp, to->sp);
 	else
 		runtime__switch(&from->sp, to->sp);
@@ -105,7 +105,7 @@ __attribute__((noreturn)) static void switch_away(struct core *c, struct fiber *
                                                   struct fiber *to)
 {
 	switch_begin(c, from, to);
-	if (c->share_fp)
+	if (c->sched.share_fp)
 		runtime__switch_final_shared_fp(to->sp);
 	else
 		runtime__switch_final(to->sp);
@@ -114,7 +114,7 @@ __attribute__((noreturn)) static void switch_away(struct core *c, struct fiber *
 static void make_ready(struct core *c, struct fiber *f)
 {
 	f->state = FIBER_READY;
-	queue_push(&c->ready, &f->runq);
+	queue_push(&c->sched.ready, &f->runq);
 }
 
 /* Many fibers are many cold stack pages: while one runs, the next one's
@@ -132,9 +132,9 @@ static inline void prefetch_ahead(const struct queue *ready)
 
 static struct fiber *next_ready(struct core *c)
 {
-	struct qnode *n = queue_pop(&c->ready);
+	struct qnode *n = queue_pop(&c->sched.ready);
 
-	prefetch_ahead(&c->ready);
+	prefetch_ahead(&c->sched.ready);
 	return n ? container_of(n, struct fiber, runq) : NULL;
 }
 
@@ -142,11 +142,11 @@ static struct fiber *next_ready(struct core *c)
  * next ready fiber while the turn's budget lasts, else the core loop. */
 static struct fiber *pick_next(struct core *c)
 {
-	if (c->budget && !queue_empty(&c->ready)) {
-		c->budget--;
+	if (c->sched.budget && !queue_empty(&c->sched.ready)) {
+		c->sched.budget--;
 		return next_ready(c);
 	}
-	return &c->loop;
+	return &c->sched.loop;
 }
 
 /* pick_next chose the fiber that gave up the CPU: it goes on running. */
@@ -171,10 +171,10 @@ static inline __attribute__((always_inline)) void schedule(struct core *c, struc
 /* The loop's run phase: run ready fibers, up to run_budget of them. */
 void runtime__run_ready(struct core *c)
 {
-	if (queue_empty(&c->ready))
+	if (queue_empty(&c->sched.ready))
 		return;
-	c->budget = c->rt->cfg.run_budget - 1;
-	switch_to(c, &c->loop, next_ready(c));
+	c->sched.budget = c->rt->cfg.run_budget - 1;
+	switch_to(c, &c->sched.loop, next_ready(c));
 }
 
 static void deadline_drop(struct fiber *f);
@@ -191,7 +191,7 @@ __attribute__((noreturn)) static void fiber_exit(struct core *c, struct fiber *f
 	if (f->joiner)
 		runtime__resume(f->joiner, 0);
 	if (!(f->flags & FIBER_JOINABLE))
-		c->zombie = f; /* freed by the next context, off this stack */
+		c->sched.zombie = f; /* freed by the next context, off this stack */
 	runtime__load_sub(c);
 	switch_away(c, f, pick_next(c));
 }
@@ -215,7 +215,7 @@ __attribute__((noreturn)) static void fiber_main(void *arg)
 int runtime__suspend(struct core *c, enum block why, void (*interrupt)(struct fiber *, int),
                      void *wait_obj)
 {
-	struct fiber *f = c->current;
+	struct fiber *f = c->sched.current;
 
 	f->state = FIBER_SUSPENDED;
 	f->block = (uint8_t)why;
@@ -316,7 +316,7 @@ static int wait_until(struct core *c, enum block why, void (*interrupt)(struct f
                       void *wait_obj, uint64_t deadline, int timeout_res, bool claim)
 {
 	struct timed_wait w = { .res = timeout_res, .claim = claim };
-	struct fiber *f = c->current;
+	struct fiber *f = c->sched.current;
 
 	runtime__deadline_begin(f, deadline, timed_wait_expire, &w);
 	int res = runtime__suspend(c, why, interrupt, wait_obj);
@@ -374,12 +374,12 @@ int runtime_park(int64_t timeout_ns)
 	}
 	uint64_t deadline = deadline_min(f->deadline, deadline_from_timeout(runtime_now(), timeout_ns));
 	struct core *c = f->core;
-	c->xparked++;
+	c->sched.xparked++;
 	if (deadline == NEVER)
 		rc = runtime__suspend(c, BLOCK_PARK, park_interrupt, NULL);
 	else
 		rc = wait_until(c, BLOCK_PARK, park_interrupt, NULL, deadline, -ETIMEDOUT, true);
-	c->xparked--;
+	c->sched.xparked--;
 	return rc;
 }
 
@@ -424,7 +424,7 @@ static void fiber_init(struct fiber *f, struct core *c, const struct stack *s, u
 	atomic_store_explicit(&f->park_state, park_word(f->gen, PARK_EMPTY), memory_order_relaxed);
 	/* Released after the handle's generation moved on: runtime_fiber_id
 	 * from another thread relies on it. */
-	__atomic_store_n(&f->id, ++c->next_id * c->rt->ncores + c->index, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->id, ++c->sched.next_id * c->rt->ncores + c->index, __ATOMIC_RELEASE);
 	f->wake_node.ops = &runtime__wake_ops;
 }
 
@@ -455,7 +455,7 @@ static int fiber_create(struct core *c, void *fn, void *arg, unsigned flags, str
 #ifdef RUNTIME_TSAN
 	f->tsan_fiber = __tsan_create_fiber(0);
 #endif
-	dlist_push_back(&c->fibers, &f->all);
+	dlist_push_back(&c->sched.fibers, &f->all);
 	runtime__load_add(c);
 	stat_add(&c->stats.spawned, 1);
 	stat_add(&c->stats.live, 1);
@@ -847,16 +847,16 @@ int runtime_call_on_core_stack(void (*fn)(void *arg), void *arg)
 		return 0;
 	}
 	struct borrow b = { fn, arg, c, f, NULL };
-	uintptr_t top = ((uintptr_t)c->loop.sp - CORE_STACK_GAP) & ~(uintptr_t)15;
-	c->current = &c->loop;
+	uintptr_t top = ((uintptr_t)c->sched.loop.sp - CORE_STACK_GAP) & ~(uintptr_t)15;
+	c->sched.current = &c->sched.loop;
 #ifdef RUNTIME_ASAN
-	__sanitizer_start_switch_fiber(&b.fake, c->loop.asan_bottom, c->loop.asan_size);
+	__sanitizer_start_switch_fiber(&b.fake, c->sched.loop.asan_bottom, c->sched.loop.asan_size);
 #endif
 	runtime__call_on_stack(borrowed, &b, (void *)top);
 #ifdef RUNTIME_ASAN
 	__sanitizer_finish_switch_fiber(b.fake, NULL, NULL);
 #endif
-	c->current = f;
+	c->sched.current = f;
 	return 0;
 }
 

@@ -15,7 +15,7 @@
  * every other sync wait. Each member costs one small allocation beside
  * its fiber: the record that lets a cancel reach it before it has run.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 

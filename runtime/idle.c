@@ -24,7 +24,7 @@
  * starts at once and polls for the bytes itself: the same contract, with a
  * stack held while it waits.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <poll.h>
 

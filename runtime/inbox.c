@@ -18,7 +18,7 @@
  * always watches while it sleeps (a read SQE, or the epoll set). A busy core costs a producer no
  * syscall, and one sleep costs at most one eventfd write.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,11 +26,11 @@
 
 void runtime__inbox_push(struct core *c, struct inbox_node *n)
 {
-	struct inbox_node *head = atomic_load_explicit(&c->inbox, memory_order_relaxed);
+	struct inbox_node *head = atomic_load_explicit(&c->inbox.head, memory_order_relaxed);
 
 	do
 		n->link.next = head ? &head->link : NULL;
-	while (!atomic_compare_exchange_weak_explicit(&c->inbox, &head, n, memory_order_seq_cst,
+	while (!atomic_compare_exchange_weak_explicit(&c->inbox.head, &head, n, memory_order_seq_cst,
 	                                              memory_order_relaxed));
 	runtime__core_wake(c);
 }
@@ -38,12 +38,12 @@ void runtime__inbox_push(struct core *c, struct inbox_node *n)
 /* Any thread: make a sleeping core leave its wait in the kernel. */
 void runtime__core_wake(struct core *c)
 {
-	if (atomic_exchange_explicit(&c->sleeping, 0, memory_order_seq_cst)) {
+	if (atomic_exchange_explicit(&c->inbox.sleeping, 0, memory_order_seq_cst)) {
 		uint64_t one = 1;
 		atomic_fetch_add_explicit(&c->stats.wakeups, 1, memory_order_relaxed);
 		/* Only fails if the counter would overflow, when it is readable
 		 * (and the core awake) anyway. */
-		if (sys_write(c->wake_fd, &one, sizeof(one)) < 0) {
+		if (sys_write(c->inbox.wake_fd, &one, sizeof(one)) < 0) {
 		}
 	}
 }
@@ -53,10 +53,10 @@ void runtime__core_wake(struct core *c)
  * awake) if work arrived or the runtime stops. */
 bool runtime__core_may_sleep(struct core *c)
 {
-	atomic_store_explicit(&c->sleeping, 1, memory_order_seq_cst);
-	if (atomic_load_explicit(&c->inbox, memory_order_seq_cst) ||
+	atomic_store_explicit(&c->inbox.sleeping, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&c->inbox.head, memory_order_seq_cst) ||
 	    atomic_load_explicit(&c->rt->stop, memory_order_seq_cst)) {
-		atomic_store_explicit(&c->sleeping, 0, memory_order_relaxed);
+		atomic_store_explicit(&c->inbox.sleeping, 0, memory_order_relaxed);
 		return false;
 	}
 	return true;
@@ -64,7 +64,7 @@ bool runtime__core_may_sleep(struct core *c)
 
 void runtime__core_awake(struct core *c)
 {
-	atomic_store_explicit(&c->sleeping, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->inbox.sleeping, 0, memory_order_relaxed);
 }
 
 static struct inbox_node *node_of(struct qnode *q)
@@ -75,7 +75,7 @@ static struct inbox_node *node_of(struct qnode *q)
 /* Move everything pushed so far to the backlog, oldest first. */
 static void take_all(struct core *c)
 {
-	struct inbox_node *n = atomic_exchange_explicit(&c->inbox, NULL, memory_order_acquire);
+	struct inbox_node *n = atomic_exchange_explicit(&c->inbox.head, NULL, memory_order_acquire);
 	struct qnode *fifo = NULL;
 
 	while (n) {
@@ -84,7 +84,7 @@ static void take_all(struct core *c)
 		fifo = &n->link;
 		n = next ? node_of(next) : NULL;
 	}
-	queue_push_chain(&c->backlog, fifo);
+	queue_push_chain(&c->inbox.backlog, fifo);
 }
 
 /* The loop's inbox phase. At most run_budget items per turn, as many as
@@ -94,16 +94,16 @@ void runtime__inbox_drain(struct core *c)
 {
 	const unsigned budget = c->rt->cfg.run_budget;
 
-	if (atomic_load_explicit(&c->inbox, memory_order_relaxed)) {
+	if (atomic_load_explicit(&c->inbox.head, memory_order_relaxed)) {
 		take_all(c);
 		runtime__spin_learn(c);
 	}
-	for (unsigned done = 0; done < budget && !queue_empty(&c->backlog); done++) {
-		struct qnode *q = queue_pop(&c->backlog);
+	for (unsigned done = 0; done < budget && !queue_empty(&c->inbox.backlog); done++) {
+		struct qnode *q = queue_pop(&c->inbox.backlog);
 		stat_add(&c->stats.inbox, 1);
 		struct inbox_node *n = node_of(q);
 		if (n->ops->handle(c, n) < 0) {
-			queue_push_front(&c->backlog, q);
+			queue_push_front(&c->inbox.backlog, q);
 			return;
 		}
 	}
@@ -113,7 +113,7 @@ void runtime__inbox_drain(struct core *c)
 void runtime__inbox_discard(struct core *c)
 {
 	take_all(c);
-	for (struct qnode *q; (q = queue_pop(&c->backlog));) {
+	for (struct qnode *q; (q = queue_pop(&c->inbox.backlog));) {
 		struct inbox_node *n = node_of(q);
 		if (n->ops->discard)
 			n->ops->discard(c->rt, n);

@@ -8,7 +8,8 @@
  * context, cancellation and the deadlines checked before anything
  * starts, and what close and accept do for fixed files.
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
 
 #include <limits.h>
 #include <linux/openat2.h>

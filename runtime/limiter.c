@@ -6,7 +6,7 @@
  * the fiber gives it back as it ends (its on_exit hook), whatever ends
  * it.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 

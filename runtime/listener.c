@@ -29,7 +29,8 @@
  * A socket per core with SO_REUSEPORT (runtime_serve) keeps the multishot
  * and spreads connections by the kernel's hash.
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
 
 #include <poll.h>
 #include <stdlib.h>

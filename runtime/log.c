@@ -16,7 +16,8 @@
  * written count as dropped. Off the cores (a plain thread), runtime_log
  * writes at once.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
 
 #include <stdarg.h>
 #include <stdio.h>

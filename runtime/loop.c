@@ -17,7 +17,9 @@
  * is left failed: later runs return the same error, and runtime_destroy
  * frees the fibers that were alive without running them again.
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
+#include "services.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -68,7 +70,7 @@ struct core *runtime__place(struct runtime *rt)
  * the owner thread while the runtime is not running. */
 void runtime__core_shutdown(struct core *c)
 {
-	dlist_for_each(n, &c->fibers)
+	dlist_for_each(n, &c->sched.fibers)
 		runtime__fiber_cancel(container_of(n, struct fiber, all));
 	runtime__idle_wake_all(c, -ECANCELED);
 	runtime__timers_shutdown(c);
@@ -94,8 +96,8 @@ static bool deadlocked(const struct core *c)
 {
 	/* in_flight first: on a busy core, the test that fails */
 	return c->in_flight == (unsigned)c->wake_armed + (unsigned)c->signal_armed &&
-	       c->rt->ncores == 1 && c->load && c->timers.armed == c->dl_lingering && !c->xparked &&
-	       queue_empty(&c->backlog);
+	       c->rt->ncores == 1 && c->sched.load && c->timers.armed == c->timers.lingering && !c->sched.xparked &&
+	       queue_empty(&c->inbox.backlog);
 }
 
 /* Core 0 watches the shutdown signalfd: not a fiber, so it never keeps
@@ -113,7 +115,7 @@ static void watch_signals(struct core *c)
  * threads and nothing held back. */
 static bool inbox_has_work(struct core *c)
 {
-	return atomic_load_explicit(&c->inbox, memory_order_relaxed) || !queue_empty(&c->backlog);
+	return atomic_load_explicit(&c->inbox.head, memory_order_relaxed) || !queue_empty(&c->inbox.backlog);
 }
 
 static bool stopping(const struct runtime *rt)
@@ -140,9 +142,9 @@ void runtime__spin_learn(struct core *c)
 {
 	uint64_t window = (uint64_t)c->rt->cfg.xcore_spin_us * 1000;
 
-	if (c->slept_at) {
-		c->spin_next = runtime_now() - c->slept_at < XSPIN_EXPECT(window);
-		c->slept_at = 0;
+	if (c->inbox.slept_at) {
+		c->inbox.spin_next = runtime_now() - c->inbox.slept_at < XSPIN_EXPECT(window);
+		c->inbox.slept_at = 0;
 	}
 }
 
@@ -154,10 +156,10 @@ static bool spin_before_sleep(struct core *c)
 
 	if (cfg->busy_poll_us)
 		return c->eng->busy_poll(c, (uint64_t)cfg->busy_poll_us * 1000);
-	if (!c->spin_next || !cfg->xcore_spin_us)
+	if (!c->inbox.spin_next || !cfg->xcore_spin_us)
 		return false;
-	c->spin_next = c->eng->busy_poll(c, (uint64_t)cfg->xcore_spin_us * 1000);
-	return c->spin_next;
+	c->inbox.spin_next = c->eng->busy_poll(c, (uint64_t)cfg->xcore_spin_us * 1000);
+	return c->inbox.spin_next;
 }
 
 /* Nothing is ready: may the core block in the kernel? Not if it is
@@ -166,7 +168,7 @@ static bool spin_before_sleep(struct core *c)
 static int may_block(struct core *c, bool *block)
 {
 	*block = false;
-	c->slept_at = 0;
+	c->inbox.slept_at = 0;
 	if (deadlocked(c))
 		return -EDEADLK; /* every fiber waits on another */
 	if (spin_before_sleep(c))
@@ -174,7 +176,7 @@ static int may_block(struct core *c, bool *block)
 	c->eng->prepare_sleep(c);
 	*block = runtime__core_may_sleep(c);
 	if (*block)
-		c->slept_at = c->now; /* this turn's clock: no read of its own */
+		c->inbox.slept_at = c->now; /* this turn's clock: no read of its own */
 	return 0;
 }
 
@@ -188,7 +190,7 @@ static int core_loop(struct core *c)
 		runtime__timers_run(c);
 		watch_signals(c);
 		bool block = false;
-		if (queue_empty(&c->ready) && queue_empty(&c->backlog)) {
+		if (queue_empty(&c->sched.ready) && queue_empty(&c->inbox.backlog)) {
 			int rc = may_block(c, &block);
 			if (rc < 0)
 				return rc;
@@ -216,14 +218,14 @@ static int core_start(struct core *c)
 		c->eng->core_stop(c);
 		return rc;
 	}
-	c->loop.flags = FIBER_LOOP;
-	c->loop.state = FIBER_RUNNING;
-	c->loop.core = c;
-	c->current = &c->loop;
+	c->sched.loop.flags = FIBER_LOOP;
+	c->sched.loop.state = FIBER_RUNNING;
+	c->sched.loop.core = c;
+	c->sched.current = &c->sched.loop;
 	c->now = runtime_now();
 	atomic_store_explicit(&c->watch.tid, gettid(), memory_order_relaxed);
 #ifdef RUNTIME_TSAN
-	c->loop.tsan_fiber = __tsan_get_current_fiber();
+	c->sched.loop.tsan_fiber = __tsan_get_current_fiber();
 #endif
 	runtime__tls_core = c;
 	return 0;

@@ -17,14 +17,15 @@
  * freed when it falls quiet, or at the end of the run, after the engine
  * has left nothing in the kernel (runtime__mshots_free).
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
 
 void runtime__mshot_init(struct mshot *m, struct core *c, int fd, enum mshot_kind kind,
                          int flags, const struct mshot_ops *ops)
 {
 	*m = (struct mshot){ .core = c, .fd = fd, .kind = (uint8_t)kind, .flags = flags,
 	                     .ops = ops };
-	dlist_push_back(&c->mshots, &m->link);
+	dlist_push_back(&c->streams.mshots, &m->link);
 }
 
 void runtime__mshot_arm(struct mshot *m)
@@ -115,6 +116,6 @@ void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags)
 /* After the engine's core_stop: no result will come for any. */
 void runtime__mshots_free(struct core *c)
 {
-	while (!dlist_empty(&c->mshots))
-		release(container_of(dlist_first(&c->mshots), struct mshot, link));
+	while (!dlist_empty(&c->streams.mshots))
+		release(container_of(dlist_first(&c->streams.mshots), struct mshot, link));
 }

@@ -21,7 +21,8 @@
  * The registry is a hash of names to FIFO lists under one mutex: starts and
  * cancels take it once each; firing timers take it once to leave it.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * The whole-buffer loops (runtime_write_all...) are the toolkit's
  * (toolkit/transport.c), on the one loop its writers share.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>

@@ -20,7 +20,9 @@
  * futex word each, most recently idle woken first (warm caches). The queue
  * and the idle list share one spinlock, so submitting never sleeps a core.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
+#include "wait.h"
 
 #include "cpu.h"
 
@@ -460,9 +462,9 @@ static int job_wait(struct job *j, uint64_t deadline, void **result)
 		ow.timer.fire = offload_timeout;
 		runtime__timer_start(c, &ow.timer, deadline);
 	}
-	c->xparked++; /* a pool thread will resume it */
+	c->sched.xparked++; /* a pool thread will resume it */
 	int rc = runtime__suspend(c, BLOCK_OFFLOAD, offload_interrupt, &ow);
-	c->xparked--;
+	c->sched.xparked--;
 	runtime__timer_stop(&ow.timer);
 	if (ow.outcome == JOB_ABANDONED)
 		return rc; /* j is the worker's now */

@@ -5,7 +5,9 @@
  * and destroy, which frees whatever never ran and gives back every
  * process-wide setting the runtime changed (signal.c).
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
+#include "services.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,25 +72,25 @@ static int config_check(const struct runtime_config *cfg)
 static void core_prepare(struct runtime *rt, struct core *c, unsigned index)
 {
 	c->rt = rt;
-	c->share_fp = rt->cfg.share_fp_control != 0;
+	c->sched.share_fp = rt->cfg.share_fp_control != 0;
 	c->eng = rt->eng;
 	c->index = index;
-	queue_init(&c->ready);
-	queue_init(&c->backlog);
-	queue_init(&c->timer_done);
-	dlist_init(&c->fibers);
-	dlist_init(&c->mshots);
-	c->idle_drain_node.ops = &runtime__idle_drain_ops;
+	queue_init(&c->sched.ready);
+	queue_init(&c->inbox.backlog);
+	queue_init(&c->timers.done);
+	dlist_init(&c->sched.fibers);
+	dlist_init(&c->streams.mshots);
+	c->streams.idle_drain.ops = &runtime__idle_drain_ops;
 	c->rand = 0x9e3779b97f4a7c15ull * (index + 1); /* xorshift: never 0 */
-	c->shutdown_node.ops = &runtime__shutdown_ops;
-	c->wake_fd = -1;
+	c->inbox.shutdown_node.ops = &runtime__shutdown_ops;
+	c->inbox.wake_fd = -1;
 	c->watch.on = rt->cfg.stall_ms != 0;
 }
 
 static int core_init(struct core *c)
 {
-	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->wake_fd < 0)
+	c->inbox.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->inbox.wake_fd < 0)
 		return -errno;
 	return 0;
 }
@@ -106,16 +108,16 @@ static void core_discard(struct core *c)
  * stack any more. */
 static void core_free(struct core *c)
 {
-	while (!dlist_empty(&c->fibers)) {
-		struct fiber *f = container_of(dlist_first(&c->fibers), struct fiber, all);
+	while (!dlist_empty(&c->sched.fibers)) {
+		struct fiber *f = container_of(dlist_first(&c->sched.fibers), struct fiber, all);
 		dlist_remove(&f->all);
 		runtime__fiber_release(c, f);
 	}
 	runtime__timers_free(c);
 	runtime__log_free(c);
 	runtime__stacks_free(c);
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
+	if (c->inbox.wake_fd >= 0)
+		close(c->inbox.wake_fd);
 }
 
 static int cores_init(struct runtime *rt)
@@ -219,8 +221,8 @@ void runtime_shutdown(struct runtime *rt)
 		struct core *c = &rt->cores[i];
 		if (!this_core() && runtime__may_create_on(c))
 			runtime__core_shutdown(c);
-		else if (!atomic_exchange(&c->shutdown_sent, true))
-			runtime__inbox_push(c, &c->shutdown_node);
+		else if (!atomic_exchange(&c->inbox.shutdown_sent, true))
+			runtime__inbox_push(c, &c->inbox.shutdown_node);
 	}
 }
 

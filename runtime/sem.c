@@ -16,7 +16,8 @@
  * and then looks for waiters; get counts itself as waiting and then looks
  * at avail (both sequentially consistent), so one sees the other.
  */
-#include "internal.h"
+#include "core.h"
+#include "wait.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,8 @@
  *  - SIGINT/SIGTERM: runtime_shutdown_on_signals blocks them in the
  *    creating thread; runtime_destroy unblocks what it blocked.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static void append(char *buf, size_t *len, const char *s)
 static struct fiber *overflowed(const void *addr)
 {
 	struct core *c = runtime__tls_core;
-	struct fiber *f = c ? c->current : NULL;
+	struct fiber *f = c ? c->sched.current : NULL;
 
 	if (!f || (f->flags & FIBER_LOOP))
 		return NULL;
@@ -162,7 +163,7 @@ static int altstack_enter(struct core *c)
 		munmap(p, ALTSTACK_SIZE);
 		return -errno;
 	}
-	c->altstack = p;
+	c->stacks.altstack = p;
 	return 0;
 }
 
@@ -170,11 +171,11 @@ static void altstack_leave(struct core *c)
 {
 	stack_t ss = { .ss_flags = SS_DISABLE };
 
-	if (!c->altstack)
+	if (!c->stacks.altstack)
 		return;
 	sigaltstack(&ss, NULL);
-	munmap(c->altstack, ALTSTACK_SIZE);
-	c->altstack = NULL;
+	munmap(c->stacks.altstack, ALTSTACK_SIZE);
+	c->stacks.altstack = NULL;
 }
 
 /* On the core's thread as its run starts: SIGPIPE blocked, altstack on. */
@@ -289,7 +290,7 @@ static void on_dump_signal(int sig)
 		return;
 	atomic_fetch_add(&rt->dump_gen, 1);
 	for (unsigned i = 0; i < rt->ncores; i++)
-		if (sys_write(rt->cores[i].wake_fd, &one, sizeof(one)) < 0) {
+		if (sys_write(rt->cores[i].inbox.wake_fd, &one, sizeof(one)) < 0) {
 			/* the counter is full: the core is awake anyway */
 		}
 	errno = saved;

@@ -22,7 +22,7 @@
  * after its fiber ended names no fiber at all, from any thread. Slabs stay
  * mapped until runtime_destroy, so reading a stale slot is always safe.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -153,7 +153,7 @@ static void populate_tops(char *slab, size_t each)
 /* ------------------------------------------------------- slab directory */
 
 /* Slab ids are never reused in a process, so a handle from a destroyed
- * runtime names nothing (internal.h has the lookup). */
+ * runtime names nothing (stack.h has the lookup). */
 slab_dir_chunk runtime__slab_dir[SLAB_DIR_CHUNKS];
 static uint32_t next_slab_id = 1; /* 0 is no slab; under directory_lock */
 static pthread_mutex_t directory_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -216,19 +216,19 @@ static int list_reserve(struct stack_list *l, size_t n)
 
 static int grow_bookkeeping(struct core *c)
 {
-	if (c->nslabs == c->slab_cap) {
-		unsigned cap = c->slab_cap ? c->slab_cap * 2 : 16;
-		struct slab **slabs = realloc(c->slabs, cap * sizeof(*slabs));
+	if (c->stacks.nslabs == c->stacks.slab_cap) {
+		unsigned cap = c->stacks.slab_cap ? c->stacks.slab_cap * 2 : 16;
+		struct slab **slabs = realloc(c->stacks.slabs, cap * sizeof(*slabs));
 		if (!slabs)
 			return -ENOMEM;
-		c->slabs = slabs;
-		c->slab_cap = cap;
+		c->stacks.slabs = slabs;
+		c->stacks.slab_cap = cap;
 	}
 	/* Each list must be able to hold every stack there is: pushing a
 	 * freed stack can then never fail. */
-	size_t need = (size_t)(c->nslabs + 1) * SLAB_STACKS;
-	int rc = list_reserve(&c->clean, need);
-	return rc < 0 ? rc : list_reserve(&c->resident, need);
+	size_t need = (size_t)(c->stacks.nslabs + 1) * SLAB_STACKS;
+	int rc = list_reserve(&c->stacks.clean, need);
+	return rc < 0 ? rc : list_reserve(&c->stacks.resident, need);
 }
 
 static int slab_map(struct slab *sl, size_t stack_size)
@@ -266,10 +266,10 @@ static int slab_refill(struct core *c)
 	sl->core = c;
 	for (unsigned i = 0; i < SLAB_STACKS; i++)
 		atomic_init(&sl->gen[i], 1);
-	c->slabs[c->nslabs++] = sl;
+	c->stacks.slabs[c->stacks.nslabs++] = sl;
 	/* Lowest address last, so stacks are handed out in address order. */
 	for (unsigned i = SLAB_STACKS; i-- > 0;)
-		c->clean.v[c->clean.len++] = (struct stack){ sl, i };
+		c->stacks.clean.v[c->stacks.clean.len++] = (struct stack){ sl, i };
 	return 0;
 }
 
@@ -277,18 +277,18 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
 {
 	if (runtime__fault(FAULT_STACK))
 		return -ENOMEM;
-	if (c->resident.len) {
-		*s = c->resident.v[--c->resident.len];
-		if (c->resident.len < c->resident_low)
-			c->resident_low = (unsigned)c->resident.len;
+	if (c->stacks.resident.len) {
+		*s = c->stacks.resident.v[--c->stacks.resident.len];
+		if (c->stacks.resident.len < c->stacks.resident_low)
+			c->stacks.resident_low = (unsigned)c->stacks.resident.len;
 		return 0;
 	}
-	if (!c->clean.len) {
+	if (!c->stacks.clean.len) {
 		int rc = slab_refill(c);
 		if (rc < 0)
 			return rc;
 	}
-	*s = c->clean.v[--c->clean.len];
+	*s = c->stacks.clean.v[--c->stacks.clean.len];
 	return 0;
 }
 
@@ -299,18 +299,18 @@ static void release_pending(struct core *c)
 	size_t guard = runtime__page_size();
 	size_t usable = c->rt->cfg.stack_size;
 	struct iovec iov[SLAB_STACKS];
-	unsigned n = c->pending.len;
+	unsigned n = c->stacks.pending.len;
 
 	for (unsigned i = 0; i < n; i++) {
-		iov[i].iov_base = stack_base(&c->pending.v[i]) + guard;
+		iov[i].iov_base = stack_base(&c->stacks.pending.v[i]) + guard;
 		iov[i].iov_len = usable;
 	}
 	if (!advise_batch(iov, n, MADV_DONTNEED))
 		for (unsigned i = 0; i < n; i++)
 			madvise(iov[i].iov_base, usable, MADV_DONTNEED);
 	for (unsigned i = 0; i < n; i++)
-		c->clean.v[c->clean.len++] = c->pending.v[i];
-	c->pending.len = 0;
+		c->stacks.clean.v[c->stacks.clean.len++] = c->stacks.pending.v[i];
+	c->stacks.pending.len = 0;
 }
 
 /*
@@ -324,7 +324,7 @@ static void release_pending(struct core *c)
  * pages go back at most STACK_RELEASE_SLICE stacks per timer firing, a
  * millisecond apart, so that releasing a million stacks never stalls the
  * core for the second it takes. The timer runs only while there is more
- * than stack_cache to decay; it lingers (c->dl_lingering): it is nobody's
+ * than stack_cache to decay; it lingers (c->timers.lingering): it is nobody's
  * pending work.
  */
 #define STACK_DECAY_NS (1000 * 1000 * 1000ull)
@@ -333,8 +333,8 @@ static void release_pending(struct core *c)
 
 static void decay_rearm(struct core *c, uint64_t after_ns)
 {
-	runtime__timer_start(c, &c->stack_decay, deadline_add(c->now, after_ns));
-	c->dl_lingering++;
+	runtime__timer_start(c, &c->stacks.decay, deadline_add(c->now, after_ns));
+	c->timers.lingering++;
 }
 
 /* Give back n of the stacks unused all period (the bottom resident_low of
@@ -342,25 +342,25 @@ static void decay_rearm(struct core *c, uint64_t after_ns)
  * move down - not the million below, slice after slice. */
 static void release_unused(struct core *c, unsigned n)
 {
-	struct stack *v = c->resident.v;
-	unsigned from = c->resident_low - n;
+	struct stack *v = c->stacks.resident.v;
+	unsigned from = c->stacks.resident_low - n;
 
-	for (unsigned i = from; i < c->resident_low; i++) {
-		c->pending.v[c->pending.len++] = v[i];
-		if (c->pending.len == SLAB_STACKS)
+	for (unsigned i = from; i < c->stacks.resident_low; i++) {
+		c->stacks.pending.v[c->stacks.pending.len++] = v[i];
+		if (c->stacks.pending.len == SLAB_STACKS)
 			release_pending(c);
 	}
 	release_pending(c);
-	memmove(v + from, v + c->resident_low, (c->resident.len - c->resident_low) * sizeof(*v));
-	c->resident.len -= n;
-	c->resident_low -= n;
+	memmove(v + from, v + c->stacks.resident_low, (c->stacks.resident.len - c->stacks.resident_low) * sizeof(*v));
+	c->stacks.resident.len -= n;
+	c->stacks.resident_low -= n;
 }
 
 /* A period starts: what stays unused all through it decays. */
 static void decay_period(struct core *c)
 {
-	c->resident_low = (unsigned)c->resident.len;
-	if (c->resident.len > c->rt->cfg.stack_cache)
+	c->stacks.resident_low = (unsigned)c->stacks.resident.len;
+	if (c->stacks.resident.len > c->rt->cfg.stack_cache)
 		decay_rearm(c, STACK_DECAY_NS);
 }
 
@@ -370,12 +370,12 @@ static void decay_fire(struct timer *t, enum runtime_timer_why why)
 	unsigned keep = c->rt->cfg.stack_cache;
 
 	(void)why;
-	c->dl_lingering--;
-	if (c->resident_low > keep) {
-		unsigned n = c->resident_low - keep;
+	c->timers.lingering--;
+	if (c->stacks.resident_low > keep) {
+		unsigned n = c->stacks.resident_low - keep;
 		release_unused(c, n < STACK_RELEASE_SLICE ? n : STACK_RELEASE_SLICE);
 	}
-	if (c->resident_low > keep)
+	if (c->stacks.resident_low > keep)
 		decay_rearm(c, STACK_RELEASE_GAP_NS);
 	else
 		decay_period(c);
@@ -383,8 +383,8 @@ static void decay_fire(struct timer *t, enum runtime_timer_why why)
 
 static void decay_arm(struct core *c)
 {
-	c->stack_decay.core = c;
-	c->stack_decay.fire = decay_fire;
+	c->stacks.decay.core = c;
+	c->stacks.decay.fire = decay_fire;
 	decay_period(c);
 }
 
@@ -393,26 +393,26 @@ static void decay_arm(struct core *c)
 void runtime__stack_free(struct core *c, const struct stack *s)
 {
 	handle_retire(s);
-	c->resident.v[c->resident.len++] = *s;
-	if (c->resident.len > c->rt->cfg.stack_cache && c->stack_decay.state != TIMER_ARMED)
+	c->stacks.resident.v[c->stacks.resident.len++] = *s;
+	if (c->stacks.resident.len > c->rt->cfg.stack_cache && c->stacks.decay.state != TIMER_ARMED)
 		decay_arm(c);
 }
 
 /* Unmap every slab of the core (runtime_destroy). */
 void runtime__stacks_free(struct core *c)
 {
-	for (unsigned i = 0; i < c->nslabs; i++) {
-		struct slab *sl = c->slabs[i];
+	for (unsigned i = 0; i < c->stacks.nslabs; i++) {
+		struct slab *sl = c->stacks.slabs[i];
 		slab_unregister(sl);
 		munmap(sl->base, sl->each * SLAB_STACKS);
 		free(sl);
 	}
-	free(c->slabs);
-	free(c->clean.v);
-	free(c->resident.v);
-	c->slabs = NULL;
-	c->nslabs = c->slab_cap = 0;
-	c->clean = (struct stack_list){ 0 };
-	c->resident = (struct stack_list){ 0 };
-	c->pending.len = 0;
+	free(c->stacks.slabs);
+	free(c->stacks.clean.v);
+	free(c->stacks.resident.v);
+	c->stacks.slabs = NULL;
+	c->stacks.nslabs = c->stacks.slab_cap = 0;
+	c->stacks.clean = (struct stack_list){ 0 };
+	c->stacks.resident = (struct stack_list){ 0 };
+	c->stacks.pending.len = 0;
 }

@@ -15,7 +15,8 @@
  * When stall_ms is 0 nothing starts and a switch pays one predictable
  * branch.
  */
-#include "internal.h"
+#include "core.h"
+#include "services.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -27,7 +27,8 @@
  * The request's lifecycle (arming, stopping, freeing once quiet) is
  * multishot.c's.
  */
-#include "internal.h"
+#include "core.h"
+#include "engine/engine.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,7 @@ static inline uint32_t dst_len_of(size_t len)
 
 static struct bufpool *pool_of(struct core *c)
 {
-	return &c->bufpool;
+	return &c->streams.pool;
 }
 
 /* ---------------------------------------------------------- the queue */
@@ -139,7 +140,7 @@ static struct runtime_stream *stream_of(struct mshot *m)
 static void ended(struct runtime_stream *s, int res)
 {
 	if (res == -EINVAL || res == -EOPNOTSUPP)
-		s->m.core->bufpool.no_multishot = true; /* a kernel before 6.0 */
+		s->m.core->streams.pool.no_multishot = true; /* a kernel before 6.0 */
 	else if (res == 0)
 		s->end = 1;
 	else if (res == -ENOBUFS)
@@ -242,7 +243,7 @@ static const struct mshot_ops stream_ops = { stream_cqe, stream_release };
 /* A drain or a shutdown: every stream of the core that waits idle. */
 void runtime__idle_wake_all(struct core *c, int why)
 {
-	dlist_for_each(n, &c->mshots) {
+	dlist_for_each(n, &c->streams.mshots) {
 		struct mshot *m = container_of(n, struct mshot, link);
 		if (m->ops == &stream_ops)
 			runtime__idle_wake(&stream_of(m)->idle, why);
@@ -284,7 +285,7 @@ int runtime_stream_open(struct runtime_stream **out, int fd)
 /* Can the core's engine watch a stream with a multishot recv? */
 static bool can_watch(struct core *c)
 {
-	return !c->bufpool.no_multishot && !runtime__fault(FAULT_NO_MULTISHOT) &&
+	return !c->streams.pool.no_multishot && !runtime__fault(FAULT_NO_MULTISHOT) &&
 	       runtime__bufpool_ready(c);
 }
 

@@ -9,7 +9,8 @@
  * wait.c's protocol under the object's spinlock. The mutex hands itself to
  * its first waiter on unlock (FIFO, no barging), so no fiber starves.
  */
-#include "internal.h"
+#include "core.h"
+#include "wait.h"
 
 /* A mutex is one word: 0 when free, else its owner fiber, with the low
  * bit set while fibers wait (the owner's unlock then hands it over). */

@@ -16,7 +16,7 @@
  * cancel or a shutdown - its callback runs exactly once, from the core's
  * loop, never inside a fiber or inside the call that ended it.
  */
-#include "internal.h"
+#include "core.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -282,7 +282,7 @@ void runtime__timer_start(struct core *c, struct timer *t, uint64_t deadline)
 
 	t->core = c;
 	t->deadline = deadline;
-	t->seq = c->timer_seq++;
+	t->seq = c->timers.seq++;
 	t->state = TIMER_ARMED;
 	if (deadline < c->timers.lower)
 		c->timers.lower = deadline;
@@ -347,7 +347,7 @@ static inline void timers_check(const struct timer_set *ts)
  * runtime_dump). */
 void runtime__timers_run(struct core *c)
 {
-	for (struct qnode *n; (n = queue_pop(&c->timer_done));) {
+	for (struct qnode *n; (n = queue_pop(&c->timers.done));) {
 		struct timer *t = container_of(n, struct timer, done);
 		t->state = TIMER_IDLE;
 		t->fire(t, (enum runtime_timer_why)t->why);
@@ -391,7 +391,7 @@ void runtime__timers_shutdown(struct core *c)
 		runtime__timer_stop(t);
 		t->fire(t, RUNTIME_TIMER_SHUTDOWN);
 	}
-	for (struct qnode *n; (n = queue_pop(&c->timer_done));) {
+	for (struct qnode *n; (n = queue_pop(&c->timers.done));) {
 		struct timer *t = container_of(n, struct timer, done);
 		t->state = TIMER_IDLE;
 		t->fire(t, (enum runtime_timer_why)t->why);
@@ -413,7 +413,7 @@ struct lazy_deadline *runtime__lazy_due(struct timer *t)
 	struct lazy_deadline *d = container_of(t, struct lazy_deadline, timer);
 
 	if (!d->waiting) {
-		t->core->dl_lingering--;
+		t->core->timers.lingering--;
 		return NULL;
 	}
 	if (d->wait > t->deadline) { /* moved later */
@@ -436,7 +436,7 @@ void runtime__lazy_arm(struct core *c, struct lazy_deadline *d)
 void runtime__lazy_drop(struct lazy_deadline *d)
 {
 	if (runtime__timer_stop(&d->timer) && !d->waiting)
-		d->timer.core->dl_lingering--;
+		d->timer.core->timers.lingering--;
 	d->waiting = false;
 }
 
@@ -524,6 +524,6 @@ int runtime_timer_cancel(struct runtime_timer *timer)
 	runtime__timer_stop(t);
 	t->state = TIMER_ENDING;
 	t->why = RUNTIME_TIMER_CANCELLED;
-	queue_push(&t->core->timer_done, &t->done);
+	queue_push(&t->core->timers.done, &t->done);
 	return 0;
 }

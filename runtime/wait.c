@@ -23,7 +23,8 @@
  * Queues start zeroed (public storage structs are zero-initialised), so an
  * empty list is set up on first use, under the lock.
  */
-#include "internal.h"
+#include "core.h"
+#include "wait.h"
 
 #include "cpu.h"
 

@@ -3,7 +3,7 @@
  * toolkit.h - what the toolkit's files share (never installed). The
  * toolkit is built into libruntime but uses only <runtime.h>'s public
  * calls and those of runtime/layer.h (I/O with a deadline of the
- * call's own): nothing here reaches into runtime/internal.h.
+ * call's own): nothing here reaches into the core's own headers (runtime/core.h...).
  */
 #ifndef RUNTIME_TOOLKIT_INTERNAL_H
 #define RUNTIME_TOOLKIT_INTERNAL_H

@@ -9,7 +9,8 @@
  * seccomp filter answers EPERM as Docker's default profile does, or
  * ENOSYS as others do).
  */
-#include "../internal.h"
+#include "../core.h"
+#include "engine.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -166,7 +166,7 @@ struct engine {
 	 * signalfd (runtime_shutdown when it reads a signal). */
 	void (*watch_signals)(struct core *c);
 	/* A multishot request of a receive stream or listener (struct mshot,
-	 * internal.h): arm it to feed runtime__mshot_deliver (io_uring: one
+	 * mshot.h): arm it to feed runtime__mshot_deliver (io_uring: one
 	 * SQE; epoll: reads or accepts on each readiness), and stop it (once
 	 * nothing more can come, !m->armed; io_uring gets there
 	 * asynchronously, and calls runtime__mshot_quiet then). */

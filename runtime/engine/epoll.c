@@ -31,7 +31,9 @@
  * close... so that they park fibers, and the engine must reach the
  * kernel, not itself.
  */
-#include "../internal.h"
+#include "../core.h"
+#include "engine.h"
+#include "../services.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -672,7 +674,7 @@ static void unwatch(struct core *c, struct mshot *m, int res)
 
 static bool feed_recv(struct core *c, struct mshot *m, bool peer_done)
 {
-	struct bufpool *p = &c->bufpool;
+	struct bufpool *p = &c->streams.pool;
 	unsigned bid, size = p->size;
 
 	if (!bufpool_take(p, &bid)) {
@@ -824,7 +826,7 @@ static void dispatch(struct core *c, const struct epoll_event *e)
 {
 	if (e->data.u64 == DATA_WAKE) {
 		uint64_t n;
-		if (syscall(SYS_read, c->wake_fd, &n, sizeof(n)) < 0) {
+		if (syscall(SYS_read, c->inbox.wake_fd, &n, sizeof(n)) < 0) {
 			/* EAGAIN: another wake-up read it first; nothing lost */
 		}
 	} else if (e->data.u64 == DATA_SIGNAL) {
@@ -871,7 +873,7 @@ static bool epoll_busy_poll(struct core *c, uint64_t ns)
 	uint64_t until = runtime_now() + ns;
 
 	do {
-		if (reap(c, 0) > 0 || atomic_load_explicit(&c->inbox, memory_order_relaxed))
+		if (reap(c, 0) > 0 || atomic_load_explicit(&c->inbox.head, memory_order_relaxed))
 			return true;
 	} while (runtime_now() < until);
 	return false;
@@ -925,7 +927,7 @@ static int epoll_core_start(struct core *c)
 	c->engine_state = ep;
 	ep->epfd = (int)sys(syscall(SYS_epoll_create1, EPOLL_CLOEXEC));
 	int rc = ep->epfd < 0 ? ep->epfd
-	       : (int)sys(syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->wake_fd, &ev));
+	       : (int)sys(syscall(SYS_epoll_ctl, ep->epfd, EPOLL_CTL_ADD, c->inbox.wake_fd, &ev));
 	if (rc < 0) {
 		if (ep->epfd >= 0)
 			sys_close(ep->epfd);

@@ -521,8 +521,8 @@ static bool may_send_now(const struct core *c, const struct io_req *r)
 	const struct uring_core *u = uring_of(c);
 
 	return (r->kind == IO_SEND || r->kind == IO_SENDMSG) && u->turn_cqes <= 1 &&
-	       c->in_flight <= EAGER_IN_FLIGHT_MAX && queue_empty(&c->ready) &&
-	       queue_empty(&c->backlog) && !(u->ring.flags & IORING_SETUP_SQPOLL);
+	       c->in_flight <= EAGER_IN_FLIGHT_MAX && queue_empty(&c->sched.ready) &&
+	       queue_empty(&c->inbox.backlog) && !(u->ring.flags & IORING_SETUP_SQPOLL);
 }
 
 /* The send, now: bytes sent or -errno (-EAGAIN: the socket is full),
@@ -707,7 +707,7 @@ static void bufs_set_target(struct uring_bufs *b, unsigned target)
 static __attribute__((noinline)) void bufs_refill(struct core *c)
 {
 	struct uring_bufs *b = &uring_of(c)->bufs;
-	struct bufpool *p = &c->bufpool;
+	struct bufpool *p = &c->streams.pool;
 	unsigned added = 0;
 
 	if (c->now >= b->next_decay) {
@@ -740,9 +740,9 @@ static __attribute__((noinline, cold)) void bufs_lend_more(struct core *c)
 	struct uring_bufs *b = &uring_of(c)->bufs;
 
 	b->dry = true;
-	if (b->target < c->bufpool.count)
-		bufs_set_target(b, b->target * 2 < c->bufpool.count ? b->target * 2
-		                                                    : c->bufpool.count);
+	if (b->target < c->streams.pool.count)
+		bufs_set_target(b, b->target * 2 < c->streams.pool.count ? b->target * 2
+		                                                    : c->streams.pool.count);
 	bufs_refill(c);
 }
 
@@ -751,7 +751,7 @@ static __attribute__((noinline, cold)) void bufs_lend_more(struct core *c)
 static bool bufs_ready(struct core *c)
 {
 	struct uring_bufs *b = &uring_of(c)->bufs;
-	struct bufpool *p = &c->bufpool;
+	struct bufpool *p = &c->streams.pool;
 
 	if (b->ring || b->failed)
 		return b->ring != NULL;
@@ -932,7 +932,7 @@ static void uring_prepare_sleep(struct core *c)
 	if (!c->wake_armed) {
 		struct io_uring_sqe *sqe = runtime__sqe(c);
 		uint64_t *buf = &uring_of(c)->wake_buf;
-		io_uring_prep_read(sqe, c->wake_fd, buf, sizeof(*buf), 0);
+		io_uring_prep_read(sqe, c->inbox.wake_fd, buf, sizeof(*buf), 0);
 		io_uring_sqe_set_data64(sqe, tagged(c, TAG_WAKEUP));
 		c->wake_armed = true;
 	}
@@ -964,7 +964,7 @@ static bool uring_busy_poll(struct core *c, uint64_t ns)
 		stat_add(&c->stats.enters, 1);
 		io_uring_submit_and_get_events(ring);
 		if (io_uring_cq_ready(ring) ||
-		    atomic_load_explicit(&c->inbox, memory_order_relaxed))
+		    atomic_load_explicit(&c->inbox.head, memory_order_relaxed))
 			return true;
 	} while (runtime_now() < until);
 	return false;

@@ -9,9 +9,11 @@
 #ifndef RUNTIME_ENGINE_URING_H
 #define RUNTIME_ENGINE_URING_H
 
-#include <liburing.h>
+#include "../core.h" /* first: config.h */
+#include "../services.h"
+#include "engine.h"
 
-#include "../internal.h"
+#include <liburing.h>
 
 /* The receive buffers lent to the kernel: a provided-buffer ring (buffer
  * group 0) refilled from the core's pool (uring.c explains). */

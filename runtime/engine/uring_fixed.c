@@ -151,10 +151,10 @@ int runtime__fixed_release(int fd)
 	}
 	if (f) {
 		struct fd_release req = { .node.ops = &release_ops, .fd = fd, .waiter = f };
-		f->core->xparked++; /* another thread will resume it: no deadlock */
+		f->core->sched.xparked++; /* another thread will resume it: no deadlock */
 		runtime__inbox_push(owner, &req.node);
 		runtime__suspend(f->core, BLOCK_CLOSE, runtime__ignore_interrupt, NULL);
-		f->core->xparked--;
+		f->core->sched.xparked--;
 		return 0;
 	}
 	struct fd_release *req = malloc(sizeof(*req));

@@ -40,7 +40,7 @@ except ImportError:  # gdb without the unwinder API (before 7.10)
 NEVER = (1 << 64) - 1
 MAX_FIBERS = 10_000_000  # per core: a longer list is corrupt
 MAX_CORES = 65536
-SLAB_DIR_CHUNK = 4096  # internal.h
+SLAB_DIR_CHUNK = 4096  # runtime/stack.h
 
 # runtime/debug.c's names, by enumerator name.
 BLOCK_NAMES = {
@@ -135,7 +135,7 @@ class Layout:
                 "without debug info)")
         self.core_ptr = self.tls.type.strip_typedefs()
         core = self.core_ptr.target().strip_typedefs()
-        self.fiber = core["loop"].type.strip_typedefs()
+        self.fiber = core["sched"].type.strip_typedefs()["loop"].type.strip_typedefs()
         self.fiber_ptr = self.fiber.pointer()
         self.rt_ptr = core["rt"].type.strip_typedefs()
         self.all_offset = _field_offset(self.fiber, "all")
@@ -339,7 +339,7 @@ class Fiber:
         self.flags = int(value["flags"])
         self.name = _c_string(value["name"])
         self.running = (self.state == FIBER_RUNNING and
-                        _u64(core.value["current"]) == addr)
+                        _u64(core.value["sched"]["current"]) == addr)
 
     def what(self):
         """What it waits for, as debug.c's what(): "io recv fd 7"..."""
@@ -399,7 +399,7 @@ class Core:
         self.index = int(self.value["index"])
 
     def fibers(self):
-        head = _u64(self.value["fibers"]["head"].address)
+        head = _u64(self.value["sched"]["fibers"]["head"].address)
         node, seen = _read_u64(head + 8), 0  # struct dnode { prev, next }
         while node != head:
             seen += 1
