@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <runtime.h>
+#include <runtime_tls.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>

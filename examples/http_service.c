@@ -217,15 +217,19 @@ static int make_tls(struct runtime_tls **tls)
 /* The server's settings, and it started: 0 or -errno. */
 static int start(struct runtime *rt, struct runtime_tls *tls, struct runtime_http_server **srv)
 {
+	static struct runtime_tls_serve ts; /* outlives the server */
 	struct runtime_http_server_config cfg;
+	int rc;
 
 	runtime_http_server_config_init(&cfg);
 	cfg.serve.port = opt.port; /* host NULL: every IPv4 address */
-	cfg.serve.tls = tls;       /* NULL: plain HTTP */
+	ts.tls = tls;
+	if (tls && (rc = runtime_tls_serve(&cfg.serve, &ts)) < 0) /* else plain HTTP */
+		return rc;
 	cfg.handler = route;
 	cfg.on_response = log_response;
 	/* The first SIGINT or SIGTERM drains, a second one stops at once. */
-	int rc = runtime_drain_on_signals(rt, GRACE_NS);
+	rc = runtime_drain_on_signals(rt, GRACE_NS);
 	return rc < 0 ? rc : runtime_http_serve(rt, &cfg, srv);
 }
 

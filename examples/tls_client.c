@@ -31,6 +31,7 @@
  */
 #define _GNU_SOURCE /* memmem */
 #include <runtime.h>
+#include <runtime_tls.h>
 
 #include <getopt.h>
 #include <stdio.h>

@@ -156,7 +156,7 @@ static size_t reference_decode(const char *in, size_t len, char *out, size_t *pr
 	return pos + 2;
 }
 
-/* http_header_get finds each field's name, at it or at an earlier one. */
+/* runtime__http_header_get finds each field's name, at it or at an earlier one. */
 static void check_lookup(const struct http_request *req)
 {
 	char name[512];
@@ -166,12 +166,12 @@ static void check_lookup(const struct http_request *req)
 		CHECK(n->len < sizeof(name));
 		memcpy(name, n->p, n->len);
 		name[n->len] = '\0';
-		v = http_header_get(req, name);
+		v = runtime__http_header_get(req, name);
 		CHECK(v && v <= &req->headers[i].value);
 		for (size_t k = 0; k < n->len; k++) /* the other case: the same field */
 			if ((name[k] | 0x20) >= 'a' && (name[k] | 0x20) <= 'z')
 				name[k] ^= 0x20;
-		CHECK(http_header_get(req, name) == v);
+		CHECK(runtime__http_header_get(req, name) == v);
 	}
 }
 
@@ -183,7 +183,7 @@ static void check_prefixes(const char *buf, size_t size, int whole, const struct
 	size_t upto = size < lim.head_max + 1 ? size : lim.head_max + 1;
 
 	for (size_t k = 0; k < upto; k++) {
-		int rc = http_parse_head(buf, k, &lim, &r);
+		int rc = runtime__http_parse_head(buf, k, &lim, &r);
 		if (whole > 0 && k >= (size_t)whole)
 			CHECK(rc == whole && r.nheaders == req->nheaders &&
 			      r.body == req->body && r.keep_alive == req->keep_alive);
@@ -198,11 +198,11 @@ static void decode(const char *in, size_t len, size_t step, char *out, struct de
 	struct http_chunked c;
 	size_t off = 0;
 
-	http_chunked_init(&c, &lim);
+	runtime__http_chunked_init(&c, &lim);
 	*d = (struct decoding){ .rc = 0 };
 	do {
 		size_t n = step && len - off > step ? step : len - off, used, made;
-		d->rc = http_chunked_decode(&c, in + off, n, out + d->produced, &used, &made);
+		d->rc = runtime__http_chunked_decode(&c, in + off, n, out + d->produced, &used, &made);
 		CHECK(used <= n && made <= used);
 		CHECK(d->rc != 0 || used == n);
 		off += used;
@@ -250,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_body(buf + 1, size - 1);
 		return 0;
 	}
-	rc = http_parse_head(buf, size, &lim, &req);
+	rc = runtime__http_parse_head(buf, size, &lim, &req);
 	CHECK(rc >= 0 || rc == -400 || rc == -413 || rc == -414 || rc == -417 ||
 	      rc == -431 || rc == -501 || rc == -505);
 	check_prefixes(buf, size, rc, &req);

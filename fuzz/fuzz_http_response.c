@@ -95,7 +95,7 @@ static void check_fields(const char *b, size_t n, const struct http_response *re
 		CHECK(f->name.len < sizeof(name));
 		memcpy(name, f->name.p, f->name.len);
 		name[f->name.len] = '\0';
-		const struct http_slice *v = http_response_header(res, name);
+		const struct http_slice *v = runtime__http_response_header(res, name);
 		CHECK(v && v <= &res->headers[i].value);
 	}
 }
@@ -130,7 +130,7 @@ static void check_prefixes(const char *b, size_t size, unsigned flags, int whole
 	size_t upto = size < lim.head_max + 1 ? size : lim.head_max + 1;
 
 	for (size_t k = 0; k < upto; k++) {
-		int rc = http_parse_response(b, k, &lim, flags, &r);
+		int rc = runtime__http_parse_response(b, k, &lim, flags, &r);
 		if (whole > 0 && k >= (size_t)whole)
 			CHECK(rc == whole);
 		else
@@ -147,10 +147,10 @@ static int decode(const char *in, size_t len, size_t step, char *out, size_t *co
 	size_t off = 0, made_all = 0;
 	int rc;
 
-	http_chunked_init(&c, &lim);
+	runtime__http_chunked_init(&c, &lim);
 	do {
 		size_t n = step && len - off > step ? step : len - off, used, made;
-		rc = http_chunked_decode(&c, in + off, n, out + made_all, &used, &made);
+		rc = runtime__http_chunked_decode(&c, in + off, n, out + made_all, &used, &made);
 		CHECK(used <= n && made <= used && (rc != 0 || used == n));
 		off += used;
 		made_all += made;
@@ -184,7 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t left = size ? size - 1 : 0;
 
 	for (int heads = 0; heads < 20; heads++) {
-		int rc = http_parse_response(b, left, &lim, flags, &res);
+		int rc = runtime__http_parse_response(b, left, &lim, flags, &res);
 		CHECK(rc >= 0 || rc == -EBADMSG || rc == -EMSGSIZE);
 		check_prefixes(b, left, flags, rc);
 		if (rc <= 0)

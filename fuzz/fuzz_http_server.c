@@ -104,7 +104,7 @@ static struct fd_snapshot {    /* fds below FD_SCAN between inputs */
 static char secret[SECRET_LEN + 1]; /* in a file just outside the root */
 
 /* The requests in what the client sends, framed as the server frames
- * them: the head by http_parse_head, then the body by Content-Length or
+ * them: the head by runtime__http_parse_head, then the body by Content-Length or
  * chunked. */
 struct requests {
 	bool *head_only;        /* per complete head: a HEAD request */
@@ -188,8 +188,8 @@ static bool skip_body(const char *in, size_t len, size_t *off, const struct http
 		*off += req->content_length;
 		return true;
 	default:
-		http_chunked_init(&c, &srv.http->limits);
-		rc = http_chunked_decode(&c, in + *off, len - *off, scratch, &used, &made);
+		runtime__http_chunked_init(&c, &srv.http->limits);
+		rc = runtime__http_chunked_decode(&c, in + *off, len - *off, scratch, &used, &made);
 		*off += used;
 		return rc == 1;
 	}
@@ -211,7 +211,7 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 			in[len++] = (char)data[i];
 	*q = (struct requests){ .head_only = q->head_only };
 	while (off < len) {
-		int rc = http_parse_head(in + off, len - off, &srv.http->limits, &req);
+		int rc = runtime__http_parse_head(in + off, len - off, &srv.http->limits, &req);
 		if (rc <= 0)
 			break;
 		q->head_only[q->heads++] = req.method.len == 4 && !memcmp(req.method.p, "HEAD", 4);

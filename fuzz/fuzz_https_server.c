@@ -184,7 +184,7 @@ static struct {                /* fds below FD_SCAN between inputs */
 } fds_between;
 
 /* The requests in the client's plaintext, framed as the server frames
- * them (http_parse_head, then the body). */
+ * them (runtime__http_parse_head, then the body). */
 struct requests {
 	struct asked {
 		bool head_only;     /* HEAD: no body in the answer */
@@ -614,8 +614,8 @@ static bool skip_body(char *in, size_t len, size_t *off, const struct http_reque
 		*off += req->content_length;
 		return true;
 	default:
-		http_chunked_init(&ch, &srv.http->limits);
-		rc = http_chunked_decode(&ch, in + *off, len - *off, in + *off, &used, &made);
+		runtime__http_chunked_init(&ch, &srv.http->limits);
+		rc = runtime__http_chunked_decode(&ch, in + *off, len - *off, in + *off, &used, &made);
 		*off += used;
 		return rc == 1;
 	}
@@ -657,7 +657,7 @@ static void frame_requests(struct job *j, char *in, size_t len)
 	if (!q->r)
 		fail("out of memory");
 	while (off < len) {
-		int rc = http_parse_head(in + off, len - off, &srv.http->limits, &req);
+		int rc = runtime__http_parse_head(in + off, len - off, &srv.http->limits, &req);
 		if (rc <= 0)
 			break;
 		bool get = is_slice(&req.method, "GET");

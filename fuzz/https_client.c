@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <openssl/err.h>
 #include <runtime.h>
+#include <runtime_tls.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -24,7 +24,7 @@ static int grow(char **buf, size_t *cap, size_t max)
 	return 0;
 }
 
-int http_read_all(const struct http_body_source *src, size_t max, char **body, size_t *len)
+int runtime__http_read_all(const struct http_body_source *src, size_t max, char **body, size_t *len)
 {
 	size_t cap = src->known > 0 ? (size_t)src->known : 4096, got = 0;
 	char *buf;

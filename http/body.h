@@ -21,6 +21,7 @@ struct http_body_source {
 
 /* The whole body into a malloc'd buffer (*body, NUL-terminated after *len
  * bytes), at most max bytes. 0, -EMSGSIZE, -ENOMEM or the read's error. */
-int http_read_all(const struct http_body_source *src, size_t max, char **body, size_t *len);
+int runtime__http_read_all(const struct http_body_source *src, size_t max, char **body,
+                           size_t *len);
 
 #endif

@@ -151,7 +151,7 @@ static bool decay_arm(struct http_buffers *b)
 	return b->decay->armed;
 }
 
-void *http_buffer_get(struct http_buffers *b, size_t size)
+void *runtime__http_buffer_get(struct http_buffers *b, size_t size)
 {
 	if (!b->size)
 		b->size = page_round(size);
@@ -167,7 +167,7 @@ void *http_buffer_get(struct http_buffers *b, size_t size)
 }
 
 /* Fiber context, on the buffers' core (the decay timer is armed here). */
-void http_buffer_put(struct http_buffers *b, void *p)
+void runtime__http_buffer_put(struct http_buffers *b, void *p)
 {
 	b->hot[b->nhot++] = p;
 	if (b->nhot > HTTP_HOT && !(b->decay && b->decay->armed) && !decay_arm(b))
@@ -175,7 +175,7 @@ void http_buffer_put(struct http_buffers *b, void *p)
 }
 
 /* After runtime_run has returned: no callback runs meanwhile. */
-void http_buffers_free(struct http_buffers *b)
+void runtime__http_buffers_free(struct http_buffers *b)
 {
 	if (b->decay && b->decay->armed)
 		b->decay->b = NULL; /* its callback frees it */

@@ -121,7 +121,7 @@ static int exchange_init(struct exchange *x, struct runtime_http_client *cl,
 	for (const char *const *h = req->headers; h && *h; h++)
 		if (check_header(x, *h) < 0)
 			return -EINVAL;
-	if (!(x->core = http_client_core(cl)))
+	if (!(x->core = runtime__http_client_core(cl)))
 		return runtime_core_index() < 0 ? -EPERM : -ENOMEM;
 	return 0;
 }
@@ -306,7 +306,7 @@ static int read_head(struct exchange *x, struct http_cconn *c)
 
 	for (;;) {
 		if (c->in_len > c->in_off) {
-			int rc = http_parse_response(c->in, c->in_len, &x->cl->limits, flags, h);
+			int rc = runtime__http_parse_response(c->in, c->in_len, &x->cl->limits, flags, h);
 			if (rc < 0 || (rc > 0 && h->status >= 200))
 				return rc;
 			if (rc > 0 && (h->status == 101 || ++interim > INTERIM_MAX))
@@ -316,7 +316,7 @@ static int read_head(struct exchange *x, struct http_cconn *c)
 				continue;
 			}
 		}
-		ssize_t n = http_cconn_fill(c);
+		ssize_t n = runtime__http_cconn_fill(c);
 		if (n == 0 || n == -ECONNABORTED) /* TLS: the end, without close_notify */
 			return -ECONNRESET;
 		if (n < 0)
@@ -446,8 +446,8 @@ static int exchange_on(struct exchange *x, const struct http_url *u, struct http
 	rc = send_and_read(x, u, c, &wrc);
 	if (rc < 0)
 		return wrc < 0 ? wrc : rc;
-	http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&
-	                                    x->cl->cfg.max_per_origin);
+	runtime__http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&
+	                          x->cl->cfg.max_per_origin);
 	c->res.deadline = x->deadline;
 	return 0;
 }
@@ -472,25 +472,25 @@ static int attempt(struct exchange *x, struct runtime_http_result **res)
 {
 	struct http_url u;
 	struct http_cconn *c;
-	int rc = http_url_parse(x->url, &u);
+	int rc = runtime__http_url_parse(x->url, &u);
 
 	if (rc < 0)
 		return rc;
-	c = http_pool_take(x->core, &u);
+	c = runtime__http_pool_take(x->core, &u);
 	if (c)
 		http_count(&x->core->reused);
-	else if ((rc = http_dial(x->core, &u, x->deadline, &c)) < 0)
+	else if ((rc = runtime__http_dial(x->core, &u, x->deadline, &c)) < 0)
 		return rc;
 	rc = exchange_on(x, &u, c);
 	if (rc < 0 && c->used > 1 && retryable(x, rc)) {
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 		http_count(&x->core->retried);
-		if ((rc = http_dial(x->core, &u, x->deadline, &c)) < 0)
+		if ((rc = runtime__http_dial(x->core, &u, x->deadline, &c)) < 0)
 			return rc;
 		rc = exchange_on(x, &u, c);
 	}
 	if (rc < 0) {
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 		return rc;
 	}
 	*res = &c->res;
@@ -513,7 +513,7 @@ static bool same_origin(const struct http_url *a, const struct http_url *b)
  * NULL: the 3xx is the answer). */
 static int redirect_target(struct exchange *x, struct runtime_http_result *r, char **next)
 {
-	const struct http_slice *loc = http_response_header(&r->head, "location");
+	const struct http_slice *loc = runtime__http_response_header(&r->head, "location");
 	struct http_url from, to;
 	int s = r->head.status, rc;
 
@@ -526,14 +526,14 @@ static int redirect_target(struct exchange *x, struct runtime_http_result *r, ch
 		return 0; /* its body cannot be sent again */
 	if (x->redirects == x->req->max_redirects)
 		return -ELOOP;
-	if ((rc = http_url_resolve(x->url, *loc, next)) < 0)
+	if ((rc = runtime__http_url_resolve(x->url, *loc, next)) < 0)
 		return rc;
-	if ((rc = http_url_parse(*next, &to)) < 0) {
+	if ((rc = runtime__http_url_parse(*next, &to)) < 0) {
 		free(*next);
 		*next = NULL;
 		return rc == -EINVAL ? -EBADMSG : rc; /* the server's Location is bad */
 	}
-	http_url_parse(x->url, &from);
+	runtime__http_url_parse(x->url, &from);
 	x->strip_credentials |= !same_origin(&from, &to);
 	if (to_get) {
 		x->method = "GET";
@@ -674,7 +674,7 @@ static void drop_tls_job(void *arg, void *result, int ran)
 	free(job);
 }
 
-int http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls)
+int runtime__http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls)
 {
 	struct runtime_tls *none = NULL;
 	struct tls_job *job;
@@ -731,9 +731,9 @@ int runtime_http_client_create(struct runtime_http_client **out,
 
 void runtime_http_client_destroy(struct runtime_http_client *cl)
 {
-	if (!cl || http_pools_close(cl) < 0)
+	if (!cl || runtime__http_pools_close(cl) < 0)
 		return; /* a core did not answer: its fiber may still use cl */
-	http_pools_free(cl);
+	runtime__http_pools_free(cl);
 	if (cl->own_tls)
 		runtime_tls_destroy(atomic_load_explicit(&cl->tls, memory_order_acquire));
 	free(cl);

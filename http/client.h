@@ -46,12 +46,12 @@ struct http_url {
 /* Parse an absolute http or https URL: 0, -EINVAL (not one, userinfo,
  * bad bytes or escapes, empty host, port 0 or above 65535),
  * -EPROTONOSUPPORT (another scheme). Slices point into url. */
-int http_url_parse(const char *url, struct http_url *u);
+int runtime__http_url_parse(const char *url, struct http_url *u);
 
 /* ref (a Location) resolved against the absolute URL base (RFC 3986 5.2),
  * its fragment dropped, into *out (malloc'd, NUL-terminated): 0 or
  * -ENOMEM. The result is checked when it is parsed. */
-int http_url_resolve(const char *base, struct http_slice ref, char **out);
+int runtime__http_url_resolve(const char *base, struct http_slice ref, char **out);
 
 /* ----------------------------------------------------------- connections */
 
@@ -120,20 +120,20 @@ static inline uint64_t http_earlier(uint64_t a, uint64_t b) /* 0: none */
 }
 
 /* pool.c */
-struct http_client_core *http_client_core(struct runtime_http_client *cl);
-struct http_cconn *http_pool_take(struct http_client_core *core, const struct http_url *u);
-void http_pool_put(struct http_cconn *c);
-int http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
-              struct http_cconn **out);
-void http_cconn_close(struct http_cconn *c);
-int http_pools_close(struct runtime_http_client *cl);
-void http_pools_free(struct runtime_http_client *cl);
+struct http_client_core *runtime__http_client_core(struct runtime_http_client *cl);
+struct http_cconn *runtime__http_pool_take(struct http_client_core *core, const struct http_url *u);
+void runtime__http_pool_put(struct http_cconn *c);
+int runtime__http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
+                       struct http_cconn **out);
+void runtime__http_cconn_close(struct http_cconn *c);
+int runtime__http_pools_close(struct runtime_http_client *cl);
+void runtime__http_pools_free(struct runtime_http_client *cl);
 
 /* client.c */
-int http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls);
+int runtime__http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls);
 
 /* result.c */
-void http_result_init(struct http_cconn *c, size_t head_len, bool reusable);
-ssize_t http_cconn_fill(struct http_cconn *c);
+void runtime__http_result_init(struct http_cconn *c, size_t head_len, bool reusable);
+ssize_t runtime__http_cconn_fill(struct http_cconn *c);
 
 #endif /* HTTP_CLIENT_H */

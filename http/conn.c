@@ -31,12 +31,12 @@ static inline uint64_t deadline_after(uint64_t t, uint64_t ns)
 	return ns > UINT64_MAX - t ? UINT64_MAX : t + ns;
 }
 
-uint64_t http_deadline_in(uint64_t ns)
+uint64_t runtime__http_deadline_in(uint64_t ns)
 {
 	return deadline_after(runtime_now(), ns);
 }
 
-struct http_core *http_core(struct runtime_http_server *srv)
+struct http_core *runtime__http_core(struct runtime_http_server *srv)
 {
 	return &srv->cores[runtime_core_index() % srv->ncores];
 }
@@ -55,7 +55,7 @@ static void tell_write_deadline(struct http_conn *c, uint64_t deadline)
 {
 	runtime_conn_set_write_deadline(c->rc, deadline);
 	if (c->wr_keep == HTTP_WR_SECOND)
-		c->wr_keep = runtime_conn_tls_ssl(c->rc) ? HTTP_WR_NO : HTTP_WR_YES;
+		c->wr_keep = runtime_conn_layer(c->rc, NULL) ? HTTP_WR_NO : HTTP_WR_YES;
 	else if (c->wr_keep == HTTP_WR_FIRST)
 		c->wr_keep = HTTP_WR_SECOND;
 	c->wr_told = c->wr_keep == HTTP_WR_YES ? deadline : 0;
@@ -78,7 +78,7 @@ static __attribute__((noinline)) ssize_t write_on(struct http_conn *c, const cha
 	return rc;
 }
 
-/* http_write_out, inlined into next_head's flush: the write of every
+/* runtime__http_write_out, inlined into next_head's flush: the write of every
  * batch. */
 static inline __attribute__((always_inline)) int write_out(struct http_conn *c, const void *p,
                                                            size_t len)
@@ -95,7 +95,7 @@ static inline __attribute__((always_inline)) int write_out(struct http_conn *c, 
 	return rc < 0 ? (int)rc : 0;
 }
 
-int http_write_out(struct http_conn *c, const void *p, size_t len)
+int runtime__http_write_out(struct http_conn *c, const void *p, size_t len)
 {
 	return write_out(c, p, len);
 }
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) int flush(struct http_conn *c)
 	return rc;
 }
 
-int http_flush(struct http_conn *c)
+int runtime__http_flush(struct http_conn *c)
 {
 	return flush(c);
 }
@@ -121,7 +121,7 @@ int http_flush(struct http_conn *c)
  * none of it has come (a drain may end the wait); the connection stays
  * so while its request is served, as nothing reads it then but a body's
  * reads (the handler may not read it: runtime_http_conn), which make it
- * busy first (http_not_idle). Between keep-alive requests that is no
+ * busy first (runtime__http_not_idle). Between keep-alive requests that is no
  * call at all.
  */
 static inline void tell_idle(struct http_conn *c, bool idle)
@@ -132,7 +132,7 @@ static inline void tell_idle(struct http_conn *c, bool idle)
 	}
 }
 
-void http_not_idle(struct http_conn *c)
+void runtime__http_not_idle(struct http_conn *c)
 {
 	tell_idle(c, false);
 }
@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, u
 }
 
 /* A body's read: the connection busy. */
-ssize_t http_fill(struct http_conn *c, uint64_t deadline)
+ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline)
 {
 	tell_idle(c, false);
 	return fill(c, deadline);
@@ -193,7 +193,7 @@ static int next_head(struct http_conn *c, struct http_request *head)
 	for (;;) {
 		size_t avail = c->in_len - c->in_off;
 		if (avail) {
-			int rc = http_parse_head(c->in + c->in_off, avail, &c->srv->limits, head);
+			int rc = runtime__http_parse_head(c->in + c->in_off, avail, &c->srv->limits, head);
 			if (rc != 0)
 				return rc;
 		}
@@ -244,7 +244,7 @@ static size_t make_room(struct http_conn *c, struct runtime_http_request *req, s
 	memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
 	c->in_len -= c->in_off;
 	c->in_off = 0;
-	return (size_t)http_parse_head(c->in, c->in_len, &c->srv->limits, &req->head);
+	return (size_t)runtime__http_parse_head(c->in, c->in_len, &c->srv->limits, &req->head);
 }
 
 /* The request whose head is in[in_off..in_off + head_len), made ready for
@@ -264,13 +264,13 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	req->answered = false;
 	req->body_error = 0;
 	if (h->body == HTTP_BODY_CHUNKED)
-		http_chunked_init(&req->chunked, &c->srv->limits);
+		runtime__http_chunked_init(&req->chunked, &c->srv->limits);
 }
 
 /* ---------------------------------------------------------------- serving */
 
 /* What a server with on_response or no_batch does after each answer
- * (rc: http_response_finish's, the body dropped): the hook, then the
+ * (rc: runtime__http_response_finish's, the body dropped): the hook, then the
  * batch written at once. -1 to close. Out of line, and told by one flag
  * of the connection's, so that other servers test neither. */
 static __attribute__((noinline)) int after_each(struct http_conn *c,
@@ -281,11 +281,11 @@ static __attribute__((noinline)) int after_each(struct http_conn *c,
 
 	if (cfg->on_response)
 		cfg->on_response(req, res, cfg->arg);
-	return rc == 0 && cfg->no_batch && http_flush(c) < 0 ? -1 : 0;
+	return rc == 0 && cfg->no_batch && runtime__http_flush(c) < 0 ? -1 : 0;
 }
 
 /* The common end of a request: answered whole (not streaming), with its
- * body read and nothing that closes. http_response_finish would change
+ * body read and nothing that closes. runtime__http_response_finish would change
  * nothing and return 0, and no body is left to drop: four tests of the
  * state that finish_rest's way makes more of. */
 static inline bool answered_whole(const struct runtime_http_request *req,
@@ -294,7 +294,7 @@ static inline bool answered_whole(const struct runtime_http_request *req,
 	return res->state == RES_DONE && !res->close && req->body_done && !req->body_error;
 }
 
-/* Any other end: http_response_finish (a 500 for no answer, a stream cut,
+/* Any other end: runtime__http_response_finish (a 500 for no answer, a stream cut,
  * the close and linger decided), then what the handler left of the body is
  * read and dropped, so that the next request starts where it should; a
  * body that breaks a rule now only ends the connection (a second answer
@@ -302,8 +302,8 @@ static inline bool answered_whole(const struct runtime_http_request *req,
 static __attribute__((noinline)) int finish_rest(struct runtime_http_request *req,
                                                  struct runtime_http_response *res, int rc)
 {
-	rc = http_response_finish(res, rc);
-	if (rc == 0 && !req->body_done && http_body_discard(req) < 0)
+	rc = runtime__http_response_finish(res, rc);
+	if (rc == 0 && !req->body_done && runtime__http_body_discard(req) < 0)
 		rc = -1;
 	return rc;
 }
@@ -321,7 +321,7 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 	if (rc < 0) {
 		if (rc != -1) {
 			count(&c->core->rejected);
-			http_refuse(c, -rc);
+			runtime__http_refuse(c, -rc);
 		}
 		return -1;
 	}
@@ -343,12 +343,12 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
 	size_t in_size = srv->limits.head_max + 4096;
-	struct http_core *core = http_core(srv);
+	struct http_core *core = runtime__http_core(srv);
 	struct http_conn *c;
 
 	if (in_size < HTTP_IN_SIZE)
 		in_size = HTTP_IN_SIZE;
-	if (!(c = http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
+	if (!(c = runtime__http_buffer_get(&core->buffers, sizeof(*c) + in_size)))
 		return NULL;
 	memset(c, 0, offsetof(struct http_conn, idle_end)); /* not the buffers */
 	c->idle = -1;
@@ -363,7 +363,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 
 static void conn_free(struct http_conn *c)
 {
-	http_buffer_put(&c->core->buffers, c);
+	runtime__http_buffer_put(&c->core->buffers, c);
 }
 
 /*
@@ -395,7 +395,8 @@ static bool went_idle(struct http_conn *c)
 	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
 }
 
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle)
+void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc,
+                              bool may_idle)
 {
 	struct http_conn *c = conn_new(srv, rc);
 	struct runtime_http_request req;
@@ -425,9 +426,9 @@ void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, b
 	if (!c->broken) {
 		c->wr_keep = HTTP_WR_NO; /* told exactly, as runtime_http_serve_conn's
 		                            caller finds it */
-		c->wr_end = http_deadline_in(srv->cfg.idle_timeout_ns);
+		c->wr_end = runtime__http_deadline_in(srv->cfg.idle_timeout_ns);
 		tell_write_deadline(c, c->wr_end);
-		if (http_flush(c) == 0 && c->linger) {
+		if (runtime__http_flush(c) == 0 && c->linger) {
 			if (!c->rd_deadline) /* a swept read's: the linger ends by
 			                        the deadline it stood for */
 				http_read_deadline(c, c->idle_end);

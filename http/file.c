@@ -23,7 +23,7 @@
  * off, step by step. */
 static void write_deadline(struct http_conn *c)
 {
-	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_write_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
 }
 
 /* fd's bytes [off, off + len) through a pipe into the socket. */
@@ -44,7 +44,7 @@ static int splice_out(struct runtime_http_response *res, int fd, uint64_t off, u
 		size_t step = end - off < most ? (size_t)(end - off) : most;
 		/* The splices bypass the connection: the fiber's deadline
 		 * bounds each step instead (a client that stops reading). */
-		uint64_t step_end = http_deadline_in(c->srv->cfg.idle_timeout_ns);
+		uint64_t step_end = runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns);
 		runtime_deadline_set(own && own < step_end ? own : step_end);
 		ssize_t in = runtime_splice(fd, (int64_t)off, pipefd[1], -1, step, SPLICE_F_MOVE);
 		if (in <= 0)
@@ -99,13 +99,13 @@ int runtime_http_respond_file(struct runtime_http_response *res, int status, con
 		res->state = RES_DONE;
 		return 0;
 	}
-	bool tls = runtime_conn_tls_ssl(c->rc) != NULL;
-	if (len > COPY_MAX && !tls && !c->srv->cfg.file_copy) {
+	bool layered = runtime_conn_layer(c->rc, NULL) != NULL; /* TLS: no splice */
+	if (len > COPY_MAX && !layered && !c->srv->cfg.file_copy) {
 		write_deadline(c);
-		rc = http_flush(c) < 0 ? -EPIPE : splice_out(res, fd, off, len);
+		rc = runtime__http_flush(c) < 0 ? -EPIPE : splice_out(res, fd, off, len);
 	} else if (len > SMALL_FILE) {
 		write_deadline(c);
-		rc = http_flush(c) < 0 ? -EPIPE : copy_out(res, fd, off, len);
+		rc = runtime__http_flush(c) < 0 ? -EPIPE : copy_out(res, fd, off, len);
 	} else {
 		rc = copy_out(res, fd, off, len);
 	}

@@ -46,9 +46,9 @@ struct http_buffers {
 	struct http_decay *decay;    /* its timer, NULL: never armed */
 };
 
-void *http_buffer_get(struct http_buffers *b, size_t size);
-void http_buffer_put(struct http_buffers *b, void *p);
-void http_buffers_free(struct http_buffers *b);
+void *runtime__http_buffer_get(struct http_buffers *b, size_t size);
+void runtime__http_buffer_put(struct http_buffers *b, void *p);
+void runtime__http_buffers_free(struct http_buffers *b);
 
 #define HTTP_SERVER_FIELD_MAX 96 /* "Server: NAME\r\n" */
 
@@ -165,7 +165,7 @@ static inline void http_read_deadline(struct http_conn *c, uint64_t deadline)
 
 /*
  * The deadline the connection's writes run under from now on (never 0:
- * the library's are now + a timeout, saturating). http_write_out tells it
+ * the library's are now + a timeout, saturating). runtime__http_write_out tells it
  * the runtime only when what it was told is later or not known: an
  * earlier one it was told (an earlier answer's - the deadlines only move
  * on) that ends a write makes it tell wr_end and write on, so that a
@@ -212,24 +212,25 @@ struct runtime_http_response {
 /* Serve rc; the caller closes it after - unless may_idle (runtime_serve's
  * connections) and it waits between requests with no fiber
  * (runtime_conn_idle): runtime_serve then calls the handler again. */
-void http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc, bool may_idle);
-int http_flush(struct http_conn *c);
-int http_write_out(struct http_conn *c, const void *p, size_t len);
-ssize_t http_fill(struct http_conn *c, uint64_t deadline);
-void http_not_idle(struct http_conn *c);
-uint64_t http_deadline_in(uint64_t ns);
-struct http_core *http_core(struct runtime_http_server *srv);
+void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc,
+                              bool may_idle);
+int runtime__http_flush(struct http_conn *c);
+int runtime__http_write_out(struct http_conn *c, const void *p, size_t len);
+ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline);
+void runtime__http_not_idle(struct http_conn *c);
+uint64_t runtime__http_deadline_in(uint64_t ns);
+struct http_core *runtime__http_core(struct runtime_http_server *srv);
 
 /* response.c */
-int http_refuse(struct http_conn *c, int status);
-int http_send_continue(struct http_conn *c);
-int http_response_finish(struct runtime_http_response *res, int handler_rc);
+int runtime__http_refuse(struct http_conn *c, int status);
+int runtime__http_send_continue(struct http_conn *c);
+int runtime__http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* v[0..n) is a field value a client takes: field bytes (no control but
  * HTAB), no whitespace at either end. */
-bool http_field_value_ok(const char *v, size_t n);
+bool runtime__http_field_value_ok(const char *v, size_t n);
 
 /* request.c */
-int http_body_discard(struct runtime_http_request *req);
+int runtime__http_body_discard(struct runtime_http_request *req);
 
 /* A response's request for its answer: what it says of HEAD and the
  * connection's fate (req NULL: the library's own answers, which close),

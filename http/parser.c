@@ -873,8 +873,8 @@ static __attribute__((noinline)) size_t empty_lines(const char *b, size_t view)
 	return i;
 }
 
-int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
-                    struct http_request *req)
+int runtime__http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+                             struct http_request *req)
 {
 	struct head h;
 	size_t pos = 0;
@@ -899,7 +899,7 @@ int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
 	return rc;
 }
 
-const struct http_slice *http_header_get(const struct http_request *req, const char *name)
+const struct http_slice *runtime__http_header_get(const struct http_request *req, const char *name)
 {
 	for (unsigned i = 0; i < req->nheaders; i++) {
 		const struct http_slice *n = &req->headers[i].name;
@@ -936,7 +936,7 @@ enum {
 	C_DONE,
 };
 
-void http_chunked_init(struct http_chunked *c, const struct http_limits *lim)
+void runtime__http_chunked_init(struct http_chunked *c, const struct http_limits *lim)
 {
 	*c = (struct http_chunked){ .state = C_SIZE0, .body_max = lim->body_max,
 	                            .head_max = lim->head_max };
@@ -1077,8 +1077,8 @@ static void copy_data(struct http_chunked *c, const char *in, size_t len, size_t
 		c->state = C_DATA_CR;
 }
 
-int http_chunked_decode(struct http_chunked *c, const char *in, size_t len, char *out,
-                        size_t *consumed, size_t *produced)
+int runtime__http_chunked_decode(struct http_chunked *c, const char *in, size_t len, char *out,
+                                 size_t *consumed, size_t *produced)
 {
 	size_t i = 0, o = 0;
 

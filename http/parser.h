@@ -90,11 +90,11 @@ struct http_request {
  * longer than head_max (-431), an invalid byte (-400). Calling again with
  * more bytes re-reads from the start (the head is small: at most head_max).
  */
-int http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
-                    struct http_request *req);
+int runtime__http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
+                             struct http_request *req);
 
 /* Case-insensitive lookup of a header's value: NULL if absent. */
-const struct http_slice *http_header_get(const struct http_request *req, const char *name);
+const struct http_slice *runtime__http_header_get(const struct http_request *req, const char *name);
 
 /*
  * Incremental decoder of a chunked body (RFC 9112 7.1): chunk sizes in
@@ -110,7 +110,7 @@ struct http_chunked {
 	size_t head_max;         /* bound on one size or trailer line */
 };
 
-void http_chunked_init(struct http_chunked *c, const struct http_limits *lim);
+void runtime__http_chunked_init(struct http_chunked *c, const struct http_limits *lim);
 
 /*
  * Decode from in[0..len): body bytes are copied to out (which may be in,
@@ -120,7 +120,7 @@ void http_chunked_init(struct http_chunked *c, const struct http_limits *lim);
  * after it in the input are the next request's: they are not consumed),
  * 0 if more input is needed, or -400 / -413 (see the top).
  */
-int http_chunked_decode(struct http_chunked *c, const char *in, size_t len, char *out,
-                        size_t *consumed, size_t *produced);
+int runtime__http_chunked_decode(struct http_chunked *c, const char *in, size_t len, char *out,
+                                 size_t *consumed, size_t *produced);
 
 #endif /* HTTP_PARSER_H */

@@ -55,7 +55,7 @@ static uint64_t after(uint64_t ns) /* 0: none */
 
 /* ----------------------------------------------------------------- cores */
 
-struct http_client_core *http_client_core(struct runtime_http_client *cl)
+struct http_client_core *runtime__http_client_core(struct runtime_http_client *cl)
 {
 	int i = runtime_core_index();
 	struct http_client_core *core;
@@ -141,7 +141,7 @@ static void sweep_origin(struct http_client_core *core, struct http_origin *o, u
 		*p = c->next;
 		o->nidle--;
 		core->idle--;
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 	}
 }
 
@@ -176,7 +176,7 @@ static bool usable(const struct runtime_http_client *cl, struct http_cconn *c, u
 	return !expired(cl, c, now) && runtime_conn_pending(c->rc) == 0;
 }
 
-struct http_cconn *http_pool_take(struct http_client_core *core, const struct http_url *u)
+struct http_cconn *runtime__http_pool_take(struct http_client_core *core, const struct http_url *u)
 {
 	uint64_t now = runtime_now();
 	struct http_origin *o;
@@ -191,7 +191,7 @@ struct http_cconn *http_pool_take(struct http_client_core *core, const struct ht
 		if (usable(core->cl, c, now))
 			return c;
 		http_count(&core->dropped);
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 	}
 	return NULL;
 }
@@ -205,7 +205,7 @@ static void make_idle(struct http_cconn *c, uint64_t now)
 	runtime_conn_set_write_deadline(c->rc, 0);
 }
 
-void http_pool_put(struct http_cconn *c)
+void runtime__http_pool_put(struct http_cconn *c)
 {
 	struct http_client_core *core = c->core;
 	struct runtime_http_client *cl = core->cl;
@@ -216,7 +216,7 @@ void http_pool_put(struct http_cconn *c)
 	if (cl->cfg.max_per_origin && !runtime_draining(runtime_current()))
 		o = origin(core, c->https, c->port, c->host, c->host_len, true);
 	if (!o || o->nidle >= cl->cfg.max_per_origin) {
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 		return;
 	}
 	make_idle(c, now);
@@ -266,7 +266,7 @@ static int connect_cconn(struct runtime_http_client *cl, struct http_cconn *c)
 	struct runtime_tls *tls = NULL;
 	int fd, rc;
 
-	if (c->https && (rc = http_client_tls(cl, &tls)) < 0)
+	if (c->https && (rc = runtime__http_client_tls(cl, &tls)) < 0)
 		return rc;
 	if ((fd = runtime_tcp_connect(c->host, c->port)) < 0)
 		return fd;
@@ -280,8 +280,8 @@ static int connect_cconn(struct runtime_http_client *cl, struct http_cconn *c)
 	return rc < 0 ? rc : check_alpn(c->rc);
 }
 
-int http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
-              struct http_cconn **out)
+int runtime__http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
+                       struct http_cconn **out)
 {
 	struct runtime_http_client *cl = core->cl;
 	uint64_t own = runtime_deadline_get();
@@ -295,7 +295,7 @@ int http_dial(struct http_client_core *core, const struct http_url *u, uint64_t 
 	rc = connect_cconn(cl, c);
 	runtime_deadline_set(own);
 	if (rc < 0) {
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 		return rc;
 	}
 	http_count(&core->connects);
@@ -303,7 +303,7 @@ int http_dial(struct http_client_core *core, const struct http_url *u, uint64_t 
 	return 0;
 }
 
-void http_cconn_close(struct http_cconn *c)
+void runtime__http_cconn_close(struct http_cconn *c)
 {
 	if (c->rc)
 		runtime_conn_close(c->rc);
@@ -357,7 +357,7 @@ static int close_from_fiber(struct runtime_http_client *cl, struct closer *jobs)
 	return rc;
 }
 
-int http_pools_close(struct runtime_http_client *cl)
+int runtime__http_pools_close(struct runtime_http_client *cl)
 {
 	struct closer *jobs;
 	unsigned left = 0;
@@ -383,7 +383,7 @@ int http_pools_close(struct runtime_http_client *cl)
 
 /* Free what the pools hold once their connections are closed (or, outside
  * a fiber, can no longer be): the origins, and each core's counters. */
-void http_pools_free(struct runtime_http_client *cl)
+void runtime__http_pools_free(struct runtime_http_client *cl)
 {
 	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++) {
 		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);

@@ -105,7 +105,7 @@ const struct runtime_http_slice *runtime_http_header(const struct runtime_http_r
                                                      const char *name)
 {
 	/* struct http_slice and struct runtime_http_slice are the same shape */
-	return (const struct runtime_http_slice *)http_header_get(&req->head, name);
+	return (const struct runtime_http_slice *)runtime__http_header_get(&req->head, name);
 }
 
 unsigned runtime_http_header_count(const struct runtime_http_request *req)
@@ -160,7 +160,7 @@ static int send_continue(struct runtime_http_request *req)
 	req->continued = true;
 	if (c->in_len > c->in_off || req->answered)
 		return 0; /* some body has come, or a final answer went first */
-	return http_send_continue(c);
+	return runtime__http_send_continue(c);
 }
 
 /* Bytes of a Content-Length body already in the buffer, up to len. */
@@ -186,7 +186,7 @@ static ssize_t take_chunked(struct runtime_http_request *req, char *dst, size_t 
 	size_t in = c->in_len - c->in_off, used, made;
 
 	in = in < len ? in : len;
-	int rc = http_chunked_decode(&req->chunked, c->in + c->in_off, in, dst, &used, &made);
+	int rc = runtime__http_chunked_decode(&req->chunked, c->in + c->in_off, in, dst, &used, &made);
 	if (rc < 0)
 		return rc;
 	c->in_off += used;
@@ -201,8 +201,8 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	struct http_conn *c = req->conn;
 	size_t want = len < req->body_left ? len : (size_t)req->body_left;
 
-	http_not_idle(c);
-	http_read_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	runtime__http_not_idle(c);
+	http_read_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	ssize_t n = runtime_conn_read(c->rc, dst, want);
 	if (n > 0) {
 		req->body_left -= (uint64_t)n;
@@ -230,7 +230,7 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 				continue; /* chunked framing only: what follows is read, not an end */
 		} else if (req->head.body == HTTP_BODY_LENGTH && len >= BODY_DIRECT_MIN)
 			n = read_direct(req, buf, len);
-		else if ((n = http_fill(c, http_deadline_in(c->srv->cfg.idle_timeout_ns))) > 0)
+		else if ((n = runtime__http_fill(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns))) > 0)
 			continue;
 		if (n < 0 || (n == 0 && c->in_len == c->in_off && !req->body_done))
 			return body_fail(req, n);
@@ -241,7 +241,7 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 }
 
 /* Read and drop the rest of the body. 0, or its error. */
-int http_body_discard(struct runtime_http_request *req)
+int runtime__http_body_discard(struct runtime_http_request *req)
 {
 	char scratch[4096];
 	ssize_t n;
@@ -267,7 +267,7 @@ int runtime_http_body_read_all(struct runtime_http_request *req, char **body, si
 	if (!req || !body || !len)
 		return -EINVAL;
 	struct http_body_source src = { read_some, too_long, req, runtime_http_body_length(req) };
-	return http_read_all(&src, max, body, len);
+	return runtime__http_read_all(&src, max, body, len);
 }
 
 /* ------------------------------------------------------------- decoding */

@@ -161,7 +161,7 @@ static char *put_hex(char *p, uint64_t v)
 
 /* ---------------------------------------------------------------- fields */
 
-bool http_field_value_ok(const char *v, size_t n)
+bool runtime__http_field_value_ok(const char *v, size_t n)
 {
 	return field_value_end(v, 0, n) == n &&
 	       (!n || (!is_ows((unsigned char)v[0]) && !is_ows((unsigned char)v[n - 1])));
@@ -189,7 +189,7 @@ int runtime_http_set_header(struct runtime_http_response *res, const char *name,
 	for (const char *p = name; *p; p++)
 		if (!is_tchar((unsigned char)*p))
 			return -EINVAL;
-	if (!http_field_value_ok(value, strlen(value)))
+	if (!runtime__http_field_value_ok(value, strlen(value)))
 		return -EINVAL;
 	if (reserved(name))
 		return -EPERM;
@@ -264,7 +264,7 @@ static __attribute__((noinline)) bool type_remake(struct http_head_start *hs, co
 {
 	size_t n = strnlen(type, HTTP_TYPE_MAX + 1);
 
-	if (n == 0 || n > HTTP_TYPE_MAX || !http_field_value_ok(type, n))
+	if (n == 0 || n > HTTP_TYPE_MAX || !runtime__http_field_value_ok(type, n))
 		return false; /* empty, too long, or not a field value */
 	char *e = put(PUT_LIT(hs->text + hs->len, HTTP_TYPE_NAME), type, n);
 	hs->type_len = (size_t)(PUT_LIT(e, "\r\n") - (hs->text + hs->len));
@@ -349,7 +349,7 @@ static int put_head(struct runtime_http_response *res, const char *type)
 {
 	struct http_conn *c = res->conn;
 
-	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && http_flush(c) < 0)
+	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && runtime__http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
 	struct http_head_start *hs = head_start(res);
@@ -433,11 +433,11 @@ static int begin(struct runtime_http_response *res, int status, const char *type
  * once or into the batch emptied. */
 static __attribute__((noinline)) int emit_flushed(struct http_conn *c, const void *p, size_t len)
 {
-	if (http_flush(c) < 0)
+	if (runtime__http_flush(c) < 0)
 		return -EPIPE;
 	if (len <= HTTP_OUT_SIZE / 2)
 		return emit(c, p, len);
-	return http_write_out(c, p, len);
+	return runtime__http_write_out(c, p, len);
 }
 
 /* f[0..n) to to, k <= n <= 2k, as its first and its last k bytes (they
@@ -641,7 +641,7 @@ int runtime_http_respond(struct runtime_http_response *res, int status, const ch
 /* ------------------------------------------------------ the library's own */
 
 /* A request that could not be read: its status, a short text, close. */
-int http_refuse(struct http_conn *c, int status)
+int runtime__http_refuse(struct http_conn *c, int status)
 {
 	struct runtime_http_response res;
 	char body[64];
@@ -653,18 +653,18 @@ int http_refuse(struct http_conn *c, int status)
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
-	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
-	return http_flush(c);
+	http_write_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	return runtime__http_flush(c);
 }
 
-int http_send_continue(struct http_conn *c)
+int runtime__http_send_continue(struct http_conn *c)
 {
 	static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-	http_write_deadline(c, http_deadline_in(c->srv->cfg.idle_timeout_ns));
-	if (http_flush(c) < 0)
+	http_write_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	if (runtime__http_flush(c) < 0)
 		return -EPIPE;
-	return http_write_out(c, cont, sizeof(cont) - 1);
+	return runtime__http_write_out(c, cont, sizeof(cont) - 1);
 }
 
 /* The answer to a request its handler did not answer: what broke the
@@ -693,7 +693,7 @@ static void answer_for_handler(struct runtime_http_response *res, int handler_rc
  * stream not ended is cut: the connection closes), and decide whether the
  * connection goes on. Returns 0 to go on, -1 to close.
  */
-int http_response_finish(struct runtime_http_response *res, int handler_rc)
+int runtime__http_response_finish(struct runtime_http_response *res, int handler_rc)
 {
 	struct runtime_http_request *req = res->req;
 

@@ -249,8 +249,8 @@ static void rhead_init(struct rhead *h, const char *buf, size_t len,
 	res->head_len = 0;
 }
 
-int http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
-                        unsigned flags, struct http_response *res)
+int runtime__http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
+                                 unsigned flags, struct http_response *res)
 {
 	struct rhead h;
 	size_t pos = 0;
@@ -270,7 +270,8 @@ int http_parse_response(const char *buf, size_t len, const struct http_limits *l
 	return (int)pos;
 }
 
-const struct http_slice *http_response_header(const struct http_response *res, const char *name)
+const struct http_slice *runtime__http_response_header(const struct http_response *res,
+                                                       const char *name)
 {
 	for (unsigned i = 0; i < res->nheaders; i++) {
 		const struct http_slice *n = &res->headers[i].name;

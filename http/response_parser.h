@@ -78,10 +78,11 @@ struct http_response {
  * from the start. A 1xx interim response is returned as any other (its
  * framing NONE): the caller skips it and parses what follows.
  */
-int http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
-                        unsigned flags, struct http_response *res);
+int runtime__http_parse_response(const char *buf, size_t len, const struct http_limits *lim,
+                                 unsigned flags, struct http_response *res);
 
 /* Case-insensitive lookup of a field's value: NULL if absent. */
-const struct http_slice *http_response_header(const struct http_response *res, const char *name);
+const struct http_slice *runtime__http_response_header(const struct http_response *res,
+                                                       const char *name);
 
 #endif /* HTTP_RESPONSE_PARSER_H */

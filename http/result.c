@@ -34,7 +34,7 @@ static void compact(struct http_cconn *c)
 	}
 }
 
-ssize_t http_cconn_fill(struct http_cconn *c)
+ssize_t runtime__http_cconn_fill(struct http_cconn *c)
 {
 	compact(c);
 	if (c->in_len == c->in_size)
@@ -47,7 +47,7 @@ ssize_t http_cconn_fill(struct http_cconn *c)
 
 /* The head at in[in_off..) (always in[0..head_len), see client.c) is
  * pinned; the body starts after it. */
-void http_result_init(struct http_cconn *c, size_t head_len, bool reusable)
+void runtime__http_result_init(struct http_cconn *c, size_t head_len, bool reusable)
 {
 	struct runtime_http_result *res = &c->res;
 	const struct http_response *h = &res->head;
@@ -61,7 +61,7 @@ void http_result_init(struct http_cconn *c, size_t head_len, bool reusable)
 	res->body_error = 0;
 	res->reusable = reusable;
 	if (h->body == HTTP_FRAME_CHUNKED)
-		http_chunked_init(&res->chunked, &c->core->cl->limits);
+		runtime__http_chunked_init(&res->chunked, &c->core->cl->limits);
 }
 
 /* -------------------------------------------------------------- the body */
@@ -90,7 +90,7 @@ static ssize_t take(struct runtime_http_result *res, char *dst, size_t len)
 	switch (res->head.body) {
 	case HTTP_FRAME_CHUNKED: {
 		n = n < len ? n : len;
-		int rc = http_chunked_decode(&res->chunked, c->in + c->in_off, n, dst, &used, &made);
+		int rc = runtime__http_chunked_decode(&res->chunked, c->in + c->in_off, n, dst, &used, &made);
 		if (rc < 0)
 			return rc;
 		c->in_off += used;
@@ -160,7 +160,7 @@ ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, siz
 			continue; /* chunked framing only: on to what follows */
 		}
 		bool direct = len >= DIRECT_MIN && res->head.body != HTTP_FRAME_CHUNKED;
-		n = direct ? read_direct(res, buf, len) : http_cconn_fill(c);
+		n = direct ? read_direct(res, buf, len) : runtime__http_cconn_fill(c);
 		if (n == 0)
 			return at_eof(res);
 		if (n < 0)
@@ -189,7 +189,7 @@ int runtime_http_result_read_all(struct runtime_http_result *res, char **body, s
 	struct http_body_source src = { read_some, too_long, res,
 	                                res->head.body == HTTP_FRAME_LENGTH ?
 	                                (int64_t)res->head.content_length : -1 };
-	return http_read_all(&src, max, body, len);
+	return runtime__http_read_all(&src, max, body, len);
 }
 
 /* ---------------------------------------------------------------- closing */
@@ -220,9 +220,9 @@ void runtime_http_result_close(struct runtime_http_result *res)
 	if (res->reusable && !res->body_done && !res->body_error)
 		drain(res);
 	if (res->reusable && res->body_done && !res->body_error && c->in_len == c->in_off)
-		http_pool_put(c); /* nothing beyond the body: the next answer starts clean */
+		runtime__http_pool_put(c); /* nothing beyond the body: the next answer starts clean */
 	else
-		http_cconn_close(c);
+		runtime__http_cconn_close(c);
 }
 
 /* -------------------------------------------------------------- the head */
@@ -243,7 +243,7 @@ const struct runtime_http_slice *runtime_http_result_header(const struct runtime
 	if (!res || !name)
 		return NULL;
 	/* struct http_slice and struct runtime_http_slice are the same shape */
-	return (const struct runtime_http_slice *)http_response_header(&res->head, name);
+	return (const struct runtime_http_slice *)runtime__http_response_header(&res->head, name);
 }
 
 unsigned runtime_http_result_header_count(const struct runtime_http_result *res)

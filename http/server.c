@@ -47,7 +47,7 @@ static int server_field(struct runtime_http_server *srv, const char *name)
 {
 	size_t n = name ? strlen(name) : 0;
 
-	if (n + 12 > sizeof(srv->server_field) || (n && !http_field_value_ok(name, n)))
+	if (n + 12 > sizeof(srv->server_field) || (n && !runtime__http_field_value_ok(name, n)))
 		return -EINVAL;
 	srv->server_len = n ? (size_t)snprintf(srv->server_field, sizeof(srv->server_field),
 	                                       "Server: %s\r\n", name) : 0;
@@ -90,7 +90,7 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 
 static void serve_conn(struct runtime_conn *conn, void *arg)
 {
-	http_conn_serve(arg, conn, true);
+	runtime__http_conn_serve(arg, conn, true);
 }
 
 int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_config *cfg,
@@ -121,7 +121,7 @@ int runtime_http_serve_conn(struct runtime_http_server *srv, struct runtime_conn
 {
 	if (!srv || !conn)
 		return -EINVAL;
-	http_conn_serve(srv, conn, false);
+	runtime__http_conn_serve(srv, conn, false);
 	return 0;
 }
 
@@ -169,7 +169,7 @@ void runtime_http_server_destroy(struct runtime_http_server *srv)
 		return;
 	runtime_server_destroy(srv->base);
 	for (unsigned i = 0; i < srv->ncores; i++)
-		http_buffers_free(&srv->cores[i].buffers);
+		runtime__http_buffers_free(&srv->cores[i].buffers);
 	free(srv->cores);
 	free(srv);
 }

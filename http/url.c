@@ -113,7 +113,7 @@ static int parse_target(const char *t, struct http_url *u)
 	return 0;
 }
 
-int http_url_parse(const char *url, struct http_url *u)
+int runtime__http_url_parse(const char *url, struct http_url *u)
 {
 	size_t s = scheme_len(url, strlen(url)), a, e;
 
@@ -229,7 +229,7 @@ static size_t target_path(const struct ref_parts *b, const struct ref_parts *r, 
 	return remove_dots(tmp, merge(b->path, r->path, tmp), out);
 }
 
-int http_url_resolve(const char *base, struct http_slice ref, char **out)
+int runtime__http_url_resolve(const char *base, struct http_slice ref, char **out)
 {
 	const char *hash = memchr(ref.p, '#', ref.len);
 	size_t blen = strlen(base), cap = blen + ref.len + 8;

@@ -89,7 +89,7 @@ extern "C" {
  * against: the same major version keeps the ABI. Numbers are decimal.
  */
 #define RUNTIME_VERSION_MAJOR 0
-#define RUNTIME_VERSION_MINOR 1
+#define RUNTIME_VERSION_MINOR 2
 #define RUNTIME_VERSION_PATCH 0
 #define RUNTIME_VERSION \
 	((RUNTIME_VERSION_MAJOR << 16) | (RUNTIME_VERSION_MINOR << 8) | RUNTIME_VERSION_PATCH)
@@ -101,7 +101,7 @@ extern "C" {
 /* The loaded library's RUNTIME_VERSION. Any thread, any time. */
 RUNTIME_API unsigned runtime_version(void);
 
-/* The loaded library's RUNTIME_VERSION_STRING ("0.1.0"), static storage. */
+/* The loaded library's RUNTIME_VERSION_STRING ("0.2.0"), static storage. */
 RUNTIME_API const char *runtime_version_string(void);
 
 /*
@@ -1422,6 +1422,5 @@ RUNTIME_API int runtime_fd_register(int fd);
 /* The toolkit (buffered streams, copy, serving, drain...) built on the
  * calls above, and TLS on its connections. */
 #include "runtime_toolkit.h"
-#include "runtime_tls.h"
 
 #endif /* RUNTIME_H */

@@ -19,6 +19,7 @@
 #define RUNTIME_HTTP_H
 
 #include <runtime.h>
+#include <runtime_tls.h>
 
 #ifdef __cplusplus
 extern "C" {

@@ -9,9 +9,12 @@
  * plaintext. (A write cut short by a deadline or cancel has had its bytes
  * taken whole - encrypted, some not sent yet - and the next write sends
  * them first; a socket error ends writing for good. runtime_conn_finish
- * takes a peer's close without close_notify for its end.) runtime_serve does the server handshake itself when its
- * configuration names a context. Included by <runtime.h>; built into
- * libruntime from tls/.
+ * takes a peer's close without close_notify for its end.) runtime_serve
+ * does the server handshake itself once runtime_tls_serve has set its
+ * accept-time layer. A library of its own, libruntime-tls (pkg-config
+ * runtime-tls), on libruntime's public calls: a TLS session is a
+ * connection layer (runtime_conn_set_layer), and libruntime itself needs
+ * no OpenSSL.
  *
  * No OpenSSL call ever waits: every socket read and write goes through
  * the connection, so a fiber parks while its peer is slow, not the core.
@@ -197,6 +200,28 @@ RUNTIME_API int runtime_conn_tls_error(struct runtime_conn *conn, char *buf, siz
  */
 RUNTIME_API void *runtime_conn_tls_ssl(struct runtime_conn *conn);
 RUNTIME_API void *runtime_tls_ssl_ctx(struct runtime_tls *tls);
+
+/*
+ * Serving TLS with runtime_serve (or runtime_http_serve): each
+ * connection's server handshake (runtime_conn_tls_accept) is done on its
+ * fiber before the handler sees it, as runtime_serve's accept-time layer.
+ * A connection whose handshake fails is closed unserved, and counted
+ * (runtime_server_stats' layer_failed).
+ */
+struct runtime_tls_serve {
+	struct runtime_tls *tls; /* a server context with a certificate */
+	/* Called on the connection's fiber when its handshake fails, before
+	 * it closes - runtime_conn_tls_error and runtime_conn_peer say why
+	 * and who (rate-limit a log: a scan makes many). NULL: only counted. */
+	void (*on_error)(struct runtime_conn *conn, int err, void *arg);
+	void *arg;               /* on_error's */
+};
+
+/* Make cfg serve TLS as ts says: cfg->layer and cfg->layer_arg are set
+ * (ts, its context and arg must outlive the server). Any thread. Returns
+ * 0, or -EINVAL (NULL, or a context that cannot serve: a client's, or
+ * one with no certificate). */
+RUNTIME_API int runtime_tls_serve(struct runtime_serve_config *cfg, struct runtime_tls_serve *ts);
 
 #ifdef __cplusplus
 }

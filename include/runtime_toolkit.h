@@ -417,6 +417,68 @@ RUNTIME_API const struct sockaddr *runtime_conn_peer(struct runtime_conn *conn, 
  * long as it is). NULL for NULL. */
 RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtime_conn *conn);
 
+/* ------------------------------------------------------ connection layers */
+
+/*
+ * A layer between a connection's calls and its socket: a protocol that
+ * transforms the bytes, as TLS does (libruntime-tls, <runtime_tls.h>,
+ * sets one). Once set, runtime_conn_read, _write, the transport's writev,
+ * _close_write (so _finish), _pending, _idle and _close go through it,
+ * after the connection's own checks (core, arguments, the drain), each
+ * with the state it was set with. The layer makes its own socket I/O with
+ * the raw calls below, under the connection's deadlines, idle timeout
+ * and drain; one layer reader and one layer writer may be in it at once
+ * (the connection leaves their exclusion to it: a TLS reader sends the
+ * alert its read made while the writer writes).
+ */
+struct runtime_conn_layer {
+	ssize_t (*read)(struct runtime_conn *conn, void *state, void *buf, size_t len);
+	ssize_t (*writev)(struct runtime_conn *conn, void *state, const struct iovec *iov,
+	                  int iovcnt);
+	int (*close_write)(struct runtime_conn *conn, void *state);
+	/* Nonzero: bytes of the peer's held in the layer, that a read
+	 * returns without the socket (a drain reads them first). */
+	int (*pending)(const struct runtime_conn *conn, const void *state);
+	/* The connection now waits with no fiber (runtime_conn_idle): give
+	 * back what an idle connection need not hold. NULL: nothing. */
+	void (*idle)(struct runtime_conn *conn, void *state);
+	/* From runtime_conn_close, before the socket closes; never waits:
+	 * frees the state (0), or -EBUSY (a fiber is in it: nothing changed,
+	 * and the close fails -EBUSY). */
+	int (*close)(struct runtime_conn *conn, void *state);
+};
+
+/*
+ * Set conn's layer (layer and state stay the caller's until its close
+ * runs). Fibers of its core, while no fiber reads or writes it. Returns 0,
+ * -EINVAL (NULL conn or layer, or a layer lacking an operation but idle),
+ * -EPERM (another core), -EBUSY (a fiber reads, writes or waits on it),
+ * -EALREADY (it has a layer).
+ */
+RUNTIME_API int runtime_conn_set_layer(struct runtime_conn *conn,
+                                       const struct runtime_conn_layer *layer, void *state);
+
+/* conn's layer's state if its layer is layer (any layer, for NULL); NULL
+ * if it has none, or another. Any thread, while conn is open. */
+RUNTIME_API void *runtime_conn_layer(const struct runtime_conn *conn,
+                                     const struct runtime_conn_layer *layer);
+
+/*
+ * A layer's own socket I/O (no layer in between), under the connection's
+ * deadlines, idle timeout and drain, as runtime_conn_read and one send of
+ * runtime_conn_write are without a layer: bytes (> 0; a send may be
+ * short), 0 at end of stream, or -errno. runtime_conn_raw_peek points
+ * *data at the receive stream's bytes queued in place (0: none queued, or
+ * no stream: read), and runtime_conn_raw_consume marks n of them read;
+ * as runtime_stream_peek and _consume, and the idle timeout starts again.
+ * Fibers of the connection's core (-EPERM otherwise; -EINVAL for NULL).
+ */
+RUNTIME_API ssize_t runtime_conn_raw_read(struct runtime_conn *conn, void *buf, size_t len);
+RUNTIME_API ssize_t runtime_conn_raw_send(struct runtime_conn *conn, const struct iovec *iov,
+                                          int iovcnt);
+RUNTIME_API ssize_t runtime_conn_raw_peek(struct runtime_conn *conn, const void **data);
+RUNTIME_API int runtime_conn_raw_consume(struct runtime_conn *conn, size_t n);
+
 /* ---------------------------------------------------------------- serving */
 
 /*
@@ -434,6 +496,11 @@ RUNTIME_API const struct runtime_transport *runtime_conn_transport(struct runtim
  * with runtime_conn_idle: an idle connection then holds no fiber.
  */
 typedef void runtime_serve_fn(struct runtime_conn *conn, void *arg);
+
+/* An accept-time layer (runtime_serve_config.layer): 0, and the handler
+ * runs; or a negative errno, and the connection closes unserved, counted
+ * in layer_failed. It may set a connection layer (runtime_conn_set_layer). */
+typedef int runtime_serve_layer_fn(struct runtime_conn *conn, void *arg);
 
 /*
  * Wait for the connection's next bytes with no fiber (runtime_stream_idle):
@@ -485,16 +552,11 @@ struct runtime_serve_config {
 	int plain_accept;      /* nonzero: an accept per connection, not a
 	                          listener's multishot (to measure what the
 	                          listener saves; default 0) */
-	struct runtime_tls *tls; /* TLS: each connection's handshake
-	                          (runtime_conn_tls_accept) is done before
-	                          the handler sees it; a server context with
-	                          a certificate (else -EINVAL); NULL: plain TCP */
-	void (*on_tls_error)(struct runtime_conn *conn, int err, void *arg);
-	                       /* with tls: called on the connection's fiber
-	                          when its handshake fails, before it closes -
-	                          runtime_conn_tls_error and runtime_conn_peer
-	                          say why and who (rate-limit a log: a scan
-	                          makes many); NULL: only counted */
+	runtime_serve_layer_fn *layer; /* an accept-time layer, run on each
+	                          connection's fiber before the handler sees
+	                          it (TLS's handshake: runtime_tls_serve in
+	                          <runtime_tls.h> sets it); NULL: none */
+	void *layer_arg;       /* its argument */
 	runtime_serve_fn *handler;
 	void *arg;
 	uint64_t release_after_ns; /* nonzero: a read of a connection marked
@@ -529,12 +591,14 @@ RUNTIME_API int runtime_serve(struct runtime *rt, const struct runtime_serve_con
 RUNTIME_API uint16_t runtime_server_port(const struct runtime_server *srv);
 
 struct runtime_server_stats {
-	uint64_t accepted;     /* connections accepted (with TLS, those whose
-	                          handshake failed too: tls_failed) */
+	uint64_t accepted;     /* connections accepted (with an accept-time
+	                          layer, those it refused too: layer_failed) */
 	uint64_t refused;      /* over max_conns, or no memory for them */
 	uint64_t errors;       /* accepts that failed (-EMFILE...): each
 	                          core's acceptor backs off 10 ms and goes on */
-	uint64_t tls_failed;   /* handshakes that failed (closed unserved) */
+	uint64_t layer_failed; /* connections the accept-time layer refused
+	                          (TLS: handshakes that failed), closed
+	                          unserved */
 	unsigned live;         /* open now */
 };
 

@@ -29,9 +29,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-struct preload_real preload_real_;
+struct preload_real runtime__preload_real_;
 
-void *preload_resolve(void **slot, const char *name)
+void *runtime__preload_resolve(void **slot, const char *name)
 {
 	void *fn = dlsym(RTLD_NEXT, name);
 	if (!fn) {
@@ -67,7 +67,7 @@ struct fd_entry {
 static struct fd_entry fd_table[FD_TABLE_SIZE];
 static uint32_t shared_generation;
 
-int64_t preload_timespec_ns(const struct timespec *ts)
+int64_t runtime__preload_timespec_ns(const struct timespec *ts)
 {
 	if (!ts || ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000)
 		return -1;
@@ -76,7 +76,7 @@ int64_t preload_timespec_ns(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-int64_t preload_timeval_ns(const struct timeval *tv)
+int64_t runtime__preload_timeval_ns(const struct timeval *tv)
 {
 	if (!tv || tv->tv_sec < 0 || tv->tv_usec < 0)
 		return -1;
@@ -92,7 +92,7 @@ static int64_t sock_timeout(int fd, int name)
 
 	if (getsockopt(fd, SOL_SOCKET, name, &tv, &len) < 0)
 		return 0;
-	int64_t ns = preload_timeval_ns(&tv);
+	int64_t ns = runtime__preload_timeval_ns(&tv);
 	return ns < 0 ? 0 : ns;
 }
 
@@ -118,7 +118,7 @@ static bool fd_query(int fd, uint32_t *state, struct fd_info *info)
 	return true;
 }
 
-bool preload_fd_info(int fd, struct fd_info *info)
+bool runtime__preload_fd_info(int fd, struct fd_info *info)
 {
 	uint32_t state;
 
@@ -153,19 +153,19 @@ bool preload_fd_info(int fd, struct fd_info *info)
 	return true;
 }
 
-void preload_fd_forget(int fd)
+void runtime__preload_fd_forget(int fd)
 {
 	if (fd >= 0 && fd < FD_TABLE_SIZE)
 		__atomic_store_n(&fd_table[fd].state, 0, __ATOMIC_RELEASE);
 }
 
-void preload_fd_shared(int fd)
+void runtime__preload_fd_shared(int fd)
 {
 	if (fd >= 0 && fd < FD_TABLE_SIZE)
 		__atomic_store_n(&fd_table[fd].state, FD_SHARED, __ATOMIC_RELEASE);
 }
 
-void preload_fd_changed(int fd)
+void runtime__preload_fd_changed(int fd)
 {
 	if (fd < 0 || fd >= FD_TABLE_SIZE)
 		return;
@@ -181,7 +181,7 @@ static bool no_deadline(uint64_t d)
 	return d == 0 || d == UINT64_MAX;
 }
 
-void preload_timeout_begin(struct preload_timeout *t, int64_t timeout_ns)
+void runtime__preload_timeout_begin(struct preload_timeout *t, int64_t timeout_ns)
 {
 	t->mine = 0;
 	if (timeout_ns <= 0)
@@ -196,7 +196,7 @@ void preload_timeout_begin(struct preload_timeout *t, int64_t timeout_ns)
 	}
 }
 
-long preload_timeout_end(const struct preload_timeout *t, long rc, int timeout_errno)
+long runtime__preload_timeout_end(const struct preload_timeout *t, long rc, int timeout_errno)
 {
 	if (!t->mine)
 		return rc;

@@ -123,14 +123,14 @@ struct preload_real {
 	int (*dup3)(int, int, int);
 };
 
-extern struct preload_real preload_real_;
+extern struct preload_real runtime__preload_real_;
 
 /* libc's name, resolved once: REAL(read)(fd, buf, len). */
-void *preload_resolve(void **slot, const char *name);
+void *runtime__preload_resolve(void **slot, const char *name);
 #define REAL(name)                                                                  \
-	((__typeof__(preload_real_.name))(                                          \
-		__atomic_load_n((void **)&preload_real_.name, __ATOMIC_ACQUIRE)     \
-			?: preload_resolve((void **)&preload_real_.name, #name)))
+	((__typeof__(runtime__preload_real_.name))(                                          \
+		__atomic_load_n((void **)&runtime__preload_real_.name, __ATOMIC_ACQUIRE)     \
+			?: runtime__preload_resolve((void **)&runtime__preload_real_.name, #name)))
 
 /* What the table knows of an fd, for the call at hand. */
 struct fd_info {
@@ -157,26 +157,26 @@ static inline bool preload_in_fiber(void)
  * was created or closed. Returns false for a number the kernel does not
  * know (the caller lets libc report EBADF).
  */
-bool preload_fd_info(int fd, struct fd_info *info);
+bool runtime__preload_fd_info(int fd, struct fd_info *info);
 
 /* The number now names a new file (or none): forget what was known. */
-void preload_fd_forget(int fd);
+void runtime__preload_fd_forget(int fd);
 /* fd's file is now shared with another number (dup): a change of flags
  * through one must be seen through the other. */
-void preload_fd_shared(int fd);
+void runtime__preload_fd_shared(int fd);
 /* The program changed O_NONBLOCK or a socket timeout of fd. */
-void preload_fd_changed(int fd);
+void runtime__preload_fd_changed(int fd);
 
 /* A timeval in ns, saturated; negative: none (NULL) or invalid. */
-int64_t preload_timeval_ns(const struct timeval *tv);
+int64_t runtime__preload_timeval_ns(const struct timeval *tv);
 /* A valid timespec (what nanosleep and ppoll accept) in ns, saturating at
  * INT64_MAX: too long to count is "never", not "at once". -1 if invalid. */
-int64_t preload_timespec_ns(const struct timespec *ts);
+int64_t runtime__preload_timespec_ns(const struct timespec *ts);
 
 /*
  * Run a blocking runtime call under an extra timeout (a socket's
  * SO_RCVTIMEO): the fiber's deadline is lowered for the call and put back.
- * preload_timeout_end returns rc, with -ETIMEDOUT turned into
+ * runtime__preload_timeout_end returns rc, with -ETIMEDOUT turned into
  * timeout_errno when it was this timeout, not the fiber's own deadline,
  * that ended the call.
  */
@@ -184,8 +184,8 @@ struct preload_timeout {
 	uint64_t saved;  /* the fiber's deadline (0: none) */
 	uint64_t mine;   /* the one set here (0: none) */
 };
-void preload_timeout_begin(struct preload_timeout *t, int64_t timeout_ns);
-long preload_timeout_end(const struct preload_timeout *t, long rc, int timeout_errno);
+void runtime__preload_timeout_begin(struct preload_timeout *t, int64_t timeout_ns);
+long runtime__preload_timeout_end(const struct preload_timeout *t, long rc, int timeout_errno);
 
 /* libc's convention: rc >= 0 as is, else errno = -rc and -1. */
 static inline long preload_ret(long rc)
@@ -200,6 +200,6 @@ static inline long preload_ret(long rc)
  * passes: 0 (look again), -ETIMEDOUT (that deadline), -ECANCELED, or
  * -ETIMEDOUT with the fiber's own deadline past (the caller tells them
  * apart). Fiber context. */
-int preload_wait_any(const struct pollfd *fds, nfds_t nfds, uint64_t deadline_ns);
+int runtime__preload_wait_any(const struct pollfd *fds, nfds_t nfds, uint64_t deadline_ns);
 
 #endif

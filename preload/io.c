@@ -33,7 +33,7 @@
 /* The fd's state if the call may park; false: the call is libc's. */
 static inline bool may_park(int fd, struct fd_info *fi)
 {
-	return preload_in_fiber() && preload_fd_info(fd, fi) && !fi->nonblock;
+	return preload_in_fiber() && runtime__preload_fd_info(fd, fi) && !fi->nonblock;
 }
 
 /* ------------------------------------------------------------- reading */
@@ -45,9 +45,9 @@ PRELOAD_API ssize_t HOOK(read)(int fd, void *buf, size_t len)
 
 	if (!may_park(fd, &fi))
 		return REAL(read)(fd, buf, len);
-	preload_timeout_begin(&t, fi.rcvtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
 	long rc = runtime_read(fd, buf, len);
-	return preload_ret(preload_timeout_end(&t, rc, EAGAIN));
+	return preload_ret(runtime__preload_timeout_end(&t, rc, EAGAIN));
 }
 
 PRELOAD_API ssize_t HOOK(readv)(int fd, const struct iovec *iov, int iovcnt)
@@ -57,9 +57,9 @@ PRELOAD_API ssize_t HOOK(readv)(int fd, const struct iovec *iov, int iovcnt)
 
 	if (!may_park(fd, &fi))
 		return REAL(readv)(fd, iov, iovcnt);
-	preload_timeout_begin(&t, fi.rcvtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
 	long rc = runtime_readv(fd, iov, iovcnt);
-	return preload_ret(preload_timeout_end(&t, rc, EAGAIN));
+	return preload_ret(runtime__preload_timeout_end(&t, rc, EAGAIN));
 }
 
 PRELOAD_API ssize_t HOOK(pread)(int fd, void *buf, size_t len, off_t offset)
@@ -83,9 +83,9 @@ PRELOAD_API ssize_t HOOK(recv)(int fd, void *buf, size_t len, int flags)
 
 	if ((flags & MSG_DONTWAIT) || !may_park(fd, &fi))
 		return REAL(recv)(fd, buf, len, flags);
-	preload_timeout_begin(&t, fi.rcvtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
 	long rc = runtime_recv(fd, buf, len, flags);
-	return preload_ret(preload_timeout_end(&t, rc, EAGAIN));
+	return preload_ret(runtime__preload_timeout_end(&t, rc, EAGAIN));
 }
 
 PRELOAD_API ssize_t HOOK(recvmsg)(int fd, struct msghdr *msg, int flags)
@@ -95,9 +95,9 @@ PRELOAD_API ssize_t HOOK(recvmsg)(int fd, struct msghdr *msg, int flags)
 
 	if ((flags & MSG_DONTWAIT) || !may_park(fd, &fi))
 		return REAL(recvmsg)(fd, msg, flags);
-	preload_timeout_begin(&t, fi.rcvtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
 	long rc = runtime_recvmsg(fd, msg, flags);
-	return preload_ret(preload_timeout_end(&t, rc, EAGAIN));
+	return preload_ret(runtime__preload_timeout_end(&t, rc, EAGAIN));
 }
 
 /* recvfrom with an address is a recvmsg: the kernel fills in the sender
@@ -116,8 +116,8 @@ PRELOAD_API ssize_t HOOK(recvfrom)(int fd, void *buf, size_t len, int flags,
 	struct msghdr msg = {
 		.msg_name = addr, .msg_namelen = *addrlen, .msg_iov = &iov, .msg_iovlen = 1,
 	};
-	preload_timeout_begin(&t, fi.rcvtimeo_ns);
-	long rc = preload_timeout_end(&t, runtime_recvmsg(fd, &msg, flags), EAGAIN);
+	runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
+	long rc = runtime__preload_timeout_end(&t, runtime_recvmsg(fd, &msg, flags), EAGAIN);
 	if (rc >= 0)
 		*addrlen = msg.msg_namelen;
 	return preload_ret(rc);
@@ -138,7 +138,7 @@ static ssize_t out_all(int fd, const struct fd_info *fi, enum out_kind kind, con
 
 	if (len > RW_MAX)
 		len = RW_MAX;
-	preload_timeout_begin(&t, fi->sndtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi->sndtimeo_ns);
 	do {
 		if (kind == OUT_WRITE)
 			rc = runtime_write(fd, buf + done, len - done);
@@ -149,7 +149,7 @@ static ssize_t out_all(int fd, const struct fd_info *fi, enum out_kind kind, con
 		if (rc > 0)
 			done += (size_t)rc;
 	} while (rc > 0 && fi->stream && done < len);
-	rc = preload_timeout_end(&t, rc, EAGAIN);
+	rc = runtime__preload_timeout_end(&t, rc, EAGAIN);
 	return done ? (ssize_t)done : preload_ret(rc);
 }
 
@@ -227,7 +227,7 @@ static ssize_t outv_all(int fd, const struct fd_info *fi, const struct iovec *io
 	size_t done = 0;
 	long rc;
 
-	preload_timeout_begin(&t, fi->sndtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi->sndtimeo_ns);
 	for (;;) {
 		m.msg_iov = (struct iovec *)iov;
 		m.msg_iovlen = cnt;
@@ -246,7 +246,7 @@ static ssize_t outv_all(int fd, const struct fd_info *fi, const struct iovec *io
 		m.msg_controllen = 0;
 	}
 	free(rest);
-	rc = preload_timeout_end(&t, rc, EAGAIN);
+	rc = runtime__preload_timeout_end(&t, rc, EAGAIN);
 	return done ? (ssize_t)done : preload_ret(rc);
 }
 
@@ -295,12 +295,12 @@ PRELOAD_API int HOOK(accept4)(int fd, struct sockaddr *addr, socklen_t *addrlen,
 	if (!may_park(fd, &fi)) {
 		rc = REAL(accept4)(fd, addr, addrlen, flags);
 	} else {
-		preload_timeout_begin(&t, fi.rcvtimeo_ns);
+		runtime__preload_timeout_begin(&t, fi.rcvtimeo_ns);
 		long res = runtime_accept(fd, addr, addrlen, flags);
-		rc = (int)preload_ret(preload_timeout_end(&t, res, EAGAIN));
+		rc = (int)preload_ret(runtime__preload_timeout_end(&t, res, EAGAIN));
 	}
 	if (rc >= 0)
-		preload_fd_forget(rc);
+		runtime__preload_fd_forget(rc);
 	return rc;
 }
 
@@ -311,7 +311,7 @@ PRELOAD_API int HOOK(accept)(int fd, struct sockaddr *addr, socklen_t *addrlen)
 	if (!may_park(fd, &fi)) {
 		int rc = REAL(accept)(fd, addr, addrlen);
 		if (rc >= 0)
-			preload_fd_forget(rc);
+			runtime__preload_fd_forget(rc);
 		return rc;
 	}
 	return HOOK(accept4)(fd, addr, addrlen, 0);
@@ -326,9 +326,9 @@ PRELOAD_API int HOOK(connect)(int fd, const struct sockaddr *addr, socklen_t add
 
 	if (!may_park(fd, &fi))
 		return REAL(connect)(fd, addr, addrlen);
-	preload_timeout_begin(&t, fi.sndtimeo_ns);
+	runtime__preload_timeout_begin(&t, fi.sndtimeo_ns);
 	long rc = runtime_connect(fd, addr, addrlen);
-	return (int)preload_ret(preload_timeout_end(&t, rc, EINPROGRESS));
+	return (int)preload_ret(runtime__preload_timeout_end(&t, rc, EINPROGRESS));
 }
 
 /* ------------------------------------------- _FORTIFY_SOURCE's names */

@@ -49,7 +49,7 @@ static struct timespec ns_timespec(uint64_t ns)
 
 PRELOAD_API int HOOK(nanosleep)(const struct timespec *req, struct timespec *rem)
 {
-	int64_t ns = preload_timespec_ns(req);
+	int64_t ns = runtime__preload_timespec_ns(req);
 	uint64_t left = 0;
 
 	if (!preload_in_fiber() || ns < 0)
@@ -70,14 +70,14 @@ PRELOAD_API int HOOK(clock_nanosleep)(clockid_t clock, int flags, const struct t
                                       struct timespec *rem)
 {
 	bool wall = clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC || clock == CLOCK_BOOTTIME;
-	int64_t ns = preload_timespec_ns(req);
+	int64_t ns = runtime__preload_timespec_ns(req);
 	uint64_t left = 0;
 	struct timespec now;
 
 	if (!preload_in_fiber() || !wall || ns < 0)
 		return REAL(clock_nanosleep)(clock, flags, req, rem);
 	if (flags & TIMER_ABSTIME) {
-		int64_t at = clock_gettime(clock, &now) == 0 ? preload_timespec_ns(&now) : -1;
+		int64_t at = clock_gettime(clock, &now) == 0 ? runtime__preload_timespec_ns(&now) : -1;
 		if (at < 0)
 			return REAL(clock_nanosleep)(clock, flags, req, rem);
 		ns = ns > at ? ns - at : 0;
@@ -115,13 +115,13 @@ static __thread bool closing;
 
 PRELOAD_API int HOOK(close)(int fd)
 {
-	preload_fd_forget(fd);
+	runtime__preload_fd_forget(fd);
 	if (closing || !preload_in_fiber())
 		return REAL(close)(fd);
 	closing = true;
 	int rc = runtime_close(fd);
 	closing = false;
-	preload_fd_forget(fd);
+	runtime__preload_fd_forget(fd);
 	/* The ring refuses to close an io_uring fd: libc closes it. (Only if
 	 * it is open: a second close of a number another thread may have
 	 * reused meanwhile must not close that thread's file.) */
@@ -219,7 +219,7 @@ PRELOAD_API int HOOK(getaddrinfo)(const char *node, const char *service,
 PRELOAD_API int HOOK(socket)(int domain, int type, int protocol)
 {
 	int fd = REAL(socket)(domain, type, protocol);
-	preload_fd_forget(fd);
+	runtime__preload_fd_forget(fd);
 	return fd;
 }
 
@@ -227,8 +227,8 @@ PRELOAD_API int HOOK(socketpair)(int domain, int type, int protocol, int sv[2])
 {
 	int rc = REAL(socketpair)(domain, type, protocol, sv);
 	if (rc == 0) {
-		preload_fd_forget(sv[0]);
-		preload_fd_forget(sv[1]);
+		runtime__preload_fd_forget(sv[0]);
+		runtime__preload_fd_forget(sv[1]);
 	}
 	return rc;
 }
@@ -236,8 +236,8 @@ PRELOAD_API int HOOK(socketpair)(int domain, int type, int protocol, int sv[2])
 static int dup_done(int oldfd, int newfd)
 {
 	if (newfd >= 0) {
-		preload_fd_shared(oldfd);
-		preload_fd_shared(newfd);
+		runtime__preload_fd_shared(oldfd);
+		runtime__preload_fd_shared(newfd);
 	}
 	return newfd;
 }
@@ -265,7 +265,7 @@ static int fcntl_tracked(int fd, int cmd, void *arg)
 	if (rc < 0)
 		return rc;
 	if (cmd == F_SETFL)
-		preload_fd_changed(fd);
+		runtime__preload_fd_changed(fd);
 	else if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
 		dup_done(fd, rc);
 	return rc;
@@ -297,7 +297,7 @@ PRELOAD_API int HOOK(ioctl)(int fd, unsigned long request, ...)
 	va_end(ap);
 	int rc = REAL(ioctl)(fd, request, arg);
 	if (rc == 0 && request == FIONBIO)
-		preload_fd_changed(fd);
+		runtime__preload_fd_changed(fd);
 	return rc;
 }
 
@@ -316,6 +316,6 @@ PRELOAD_API int HOOK(setsockopt)(int fd, int level, int name, const void *value,
 {
 	int rc = REAL(setsockopt)(fd, level, name, value, len);
 	if (rc == 0 && is_timeout_option(level, name))
-		preload_fd_changed(fd);
+		runtime__preload_fd_changed(fd);
 	return rc;
 }

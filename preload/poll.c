@@ -88,7 +88,7 @@ static int epoll_set(const struct pollfd *fds, nfds_t nfds, int *armed)
 		} else if (errno != EPERM) {
 			int err = errno;
 			REAL(close)(ep);
-			preload_fd_forget(ep);
+			runtime__preload_fd_forget(ep);
 			return -err;
 		}
 	}
@@ -104,11 +104,11 @@ static int wait_many(const struct pollfd *fds, nfds_t nfds, int64_t timeout_ns)
 	int rc = armed ? runtime_poll(ep, POLLIN, timeout_ns)
 	               : runtime_sleep(timeout_ns < 0 ? UINT64_MAX : (uint64_t)timeout_ns);
 	REAL(close)(ep);
-	preload_fd_forget(ep);
+	runtime__preload_fd_forget(ep);
 	return rc;
 }
 
-int preload_wait_any(const struct pollfd *fds, nfds_t nfds, uint64_t deadline_ns)
+int runtime__preload_wait_any(const struct pollfd *fds, nfds_t nfds, uint64_t deadline_ns)
 {
 	int64_t timeout_ns = remaining(deadline_ns);
 	const struct pollfd *one = NULL;
@@ -170,7 +170,7 @@ static int poll_parked(struct pollfd *fds, nfds_t nfds, int64_t timeout_ns,
 	int n = poll_look(fds, nfds, sigmask);
 
 	while (n == 0 && remaining(deadline) != 0) {
-		if (wait_outcome(preload_wait_any(fds, nfds, deadline), deadline) < 0)
+		if (wait_outcome(runtime__preload_wait_any(fds, nfds, deadline), deadline) < 0)
 			return -1;
 		n = poll_look(fds, nfds, sigmask);
 		if (n == 0 && backoff(&unconfirmed, deadline) < 0)
@@ -189,7 +189,7 @@ PRELOAD_API int HOOK(poll)(struct pollfd *fds, nfds_t nfds, int timeout_ms)
 PRELOAD_API int HOOK(ppoll)(struct pollfd *fds, nfds_t nfds, const struct timespec *tmo,
                             const sigset_t *sigmask)
 {
-	int64_t ns = tmo ? preload_timespec_ns(tmo) : -1;
+	int64_t ns = tmo ? runtime__preload_timespec_ns(tmo) : -1;
 
 	if (!preload_in_fiber() || (tmo && ns <= 0))
 		return REAL(ppoll)(fds, nfds, tmo, sigmask); /* never waits, or EINVAL */
@@ -255,7 +255,7 @@ static int select_parked(struct fd_sets *s, int nfds, uint64_t deadline)
 		return -1;
 	}
 	while (n == 0 && remaining(deadline) != 0) {
-		n = wait_outcome(preload_wait_any(fds, count, deadline), deadline);
+		n = wait_outcome(runtime__preload_wait_any(fds, count, deadline), deadline);
 		if (n < 0)
 			break;
 		n = select_look(s, nfds);
@@ -269,7 +269,7 @@ static int select_parked(struct fd_sets *s, int nfds, uint64_t deadline)
 /* Linux writes the time not slept back into the timeout. */
 PRELOAD_API int HOOK(select)(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	int64_t ns = preload_timeval_ns(tv);
+	int64_t ns = runtime__preload_timeval_ns(tv);
 	if (!preload_in_fiber() || ns == 0 || nfds < 0 || nfds > FD_SETSIZE ||
 	    (tv && (ns < 0 || tv->tv_usec >= 1000000)))
 		return REAL(select)(nfds, rd, wr, ex, tv); /* never waits, or EINVAL */

@@ -1,11 +1,15 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# abi.sh - the ABI is written down once and kept, for libruntime and
-# libruntime-http each: the functions its headers declare RUNTIME_API, the
-# ones its map (runtime/libruntime.map, http/libruntime-http.map) exports
-# and the ones the built library exports are the same set; the soname is
-# NAME.so.0; and the header's version agrees with the package's and
-# with runtime_version() (checked by tests/check_core).
+# abi.sh - the ABI is written down once and kept, for libruntime,
+# libruntime-tls and libruntime-http each: the functions its headers
+# declare RUNTIME_API, the ones its map (runtime/libruntime.map,
+# tls/libruntime-tls.map, http/libruntime-http.map) exports and the ones
+# the built library exports are the same set; the soname is NAME.so.0;
+# no global symbol of any library, shared or static, lacks the project's
+# prefix (runtime_, runtime__ for the internal ones a static archive must
+# keep global across its files) but the libc calls libruntime-preload
+# replaces and GCC's __x86_return_thunk; and the header's version agrees
+# with the package's and with runtime_version() (tests/check_core).
 set -u
 srcdir=${srcdir:-.}
 tmp=$(mktemp -d) || exit 1
@@ -40,14 +44,41 @@ check_lib() {
 	[ "$soname" = "$name.so.0" ]; result "soname $name.so.0 (got '$soname')" $?
 }
 
-# libruntime: runtime.h and the headers it includes (toolkit, TLS);
-# libruntime-http: runtime_http.h.
-set --
-for h in "$srcdir"/include/runtime*.h; do
-	[ "${h##*/}" = runtime_http.h ] || set -- "$@" "$h"
-done
-check_lib libruntime runtime/libruntime.map RUNTIME_0 "$@"
+# libruntime: runtime.h and the toolkit's header it includes;
+# libruntime-tls: runtime_tls.h; libruntime-http: runtime_http.h.
+check_lib libruntime runtime/libruntime.map RUNTIME_0 "$srcdir/include/runtime.h" \
+	"$srcdir/include/runtime_toolkit.h"
+check_lib libruntime-tls tls/libruntime-tls.map RUNTIME_TLS_0 "$srcdir/include/runtime_tls.h"
 check_lib libruntime-http http/libruntime-http.map RUNTIME_HTTP_0 "$srcdir/include/runtime_http.h"
+
+# Symbol hygiene: every global symbol a library defines, in its .so and
+# its .a (an archive's objects keep their cross-file internals global,
+# where a program's own names could clash with them). The preload
+# library's libc replacements are its purpose (the names its .so exports
+# besides runtime_*: its .a may define those and no others);
+# __x86_return_thunk is the name GCC calls (the fiber switch's return,
+# runtime/switch_x86_64.S).
+libc_wrappers=$(nm -D --defined-only preload/.libs/libruntime-preload.so 2>/dev/null |
+	awk 'NF == 3 && $3 !~ /^runtime_/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
+for lib in runtime/.libs/libruntime tls/.libs/libruntime-tls http/.libs/libruntime-http \
+           preload/.libs/libruntime-preload; do
+	for f in "$lib.so" "$lib.a"; do
+		[ -f "$f" ] || continue
+		flag=-g; [ "${f##*.}" = so ] && flag=-D
+		nm $flag --defined-only "$f" 2>/dev/null | awk 'NF == 3 { sub(/@.*/, "", $3); print $3 }' |
+			grep -v -e '^runtime_' -e '^RUNTIME_' -e '^__x86_return_thunk$' |
+			grep -vxF "$libc_wrappers" | sort -u > "$tmp/stray"
+		[ ! -s "$tmp/stray" ] || sed 's/^/  unprefixed: /' "$tmp/stray"
+		[ ! -s "$tmp/stray" ]; result "no unprefixed global symbol in $f" $?
+	done
+done
+
+# libruntime needs no OpenSSL: TLS is libruntime-tls's (a program that
+# only spawns fibers links no libssl).
+if [ -f runtime/.libs/libruntime.so ]; then
+	! objdump -p runtime/.libs/libruntime.so | grep -E 'NEEDED +lib(ssl|crypto)'
+	result "libruntime.so needs no libssl or libcrypto" $?
+fi
 
 version=$(sed -n 's/^#define RUNTIME_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$/\2/p' \
 	"$srcdir/include/runtime.h" | paste -sd.)

@@ -138,11 +138,14 @@ static struct runtime_http_server *lib_srv;
 /* The library's server on 127.0.0.1, port 0 (tls: HTTPS); its port. */
 static uint16_t lib_start(struct runtime_tls *tls)
 {
+	static struct runtime_tls_serve ts;
 	struct runtime_http_server_config cfg;
 
 	runtime_http_server_config_init(&cfg);
 	cfg.serve.host = "127.0.0.1";
-	cfg.serve.tls = tls;
+	ts = (struct runtime_tls_serve){ .tls = tls };
+	if (tls)
+		ck_assert_int_eq(runtime_tls_serve(&cfg.serve, &ts), 0);
 	cfg.handler = route;
 	cfg.idle_timeout_ns = 5 * SEC; /* a leaked client connection shows as a slow test */
 	cfg.limits.body_max = 8 << 20;

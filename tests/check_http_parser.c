@@ -63,10 +63,10 @@ static int head_lim(const char *buf, size_t n, const struct http_limits *lim,
                     struct http_request *req)
 {
 	static struct http_request r; /* too big for Check's stack comfort */
-	int whole = http_parse_head(buf, n, lim, req);
+	int whole = runtime__http_parse_head(buf, n, lim, req);
 
 	for (size_t k = 0; k < n; k++) {
-		int rc = http_parse_head(buf, k, lim, &r);
+		int rc = runtime__http_parse_head(buf, k, lim, &r);
 		if (whole > 0 && k >= (size_t)whole) {
 			ck_assert_int_eq(rc, whole);
 			assert_same_request(&r, req);
@@ -119,15 +119,15 @@ static void decode_split(const char *in, size_t n, size_t split, const struct ht
 	size_t used, made;
 
 	ck_assert_uint_le(n, sizeof(d->out));
-	http_chunked_init(&c, lim);
-	d->rc = http_chunked_decode(&c, in, split, d->out, &used, &made);
+	runtime__http_chunked_init(&c, lim);
+	d->rc = runtime__http_chunked_decode(&c, in, split, d->out, &used, &made);
 	ck_assert_uint_le(used, split);
 	ck_assert_uint_le(made, used);
 	d->consumed = used;
 	d->produced = made;
 	if (d->rc == 0 && split < n) {
 		ck_assert_uint_eq(used, split);
-		d->rc = http_chunked_decode(&c, in + split, n - split, d->out + made, &used, &made);
+		d->rc = runtime__http_chunked_decode(&c, in + split, n - split, d->out + made, &used, &made);
 		ck_assert_uint_le(made, used);
 		d->consumed += used;
 		d->produced += made;
@@ -141,10 +141,10 @@ static void decode_bytes(const char *in, size_t n, const struct http_limits *lim
 	struct http_chunked c;
 	size_t used, made;
 
-	http_chunked_init(&c, lim);
+	runtime__http_chunked_init(&c, lim);
 	*d = (struct decoded){ .rc = 0 };
 	for (size_t i = 0; i < n && d->rc == 0; i++) {
-		d->rc = http_chunked_decode(&c, in + i, 1, d->out + d->produced, &used, &made);
+		d->rc = runtime__http_chunked_decode(&c, in + i, 1, d->out + d->produced, &used, &made);
 		ck_assert_uint_le(made, used);
 		ck_assert_uint_le(used, 1);
 		d->consumed += used;
@@ -280,13 +280,13 @@ START_TEST(test_http_chunked_decode_in_place)
 	struct http_chunked c;
 	size_t used, made;
 
-	http_chunked_init(&c, &lim_std);
-	ck_assert_int_eq(http_chunked_decode(&c, buf, strlen(buf), buf, &used, &made), 1);
+	runtime__http_chunked_init(&c, &lim_std);
+	ck_assert_int_eq(runtime__http_chunked_decode(&c, buf, strlen(buf), buf, &used, &made), 1);
 	ck_assert_uint_eq(made, 5);
 	ck_assert(memcmp(buf, "abcde", 5) == 0);
 	ck_assert_str_eq(buf + used, "rest");
 	/* once complete it stays so, taking nothing more */
-	ck_assert_int_eq(http_chunked_decode(&c, "x", 1, buf, &used, &made), 1);
+	ck_assert_int_eq(runtime__http_chunked_decode(&c, "x", 1, buf, &used, &made), 1);
 	ck_assert_uint_eq(used, 0);
 	ck_assert_uint_eq(made, 0);
 }
@@ -351,11 +351,11 @@ END_TEST
 START_TEST(test_http_header_get)
 {
 	ck_assert_int_gt(head_str("GET / HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nx-a: 2\r\n\r\n"), 0);
-	ck_assert(slice_is(*http_header_get(&req, "X-A"), "1"));
-	ck_assert(slice_is(*http_header_get(&req, "x-A"), "1"));
-	ck_assert(slice_is(*http_header_get(&req, "HOST"), "h"));
-	ck_assert_ptr_null(http_header_get(&req, "X"));
-	ck_assert_ptr_null(http_header_get(&req, "X-AB"));
+	ck_assert(slice_is(*runtime__http_header_get(&req, "X-A"), "1"));
+	ck_assert(slice_is(*runtime__http_header_get(&req, "x-A"), "1"));
+	ck_assert(slice_is(*runtime__http_header_get(&req, "HOST"), "h"));
+	ck_assert_ptr_null(runtime__http_header_get(&req, "X"));
+	ck_assert_ptr_null(runtime__http_header_get(&req, "X-AB"));
 }
 END_TEST
 
@@ -503,7 +503,7 @@ START_TEST(test_http_bad_byte_at_every_offset)
 		memcpy(before + 5 + len, " HTTP/1.1\r\n" HOST "X: ", sizeof(" HTTP/1.1\r\n" HOST "X: "));
 		ck_assert_msg(head_around(before, run, len, "\r\n\r\n") > 0, "good run of %zu", len);
 		ck_assert_uint_eq(req.target.len, len + 1);
-		const struct http_slice *v = http_header_get(&req, "x");
+		const struct http_slice *v = runtime__http_header_get(&req, "x");
 		ck_assert_ptr_nonnull(v);
 		ck_assert_uint_eq(v->len, len);
 		ck_assert(memcmp(v->p, run, len) == 0);
@@ -752,7 +752,7 @@ START_TEST(test_http_bare_lf_terminator)
 	ck_assert_int_eq(head_str(GET11 "\n"), -400);
 	ck_assert_int_eq(head_str(GET11 "X: a\n\n"), -400);
 	/* as soon as it arrives, with the head incomplete */
-	ck_assert_int_eq(http_parse_head(S("GET / HTTP/1.1\r\nHost: h\n"), &lim_std, &req), -400);
+	ck_assert_int_eq(runtime__http_parse_head(S("GET / HTTP/1.1\r\nHost: h\n"), &lim_std, &req), -400);
 }
 END_TEST
 
@@ -763,8 +763,8 @@ START_TEST(test_http_bare_cr)
 	ck_assert_int_eq(head_str(GET11 "\rX: a\r\n\r\n"), -400);
 	ck_assert_int_eq(head_str(GET11 "\r\r\n"), -400);
 	/* as soon as the byte after the CR is there */
-	ck_assert_int_eq(http_parse_head(S("GET / HTTP/1.1\r\nX: a\r"), &lim_std, &req), 0);
-	ck_assert_int_eq(http_parse_head(S("GET / HTTP/1.1\r\nX: a\rb"), &lim_std, &req), -400);
+	ck_assert_int_eq(runtime__http_parse_head(S("GET / HTTP/1.1\r\nX: a\r"), &lim_std, &req), 0);
+	ck_assert_int_eq(runtime__http_parse_head(S("GET / HTTP/1.1\r\nX: a\rb"), &lim_std, &req), -400);
 }
 END_TEST
 
@@ -772,7 +772,7 @@ START_TEST(test_http_nul_in_value)
 {
 	ck_assert_int_eq(head(S(GET11 "X: a\0b\r\n\r\n")), -400);
 	ck_assert_int_eq(head(S(GET11 "X: \0\r\n\r\n")), -400);
-	ck_assert_int_eq(http_parse_head(S("GET / HTTP/1.1\r\nX: a\0"), &lim_std, &req), -400);
+	ck_assert_int_eq(runtime__http_parse_head(S("GET / HTTP/1.1\r\nX: a\0"), &lim_std, &req), -400);
 }
 END_TEST
 
@@ -892,9 +892,9 @@ static int parse_line(const char *before, const char *line, size_t n)
 	memcpy(buf, before, b);
 	memcpy(buf + b, line, n);
 	memcpy(buf + b + n, PAD, sizeof(PAD) - 1);
-	whole = http_parse_head(buf, total, &lim_std, &req);
+	whole = runtime__http_parse_head(buf, total, &lim_std, &req);
 	for (size_t k = b; k < total && k <= b + n + 16; k++) {
-		int rc = http_parse_head(buf, k, &lim_std, &r);
+		int rc = runtime__http_parse_head(buf, k, &lim_std, &r);
 		ck_assert_msg(rc == 0 || rc == whole, "prefix %zu of %.*s: %d, whole: %d", k,
 		              (int)n - 2, line, rc, whole);
 	}
@@ -1181,9 +1181,9 @@ static int parse_run(const char *before, const char *line, size_t n, unsigned ch
 	memcpy(buf, before, b);
 	memcpy(buf + b, line, n);
 	memcpy(buf + b + n, after, a);
-	whole = http_parse_head(buf, total, &lim_std, &req);
+	whole = runtime__http_parse_head(buf, total, &lim_std, &req);
 	for (size_t k = b; edge && k < total; k++) {
-		int rc = http_parse_head(buf, k, &lim_std, &r);
+		int rc = runtime__http_parse_head(buf, k, &lim_std, &r);
 		if (rc != 0 && rc != whole)
 			ck_abort_msg("prefix %zu of %.*s: %d, whole: %d", k, (int)total, buf, rc, whole);
 	}
@@ -1611,9 +1611,9 @@ START_TEST(test_http_chunked_error_sticky)
 	size_t used, made;
 	char out[8];
 
-	http_chunked_init(&c, &lim_std);
-	ck_assert_int_eq(http_chunked_decode(&c, S("1\r\nxy"), out, &used, &made), -400);
-	ck_assert_int_eq(http_chunked_decode(&c, S("0\r\n\r\n"), out, &used, &made), -400);
+	runtime__http_chunked_init(&c, &lim_std);
+	ck_assert_int_eq(runtime__http_chunked_decode(&c, S("1\r\nxy"), out, &used, &made), -400);
+	ck_assert_int_eq(runtime__http_chunked_decode(&c, S("0\r\n\r\n"), out, &used, &made), -400);
 	ck_assert_uint_eq(used, 0);
 }
 END_TEST
@@ -1639,7 +1639,7 @@ START_TEST(test_http_positive_every_prefix)
 	ck_assert_int_gt(n, 0);
 	/* and with bytes after it: the same head */
 	for (size_t k = (size_t)n; k <= strlen(m); k++) {
-		ck_assert_int_eq(http_parse_head(m, k, &lim_std, &r), n);
+		ck_assert_int_eq(runtime__http_parse_head(m, k, &lim_std, &r), n);
 		assert_same_request(&r, &req);
 	}
 }

@@ -14,6 +14,7 @@
  */
 #include "testutil.h"
 #include "tlsutil.h"
+#include <runtime_tls.h>
 
 #include <openssl/ssl.h>
 
@@ -466,6 +467,7 @@ static void quiet_handler(struct runtime_conn *c, void *arg)
 START_TEST(test_tls_no_resumption_under_another_name)
 {
 	struct runtime_serve_config sc;
+	struct runtime_tls_serve ts = { .tls = server_ctx(&leaf_a, NULL, 0) };
 	struct other_name o = { 0 };
 	struct runtime *rt;
 	pthread_t th;
@@ -473,8 +475,8 @@ START_TEST(test_tls_no_resumption_under_another_name)
 	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
 	runtime_serve_config_init(&sc);
 	sc.host = "127.0.0.1";
-	sc.tls = server_ctx(&leaf_a, NULL, 0);
-	ck_assert_int_eq(runtime_tls_add_cert(sc.tls, leaf_b.cert, leaf_b.key, RUNTIME_TLS_PEM), 0);
+	ck_assert_int_eq(runtime_tls_add_cert(ts.tls, leaf_b.cert, leaf_b.key, RUNTIME_TLS_PEM), 0);
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), 0);
 	sc.handler = quiet_handler;
 	ck_assert_int_eq(runtime_serve(rt, &sc, &o.srv), 0);
 	o.port = runtime_server_port(o.srv);
@@ -486,7 +488,7 @@ START_TEST(test_tls_no_resumption_under_another_name)
 	ck_assert_int_eq(o.reused[2], 1); /* a.test again: resumed */
 	runtime_server_destroy(o.srv);
 	runtime_destroy(rt);
-	runtime_tls_destroy(sc.tls);
+	runtime_tls_destroy(ts.tls);
 }
 END_TEST
 
@@ -914,6 +916,7 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 	struct runtime_serve_config sc;
 	struct runtime_server_stats st;
 	struct served s = { .client = client_ctx(NULL, NULL, 0) };
+	struct runtime_tls_serve ts = { .tls = s.client }; /* a client context cannot serve */
 	struct runtime_tls *bare;
 	struct runtime *rt;
 
@@ -921,14 +924,17 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 	runtime_serve_config_init(&sc);
 	sc.host = "127.0.0.1";
 	sc.handler = greet;
-	sc.tls = s.client; /* a client context cannot serve */
-	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), -EINVAL);
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), -EINVAL);
 	ck_assert_int_eq(runtime_tls_create(&bare, NULL), 0);
-	sc.tls = bare; /* nor one without a certificate */
-	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), -EINVAL);
+	ts.tls = bare; /* nor one without a certificate */
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), -EINVAL);
+	ck_assert_int_eq(runtime_tls_serve(NULL, &ts), -EINVAL);
+	ck_assert_int_eq(runtime_tls_serve(&sc, NULL), -EINVAL);
+	ck_assert_ptr_null(sc.layer);
 	runtime_tls_destroy(bare);
-	sc.tls = server_ctx(&leaf_a, NULL, 0);
-	sc.on_tls_error = handshake_failed;
+	ts = (struct runtime_tls_serve){ .tls = server_ctx(&leaf_a, NULL, 0),
+		                         .on_error = handshake_failed };
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), 0);
 	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
 	s.port = runtime_server_port(s.srv);
 	ck_assert_int_eq(runtime_spawn(rt, serve_clients, &s), 0);
@@ -936,13 +942,13 @@ START_TEST(test_tls_runtime_serve_handshakes_first)
 	runtime_server_stats(s.srv, &st);
 	ck_assert_int_eq(s.good_rc, 0);
 	ck_assert_uint_eq(st.accepted, 2);
-	ck_assert_uint_eq(st.tls_failed, 1);
+	ck_assert_uint_eq(st.layer_failed, 1);
 	ck_assert_int_eq(hook_err, -EPROTO); /* told, with why and who */
 	ck_assert_msg(strstr(hook_why, "http request"), "'%s'", hook_why);
 	ck_assert_ptr_nonnull(strstr(hook_peer, "127.0.0.1:"));
 	runtime_server_destroy(s.srv);
 	runtime_destroy(rt);
-	runtime_tls_destroy(sc.tls); /* after the server: it may still be in use */
+	runtime_tls_destroy(ts.tls); /* after the server: it may still be in use */
 	runtime_tls_destroy(s.client);
 }
 END_TEST
@@ -1009,14 +1015,15 @@ START_TEST(test_tls_released_connection_reads_on)
 	sc.handler = tls_release_echo;
 	sc.arg = &r;
 	sc.release_after_ns = 10 * MS;
-	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	struct runtime_tls_serve ts = { .tls = server_ctx(&leaf_a, NULL, 0) };
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), 0);
 	ck_assert_int_eq(runtime_serve(rt, &sc, &r.base.srv), 0);
 	r.base.port = runtime_server_port(r.base.srv);
 	ck_assert_int_eq(runtime_spawn(rt, released_client, &r), 0);
 	ck_assert_int_eq(runtime_run(rt), 0);
 	runtime_server_destroy(r.base.srv);
 	runtime_destroy(rt);
-	runtime_tls_destroy(sc.tls);
+	runtime_tls_destroy(ts.tls);
 	runtime_tls_destroy(r.base.client);
 	ck_assert_str_eq(r.got[0], "one");
 	ck_assert_str_eq(r.got[1], "two");
@@ -1068,7 +1075,8 @@ START_TEST(test_tls_every_core_shares_the_contexts)
 	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
 	runtime_serve_config_init(&sc);
 	sc.host = "127.0.0.1";
-	sc.tls = server_ctx(&leaf_a, NULL, 0);
+	struct runtime_tls_serve ts = { .tls = server_ctx(&leaf_a, NULL, 0) };
+	ck_assert_int_eq(runtime_tls_serve(&sc, &ts), 0);
 	sc.handler = greet;
 	ck_assert_int_eq(runtime_serve(rt, &sc, &s.srv), 0);
 	s.port = runtime_server_port(s.srv);
@@ -1080,7 +1088,7 @@ START_TEST(test_tls_every_core_shares_the_contexts)
 	ck_assert_int_lt(atomic_load(&s.resumed), MANY);
 	runtime_server_destroy(s.srv);
 	runtime_destroy(rt);
-	runtime_tls_destroy(sc.tls);
+	runtime_tls_destroy(ts.tls);
 	runtime_tls_destroy(s.client);
 }
 END_TEST

@@ -10,7 +10,8 @@
 #   --keep        keep the scratch build tree (always kept on failure)
 #   --no-install  build and lint only: no dpkg -i / dpkg -r on this machine
 #   --symbols     rewrite debian/libruntime0.symbols,
-#                 debian/libruntime-preload0.symbols and
+#                 debian/libruntime-preload0.symbols,
+#                 debian/libruntime-tls0.symbols and
 #                 debian/libruntime-http0.symbols (the only files it
 #                 writes in the tree) from the libraries just built, and
 #                 show the diff: known symbols keep their versions, new ones
@@ -107,7 +108,7 @@ debs=$(ls "$scratch"/*.deb)
 
 # ------------------------------------------------------------ symbols
 if [ "$symbols" -eq 1 ]; then
-	for p in libruntime0 libruntime-preload0 libruntime-http0; do
+	for p in libruntime0 libruntime-preload0 libruntime-tls0 libruntime-http0; do
 		if (cd "$src" && dpkg-gensymbols -q -p"$p" -P"debian/$p" -v"$upstream" -O) |
 			grep -v '^\* Build-Depends-Package:' |
 			sed '1a\* Build-Depends-Package: libruntime-dev' >"$scratch/$p.symbols"; then

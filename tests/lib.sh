@@ -19,7 +19,7 @@ result() {
 # pc ARGS...: pkg-config on this build tree's uninstalled runtime.pc and
 # runtime-preload.pc, pointed at the source headers and built libraries.
 pc() {
-	PKG_CONFIG_PATH=.:preload:http pkg-config --define-variable=includedir="$srcdir/include" \
+	PKG_CONFIG_PATH=.:preload:tls:http pkg-config --define-variable=includedir="$srcdir/include" \
 		--define-variable=libdir="$PWD/runtime/.libs" "$@"
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # man_pages.sh - the man pages cover the ABI and ship in good order:
-#  - every function libruntime.so and libruntime-http.so export, and every
+#  - every function libruntime.so, libruntime-tls.so and libruntime-http.so
+#    export, and every
 #    runtime_* function of libruntime-preload.so, has man/<name>.3 (a page, or a '.so' link to
 #    one), and that page's SYNOPSIS shows its prototype as the header
 #    declares it (whitespace aside);
@@ -19,6 +20,7 @@ set -u
 srcdir=${srcdir:-.}
 lib=runtime/.libs/libruntime.so
 preload=preload/.libs/libruntime-preload.so
+tls=tls/.libs/libruntime-tls.so
 http=http/.libs/libruntime-http.so
 man=$srcdir/man
 tmp=$(mktemp -d) || exit 1
@@ -40,7 +42,7 @@ done
 
 # ------------------------------------------------------------ the exports
 : > "$tmp/symbols"
-for l in "$lib:^runtime_" "$preload:^runtime_" "$http:^runtime_"; do
+for l in "$lib:^runtime_" "$preload:^runtime_" "$tls:^runtime_" "$http:^runtime_"; do
 	file=${l%%:*}
 	if [ ! -f "$file" ]; then
 		result "$file exists (a static-only build cannot be checked)" 1

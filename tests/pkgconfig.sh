@@ -1,8 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # pkgconfig.sh - a program builds from runtime.pc's flags alone, shared and
-# with --static, and runs; runtime-preload.pc and runtime-http.pc put
-# their library before libruntime, and a program builds from the latter. The uninstalled .pc files are used, pointed at the build tree.
+# with --static, and runs, and links no OpenSSL; runtime-preload.pc,
+# runtime-tls.pc and runtime-http.pc put their library before libruntime
+# (runtime-http's before runtime-tls's), and programs build from the last
+# two. The uninstalled .pc files are used, pointed at the build tree.
 set -u
 srcdir=${srcdir:-.}
 CC=${CC:-cc}
@@ -68,12 +70,38 @@ int main(void)
 }
 PROGRAM
 # shellcheck disable=SC2046,SC2086
-$CC ${SAN_CFLAGS:-} "$tmp/http.c" $(pc --cflags --libs runtime-http) -Lhttp/.libs -o "$tmp/http" \
-	2> "$tmp/err" &&
-	[ "$(LD_LIBRARY_PATH=runtime/.libs:http/.libs "$tmp/http")" = "idle 60 s" ]
+$CC ${SAN_CFLAGS:-} "$tmp/http.c" $(pc --cflags --libs runtime-http) -Lhttp/.libs -Ltls/.libs \
+	-o "$tmp/http" 2> "$tmp/err" &&
+	[ "$(LD_LIBRARY_PATH=runtime/.libs:tls/.libs:http/.libs "$tmp/http")" = "idle 60 s" ]
 result "runtime-http: built from pkg-config --cflags --libs runtime-http, ran" $?
-pc --libs runtime-http | grep -q -- '-lruntime-http .*-lruntime'
-result "runtime-http's library comes before libruntime" $?
+pc --libs runtime-http | grep -q -- '-lruntime-http .*-lruntime-tls .*-lruntime'
+result "runtime-http's library comes before libruntime-tls's, and that before libruntime" $?
+
+# runtime-tls.pc: a TLS context made and destroyed; libruntime, and no
+# OpenSSL, for a program of the core alone.
+cat > "$tmp/tls.c" <<'PROGRAM'
+#include <runtime_tls.h>
+#include <stdio.h>
+
+int main(void)
+{
+	struct runtime_tls *tls;
+	int rc = runtime_tls_create(&tls, NULL);
+	printf("tls %d\n", rc);
+	runtime_tls_destroy(tls);
+	return rc < 0;
+}
+PROGRAM
+# shellcheck disable=SC2046,SC2086
+$CC ${SAN_CFLAGS:-} "$tmp/tls.c" $(pc --cflags --libs runtime-tls) -Ltls/.libs -o "$tmp/tls" \
+	2> "$tmp/err" && [ "$(LD_LIBRARY_PATH=runtime/.libs:tls/.libs "$tmp/tls")" = "tls 0" ]
+result "runtime-tls: built from pkg-config --cflags --libs runtime-tls, ran" $?
+pc --libs runtime-tls | grep -q -- '-lruntime-tls .*-lruntime'
+result "runtime-tls's library comes before libruntime" $?
+! pc --libs --static runtime | grep -q -- '-lssl\|-lcrypto'
+result "runtime.pc asks for no OpenSSL, even --static" $?
+! objdump -p "$tmp/shared" | grep -q 'NEEDED.*lib\(ssl\|crypto\)'
+result "a program of the core alone needs no libssl" $?
 
 pc --cflags runtime | grep -q -- '-fstack-clash-protection'
 result "Cflags carry -fstack-clash-protection" $?

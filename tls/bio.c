@@ -76,13 +76,12 @@ static size_t take_input(struct tls_session *t, char *dst, size_t len)
 		memcpy(dst, t->feed, n);
 		t->feed += n;
 		t->feed_len -= n;
-	} else if (t->conn->rx) {
-		ssize_t q = runtime_stream_peek(t->conn->rx, &p);
+	} else {
+		ssize_t q = runtime_conn_raw_peek(t->conn, &p);
 		if (q > 0) {
 			n = MIN(len, (size_t)q);
 			memcpy(dst, p, n);
-			runtime_stream_consume(t->conn->rx, n);
-			runtime__conn_touch(t->conn);
+			runtime_conn_raw_consume(t->conn, n);
 		}
 	}
 	return n;

@@ -348,9 +348,24 @@ int runtime_tls_insecure_skip_verify(struct runtime_tls *t)
 	return 0;
 }
 
-int runtime__tls_serve_check(const struct runtime_tls *t)
+/* runtime_serve's accept-time layer: the handshake, or its failure told. */
+static int serve_layer(struct runtime_conn *conn, void *arg)
 {
-	return t->side == RUNTIME_TLS_SERVER && t->ncerts ? 0 : -EINVAL;
+	struct runtime_tls_serve *ts = arg;
+	int rc = runtime_conn_tls_accept(conn, ts->tls);
+
+	if (rc < 0 && ts->on_error)
+		ts->on_error(conn, rc, ts->arg);
+	return rc;
+}
+
+int runtime_tls_serve(struct runtime_serve_config *cfg, struct runtime_tls_serve *ts)
+{
+	if (!cfg || !ts || !ts->tls || ts->tls->side != RUNTIME_TLS_SERVER || !ts->tls->ncerts)
+		return -EINVAL;
+	cfg->layer = serve_layer;
+	cfg->layer_arg = ts;
+	return 0;
 }
 
 void *runtime_tls_ssl_ctx(struct runtime_tls *t)

@@ -7,10 +7,10 @@
  * those queued in the connection's receive stream, in place), else says
  * "retry"; a write appends to an output block. Around each SSL call the
  * fiber does the waiting: on SSL_ERROR_WANT_READ it reads the socket
- * through the connection (runtime__conn_raw_read: its deadlines, idle
+ * through the connection (runtime_conn_raw_read: its deadlines, idle
  * timeout and drain hold) into a small buffer on its stack, offers those
  * bytes to the next SSL call and keeps whatever OpenSSL left; after a
- * call that produced output it sends the block (runtime__conn_raw_send).
+ * call that produced output it sends the block (runtime_conn_raw_send).
  * So no fiber ever parks inside OpenSSL, and a reader and a writer fiber
  * can share one SSL: their SSL calls never overlap.
  *
@@ -113,7 +113,7 @@ static int failed(struct tls_session *t, int ssl_error)
 static int fill(struct tls_session *t, char *feed, size_t size)
 {
 	runtime__tls_wait_begin(t);
-	ssize_t n = runtime__conn_raw_read(t->conn, feed, size);
+	ssize_t n = runtime_conn_raw_read(t->conn, feed, size);
 	runtime__tls_wait_end(t);
 
 	if (n > 0) {
@@ -145,7 +145,7 @@ static int send_block(struct tls_session *t, struct out *o)
 {
 	while (o->off < o->len) {
 		struct iovec iov = { o->buf + o->off, o->len - o->off };
-		ssize_t n = runtime__conn_raw_send(t->conn, &iov, 1);
+		ssize_t n = runtime_conn_raw_send(t->conn, &iov, 1);
 		if (n <= 0)
 			return n < 0 ? (int)n : -EIO;
 		o->off += (size_t)n;
@@ -283,9 +283,9 @@ static int not_ready(const struct tls_session *t)
 	return t->failure.err && t->failure.in_handshake ? t->failure.err : -ENOTCONN;
 }
 
-static ssize_t tls_read(struct runtime_conn *c, void *buf, size_t len)
+static ssize_t tls_read(struct runtime_conn *c, void *state, void *buf, size_t len)
 {
-	struct tls_session *t = c->layer_state;
+	struct tls_session *t = state;
 	char feed[FEED_SIZE];
 	ssize_t rc;
 
@@ -387,9 +387,10 @@ static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int
 	return (ssize_t)taken; /* taken, if not all sent yet: the next flush goes on */
 }
 
-static ssize_t tls_writev(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+static ssize_t tls_writev(struct runtime_conn *c, void *state, const struct iovec *iov,
+                          int iovcnt)
 {
-	struct tls_session *t = c->layer_state;
+	struct tls_session *t = state;
 
 	if (!t->handshaken)
 		return not_ready(t);
@@ -404,9 +405,9 @@ static ssize_t tls_writev(struct runtime_conn *c, const struct iovec *iov, int i
 }
 
 /* close_notify, then the socket's half-close. */
-static int tls_close_write(struct runtime_conn *c)
+static int tls_close_write(struct runtime_conn *c, void *state)
 {
-	struct tls_session *t = c->layer_state;
+	struct tls_session *t = state;
 	int rc = 0;
 
 	if (t->writer)
@@ -418,12 +419,14 @@ static int tls_close_write(struct runtime_conn *c)
 		rc = flush(t);
 		t->writer = NULL;
 	}
-	return rc < 0 ? rc : runtime_sock_shutdown(c->fd, SHUT_WR);
+	return rc < 0 ? rc : runtime_sock_shutdown(runtime_conn_fd(c), SHUT_WR);
 }
 
-static bool tls_pending(const struct runtime_conn *c)
+static int tls_pending(const struct runtime_conn *c, const void *state)
 {
-	const struct tls_session *t = c->layer_state;
+	const struct tls_session *t = state;
+
+	(void)c;
 
 	return SSL_has_pending(t->ssl) || t->extra_off < t->extra_len;
 }
@@ -452,7 +455,7 @@ static void send_now(struct tls_session *t)
 	for (int i = 1; i >= 0; i--) {
 		const struct out *o = &t->out[t->fill ^ i];
 		size_t left = o->len - o->off;
-		if (left && syscall(SYS_sendto, t->conn->fd, o->buf + o->off, left,
+		if (left && syscall(SYS_sendto, runtime_conn_fd(t->conn), o->buf + o->off, left,
 		                    MSG_DONTWAIT | MSG_NOSIGNAL, NULL, 0) != (long)left)
 			return;
 	}
@@ -460,9 +463,11 @@ static void send_now(struct tls_session *t)
 
 /* From runtime_conn_close: a close_notify if it can go at once, then the
  * session goes. -EBUSY while a fiber reads, writes or flushes. */
-static int tls_close(struct runtime_conn *c)
+static int tls_close(struct runtime_conn *c, void *state)
 {
-	struct tls_session *t = c->layer_state;
+	struct tls_session *t = state;
+
+	(void)c;
 
 	if (t->reader || t->writer || t->flushing)
 		return -EBUSY;
@@ -471,19 +476,18 @@ static int tls_close(struct runtime_conn *c)
 		send_now(t);
 	}
 	session_free(t);
-	c->layer = NULL;
-	c->layer_state = NULL;
 	return 0;
 }
 
 /* runtime_conn_idle: the connection waits with no fiber; OpenSSL's
  * record buffers go at once (idle.c frees them only under a reader). */
-static void tls_idle(struct runtime_conn *c)
+static void tls_idle(struct runtime_conn *c, void *state)
 {
-	runtime__tls_free_buffers(c->layer_state);
+	(void)c;
+	runtime__tls_free_buffers(state);
 }
 
-static const struct conn_layer tls_layer = {
+static const struct runtime_conn_layer tls_layer = {
 	.read = tls_read,
 	.writev = tls_writev,
 	.close_write = tls_close_write,
@@ -519,22 +523,24 @@ static int can_start(struct runtime_conn *c, struct runtime_tls *tls, int side)
 {
 	if (!c || !tls || tls->side != side)
 		return -EINVAL;
-	if (runtime_core_index() != c->core || c->rd.fiber || c->wr.fiber)
-		return -EPERM;
-	if (c->layer)
+	if (runtime_conn_layer(c, NULL))
 		return -EALREADY;
 	return side == RUNTIME_TLS_SERVER && !tls->ncerts ? -EINVAL : 0;
 }
 
-/* A new session on c, as its layer. 0 or -ENOMEM. */
+/* A new session on c, as its layer. 0, -ENOMEM, -EPERM (another core, a
+ * fiber in a read or write), -EALREADY. */
 static int attach(struct runtime_conn *c, struct runtime_tls *tls, struct tls_session **out)
 {
 	struct tls_session *t = session_new(c, tls);
 
 	if (!t)
 		return -ENOMEM;
-	c->layer = &tls_layer;
-	c->layer_state = t;
+	int rc = runtime_conn_set_layer(c, &tls_layer, t);
+	if (rc < 0) {
+		session_free(t);
+		return rc == -EBUSY ? -EPERM : rc;
+	}
 	*out = t;
 	return 0;
 }
@@ -626,7 +632,7 @@ int runtime_conn_tls_connect(struct runtime_conn *c, struct runtime_tls *tls, co
 
 static struct tls_session *session_of(struct runtime_conn *c)
 {
-	return c && c->layer == &tls_layer ? c->layer_state : NULL;
+	return runtime_conn_layer(c, &tls_layer);
 }
 
 int runtime_conn_tls_info(struct runtime_conn *c, struct runtime_tls_info *info)

@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * tls.h - what the TLS layer's files share (never installed). The layer
- * sits between a connection's public calls and its socket (struct
- * conn_layer, toolkit/toolkit.h); OpenSSL does the protocol and never
- * touches the socket: a BIO of ours hands it the bytes the connection
- * read and takes what it writes (session.c).
+ * tls.h - what the TLS library's files share (never installed).
+ * libruntime-tls is its own library, on libruntime's public calls alone:
+ * a session is a connection layer (struct runtime_conn_layer,
+ * runtime_toolkit.h) between a connection's calls and its socket, and
+ * runtime_tls_serve makes its handshake runtime_serve's accept-time layer.
+ * OpenSSL does the protocol and never touches the socket: a BIO of ours
+ * hands it the bytes the connection read and takes what it writes
+ * (session.c).
  *
  *   context.c  runtime_tls: SSL_CTX settings, certificates, SNI, ALPN
  *   certs.c    certificates and keys into a context
@@ -17,10 +20,16 @@
 #ifndef RUNTIME_TLS_INTERNAL_H
 #define RUNTIME_TLS_INTERNAL_H
 
-#include "../toolkit/toolkit.h"
+#include "config.h"
+
+#include <runtime_tls.h>
+#include <runtime_toolkit.h>
 
 #include <openssl/ssl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
 
 struct tls_cert {
 	SSL_CTX *ctx;               /* the settings, with this certificate */

@@ -19,9 +19,10 @@
  * one that waits already, so that keep-alive connections close at once
  * while those in the middle of a request finish it.
  *
- * A layer (TLS, tls/) may sit between the public calls and the socket:
- * the calls then go through its operations, and it does its own socket
- * I/O with runtime__conn_raw_read and _send, under the same deadlines.
+ * A layer (struct runtime_conn_layer: TLS) may sit between the public
+ * calls and the socket: the calls then go through its operations, and it
+ * does its own socket I/O with runtime_conn_raw_read, _send, _peek and
+ * _consume, under the same deadlines.
  */
 #include "toolkit.h"
 
@@ -124,11 +125,6 @@ static inline ssize_t touch(struct runtime_conn *c, ssize_t n)
 	return __builtin_expect(c->idle_ns != 0, 0) ? touch_idle(c, n) : n;
 }
 
-void runtime__conn_touch(struct runtime_conn *c)
-{
-	touch(c, 1);
-}
-
 /* -------------------------------------------------------------- reading */
 
 /* A read or write refused (its arguments, its core, busy): n (-errno),
@@ -165,13 +161,19 @@ static inline bool busy(const struct runtime_conn *c, const struct side *s)
 	return !c->layer && s->fiber;
 }
 
+/* Bytes of the peer's held in the layer, if there is one. */
+static inline bool layer_pending(const struct runtime_conn *c)
+{
+	return c->layer && c->layer->pending(c, c->layer_state);
+}
+
 /* Bytes of the peer's wait to be read, in the layer or the socket (a
  * drain's rare path: a syscall without a stream). */
 static bool bytes_waiting(const struct runtime_conn *c)
 {
 	int n = 0;
 
-	if (c->layer && c->layer->pending(c))
+	if (layer_pending(c))
 		return true;
 	if (c->rx)
 		return runtime_stream_buffered(c->rx) > 0;
@@ -333,8 +335,12 @@ raw_read(struct runtime_conn *c, void *buf, size_t len)
 	return read_rest(c, buf, len, runtime_fiber_self(), true);
 }
 
-ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
+ssize_t runtime_conn_raw_read(struct runtime_conn *c, void *buf, size_t len)
 {
+	if (!c || (!buf && len))
+		return -EINVAL;
+	if (!on_core(c))
+		return -EPERM;
 	return raw_read(c, buf, len);
 }
 
@@ -348,7 +354,7 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 		return raw_read(c, buf, len);
 	if (idle_and_draining(c))
 		return -ESHUTDOWN;
-	return c->layer->read(c, buf, len);
+	return c->layer->read(c, c->layer_state, buf, len);
 }
 
 /* -------------------------------------------------------------- writing */
@@ -397,15 +403,19 @@ static __attribute__((noinline)) ssize_t send_buf_again(struct runtime_conn *c, 
 	return send_again(c, &iov, 1);
 }
 
-ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
+ssize_t runtime_conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 {
+	if (!c || (!iov && iovcnt))
+		return -EINVAL;
+	if (!on_core(c))
+		return -EPERM;
 	return send_once(c, iov, iovcnt);
 }
 
 /* One write, of the layer or the socket. */
 static inline ssize_t write_once(struct runtime_conn *c, const struct iovec *iov, int iovcnt)
 {
-	return c->layer ? c->layer->writev(c, iov, iovcnt) : send_once(c, iov, iovcnt);
+	return c->layer ? c->layer->writev(c, c->layer_state, iov, iovcnt) : send_once(c, iov, iovcnt);
 }
 
 static ssize_t conn_writev(void *ctx, const struct iovec *iov, int iovcnt)
@@ -472,7 +482,7 @@ int runtime_conn_close_write(struct runtime_conn *c)
 
 	if (rc < 0)
 		return rc;
-	return c->layer ? c->layer->close_write(c) : runtime_sock_shutdown(c->fd, SHUT_WR);
+	return c->layer ? c->layer->close_write(c, c->layer_state) : runtime_sock_shutdown(c->fd, SHUT_WR);
 }
 
 /* ------------------------------------------------------------ transport */
@@ -511,6 +521,59 @@ static const struct runtime_transport_ops conn_ops = {
 	.consume = conn_consume,
 	.close_write = conn_close_write,
 };
+
+/* ------------------------------------------------------------- layers */
+
+int runtime_conn_set_layer(struct runtime_conn *c, const struct runtime_conn_layer *layer,
+                           void *state)
+{
+	int rc = mine(c);
+
+	if (!c || !layer || !layer->read || !layer->writev || !layer->close_write ||
+	    !layer->pending || !layer->close)
+		return -EINVAL;
+	if (rc < 0)
+		return rc;
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
+		return -EBUSY;
+	if (c->layer)
+		return -EALREADY;
+	c->layer = layer;
+	c->layer_state = state;
+	return 0;
+}
+
+void *runtime_conn_layer(const struct runtime_conn *c, const struct runtime_conn_layer *layer)
+{
+	if (!c || !c->layer || (layer && c->layer != layer))
+		return NULL;
+	return c->layer_state;
+}
+
+ssize_t runtime_conn_raw_peek(struct runtime_conn *c, const void **data)
+{
+	int rc = mine(c);
+
+	if (!data)
+		return -EINVAL;
+	*data = NULL;
+	if (rc < 0)
+		return rc;
+	return c->rx ? runtime_stream_peek(c->rx, data) : 0;
+}
+
+int runtime_conn_raw_consume(struct runtime_conn *c, size_t n)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (!c->rx)
+		return n ? -EINVAL : 0;
+	if ((rc = runtime_stream_consume(c->rx, n)) == 0 && n)
+		touch(c, 1); /* bytes moved: the idle timeout starts again */
+	return rc;
+}
 
 /* ---------------------------------------------------------------- the rest */
 
@@ -556,7 +619,7 @@ int runtime_conn_close(struct runtime_conn *c)
 		return -EPERM;
 	if (c->rd.fiber || c->wr.fiber || c->waiting)
 		return -EBUSY;
-	if (c->layer && c->layer->close(c) < 0)
+	if (c->layer && c->layer->close(c, c->layer_state) < 0)
 		return -EBUSY;
 	runtime_stream_close(c->rx);
 	int rc = runtime_close(c->fd);
@@ -672,7 +735,7 @@ static void poll_then_resume(void *arg)
 	struct runtime_conn *c = arg;
 	int rc = 0;
 
-	while (!(c->layer && c->layer->pending(c))) {
+	while (!layer_pending(c)) {
 		if (idle_and_draining(c)) {
 			rc = -ESHUTDOWN;
 			break;
@@ -700,14 +763,14 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 	c->resume_arg = arg;
 	c->idle = true;
 	c->waiting = true;
-	if (c->rx && !(c->layer && c->layer->pending(c)))
+	if (c->rx && !layer_pending(c))
 		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
 	else
 		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
 	if (rc != 0)
 		c->waiting = false; /* 1: a read would not wait, read on */
 	else if (c->layer)
-		c->layer->idle(c);
+		c->layer->idle(c, c->layer_state);
 	return rc;
 }
 
@@ -751,7 +814,7 @@ int runtime_conn_pending(const struct runtime_conn *c)
 
 	if (rc < 0)
 		return rc;
-	if (c->layer && c->layer->pending(c))
+	if (layer_pending(c))
 		return 1;
 	rc = c->rx ? runtime_stream_pending(c->rx) : -EAGAIN;
 	return rc == -EAGAIN ? socket_pending(c->fd) : rc;

@@ -43,15 +43,15 @@ struct runtime_server {
 	unsigned conn_flags;        /* for runtime_conn_open */
 	uint64_t release_after;     /* 0: never */
 	bool plain_accept;
-	struct runtime_tls *tls;    /* the caller's: outlives the server */
-	void (*on_tls_error)(struct runtime_conn *conn, int err, void *arg);
+	runtime_serve_layer_fn *layer; /* accept-time, or NULL */
+	void *layer_arg;
 	unsigned ncores;
 	int *fds;                   /* each core's listening socket */
 	uint16_t port;
 	struct runtime_chan *stop;  /* closed by runtime_server_stop */
 	_Atomic bool stopped;
 	_Atomic unsigned live;
-	_Atomic uint64_t accepted, refused, errors, tls_failed;
+	_Atomic uint64_t accepted, refused, errors, layer_failed;
 	struct core_conns *conns;
 };
 
@@ -122,14 +122,11 @@ static void conn_fiber(void *arg)
 	struct runtime_conn *c = arg;
 	struct runtime_server *srv = c->server;
 
-	int rc = srv->tls ? runtime_conn_tls_accept(c, srv->tls) : 0;
-	if (rc == 0) {
+	if (!srv->layer || srv->layer(c, srv->layer_arg) >= 0) {
 		run_handler(srv, c, srv->handler, srv->arg);
 		return;
 	}
-	atomic_fetch_add(&srv->tls_failed, 1);
-	if (srv->on_tls_error)
-		srv->on_tls_error(c, rc, srv->arg);
+	atomic_fetch_add(&srv->layer_failed, 1);
 	conn_end(srv, c);
 }
 
@@ -368,8 +365,8 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->conn_flags = cfg->plain_recv ? RUNTIME_CONN_PLAIN_RECV : 0;
 	srv->release_after = cfg->release_after_ns;
 	srv->plain_accept = cfg->plain_accept;
-	srv->tls = cfg->tls;
-	srv->on_tls_error = cfg->on_tls_error;
+	srv->layer = cfg->layer;
+	srv->layer_arg = cfg->layer_arg;
 	srv->ncores = n;
 	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
@@ -391,7 +388,7 @@ int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!rt || !cfg || !cfg->handler || (cfg->tls && runtime__tls_serve_check(cfg->tls) < 0))
+	if (!rt || !cfg || !cfg->handler)
 		return -EINVAL;
 	if (runtime_draining(rt))
 		return -ESHUTDOWN;
@@ -428,7 +425,7 @@ void runtime_server_stats(const struct runtime_server *srv, struct runtime_serve
 	st->accepted = atomic_load(&srv->accepted);
 	st->refused = atomic_load(&srv->refused);
 	st->errors = atomic_load(&srv->errors);
-	st->tls_failed = atomic_load(&srv->tls_failed);
+	st->layer_failed = atomic_load(&srv->layer_failed);
 }
 
 int runtime_server_stop(struct runtime_server *srv)

@@ -25,27 +25,6 @@ struct side {
 	struct runtime_fiber *fiber;
 };
 
-/*
- * A layer between a connection's public calls and its socket (TLS,
- * tls/): when set, runtime_conn_read, _write, the transport's writev,
- * _close_write (so _finish) and _close go through it, after conn.c's
- * checks (core, arguments, the drain). Its own socket I/O goes through
- * runtime__conn_raw_read and _send, under the connection's deadlines.
- */
-struct conn_layer {
-	ssize_t (*read)(struct runtime_conn *c, void *buf, size_t len);
-	ssize_t (*writev)(struct runtime_conn *c, const struct iovec *iov, int iovcnt);
-	int (*close_write)(struct runtime_conn *c);
-	/* Bytes of the peer's held in the layer (a drain reads them). */
-	bool (*pending)(const struct runtime_conn *c);
-	/* runtime_conn_idle: the connection now waits with no fiber - give
-	 * back what an idle connection need not hold. */
-	void (*idle)(struct runtime_conn *c);
-	/* From runtime_conn_close, before the socket closes: never waits;
-	 * frees the layer's state (0), or -EBUSY (a fiber is in it: nothing
-	 * changed). */
-	int (*close)(struct runtime_conn *c);
-};
 
 /*
  * serve.c's release sweep, carried by a connection of runtime_serve's
@@ -77,7 +56,7 @@ struct runtime_conn {
 	uint64_t idle_ns;           /* the idle timeout, 0: none */
 	uint64_t idle_until;        /* when it ends if no byte moves; 0: none */
 	struct runtime_transport transport;
-	const struct conn_layer *layer; /* NULL: plain */
+	const struct runtime_conn_layer *layer; /* NULL: plain */
 	void *layer_state;
 	runtime_serve_fn *resume_fn; /* what runs when runtime_conn_idle's wait ends */
 	void *resume_arg;
@@ -115,19 +94,7 @@ void runtime__serve_resume(struct runtime_conn *c);
  * cannot (no memory for a long one): it stays unknown. */
 bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len);
 
-/* tls/: 0 if tls can serve (a server context with a certificate), else
- * -EINVAL. */
-int runtime__tls_serve_check(const struct runtime_tls *tls);
 
-/* A connection's socket I/O, under its deadlines, idle timeout and
- * drain (conn.c): what runtime_conn_read and a write's one send are
- * without a layer. Bytes (> 0, a send may be short), 0 at end of stream,
- * or -errno. */
-ssize_t runtime__conn_raw_read(struct runtime_conn *c, void *buf, size_t len);
-ssize_t runtime__conn_raw_send(struct runtime_conn *c, const struct iovec *iov, int iovcnt);
-/* Bytes moved outside those calls (a layer took the stream's in place):
- * the idle timeout starts again. */
-void runtime__conn_touch(struct runtime_conn *c);
 
 /* sendmsg, or send for one iovec (the shorter path through the kernel):
  * MSG_NOSIGNAL, so a gone peer is -EPIPE even off the core threads'

@@ -22,6 +22,7 @@
  * more connections.
  */
 #include <runtime.h>
+#include <runtime_tls.h>
 
 #include "../cli.h"
 
@@ -220,7 +221,9 @@ int main(int argc, char **argv)
 	sc.port = (uint16_t)port;
 	sc.backlog = 4096;
 	sc.plain_recv = srv.plain_recv;
-	sc.tls = tls;
+	struct runtime_tls_serve ts = { .tls = tls }; /* outlives the server: main's */
+	if (tls)
+		runtime_tls_serve(&sc, &ts);
 	sc.handler = echo;
 	if (srv.release_ms && srv.release_ms != UINT_MAX)
 		sc.release_after_ns = srv.release_ms * MS;

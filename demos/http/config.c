@@ -8,7 +8,7 @@
 
 #define MS 1000000ull
 
-void server_http_config(const struct server *sv, struct runtime_http_server_config *cfg)
+void server_http_config(struct server *sv, struct runtime_http_server_config *cfg)
 {
 	const struct options *o = &sv->opt;
 
@@ -19,9 +19,11 @@ void server_http_config(const struct server *sv, struct runtime_http_server_conf
 	cfg->serve.max_conns = o->max_conns;
 	cfg->serve.plain_recv = o->plain_recv;
 	cfg->serve.plain_accept = o->plain_accept;
-	cfg->serve.tls = sv->tls;
+	sv->tls_serve.tls = sv->tls;
+	if (sv->tls) /* HTTPS: each connection's handshake first */
+		runtime_tls_serve(&cfg->serve, &sv->tls_serve);
 	cfg->handler = route;
-	cfg->arg = (void *)sv;
+	cfg->arg = sv;
 	cfg->limits.body_max = o->body_max;
 	cfg->header_timeout_ns = o->header_timeout_ms * MS;
 	cfg->idle_timeout_ns = o->idle_timeout_ms * MS;

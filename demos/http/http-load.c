@@ -192,7 +192,7 @@ static int pipe_prepare(const char *url)
 {
 	struct http_url *u = &pipe_target.url;
 	char one[4096];
-	int rc = http_url_parse(url, u), n;
+	int rc = runtime__http_url_parse(url, u), n;
 
 	if (rc < 0)
 		return rc;
@@ -252,7 +252,7 @@ static ssize_t pipe_fill(struct pipe_conn *p)
 static int pipe_head(struct pipe_conn *p, struct http_response *h)
 {
 	for (;;) {
-		int rc = http_parse_response(p->in + p->off, p->len - p->off, &pipe_limits, 0, h);
+		int rc = runtime__http_parse_response(p->in + p->off, p->len - p->off, &pipe_limits, 0, h);
 		if (rc > 0)
 			p->off += (size_t)rc;
 		if (rc < 0 || (rc > 0 && h->status >= 200))
@@ -273,7 +273,7 @@ static int64_t pipe_body(struct pipe_conn *p, const struct http_response *h)
 
 	if (h->body == HTTP_FRAME_CLOSE)
 		return -EPROTO; /* a body until the close cannot be pipelined */
-	http_chunked_init(&ch, &pipe_limits);
+	runtime__http_chunked_init(&ch, &pipe_limits);
 	while (chunked ? rc == 0 : left > 0) {
 		size_t avail = p->len - p->off, used, made;
 		if (!avail) {
@@ -285,8 +285,8 @@ static int64_t pipe_body(struct pipe_conn *p, const struct http_response *h)
 		if (!chunked) {
 			used = made = avail < left ? avail : (size_t)left;
 			left -= used;
-		} else if ((rc = http_chunked_decode(&ch, p->in + p->off, avail, p->in + p->off,
-		                                     &used, &made)) < 0) {
+		} else if ((rc = runtime__http_chunked_decode(&ch, p->in + p->off, avail, p->in + p->off,
+		                                              &used, &made)) < 0) {
 			return -EBADMSG;
 		}
 		p->off += used;

@@ -44,13 +44,14 @@ struct server {
 	struct runtime *rt;
 	struct runtime_http_server *http;
 	struct runtime_tls *tls;  /* HTTPS, NULL: HTTP */
+	struct runtime_tls_serve tls_serve; /* its handshakes (runtime_serve's layer) */
 	int root_fd;              /* --root, or -1 */
 	struct runtime_sem *backend; /* /limited's slots */
 };
 
 /* config.c: the library's settings for these options (the serve part
  * too). */
-void server_http_config(const struct server *srv, struct runtime_http_server_config *cfg);
+void server_http_config(struct server *srv, struct runtime_http_server_config *cfg);
 
 /* routes.c: the handler (arg: the struct server) */
 int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
