@@ -57,7 +57,8 @@ check_lib libruntime-http http/libruntime-http.map RUNTIME_HTTP_0 "$srcdir/inclu
 # library's libc replacements are its purpose (the names its .so exports
 # besides runtime_*: its .a may define those and no others);
 # __x86_return_thunk is the name GCC calls (the fiber switch's return,
-# runtime/switch_x86_64.S).
+# runtime/switch_x86_64.S); __odr_asan.* are AddressSanitizer's, one per
+# global of an instrumented build.
 libc_wrappers=$(nm -D --defined-only preload/.libs/libruntime-preload.so 2>/dev/null |
 	awk 'NF == 3 && $3 !~ /^runtime_/ { sub(/@.*/, "", $3); print $3 }' | sort -u)
 for lib in runtime/.libs/libruntime tls/.libs/libruntime-tls http/.libs/libruntime-http \
@@ -66,7 +67,7 @@ for lib in runtime/.libs/libruntime tls/.libs/libruntime-tls http/.libs/librunti
 		[ -f "$f" ] || continue
 		flag=-g; [ "${f##*.}" = so ] && flag=-D
 		nm $flag --defined-only "$f" 2>/dev/null | awk 'NF == 3 { sub(/@.*/, "", $3); print $3 }' |
-			grep -v -e '^runtime_' -e '^RUNTIME_' -e '^__x86_return_thunk$' |
+			grep -v -e '^runtime_' -e '^RUNTIME_' -e '^__x86_return_thunk$' -e '^__odr_asan\.' |
 			grep -vxF "$libc_wrappers" | sort -u > "$tmp/stray"
 		[ ! -s "$tmp/stray" ] || sed 's/^/  unprefixed: /' "$tmp/stray"
 		[ ! -s "$tmp/stray" ]; result "no unprefixed global symbol in $f" $?
