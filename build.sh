@@ -19,7 +19,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)} # make -j: JOBS=1 ./build.sh ... for a quiet build
-packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev check"
+packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev libnghttp2-dev check"
 # check also runs the aarch64 context switch under qemu-user,
 # tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh), and hiredis and
 # libcurl on libruntime-preload against redis-server and the HTTP demo
@@ -27,7 +27,7 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev 
 # nm (tests/man_pages.sh, tests/abi.sh); TLS against curl, the openssl CLI,
 # Python's ssl, nginx and testssl.sh (tests/tls_interop.sh); the HTTP
 # client against nginx, h2o and Go's net/http (tests/http_client_peers.sh)
-check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go"
+check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go"
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"

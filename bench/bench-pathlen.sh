@@ -49,7 +49,7 @@ ENGINE=${ENGINE:-}
 DEMO_FLAGS=${DEMO_FLAGS:-}
 BREAKDOWN=${BREAKDOWN:-}
 PIPELINE=${PIPELINE:-1}
-LIBS=$BUILD/runtime/.libs:$BUILD/http/.libs
+LIBS=$BUILD/runtime/.libs:$BUILD/tls/.libs:$BUILD/http/.libs
 work=$(mktemp -d) || exit 1
 trap 'rm -rf "$work"' EXIT
 failed=0

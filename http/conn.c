@@ -41,12 +41,6 @@ struct http_core *runtime__http_core(struct runtime_http_server *srv)
 	return &srv->cores[runtime_core_index() % srv->ncores];
 }
 
-/* One writer per counter (its core): a plain add, no lock. */
-static inline void count(_Atomic uint64_t *n)
-{
-	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-	                      memory_order_relaxed);
-}
 
 /* ------------------------------------------------------------- writing */
 
@@ -308,8 +302,18 @@ static __attribute__((noinline)) int finish_rest(struct runtime_http_request *re
 	return rc;
 }
 
+/* A head that is no HTTP/1.1 request may be the HTTP/2 preface of a
+ * client that knows the server speaks h2c: only as the connection's first
+ * bytes (the session checks those past what came so far). Out of line:
+ * it never costs a good request anything. */
+static __attribute__((noinline)) bool h2c(const struct http_conn *c)
+{
+	return !c->srv->cfg.no_h2c && c->in_off == 0 &&
+	       runtime__h2_preface(c->in, c->in_len);
+}
+
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
- * for the next with no fiber. */
+ * for the next with no fiber, 2: serve HTTP/2. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req,
                      struct runtime_http_response *res)
 {
@@ -318,14 +322,17 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 
 	if (rc == HEAD_IDLE)
 		return 1;
+	if (rc < -1 && c->first && h2c(c))
+		return 2;
+	c->first = false;
 	if (rc < 0) {
 		if (rc != -1) {
-			count(&c->core->rejected);
+			http_count(&c->core->rejected);
 			runtime__http_refuse(c, -rc);
 		}
 		return -1;
 	}
-	count(&c->core->requests);
+	http_count(&c->core->requests);
 	request_init(req, c, (size_t)rc);
 	http_response_ready(res, req);
 	rc = srv->cfg.handler(req, res, srv->cfg.arg);
@@ -340,7 +347,7 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 	return rc < 0 || res->close || c->broken ? -1 : 0;
 }
 
-static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
+struct http_conn *runtime__http_conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
 {
 	size_t in_size = srv->limits.head_max + 4096;
 	struct http_core *core = runtime__http_core(srv);
@@ -361,7 +368,7 @@ static struct http_conn *conn_new(struct runtime_http_server *srv, struct runtim
 	return c;
 }
 
-static void conn_free(struct http_conn *c)
+void runtime__http_conn_free(struct http_conn *c)
 {
 	runtime__http_buffer_put(&c->core->buffers, c);
 }
@@ -395,28 +402,30 @@ static bool went_idle(struct http_conn *c)
 	return runtime_conn_idle(c->rc, NULL, NULL) == 0;
 }
 
-void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc,
-                              bool may_idle)
+/* HTTP/1.1 on c until the connection ends, or it waits idle with no
+ * fiber, or the client turns out to speak h2c. */
+static void serve_http1(struct http_conn *c)
 {
-	struct http_conn *c = conn_new(srv, rc);
+	struct runtime_http_server *srv = c->srv;
 	struct runtime_http_request req;
 	struct runtime_http_response res;
 	int rc_one;
 
-	if (!c)
-		return;
 	req.conn = c; /* the links of the one request and response: set once */
+	req.h2 = NULL;
 	http_response_init(&res, c, &req, c->core);
-	c->may_idle = may_idle;
-	c->swept = swept(srv, may_idle);
+	c->swept = swept(srv, c->may_idle);
 	c->after_each = srv->cfg.on_response || srv->cfg.no_batch;
-	bool at_once = may_idle && srv->cfg.release_after_ns == 0;
+	c->first = true;
+	bool at_once = c->may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req, &res)) >= 0) {
+		if (rc_one == 2) {
+			runtime__h2_serve(c, NULL);
+			return;
+		}
 		if (rc_one == 1) {
-			if (went_idle(c)) {
-				conn_free(c);
+			if (went_idle(c))
 				return;
-			}
 		} else if (at_once) {
 			c->idle_now = true; /* went_idle, and only it, clears it */
 		}
@@ -432,8 +441,33 @@ void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_co
 			if (!c->rd_deadline) /* a swept read's: the linger ends by
 			                        the deadline it stood for */
 				http_read_deadline(c, c->idle_end);
-			runtime_conn_finish(rc, LINGER_NS);
+			runtime_conn_finish(c->rc, LINGER_NS);
 		}
 	}
-	conn_free(c);
+}
+
+/* The protocol a TLS client agreed on by ALPN: 2 for h2, 1 for another
+ * or none. */
+static int alpn_version(struct runtime_conn *rc)
+{
+	struct runtime_tls_info info;
+
+	if (runtime_conn_tls_info(rc, &info) < 0 || !info.alpn)
+		return 1;
+	return strcmp(info.alpn, "h2") ? 1 : 2;
+}
+
+void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_conn *rc,
+                              bool may_idle)
+{
+	struct http_conn *c = runtime__http_conn_new(srv, rc);
+
+	if (!c)
+		return;
+	c->may_idle = may_idle;
+	if (!runtime_conn_layer(rc, NULL) || alpn_version(rc) == 1)
+		serve_http1(c);
+	else if (!srv->cfg.no_h2)
+		runtime__h2_serve(c, NULL);
+	runtime__http_conn_free(c);
 }

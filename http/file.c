@@ -74,7 +74,8 @@ static int copy_out(struct runtime_http_response *res, int fd, uint64_t off, uin
 	while (off < end && rc == 0) {
 		size_t step = end - off < STEP ? (size_t)(end - off) : STEP;
 		ssize_t in = runtime_pread(fd, buf, step, (off_t)off);
-		write_deadline(res->conn);
+		if (res->conn) /* HTTP/2's writes have their own */
+			write_deadline(res->conn);
 		if (in <= 0)
 			rc = in < 0 ? (int)in : -ENODATA;
 		else
@@ -94,6 +95,10 @@ int runtime_http_respond_file(struct runtime_http_response *res, int status, con
 		return -EINVAL;
 	if ((rc = runtime_http_start(res, status, type, (int64_t)len)) < 0)
 		return rc;
+	if (res->h2) { /* framed from a buffer: no splice */
+		rc = res->no_body || !len ? 0 : copy_out(res, fd, off, len);
+		return rc < 0 ? rc : runtime_http_end(res);
+	}
 	struct http_conn *c = res->conn;
 	if (res->no_body || !len) {
 		res->state = RES_DONE;

@@ -90,13 +90,24 @@ struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
 	struct http_buffers buffers;
 	struct http_head_start head;
+	time_t h2_date_second;       /* HTTP/2's Date value, made again when */
+	char h2_date[32];            /* the second moves (h2_stream.c) */
 } __attribute__((aligned(64)));
+
+/* One writer per counter (its core): a plain add, no lock. */
+static inline void http_count(_Atomic uint64_t *n)
+{
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
+	                      memory_order_relaxed);
+}
 
 struct runtime_http_server {
 	struct runtime_http_server_config cfg;
 	struct runtime *rt;
 	struct http_limits limits;
 	struct runtime_server *base; /* runtime_serve's, NULL: create only */
+	struct runtime_tls_serve tls; /* the caller's TLS serving, offering h2
+	                                 by ALPN (server.c) */
 	struct http_core *cores;
 	unsigned ncores;
 	size_t server_len;
@@ -132,6 +143,8 @@ struct http_conn {
 	signed char idle;            /* what runtime_conn_set_idle was told
 	                                last (-1: not known) */
 	bool swept;                  /* an idle read needs no deadline (conn.c) */
+	bool first;                  /* no request served yet by this fiber:
+	                                the h2c preface may come */
 	bool after_each;             /* the server's on_response or no_batch:
 	                                work after each answer (conn.c) */
 	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
@@ -182,8 +195,12 @@ static inline void http_write_deadline(struct http_conn *c, uint64_t deadline)
 	c->wr_end = deadline;
 }
 
+struct h2_stream;
+struct h2_conn;
+
 struct runtime_http_request {
-	struct http_conn *conn;
+	struct http_conn *conn;      /* HTTP/1.1's, NULL for HTTP/2 */
+	struct h2_stream *h2;        /* HTTP/2's, NULL for HTTP/1.1 */
 	struct http_request head;    /* slices into conn->in, pinned */
 	size_t body_start;           /* where the body's bytes begin in conn->in */
 	uint64_t body_left;          /* Content-Length bytes not yet read */
@@ -196,7 +213,8 @@ struct runtime_http_request {
 enum http_res_state { RES_NONE, RES_STREAM, RES_DONE };
 
 struct runtime_http_response {
-	struct http_conn *conn;
+	struct http_conn *conn;      /* as the request's */
+	struct h2_stream *h2;
 	struct runtime_http_request *req;
 	struct http_core *core;      /* its fiber's core: the counts */
 	enum http_res_state state;
@@ -221,7 +239,26 @@ void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
 struct http_core *runtime__http_core(struct runtime_http_server *srv);
 
+struct http_conn *runtime__http_conn_new(struct runtime_http_server *srv, struct runtime_conn *rc);
+void runtime__http_conn_free(struct http_conn *c);
+
+/* HTTP/2 (h2.h), what the files above call. Serve a connection that
+ * chose h2 (h NULL: a new one; else one that waited idle). */
+void runtime__h2_serve(struct http_conn *io, struct h2_conn *h);
+/* Do p[0..n) begin as the h2c preface does? */
+bool runtime__h2_preface(const char *p, size_t n);
+/* The handler's calls on an HTTP/2 stream, after the checks that do not
+ * depend on the protocol. */
+ssize_t runtime__h2_body_read(struct runtime_http_request *req, void *buf, size_t len);
+int runtime__h2_begin(struct runtime_http_response *res, int status, const char *type,
+                      int64_t length, bool fixed, const void *body);
+int runtime__h2_write(struct runtime_http_response *res, const void *buf, size_t len);
+int runtime__h2_end(struct runtime_http_response *res);
+struct runtime_conn *runtime__h2_conn(const struct runtime_http_request *req);
+
 /* response.c */
+/* "404 Not Found\n" into buf: its length. */
+int runtime__http_status_text(int status, char *buf, size_t size);
 int runtime__http_refuse(struct http_conn *c, int status);
 int runtime__http_send_continue(struct http_conn *c);
 int runtime__http_response_finish(struct runtime_http_response *res, int handler_rc);
@@ -255,6 +292,7 @@ static inline void http_response_init(struct runtime_http_response *res, struct 
                                       struct runtime_http_request *req, struct http_core *core)
 {
 	res->conn = c;
+	res->h2 = NULL;
 	res->req = req;
 	res->core = core;
 }

@@ -93,6 +93,11 @@ struct http_request {
 int runtime__http_parse_head(const char *buf, size_t len, const struct http_limits *lim,
                              struct http_request *req);
 
+/* A request-target alone, t[0..n) for method, by the rules of a request
+ * line's (HTTP/2's :path, or :authority for CONNECT): 0 and *query (the
+ * offset of its first '?', or n), or -400. */
+int runtime__http_target_check(struct http_slice method, const char *t, size_t n, size_t *query);
+
 /* Case-insensitive lookup of a header's value: NULL if absent. */
 const struct http_slice *runtime__http_header_get(const struct http_request *req, const char *name);
 

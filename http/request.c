@@ -96,9 +96,14 @@ int runtime_http_minor(const struct runtime_http_request *req)
 	return req->head.minor;
 }
 
+int runtime_http_version(const struct runtime_http_request *req)
+{
+	return req->h2 ? 20 : 10 + req->head.minor;
+}
+
 struct runtime_conn *runtime_http_conn(const struct runtime_http_request *req)
 {
-	return req->conn->rc;
+	return req->h2 ? runtime__h2_conn(req) : req->conn->rc;
 }
 
 const struct runtime_http_slice *runtime_http_header(const struct runtime_http_request *req,
@@ -215,6 +220,8 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 {
 	if (!req || (!buf && len))
 		return -EINVAL;
+	if (req->h2)
+		return runtime__h2_body_read(req, buf, len);
 	struct http_conn *c = req->conn;
 
 	if (req->body_error)

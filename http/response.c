@@ -509,6 +509,8 @@ int runtime_http_write(struct runtime_http_response *res, const void *buf, size_
 	res->sent += len;
 	if (res->no_body)
 		return 0;
+	if (res->h2)
+		return runtime__h2_write(res, buf, len);
 	int rc = res->chunked ? emit_chunk(res->conn, buf, len) : emit(res->conn, buf, len);
 	if (rc < 0)
 		res->close = true;
@@ -524,6 +526,8 @@ int runtime_http_end(struct runtime_http_response *res)
 	res->state = RES_DONE;
 	if (res->no_body)
 		return 0;
+	if (res->h2)
+		return runtime__h2_end(res);
 	if (res->chunked)
 		return emit(res->conn, "0\r\n\r\n", 5);
 	if (res->length >= 0 && res->sent < (uint64_t)res->length)
@@ -534,6 +538,8 @@ int runtime_http_end(struct runtime_http_response *res)
 int runtime_http_start(struct runtime_http_response *res, int status, const char *type,
                        int64_t length)
 {
+	if (res && res->h2)
+		return runtime__h2_begin(res, status, type, length, false, NULL);
 	return begin(res, status, type, length, false, NULL);
 }
 
@@ -631,6 +637,8 @@ int runtime_http_respond(struct runtime_http_response *res, int status, const ch
 {
 	if (!res || (!body && len))
 		return -EINVAL;
+	if (__builtin_expect(res->h2 != NULL, 0))
+		return runtime__h2_begin(res, status, type, (int64_t)len, true, body);
 	if (status != 200)
 		return begin(res, status, type, (int64_t)len, true, body);
 	if (respond_fast(res, type, body, len))
@@ -640,13 +648,20 @@ int runtime_http_respond(struct runtime_http_response *res, int status, const ch
 
 /* ------------------------------------------------------ the library's own */
 
+int runtime__http_status_text(int status, char *buf, size_t size)
+{
+	struct text why = reason(status);
+	int n = snprintf(buf, size, "%d %.*s\n", status, (int)why.len, why.p);
+
+	return n < (int)size ? n : (int)size - 1;
+}
+
 /* A request that could not be read: its status, a short text, close. */
 int runtime__http_refuse(struct http_conn *c, int status)
 {
 	struct runtime_http_response res;
 	char body[64];
-	struct text why = reason(status);
-	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
+	int n = runtime__http_status_text(status, body, sizeof(body));
 
 	http_response_init(&res, c, NULL, c->core);
 	http_response_ready(&res, NULL);
@@ -683,8 +698,7 @@ static void answer_for_handler(struct runtime_http_response *res, int handler_rc
 		status = 400;
 	if (handler_rc < 0 || status != 500)
 		res->close = true;
-	struct text why = reason(status);
-	int n = snprintf(body, sizeof(body), "%d %.*s\n", status, (int)why.len, why.p);
+	int n = runtime__http_status_text(status, body, sizeof(body));
 	runtime_http_respond(res, status, "text/plain", body, (size_t)n);
 }
 

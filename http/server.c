@@ -93,6 +93,21 @@ static void serve_conn(struct runtime_conn *conn, void *arg)
 	runtime__http_conn_serve(arg, conn, true);
 }
 
+/* TLS serving as the caller set it (runtime_tls_serve), but for the ALPN
+ * list, unless they gave one: h2 first, HTTP/1.1 for the others (as Go's
+ * server does with its context). */
+static void offer_h2(struct runtime_http_server *srv)
+{
+	struct runtime_tls_serve *ts = runtime_tls_serve_of(&srv->cfg.serve);
+
+	if (!ts)
+		return;
+	srv->tls = *ts;
+	if (!srv->tls.alpn)
+		srv->tls.alpn = srv->cfg.no_h2 ? "http/1.1" : "h2,http/1.1";
+	runtime_tls_serve(&srv->cfg.serve, &srv->tls); /* checked by the caller's */
+}
+
 int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_config *cfg,
                        struct runtime_http_server **out)
 {
@@ -107,6 +122,7 @@ int runtime_http_serve(struct runtime *rt, const struct runtime_http_server_conf
 	}
 	srv->cfg.serve.handler = serve_conn;
 	srv->cfg.serve.arg = srv;
+	offer_h2(srv);
 	uint64_t release = srv->cfg.release_after_ns;
 	srv->cfg.serve.release_after_ns = release == UINT64_MAX ? 0 : release;
 	if ((rc = runtime_serve(rt, &srv->cfg.serve, &srv->base)) < 0 && !srv->base) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime_http.h - HTTP/1.1 on fibers: a server whose handler runs per
- * request in a fiber, and a client with a keep-alive pool per origin.
+ * runtime_http.h - HTTP/1.1 and HTTP/2 on fibers: a server whose handler
+ * runs per request in a fiber, the same handler for both protocols, and a
+ * client with a keep-alive pool per origin.
  * Library libruntime-http (pkg-config runtime-http), built from http/ on
  * the public calls of <runtime.h>; the core library knows nothing of HTTP.
  *
@@ -65,8 +66,9 @@ typedef int runtime_http_handler(struct runtime_http_request *req,
 struct runtime_http_server_config {
 	/* Where and how to listen: host, port, max_conns, tls, cores - as
 	 * runtime_serve(3); its handler, arg and release_after_ns are the
-	 * library's (set here, ignored). With tls the ALPN to offer is the caller's (set
-	 * "http/1.1" in the context). */
+	 * library's (set here, ignored). Over TLS (runtime_tls_serve) the
+	 * server offers "h2,http/1.1" by ALPN ("http/1.1" with no_h2),
+	 * unless the caller's struct runtime_tls_serve names a list. */
 	struct runtime_serve_config serve;
 	runtime_http_handler *handler; /* required */
 	void *arg;
@@ -94,13 +96,20 @@ struct runtime_http_server_config {
 	                               its buffers, and waits with none
 	                               (runtime_conn_idle) until its next bytes
 	                               (10 ms; 0: at once; UINT64_MAX: never) */
+	/* HTTP/2 (RFC 9113), on by default both ways: */
+	int no_h2;                  /* nonzero: no h2 over TLS (the ALPN offered
+	                               is then "http/1.1" alone) */
+	int no_h2c;                 /* nonzero: no cleartext h2c (a client's
+	                               preface is then a bad request: 400) */
+	unsigned h2_max_streams;    /* handlers at once per HTTP/2 connection,
+	                               SETTINGS_MAX_CONCURRENT_STREAMS (100) */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */
 RUNTIME_API void runtime_http_server_config_init(struct runtime_http_server_config *cfg);
 
 /*
- * Serve HTTP/1.1 (and 1.0) on every core of rt, as runtime_serve(3) does
+ * Serve HTTP/1.1 (and 1.0) and HTTP/2 on every core of rt, as runtime_serve(3) does
  * (it is built on it): keep-alive, pipelining (the answers to one read's
  * requests leave in one send), HEAD, Expect: 100-continue (answered when
  * the handler first reads the body), Date, Server, Content-Length and
@@ -112,6 +121,12 @@ RUNTIME_API void runtime_http_server_config_init(struct runtime_http_server_conf
  * the server and the client never takes a request it cannot send on. A
  * drain (runtime_drain) closes idle connections at once and
  * busy ones after their current response (Connection: close).
+ * HTTP/2 (h2 by ALPN over TLS, h2c by the preface in clear text): each
+ * stream's handler in a fiber of its own, flow control credited as it
+ * reads, h2_max_streams handlers at once, a reset stream's handler
+ * cancelled; a drain sends GOAWAY and lets the streams begun finish
+ * (runtime_http_serve(3) says what differs and the limits against the
+ * published attacks).
  * Any thread. Errors: as runtime_serve, and -EINVAL for a NULL handler or
  * limits beyond what the parser holds (headers_max > the most, head_max <
  * line_max, head_max > 1 MiB).
@@ -168,8 +183,10 @@ RUNTIME_API struct runtime_http_slice runtime_http_path(const struct runtime_htt
 /* The query after '?', still encoded; empty (p non-NULL) if none. */
 RUNTIME_API struct runtime_http_slice runtime_http_query(const struct runtime_http_request *req);
 /* The minor version: 0 or 1 (a request of 1.2 and up is answered as 1.1:
- * 1). */
+ * 1; an HTTP/2 one: 1). */
 RUNTIME_API int runtime_http_minor(const struct runtime_http_request *req);
+/* The protocol: 10 (HTTP/1.0), 11 (HTTP/1.1) or 20 (HTTP/2). */
+RUNTIME_API int runtime_http_version(const struct runtime_http_request *req);
 /* The connection: its peer (runtime_conn_peer), its TLS state
  * (runtime_conn_tls_info). Not to be read, written or closed, nor given
  * deadlines (the library sets them, and tells the runtime only when they

@@ -215,13 +215,22 @@ struct runtime_tls_serve {
 	 * and who (rate-limit a log: a scan makes many). NULL: only counted. */
 	void (*on_error)(struct runtime_conn *conn, int err, void *arg);
 	void *arg;               /* on_error's */
+	const char *alpn;        /* the ALPN protocols this server offers, as
+	                            runtime_tls_config's alpn, instead of the
+	                            context's (one context, servers of different
+	                            protocols); NULL: the context's */
 };
 
 /* Make cfg serve TLS as ts says: cfg->layer and cfg->layer_arg are set
- * (ts, its context and arg must outlive the server). Any thread. Returns
- * 0, or -EINVAL (NULL, or a context that cannot serve: a client's, or
- * one with no certificate). */
+ * (ts, its context, arg and alpn must outlive the server). Any thread.
+ * Returns 0, or -EINVAL (NULL, a context that cannot serve - a client's,
+ * or one with no certificate -, or an alpn list that does not parse). */
 RUNTIME_API int runtime_tls_serve(struct runtime_serve_config *cfg, struct runtime_tls_serve *ts);
+
+/* The runtime_tls_serve that set cfg's layer, NULL if none did (a library
+ * that serves on a caller's cfg wraps it: runtime_http_serve offers h2).
+ * Any thread. */
+RUNTIME_API struct runtime_tls_serve *runtime_tls_serve_of(const struct runtime_serve_config *cfg);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
  * a whole response (Content-Length or chunked) has come.
  */
 #include "testutil.h"
+#include "h2_client.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,6 +42,8 @@ static char file_path[64], big_path[64];
 #define FLOOD (32u << 20)     /* more than the sockets hold */
 
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
+static int host_of(struct runtime_http_request *req, struct runtime_http_response *res);
+static int echo_big(struct runtime_http_request *req, struct runtime_http_response *res);
 
 /* The server's thread: it makes the runtime (which only it may run),
  * serves, and tears down when the run ends. */
@@ -49,6 +52,8 @@ static uint64_t header_timeout_ns = 5 * SEC;
 static void (*on_response)(const struct runtime_http_request *req,
                            const struct runtime_http_response *res, void *arg);
 static int no_batch;
+static uint64_t body_max = 4096;
+static unsigned max_streams;
 
 static void *run(void *arg)
 {
@@ -59,7 +64,8 @@ static void *run(void *arg)
 	runtime_http_server_config_init(&cfg);
 	cfg.serve.host = "127.0.0.1";
 	cfg.handler = handler;
-	cfg.limits.body_max = 4096;
+	cfg.limits.body_max = body_max;
+	cfg.h2_max_streams = max_streams;
 	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
@@ -458,6 +464,10 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	}
 	if (is(path, "/nothing"))
 		return 0;
+	if (is(path, "/host"))
+		return host_of(req, res);
+	if (is(path, "/echobig"))
+		return echo_big(req, res);
 	if (is(path, "/nocontent"))
 		return runtime_http_respond(res, 204, NULL, NULL, 0);
 	if (is(path, "/notmodified")) {
@@ -1389,6 +1399,516 @@ START_TEST(test_bad_config)
 }
 END_TEST
 
+/* ----------------------------------------------------- the same over h2 */
+
+/*
+ * The handlers above, unchanged, over HTTP/2 (h2c by prior knowledge,
+ * from h2_client.h's nghttp2 client): what a request gives, bodies both
+ * ways, every kind of response, failures, limits, counters, the hook,
+ * the drain and idle connections - with HTTP/2's framing where HTTP/1.1's
+ * would differ: no chunked coding, no Connection field, a reset stream
+ * where HTTP/1.1 would close the connection.
+ */
+
+static const char *const no_fields[] = { NULL };
+
+#define H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define H2_SETTINGS "\0\0\0\4\0\0\0\0\0" /* empty */
+
+/* The payload of the first frame of type on stream in the n bytes the
+ * server sent (after nothing but whole frames), NULL if none. */
+static const unsigned char *frame_find(const char *buf, size_t n, int type, unsigned stream)
+{
+	const unsigned char *p = (const unsigned char *)buf, *end = p + n;
+
+	while (end - p >= 9) {
+		size_t len = (size_t)p[0] << 16 | (size_t)p[1] << 8 | p[2];
+		unsigned id = ((unsigned)p[5] & 0x7f) << 24 | (unsigned)p[6] << 16 |
+		              (unsigned)p[7] << 8 | p[8];
+		if ((size_t)(end - p) < 9 + len)
+			return NULL;
+		if (p[3] == type && id == stream)
+			return p + 9;
+		p += 9 + len;
+	}
+	return NULL;
+}
+
+START_TEST(test_h2_request_parts)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	static const char *const f[] = { "x-one", "first", "x-rep", "1", "x-one", "second",
+		                         "x-rep", "2", NULL };
+	struct h2t_answer *a = h2t_ask(t, "GET", "/info?a=1&b", f, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	ck_assert_msg(a->body && !strcmp(a->body, "GET\n/info?a=1&b\n/info\na=1&b\n1.1\nfirst\n"),
+	              "got: %s", a->body);
+	/* Bad targets, by the rule HTTP/1.1's requests follow: 400. */
+	static const char *const bad[] = { "/a%zz", "/a%4", "/a b", "/#x", "x" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		a = h2t_ask(t, "GET", bad[i], no_fields, NULL, 0);
+		ck_assert_msg(a->status == 400 || a->reset, "%s: %d", bad[i], a->status);
+	}
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0); /* the connection goes on */
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* :authority is the Host a handler reads; a Host that disagrees is 400. */
+static int host_of(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	const struct runtime_http_slice *h = runtime_http_header(req, "Host");
+	char out[64];
+	int n = snprintf(out, sizeof(out), "%d %.*s", runtime_http_version(req), h ? (int)h->len : 0,
+	                 h ? h->p : "");
+	return runtime_http_respond(res, 200, NULL, out, (size_t)n);
+}
+
+START_TEST(test_h2_version_and_host)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_ask(t, "GET", "/host", no_fields, NULL, 0);
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "20 h"), "got %d %s", a->status, a->body);
+	static const char *const other[] = { "host", "elsewhere", NULL };
+	a = h2t_ask(t, "GET", "/host", other, NULL, 0);
+	ck_assert_int_eq(a->status, 400);
+	static const char *const same_host[] = { "host", "h", NULL };
+	a = h2t_ask(t, "GET", "/host", same_host, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* Bodies read 7 bytes at a time: with a length, without (-1 to the
+ * handler, as chunked), in DATA frames sent one by one, with trailers. */
+START_TEST(test_h2_body_stream)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	static const char *const cl[] = { "content-length", "26", NULL };
+	struct h2t_answer *a = h2t_ask(t, "POST", "/body", cl, "abcdefghijklmnopqrstuvwxyz", 26);
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "abcdefghijklmnopqrstuvwxyz"),
+	              "got %d %s", a->status, a->body);
+	ck_assert(h2t_has(a, "content-length: 26\n"));
+	a = h2t_submit(t, "POST", "/body", no_fields, NULL, 0, true);
+	h2t_pump(t, 50);
+	h2t_body_more(t, a, "hello ", 6, false);
+	h2t_pump(t, 50);
+	h2t_body_more(t, a, "world", 5, true);
+	ck_assert(h2t_wait(t, a));
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "hello world"), "got %s", a->body);
+	ck_assert_int_eq(atomic_load(&seen_error), 0);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* A body larger than a stream's window (64 KiB), read as the handler
+ * reads: the window is credited as it goes, the whole body comes back. */
+static int echo_big(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	static char all[300 * 1024];
+	size_t got = 0;
+	ssize_t n;
+
+	while ((n = runtime_http_body_read(req, all + got, sizeof(all) - got)) > 0)
+		got += (size_t)n;
+	if (n < 0)
+		return (int)n;
+	return runtime_http_respond(res, 200, NULL, all, got);
+}
+
+START_TEST(test_h2_body_over_the_window)
+{
+	static char big[256 * 1024];
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (char)('a' + i % 23);
+	body_max = sizeof(big);
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_ask(t, "POST", "/echobig", no_fields, big, sizeof(big));
+	ck_assert_int_eq(a->status, 200);
+	ck_assert_uint_eq(a->body_len, sizeof(big));
+	ck_assert(!memcmp(a->body, big, sizeof(big)));
+	h2t_close(t);
+	serve_stop();
+	body_max = 4096;
+}
+END_TEST
+
+/* Expect: 100-continue: a 100 on the first read, none for a handler that
+ * does not read. */
+START_TEST(test_h2_continue_on_first_read)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	static const char *const f[] = { "expect", "100-continue", "content-length", "4", NULL };
+	struct h2t_answer *a = h2t_submit(t, "POST", "/body", f, NULL, 0, true);
+	for (int i = 0; i < 1000 && !a->interim; i++)
+		h2t_pump(t, 10);
+	ck_assert_int_eq(a->interim, 100);
+	h2t_body_more(t, a, "ping", 4, true);
+	ck_assert(h2t_wait(t, a));
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "ping"), "got %s", a->body);
+	a = h2t_submit(t, "POST", "/noread", f, NULL, 0, true);
+	ck_assert(h2t_wait(t, a)); /* answered, then reset (NO_ERROR): send no body */
+	ck_assert_int_eq(a->interim, 0);
+	ck_assert_int_eq(a->status, 200);
+	ck_assert_str_eq(a->body, "not read");
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* A body the handler leaves unread: the answer whole, the stream reset
+ * NO_ERROR so the client stops sending; the connection goes on. */
+START_TEST(test_h2_unread_body_skipped)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_submit(t, "POST", "/noread", no_fields, "XXXXX", 5, true);
+	ck_assert(h2t_wait(t, a));
+	ck_assert_msg(a->status == 200 && a->ended && !strcmp(a->body, "not read"), "%d", a->status);
+	ck_assert_uint_eq(a->reset, NGHTTP2_NO_ERROR);
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* Bad bodies: over body_max by its length (413 without the handler) or
+ * by its bytes (the handler sees -EMSGSIZE), a length the DATA break
+ * (the stream reset: PROTOCOL_ERROR), a body cut by the client's reset
+ * (the handler sees it end). */
+START_TEST(test_h2_bad_bodies)
+{
+	static char big[5000];
+
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	static const char *const cl5000[] = { "content-length", "5000", NULL };
+	struct h2t_answer *a = h2t_ask(t, "POST", "/body", cl5000, big, sizeof(big));
+	ck_assert_int_eq(a->status, 413);
+	a = h2t_ask(t, "POST", "/body", no_fields, big, sizeof(big));
+	ck_assert_int_eq(a->status, 413);
+	ck_assert_int_eq(atomic_load(&seen_error), -EMSGSIZE);
+	static const char *const cl3[] = { "content-length", "3", NULL };
+	a = h2t_ask(t, "POST", "/body", cl3, "abcdef", 6);
+	ck_assert_uint_eq(a->reset, NGHTTP2_PROTOCOL_ERROR);
+	atomic_store(&seen_error, 0);
+	a = h2t_submit(t, "POST", "/body", no_fields, "abc", 3, true);
+	h2t_pump(t, 100);
+	nghttp2_submit_rst_stream(t->s, NGHTTP2_FLAG_NONE, a->id, NGHTTP2_CANCEL);
+	h2t_pump(t, 100);
+	for (int i = 0; i < 1000 && !atomic_load(&seen_error); i++)
+		usleep(1000);
+	int err = atomic_load(&seen_error);
+	ck_assert_msg(err == -EPIPE || err == -ECANCELED, "the handler saw %d", err);
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0); /* the connection goes on */
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+START_TEST(test_h2_responses)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_ask(t, "GET", "/chunked", no_fields, NULL, 0);
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "piece;piece;piece;") &&
+	              !h2t_has(a, "content-length") && !h2t_has(a, "transfer-encoding"),
+	              "got %s / %s", a->fields, a->body);
+	a = h2t_ask(t, "GET", "/length", no_fields, NULL, 0);
+	ck_assert(h2t_has(a, "content-length: 10\n") && !strcmp(a->body, "helloworld"));
+	a = h2t_ask(t, "HEAD", "/length", no_fields, NULL, 0);
+	ck_assert(a->status == 200 && h2t_has(a, "content-length: 10\n") && !a->body_len);
+	a = h2t_ask(t, "GET", "/nocontent", no_fields, NULL, 0);
+	ck_assert(a->status == 204 && !h2t_has(a, "content-length") && !a->body_len);
+	a = h2t_ask(t, "GET", "/notmodified", no_fields, NULL, 0);
+	ck_assert(a->status == 304 && h2t_has(a, "content-length: 1234\n") && !a->body_len);
+	a = h2t_ask(t, "GET", "/file", no_fields, NULL, 0);
+	ck_assert(h2t_has(a, "content-length: 5\n") && !strcmp(a->body, "23456"));
+	a = h2t_ask(t, "GET", "/bigfile", no_fields, NULL, 0);
+	ck_assert_uint_eq(a->body_len, BIG_FILE);
+	a = h2t_ask(t, "GET", "/fields", no_fields, NULL, 0);
+	ck_assert_msg(h2t_has(a, "x-fine: yes  it is\n") && !strstr(a->fields, "injected") &&
+	              !strstr(a->fields, "x-reserved") && !strcmp(a->body, "-22 -22 -1 0"),
+	              "got %s / %s", a->fields, a->body);
+	ck_assert(h2t_has(a, "server: runtime\n") && h2t_has(a, "date: "));
+	a = h2t_ask(t, "GET", "/types?b", no_fields, NULL, 0);
+	ck_assert(a->status == 404 && h2t_has(a, "content-type: text/b\n") && !strcmp(a->body, "b"));
+	a = h2t_ask(t, "GET", "/types?n", no_fields, NULL, 0);
+	ck_assert(!h2t_has(a, "content-type") && h2t_has(a, "content-length: 1\n"));
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* runtime_http_respond and a streamed answer of the same body: the same
+ * status, fields (but the date) and body, on GET, HEAD and POST. */
+START_TEST(test_h2_respond_as_streamed)
+{
+	static const char *const paths[] = { "/same?%ca13", "/same?%cn3", "/same?%cl0",
+		                             "/same?%cl17", "/same?%ca3000", "/same?%Ca5" };
+	char p[64];
+
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		for (int m = 0; m < 3; m++) {
+			const char *method = m == 0 ? "GET" : m == 1 ? "HEAD" : "POST";
+			struct h2t_answer *ans[2];
+			for (int k = 0; k < 2; k++) {
+				snprintf(p, sizeof(p), paths[i], k ? 's' : 'r');
+				if (p[6] == 'C' || p[6] == 'S')
+					p[6] = k ? 'S' : 'R';
+				ans[k] = h2t_ask(t, method, p, no_fields, m == 2 ? "ok" : NULL, m == 2 ? 2 : 0);
+				char *d = strstr(ans[k]->fields, "date: ");
+				if (d)
+					memset(d + 6, 'X', 29);
+			}
+			ck_assert_int_eq(ans[0]->status, ans[1]->status);
+			ck_assert_str_eq(ans[0]->fields, ans[1]->fields);
+			ck_assert_uint_eq(ans[0]->body_len, ans[1]->body_len);
+			ck_assert(!ans[0]->body_len || !memcmp(ans[0]->body, ans[1]->body, ans[0]->body_len));
+		}
+	}
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* A handler that fails: 500 if nothing went out, a reset stream
+ * (INTERNAL_ERROR) if something did; the connection goes on. */
+START_TEST(test_h2_handler_failures)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_ask(t, "GET", "/fail", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 500);
+	a = h2t_ask(t, "GET", "/abandon", no_fields, NULL, 0);
+	ck_assert(!a->ended && a->reset == NGHTTP2_INTERNAL_ERROR);
+	a = h2t_ask(t, "GET", "/short", no_fields, NULL, 0);
+	ck_assert(!a->ended && a->reset == NGHTTP2_INTERNAL_ERROR);
+	a = h2t_ask(t, "GET", "/nothing", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 500);
+	ck_assert_str_eq(a->body, "500 Internal Server Error\n");
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* A head over head_max is 431 (the stream alone: the connection goes
+ * on); the counters count HTTP/2's requests as HTTP/1.1's; the hook is
+ * called after each answer. */
+START_TEST(test_h2_limits_stats_and_hook)
+{
+	static char big[20000];
+	struct runtime_http_server_stats st;
+
+	on_response = hook;
+	atomic_store(&hooked, 0);
+	serve_start();
+	memset(big, 'a', sizeof(big) - 1);
+	struct h2t *t = h2t_open(port);
+	const char *const f[] = { "x-big", big, NULL };
+	struct h2t_answer *a = h2t_ask(t, "GET", "/info", f, NULL, 0);
+	ck_assert_int_eq(a->status, 431);
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	a = h2t_ask(t, "GET", "/nothing-here", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 404);
+	runtime_http_server_stats(srv, &st);
+	ck_assert_uint_eq(st.requests, 2);
+	ck_assert_uint_eq(st.rejected, 1);
+	ck_assert_uint_eq(st.responses[2], 1);
+	ck_assert_uint_eq(st.responses[4], 2);
+	ck_assert_int_eq(atomic_load(&hooked), 2);
+	ck_assert_int_eq(atomic_load(&hooked_status), 404);
+	h2t_close(t);
+	serve_stop();
+	on_response = NULL;
+}
+END_TEST
+
+START_TEST(test_h2_body_errors_answered_for_the_handler)
+{
+	idle_timeout_ns = 300 * MS;
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	static const char *const cl5[] = { "content-length", "5", NULL };
+	struct h2t_answer *a = h2t_submit(t, "POST", "/readall", cl5, "ab", 2, true);
+	ck_assert(h2t_wait(t, a)); /* the rest never comes: 408 */
+	ck_assert_int_eq(a->status, 408);
+	static const char *const cl101[] = { "content-length", "101", NULL };
+	a = h2t_submit(t, "POST", "/readall", cl101, NULL, 0, true);
+	ck_assert(h2t_wait(t, a));
+	ck_assert_int_eq(a->status, 413);
+	a = h2t_ask(t, "GET", "/fail", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 500);
+	h2t_close(t);
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
+/* Streams at once on one connection: each its own handler (all of them
+ * wait at the gate together), answered on their own streams. */
+START_TEST(test_h2_streams_at_once)
+{
+	struct h2t_answer *a[GATE_CONNS];
+
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	atomic_store(&gate_in, 0);
+	atomic_store(&gate_open, GATE_CONNS);
+	for (int i = 0; i < GATE_CONNS; i++)
+		a[i] = h2t_submit(t, "GET", "/gate", no_fields, NULL, 0, false);
+	for (int i = 0; i < GATE_CONNS; i++) {
+		ck_assert(h2t_wait(t, a[i]));
+		ck_assert_int_eq(a[i]->status, 200);
+		ck_assert_uint_eq(a[i]->body_len, GATE_BODY);
+	}
+	h2t_close(t);
+	serve_stop();
+}
+END_TEST
+
+/* A HEADERS frame for "GET /gate" on stream id, hand-made (a client
+ * library keeps to the server's limits: this one need not): HPACK's
+ * static :method GET, :scheme http, :path "/gate" and :authority "h". */
+static void send_gate_headers(int fd, unsigned id)
+{
+	char f[] = "\0\0\x0c\1\5\0\0\0\0" "\x82\x86\x04\x05/gate\x01\x01h";
+	f[8] = (char)id;
+	ck_assert_int_eq(send(fd, f, sizeof(f) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(f) - 1);
+}
+
+/* Past SETTINGS_MAX_CONCURRENT_STREAMS handlers at once, a stream is
+ * refused (REFUSED_STREAM, its handler never runs); the others finish. */
+START_TEST(test_h2_streams_over_the_limit_refused)
+{
+	static char r[65536];
+
+	max_streams = 3;
+	serve_start();
+	int fd = dial();
+	send_str(fd, H2_PREFACE);
+	ck_assert_int_eq(send(fd, H2_SETTINGS, 9, MSG_NOSIGNAL), 9);
+	atomic_store(&gate_in, 0);
+	atomic_store(&gate_open, 100);
+	for (unsigned id = 1; id <= 7; id += 2)
+		send_gate_headers(fd, id);
+	size_t n = 0;
+	for (int i = 0; i < 1000 && !frame_find(r, n, 3, 7); i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t got = poll(&p, 1, 10) == 1 ? recv(fd, r + n, sizeof(r) - n, 0) : 0;
+		n += got > 0 ? (size_t)got : 0;
+	}
+	const unsigned char *rst = frame_find(r, n, 3, 7);
+	ck_assert_msg(rst && rst[3] == NGHTTP2_REFUSED_STREAM, "no RST_STREAM on 7");
+	ck_assert_uint_eq(atomic_load(&gate_in), 3);
+	atomic_store(&gate_open, 3);
+	for (int i = 0; i < 1000 && !(frame_find(r, n, 0, 1) && frame_find(r, n, 0, 3) &&
+	                              frame_find(r, n, 0, 5)); i++) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t got = poll(&p, 1, 10) == 1 ? recv(fd, r + n, sizeof(r) - n, 0) : 0;
+		n += got > 0 ? (size_t)got : 0;
+	}
+	ck_assert(frame_find(r, n, 0, 1) && frame_find(r, n, 0, 3) && frame_find(r, n, 0, 5));
+	close(fd);
+	serve_stop();
+	max_streams = 0;
+}
+END_TEST
+
+/* An idle HTTP/2 connection holds no fiber (only the server's own live),
+ * answers its next requests as before, and a drain ends it with GOAWAY. */
+START_TEST(test_h2_idle_connections_release_their_fiber)
+{
+	struct h2t *t[IDLE_CONNS];
+
+	release_after_ns = 1000 * 1000;
+	serve_start();
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		t[i] = h2t_open(port);
+		ck_assert_int_eq(h2t_ask(t[i], "GET", "/info", no_fields, NULL, 0)->status, 200);
+	}
+	for (int i = 0; i < 10000 && fibers_live(rt) > 2; i++)
+		usleep(1000);
+	ck_assert_uint_eq(fibers_live(rt), 2);
+	for (int i = 0; i < IDLE_CONNS; i++)
+		ck_assert_int_eq(h2t_ask(t[i], "GET", "/info?again", no_fields, NULL, 0)->status, 200);
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	for (int i = 0; i < IDLE_CONNS; i++) {
+		ck_assert(h2t_closed_by_server(t[i]));
+		ck_assert(t[i]->goaway && t[i]->goaway_code == NGHTTP2_NO_ERROR);
+		h2t_close(t[i]);
+	}
+	serve_end();
+	release_after_ns = 10 * 1000 * 1000;
+}
+END_TEST
+
+/* A drain while a stream's handler reads its body: GOAWAY names that
+ * stream, the body is read whole and answered, then the connection ends. */
+START_TEST(test_h2_drain_lets_a_body_finish)
+{
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	ck_assert_int_eq(h2t_ask(t, "GET", "/info", no_fields, NULL, 0)->status, 200);
+	static const char *const cl[] = { "content-length", "10", NULL };
+	struct h2t_answer *a = h2t_submit(t, "POST", "/body", cl, "hello", 5, true);
+	h2t_pump(t, 100);
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	h2t_pump(t, 100);
+	h2t_body_more(t, a, "world", 5, true);
+	ck_assert(h2t_wait(t, a));
+	ck_assert_msg(a->status == 200 && !strcmp(a->body, "helloworld"), "%d", a->status);
+	ck_assert(h2t_closed_by_server(t));
+	ck_assert(t->goaway && t->goaway_last == a->id);
+	h2t_close(t);
+	serve_end();
+}
+END_TEST
+
+/* An idle connection ends after idle_timeout with GOAWAY; a header block
+ * begun and never ended ends it after header_timeout. */
+START_TEST(test_h2_timeouts)
+{
+	idle_timeout_ns = 300 * MS;
+	header_timeout_ns = 300 * MS;
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	ck_assert_int_eq(h2t_ask(t, "GET", "/info", no_fields, NULL, 0)->status, 200);
+	ck_assert(h2t_closed_by_server(t));
+	ck_assert(t->goaway && t->goaway_code == NGHTTP2_NO_ERROR);
+	h2t_close(t);
+	/* HEADERS without END_HEADERS, no CONTINUATION after */
+	int fd = dial();
+	static const char head[] = H2_PREFACE H2_SETTINGS "\0\0\1\1\1\0\0\0\1" "\x82";
+	static char r[4096];
+	ck_assert_int_eq(send(fd, head, sizeof(head) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(head) - 1);
+	size_t n = read_all(fd, r, sizeof(r)); /* until the server closes */
+	const unsigned char *goaway = frame_find(r, n, 7, 0);
+	ck_assert_msg(goaway && goaway[7] == NGHTTP2_PROTOCOL_ERROR, "no GOAWAY in %zu bytes", n);
+	close(fd);
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+	header_timeout_ns = 5 * SEC;
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("http_lib");
@@ -1420,6 +1940,26 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("h2");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_h2_request_parts);
+	tcase_add_test(tc, test_h2_version_and_host);
+	tcase_add_test(tc, test_h2_body_stream);
+	tcase_add_test(tc, test_h2_body_over_the_window);
+	tcase_add_test(tc, test_h2_continue_on_first_read);
+	tcase_add_test(tc, test_h2_unread_body_skipped);
+	tcase_add_test(tc, test_h2_bad_bodies);
+	tcase_add_test(tc, test_h2_responses);
+	tcase_add_test(tc, test_h2_respond_as_streamed);
+	tcase_add_test(tc, test_h2_handler_failures);
+	tcase_add_test(tc, test_h2_limits_stats_and_hook);
+	tcase_add_test(tc, test_h2_body_errors_answered_for_the_handler);
+	tcase_add_test(tc, test_h2_streams_at_once);
+	tcase_add_test(tc, test_h2_streams_over_the_limit_refused);
+	tcase_add_test(tc, test_h2_idle_connections_release_their_fiber);
+	tcase_add_test(tc, test_h2_drain_lets_a_body_finish);
+	tcase_add_test(tc, test_h2_timeouts);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -283,12 +283,19 @@ url=https://localhost:$https_port
 if [ -n "$https_port" ] && have curl curl "curl against the HTTPS demo"; then
 	for v in 1.2 1.3; do
 		if [ "$v" = 1.2 ]; then flags=(--tlsv1.2 --tls-max 1.2); else flags=(--tlsv1.3); fi
-		run curl -sS -v --max-time "$bound" --cacert "$cacert" "${flags[@]}" "$url/plaintext"
-		check "curl ${flags[*]} --cacert: TLSv$v, certificate verified, ALPN http/1.1, 200, the body" \
+		run curl -sS -v --max-time "$bound" --cacert "$cacert" --http1.1 "${flags[@]}" \
+			"$url/plaintext"
+		check "curl ${flags[*]} --http1.1 --cacert: TLSv$v, certificate verified, ALPN http/1.1, 200, the body" \
 			eval '[ "$rc" -eq 0 ] && has_err "SSL connection using TLSv$v / " &&
 			has_err "SSL certificate verify ok" &&
 			has_err "ALPN[:,] server accepted \(to use \)\?http/1\.1" &&
 			has_err "^< HTTP/1\.1 200 OK" && [ "$(cat "$tmp/out")" = "Hello, World!" ]'
+		run curl -sS -v --max-time "$bound" --cacert "$cacert" --http2 "${flags[@]}" \
+			"$url/plaintext"
+		check "curl ${flags[*]} --http2 --cacert: TLSv$v, ALPN h2, HTTP/2 200, the body" \
+			eval '[ "$rc" -eq 0 ] && has_err "SSL connection using TLSv$v / " &&
+			has_err "ALPN[:,] server accepted \(to use \)\?h2" &&
+			has_err "^< HTTP/2 200" && [ "$(cat "$tmp/out")" = "Hello, World!" ]'
 	done
 	# Some 200 KB, many records each way.
 	head -c 150000 /dev/urandom | base64 >"$tmp/body"

@@ -40,31 +40,39 @@ void runtime_tls_config_init(struct runtime_tls_config *cfg)
 		};
 }
 
-/* "h2,http/1.1" as ALPN's wire format (each name after its length). */
-static int alpn_wire(const char *list, unsigned char **out, size_t *out_len)
+/* "h2,http/1.1" as ALPN's wire format (each name after its length) into
+ * out: its length, or -EINVAL (an empty name, one over 255 bytes, none at
+ * all, or more than cap bytes). */
+ssize_t runtime__tls_alpn_encode(const char *list, unsigned char *out, size_t cap)
 {
-	size_t len = strlen(list);
-	unsigned char *w = malloc(len + 1), *p = w;
+	unsigned char *p = out;
 
-	if (!w)
-		return -ENOMEM;
 	for (const char *s = list; *s;) {
 		size_t n = strcspn(s, ",");
-		if (n == 0 || n > 255) {
-			free(w);
+		if (n == 0 || n > 255 || (size_t)(p - out) + 1 + n > cap)
 			return -EINVAL;
-		}
 		*p++ = (unsigned char)n;
 		memcpy(p, s, n);
 		p += n;
 		s += n + (s[n] == ',');
 	}
-	if (p == w) { /* "": no name at all */
+	return p == out ? -EINVAL : p - out;
+}
+
+static int alpn_wire(const char *list, unsigned char **out, size_t *out_len)
+{
+	size_t cap = strlen(list) + 1;
+	unsigned char *w = malloc(cap);
+
+	if (!w)
+		return -ENOMEM;
+	ssize_t n = runtime__tls_alpn_encode(list, w, cap);
+	if (n < 0) {
 		free(w);
-		return -EINVAL;
+		return (int)n;
 	}
 	*out = w;
-	*out_len = (size_t)(p - w);
+	*out_len = (size_t)n;
 	return 0;
 }
 
@@ -74,10 +82,14 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *out_l
                        const unsigned char *in, unsigned in_len, void *arg)
 {
 	struct runtime_tls *t = arg;
+	const struct tls_session *s = SSL_get_app_data(ssl);
+	const unsigned char *ours = s && s->alpn_offer ? s->alpn_offer : t->alpn;
+	size_t ours_len = s && s->alpn_offer ? s->alpn_offer_len : t->alpn_len;
 	unsigned char *chosen;
 
-	(void)ssl;
-	if (SSL_select_next_proto(&chosen, out_len, t->alpn, (unsigned)t->alpn_len, in, in_len) !=
+	if (!ours)
+		return SSL_TLSEXT_ERR_NOACK; /* none offered: none agreed */
+	if (SSL_select_next_proto(&chosen, out_len, ours, (unsigned)ours_len, in, in_len) !=
 	    OPENSSL_NPN_NEGOTIATED)
 		return SSL_TLSEXT_ERR_ALERT_FATAL;
 	*out = chosen;
@@ -222,8 +234,7 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 	 * session to resume with). */
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER | SSL_SESS_CACHE_NO_INTERNAL);
 	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
-	if (t->alpn)
-		SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t);
+	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t); /* runtime_tls_serve may offer some */
 	SSL_CTX_set_client_hello_cb(ctx, note_name, NULL);
 	SSL_CTX_set_tlsext_servername_callback(ctx, pick_cert);
 	SSL_CTX_set_tlsext_servername_arg(ctx, t);
@@ -348,11 +359,15 @@ int runtime_tls_insecure_skip_verify(struct runtime_tls *t)
 	return 0;
 }
 
-/* runtime_serve's accept-time layer: the handshake, or its failure told. */
+/* runtime_serve's accept-time layer: the handshake, with the server's
+ * ALPN list if it has one (encoded again each time: a few bytes against
+ * a handshake), or its failure told. */
 static int serve_layer(struct runtime_conn *conn, void *arg)
 {
 	struct runtime_tls_serve *ts = arg;
-	int rc = runtime_conn_tls_accept(conn, ts->tls);
+	unsigned char wire[ALPN_WIRE_MAX];
+	ssize_t n = ts->alpn ? runtime__tls_alpn_encode(ts->alpn, wire, sizeof(wire)) : 0;
+	int rc = runtime__tls_accept(conn, ts->tls, n > 0 ? wire : NULL, n > 0 ? (size_t)n : 0);
 
 	if (rc < 0 && ts->on_error)
 		ts->on_error(conn, rc, ts->arg);
@@ -361,11 +376,19 @@ static int serve_layer(struct runtime_conn *conn, void *arg)
 
 int runtime_tls_serve(struct runtime_serve_config *cfg, struct runtime_tls_serve *ts)
 {
-	if (!cfg || !ts || !ts->tls || ts->tls->side != RUNTIME_TLS_SERVER || !ts->tls->ncerts)
+	unsigned char wire[ALPN_WIRE_MAX];
+
+	if (!cfg || !ts || !ts->tls || ts->tls->side != RUNTIME_TLS_SERVER || !ts->tls->ncerts ||
+	    (ts->alpn && runtime__tls_alpn_encode(ts->alpn, wire, sizeof(wire)) < 0))
 		return -EINVAL;
 	cfg->layer = serve_layer;
 	cfg->layer_arg = ts;
 	return 0;
+}
+
+struct runtime_tls_serve *runtime_tls_serve_of(const struct runtime_serve_config *cfg)
+{
+	return cfg && cfg->layer == serve_layer ? cfg->layer_arg : NULL;
 }
 
 void *runtime_tls_ssl_ctx(struct runtime_tls *t)

@@ -545,7 +545,8 @@ static int attach(struct runtime_conn *c, struct runtime_tls *tls, struct tls_se
 	return 0;
 }
 
-int runtime_conn_tls_accept(struct runtime_conn *c, struct runtime_tls *tls)
+int runtime__tls_accept(struct runtime_conn *c, struct runtime_tls *tls,
+                        const unsigned char *alpn, size_t alpn_len)
 {
 	struct tls_session *t;
 	int rc = can_start(c, tls, RUNTIME_TLS_SERVER);
@@ -553,7 +554,16 @@ int runtime_conn_tls_accept(struct runtime_conn *c, struct runtime_tls *tls)
 	if (rc < 0 || (rc = attach(c, tls, &t)) < 0)
 		return rc;
 	SSL_set_accept_state(t->ssl);
-	return handshake_timed(t);
+	t->alpn_offer = alpn; /* the caller's: for the handshake only */
+	t->alpn_offer_len = alpn_len;
+	rc = handshake_timed(t);
+	t->alpn_offer = NULL;
+	return rc;
+}
+
+int runtime_conn_tls_accept(struct runtime_conn *c, struct runtime_tls *tls)
+{
+	return runtime__tls_accept(c, tls, NULL, 0);
 }
 
 /* The name to check the server's certificate against, and to send. */

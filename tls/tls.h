@@ -102,6 +102,10 @@ struct tls_session {
 	bool handshaken, sent_close;
 	struct tls_failure failure;
 	char *alpn, *host;
+	const unsigned char *alpn_offer; /* a server's own list (wire format)
+	                                    during its handshake, else NULL:
+	                                    the context's */
+	size_t alpn_offer_len;
 	char *resume_key;            /* a client's: "host:port" */
 	char *sni;                   /* a server's: the name the client asked for */
 };
@@ -123,6 +127,15 @@ void runtime__tls_free_buffers(struct tls_session *t);
 
 /* context.c */
 void runtime__tls_unref(struct runtime_tls *tls);
+/* An ALPN list ("h2,http/1.1") in wire format into out[cap]: its length,
+ * or -EINVAL. */
+#define ALPN_WIRE_MAX 256
+ssize_t runtime__tls_alpn_encode(const char *list, unsigned char *out, size_t cap);
+
+/* session.c: runtime_conn_tls_accept, offering alpn (wire format, NULL:
+ * the context's list) instead of the context's. */
+int runtime__tls_accept(struct runtime_conn *c, struct runtime_tls *tls,
+                        const unsigned char *alpn, size_t alpn_len);
 /* A new SSL_CTX with tls's settings (no certificate), or NULL (*rc). */
 SSL_CTX *runtime__tls_new_ctx(struct runtime_tls *tls, int *rc);
 

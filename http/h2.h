@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * h2.h - HTTP/2 in libruntime-http, on libnghttp2 over the connection's
+ * own reads and writes (no call of nghttp2's ever waits: it is given the
+ * bytes read and hands back the bytes to write).
+ *
+ *   h2_conn.c    a connection: the session, its reader, idle and drain
+ *   h2_recv.c    what the session reads: streams begun, heads, bodies
+ *   h2_send.c    what it writes: the flush, response bodies, the writer
+ *   h2_stream.c  a stream's handler: its request and its response
+ *
+ * One fiber reads a connection, and one fiber per stream runs its
+ * handler (runtime_http_handler, as for HTTP/1.1). All of them are on the
+ * connection's core, so nothing here locks: a fiber's state is handed
+ * over by parking and unparking. A handler never writes to the socket:
+ * it queues its response's frames and the reader writes them - all that
+ * one read's streams answered in one write - or, while the reader waits
+ * for input, a writer fiber that lives for as long as there is output.
+ * So a handler's cancel or deadline never cuts another stream's frames.
+ *
+ * Between requests a connection holds no fiber and no buffer: its
+ * session waits with it (runtime_conn_idle), as an idle HTTP/1.1
+ * connection does.
+ */
+#ifndef RUNTIME_HTTP_H2_H
+#define RUNTIME_HTTP_H2_H
+
+#include "http.h"
+
+#include <nghttp2/nghttp2.h>
+
+#define H2_MAX_STREAMS 100         /* handlers at once per connection */
+#define H2_STREAM_WINDOW 65535     /* request body bytes a stream may hold */
+#define H2_CONN_WINDOW (1u << 20)  /* and all of a connection's streams */
+#define H2_SMALL_BODY 1024         /* a fixed body up to this is copied */
+#define H2_BOMB 4                  /* a head decoded to this times head_max
+                                      ends the connection (an HPACK bomb) */
+#define H2_CALM_BURST 1000         /* frames that carry no request: a */
+#define H2_CALM_RATE 100           /* bucket of this many, refilled at */
+                                   /* this rate a second */
+
+struct h2_stream;
+
+/* A connection speaking HTTP/2. */
+struct h2_conn {
+	nghttp2_session *session;
+	struct runtime_http_server *srv;
+	struct runtime_conn *rc;
+	struct http_core *core;
+	struct http_conn *io;        /* while a fiber serves it: in reads, out
+	                                frames to write; NULL while idle */
+	struct h2_stream *streams;   /* every stream of ours, a list */
+	unsigned live;               /* handlers running: the concurrency bound
+	                                counts handlers, not the session's open
+	                                streams (a reset stream's handler still
+	                                runs: CVE-2023-44487) */
+	unsigned max_streams;
+	bool writer;                 /* a writer fiber runs, or is to */
+	struct runtime_fiber *ender; /* waits for the handlers and the writer */
+	struct runtime_fiber *reader; /* the connection's fiber, while it reads */
+	bool reading;                /* the reader waits for input: output
+	                                needs the writer */
+	bool flushing;               /* a fiber writes the output now */
+	bool broken;                 /* a write or the session failed */
+	bool goaway;                 /* sent or queued: no new streams */
+	bool terminated;             /* with an error: the first one told */
+	bool spawned;                /* handlers started by the last input */
+	bool may_idle;               /* runtime_serve's: it may wait with no fiber */
+	signed char idle;            /* told runtime_conn_set_idle (-1: not) */
+	uint64_t idle_end;           /* a connection with no stream ends then */
+	uint64_t head_start;         /* a header block began, 0: none */
+	uint64_t rd_deadline;        /* told the connection last */
+	double calm;                 /* tokens of the bucket */
+	uint64_t calm_at;            /* its last refill */
+};
+
+/* A stream of a connection: its request, its response, and the handler
+ * that serves them. It lives while the session knows it (until the
+ * stream closes) or its handler runs, whichever is longer. */
+struct h2_stream {
+	struct h2_conn *conn;
+	struct h2_stream *next, *prev;   /* in conn->streams */
+	int32_t id;
+	bool in_session;             /* the session has not closed it yet */
+	bool running;                /* its handler runs */
+	bool in_end;                 /* the request's END_STREAM came */
+	bool reset;                  /* closed before its response was whole */
+	bool deferred;               /* its body waits for bytes to send */
+	bool out_end;                /* no bytes after out */
+	bool drop_rest;              /* handler done: body bytes are dropped */
+	bool rst_after;              /* reset NO_ERROR once the response left */
+	bool end_sent;               /* the response's END_STREAM has left */
+	int refuse;                  /* a status the library answers, 0: none */
+	struct runtime_fiber *fiber; /* the handler's, while it runs */
+	struct runtime_fiber *waiter; /* parked for body bytes or for its own
+	                                 bytes to be framed */
+	/* The head: nghttp2's buffers for names and values, held. */
+	nghttp2_rcbuf **bufs;
+	unsigned nbufs, bufs_cap;
+	size_t head_size;
+	struct http_slice scheme, authority, path, method; /* pseudo-fields */
+	/* The request body: bytes come in [in_off, in_len). */
+	char *in;
+	size_t in_off, in_len, in_cap;
+	uint64_t in_total;
+	/* The response body: the handler's bytes not framed yet. */
+	const char *out;
+	size_t out_len;
+	/* Not zeroed for a new stream, from here: */
+	struct runtime_http_request req; /* req.h2 and res.h2: this */
+	struct runtime_http_response res;
+	char status[4], length[24];
+	char small[H2_SMALL_BODY];
+};
+
+/* h2_conn.c (runtime__h2_serve and runtime__h2_preface: http.h) */
+bool runtime__h2_calm(struct h2_conn *h, double cost);
+void runtime__h2_goaway(struct h2_conn *h, uint32_t code);
+void runtime__h2_set_idle(struct h2_conn *h);
+
+/* h2_recv.c */
+void runtime__h2_recv_callbacks(nghttp2_session_callbacks *cb);
+void runtime__h2_stream_unref(struct h2_stream *s, bool session);
+
+/* h2_send.c */
+void runtime__h2_send_callbacks(nghttp2_session_callbacks *cb);
+int runtime__h2_flush(struct h2_conn *h);
+void runtime__h2_kick(struct h2_conn *h);
+nghttp2_data_provider runtime__h2_body_source(struct h2_stream *s);
+
+/* h2_stream.c (the calls of a handler's: http.h) */
+void runtime__h2_stream_start(struct h2_stream *s);
+int runtime__h2_refuse(struct h2_stream *s, int status);
+
+#endif
