@@ -39,8 +39,14 @@ newer() { # FILE DIR...: a source in DIR... is newer than FILE
 	shift
 	[ -n "$(find "$@" -newer "$f" -type f \( -name '*.[chS]' -o -name '*.map' \) 2>/dev/null | head -n 1)" ]
 }
-if newer runtime/libruntime.la "$srcdir/runtime" "$srcdir/toolkit" "$srcdir/include" \
-	"$srcdir/preload" || newer demos/http/http-server "$srcdir/demos"; then
+# Each library against its own sources (a header of the HTTP library's
+# changed leaves libruntime.la as it was, up to date).
+if newer runtime/libruntime.la "$srcdir/runtime" "$srcdir/toolkit" "$srcdir/include/runtime.h" \
+	"$srcdir/include/runtime_toolkit.h" ||
+	newer tls/libruntime-tls.la "$srcdir/tls" "$srcdir/include/runtime_tls.h" ||
+	newer http/libruntime-http.la "$srcdir/http" "$srcdir/include/runtime_http.h" ||
+	newer preload/libruntime-preload.la "$srcdir/preload" ||
+	newer demos/http/http-server "$srcdir/demos"; then
 	result "the build tree is up to date (run make first)" 1
 	summary
 	exit
