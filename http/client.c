@@ -33,25 +33,6 @@
  * on the server's side alone), so it costs no watcher fiber. */
 #define WATCH_MIN (64 * 1024)
 
-struct exchange {
-	struct runtime_http_client *cl;
-	struct http_client_core *core;
-	const struct runtime_http_client_request *req;
-	const char *method;
-	const char *url;             /* the current one: the caller's or url_owned */
-	char *url_owned;             /* a redirect's */
-	const void *body;            /* a fixed body (none after a 303) */
-	size_t body_len;
-	bool streamed;               /* req->body_read sends it */
-	bool head;                   /* the method is HEAD: no body comes */
-	bool has_ua;                 /* the caller gave a User-Agent */
-	bool strip_credentials;      /* a redirect left the first origin */
-	bool got_bytes;              /* a byte of the response came (this try) */
-	int body_error;              /* body_read's: the request is abandoned */
-	unsigned redirects;
-	uint64_t deadline;
-};
-
 /* ------------------------------------------------------------ validation */
 
 static bool is_method(const char *m, const char *lit)
@@ -84,7 +65,7 @@ static bool reserved(const char *name, size_t n)
 
 /* "Name: value": a token, a colon, field bytes (no CR, LF, NUL or other
  * control but HTAB). */
-static int check_header(struct exchange *x, const char *h)
+static int check_header(struct http_exchange *x, const char *h)
 {
 	size_t i = 0;
 
@@ -107,10 +88,10 @@ static bool credential(const char *h)
 	       slice_ieq(h, n, "cookie");
 }
 
-static int exchange_init(struct exchange *x, struct runtime_http_client *cl,
+static int exchange_init(struct http_exchange *x, struct runtime_http_client *cl,
                          const struct runtime_http_client_request *req)
 {
-	*x = (struct exchange){ .cl = cl, .req = req, .method = req->method ? req->method : "GET",
+	*x = (struct http_exchange){ .cl = cl, .req = req, .method = req->method ? req->method : "GET",
 	                        .url = req->url, .body = req->body, .body_len = req->body_len,
 	                        .streamed = req->body_read != NULL, .deadline = req->deadline_ns };
 	if (!token_string(x->method) || (!x->body && x->body_len))
@@ -156,7 +137,7 @@ static char *put_uint(char *o, uint64_t v)
 }
 
 /* At least the head's length (see write_head). */
-static size_t head_bound(const struct exchange *x, const struct http_url *u)
+static size_t head_bound(const struct http_exchange *x, const struct http_url *u)
 {
 	size_t n = strlen(x->method) + u->target.len + u->host.len + x->cl->ua_len + 128;
 
@@ -167,7 +148,7 @@ static size_t head_bound(const struct exchange *x, const struct http_url *u)
 
 /* The framing field: Content-Length for a fixed body (0 too where the
  * method means to send one), chunked for a streamed one. */
-static char *put_framing(const struct exchange *x, char *o)
+static char *put_framing(const struct http_exchange *x, char *o)
 {
 	if (x->streamed)
 		return put_str(o, "Transfer-Encoding: chunked\r\n");
@@ -177,7 +158,12 @@ static char *put_framing(const struct exchange *x, char *o)
 	return o;
 }
 
-static size_t write_head(const struct exchange *x, const struct http_url *u, char *out)
+bool runtime__http_field_sent(const struct http_exchange *x, const char *h)
+{
+	return !x->strip_credentials || !credential(h);
+}
+
+static size_t write_head(const struct http_exchange *x, const struct http_url *u, char *out)
 {
 	const struct runtime_http_client *cl = x->cl;
 	char *o = put_str(out, x->method);
@@ -198,7 +184,7 @@ static size_t write_head(const struct exchange *x, const struct http_url *u, cha
 	if (!x->has_ua)
 		o = put_mem(o, cl->ua_field, cl->ua_len);
 	for (const char *const *h = x->req->headers; h && *h; h++)
-		if (!x->strip_credentials || !credential(*h))
+		if (runtime__http_field_sent(x, *h))
 			o = put_str(put_str(o, *h), "\r\n");
 	o = put_framing(x, o);
 	if (!cl->cfg.max_per_origin)
@@ -233,7 +219,7 @@ static int writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
 /* The head, then body_read's bytes a chunk each, read into a buffer of
  * its own: the connection's input buffer takes the answer's head, which
  * a watcher may read meanwhile (exchange_watched). */
-static int send_streamed(struct exchange *x, struct http_cconn *c, char *head, size_t n)
+static int send_streamed(struct http_exchange *x, struct http_cconn *c, char *head, size_t n)
 {
 	struct iovec iov[4] = { { head, n } };
 	char *chunk = malloc(STREAM_CHUNK);
@@ -241,6 +227,7 @@ static int send_streamed(struct exchange *x, struct http_cconn *c, char *head, s
 
 	if (!chunk)
 		return -ENOMEM;
+	x->body_started = true;
 	for (;;) {
 		ssize_t got = x->req->body_read(x->req->body_arg, chunk, STREAM_CHUNK);
 		char size[24];
@@ -265,7 +252,7 @@ static int send_streamed(struct exchange *x, struct http_cconn *c, char *head, s
 	return rc;
 }
 
-static int send_request(struct exchange *x, const struct http_url *u, struct http_cconn *c)
+static int send_request(struct http_exchange *x, const struct http_url *u, struct http_cconn *c)
 {
 	size_t cap = head_bound(x, u);
 	char *head = cap <= sizeof(c->out) ? c->out : malloc(cap);
@@ -299,7 +286,7 @@ static void skip_interim(struct http_cconn *c, size_t len)
 
 /* The final response's head, its length, or -errno: -ECONNRESET for a
  * connection closed before it was whole. */
-static int read_head(struct exchange *x, struct http_cconn *c)
+static int read_head(struct http_exchange *x, struct http_cconn *c)
 {
 	struct http_response *h = &c->res.head;
 	unsigned flags = x->head ? HTTP_RESPONSE_TO_HEAD : 0, interim = 0;
@@ -344,7 +331,7 @@ static bool broken(int rc)
  * sign: the body goes out whole, as the server may still read it.
  */
 struct watch {
-	struct exchange *x;
+	struct http_exchange *x;
 	struct http_cconn *c;
 	int rc;                      /* read_head's */
 	bool stop;                   /* the answer came and stops the body */
@@ -389,7 +376,7 @@ static int join_watcher(struct runtime_fiber *f)
  * watcher) cancels the watcher. Which error wins: the body source's, the
  * caller's own, the watcher's (a bad or missing answer, which ended the
  * send), the send's. */
-static int send_watched(struct exchange *x, const struct http_url *u, struct http_cconn *c,
+static int send_watched(struct http_exchange *x, const struct http_url *u, struct http_cconn *c,
                         struct watch *w, struct runtime_fiber *f, int *wrc)
 {
 	*wrc = send_request(x, u, c);
@@ -410,7 +397,7 @@ static int send_watched(struct exchange *x, const struct http_url *u, struct htt
 	return w->rc;
 }
 
-static bool watched(const struct exchange *x)
+static bool watched(const struct http_exchange *x)
 {
 	return x->streamed || x->body_len > WATCH_MIN;
 }
@@ -419,7 +406,7 @@ static bool watched(const struct exchange *x)
  * -errno; *wrc the send's result (0, -errno, or 1 if an early answer cut
  * the body short). A write cut by a server that closed or reset may still
  * leave its answer to read (an early 413, say): it is read. */
-static int send_and_read(struct exchange *x, const struct http_url *u, struct http_cconn *c,
+static int send_and_read(struct http_exchange *x, const struct http_url *u, struct http_cconn *c,
                          int *wrc)
 {
 	struct watch w = { x, c, 0, false };
@@ -434,7 +421,7 @@ static int send_and_read(struct exchange *x, const struct http_url *u, struct ht
 }
 
 /* One request on c: 0 with c->res ready, or -errno. */
-static int exchange_on(struct exchange *x, const struct http_url *u, struct http_cconn *c)
+static int exchange_on(struct http_exchange *x, const struct http_url *u, struct http_cconn *c)
 {
 	int wrc, rc;
 
@@ -462,32 +449,28 @@ static bool idempotent(const char *m)
 
 /* A pooled connection the server had closed fails before any byte of
  * the answer: once more on a new one, if sending twice is harmless. */
-static bool retryable(const struct exchange *x, int rc)
+static bool retryable(const struct http_exchange *x, int rc)
 {
 	return broken(rc) && !x->got_bytes && !x->streamed && idempotent(x->method);
 }
 
-/* The request to x->url, retried once if allowed: 0 and *res, or -errno. */
-static int attempt(struct exchange *x, struct runtime_http_result **res)
+/* The request on HTTP/1.1 connection c, retried once on a new one if
+ * allowed: 0 and *res, or -errno (c closed). */
+static int attempt_h1(struct http_exchange *x, const struct http_url *u, struct http_cconn *c,
+                      struct runtime_http_result **res)
 {
-	struct http_url u;
-	struct http_cconn *c;
-	int rc = runtime__http_url_parse(x->url, &u);
+	int rc = exchange_on(x, u, c);
 
-	if (rc < 0)
-		return rc;
-	c = runtime__http_pool_take(x->core, &u);
-	if (c)
-		http_count(&x->core->reused);
-	else if ((rc = runtime__http_dial(x->core, &u, x->deadline, &c)) < 0)
-		return rc;
-	rc = exchange_on(x, &u, c);
 	if (rc < 0 && c->used > 1 && retryable(x, rc)) {
 		runtime__http_cconn_close(c);
 		http_count(&x->core->retried);
-		if ((rc = runtime__http_dial(x->core, &u, x->deadline, &c)) < 0)
+		if ((rc = runtime__http_dial(x->core, u, x->deadline, &c)) < 0)
 			return rc;
-		rc = exchange_on(x, &u, c);
+		if (c->h2) { /* the server speaks HTTP/2 now: not this time */
+			runtime__http_cconn_close(c);
+			return -ECONNRESET;
+		}
+		rc = exchange_on(x, u, c);
 	}
 	if (rc < 0) {
 		runtime__http_cconn_close(c);
@@ -495,6 +478,79 @@ static int attempt(struct exchange *x, struct runtime_http_result **res)
 	}
 	*res = &c->res;
 	return 0;
+}
+
+/* A new connection to o, for x: HTTP/1.1's (*c) or HTTP/2's (*h2), as
+ * the server agreed; the requests that waited for it are woken. */
+static int dial(struct http_exchange *x, const struct http_url *u, struct http_origin *o,
+                struct http_cconn **c, struct h2_cconn **h2)
+{
+	o->dialing++;
+	int rc = runtime__http_dial(x->core, u, x->deadline, c);
+	o->dialing--;
+	if (rc == 0 && (*c)->h2) {
+		o->proto = 20;
+		rc = runtime__h2_client_adopt(x->core, o, *c, h2);
+		*c = NULL;
+	} else if (rc == 0) {
+		o->proto = 11;
+	}
+	runtime__http_origin_wake(o);
+	return rc;
+}
+
+/* The connection for x to u: an HTTP/2 one of the origin's with room for
+ * a stream, a pooled HTTP/1.1 one, or a new one. While a dial runs to an
+ * origin not known to speak HTTP/1.1 only, it is waited for: an HTTP/2
+ * server takes every request on the one connection. */
+static int connection_for(struct http_exchange *x, const struct http_url *u,
+                          struct http_cconn **c, struct h2_cconn **h2)
+{
+	struct http_origin *o;
+	int rc;
+
+	runtime__http_pool_sweep(x->core); /* before o is held: it may free it */
+	if (!(o = runtime__http_origin(x->core, u, true)))
+		return -ENOMEM;
+	*c = NULL;
+	for (;;) {
+		if ((*h2 = runtime__h2_client_find(x->core, o)))
+			return 0;
+		if (o->proto != 20 && (*c = runtime__http_pool_take(x->core, o))) {
+			http_count(&x->core->reused);
+			return 0;
+		}
+		if (!o->dialing || o->proto == 11)
+			return dial(x, u, o, c, h2);
+		if ((rc = runtime__http_origin_wait(o, x->deadline)) < 0)
+			return rc;
+	}
+}
+
+/* The request to x->url: 0 and *res, or -errno. Over HTTP/2, a request
+ * the server never processed (refused, past its GOAWAY) goes again on
+ * another connection, twice at most, unless its streamed body began. */
+static int attempt(struct http_exchange *x, struct runtime_http_result **res)
+{
+	struct http_url u;
+	struct http_cconn *c;
+	struct h2_cconn *h2;
+	int rc = runtime__http_url_parse(x->url, &u);
+
+	for (int tries = 0; rc == 0; tries++) {
+		if ((rc = connection_for(x, &u, &c, &h2)) < 0)
+			return rc;
+		if (c)
+			return attempt_h1(x, &u, c, res);
+		rc = runtime__h2_exchange(x, &u, h2, res);
+		if (rc != -EAGAIN)
+			return rc;
+		if (tries == 2 || x->body_started)
+			return -ECONNRESET;
+		http_count(&x->core->retried);
+		rc = 0;
+	}
+	return rc;
 }
 
 /* ------------------------------------------------------------- redirects */
@@ -511,7 +567,7 @@ static bool same_origin(const struct http_url *a, const struct http_url *b)
 
 /* Where a 3xx sends the request: the resolved Location in *next (or
  * NULL: the 3xx is the answer). */
-static int redirect_target(struct exchange *x, struct runtime_http_result *r, char **next)
+static int redirect_target(struct http_exchange *x, struct runtime_http_result *r, char **next)
 {
 	const struct http_slice *loc = runtime__http_response_header(&r->head, "location");
 	struct http_url from, to;
@@ -545,7 +601,7 @@ static int redirect_target(struct exchange *x, struct runtime_http_result *r, ch
 }
 
 /* Follow r if it redirects and that was asked: *again, r closed. */
-static int follow(struct exchange *x, struct runtime_http_result *r, bool *again)
+static int follow(struct http_exchange *x, struct runtime_http_result *r, bool *again)
 {
 	char *next;
 	int rc = redirect_target(x, r, &next);
@@ -568,7 +624,7 @@ int runtime_http_request(struct runtime_http_client *cl,
                          struct runtime_http_result **res)
 {
 	struct runtime_http_result *r = NULL;
-	struct exchange x;
+	struct http_exchange x;
 	bool again = true;
 	int rc;
 
@@ -647,6 +703,7 @@ static int user_agent(struct runtime_http_client *cl, const char *name)
  * store it wins, the others drop theirs. */
 struct tls_job {
 	struct runtime_tls *tls;
+	bool h2;                     /* offer h2 first */
 	int rc;
 };
 
@@ -657,7 +714,7 @@ static void *make_tls(void *arg)
 
 	runtime_tls_config_init(&tc);
 	tc.side = RUNTIME_TLS_CLIENT;
-	tc.alpn = "http/1.1";
+	tc.alpn = job->h2 ? "h2,http/1.1" : "http/1.1";
 	job->rc = runtime_tls_create(&job->tls, &tc);
 	return NULL;
 }
@@ -684,6 +741,7 @@ int runtime__http_client_tls(struct runtime_http_client *cl, struct runtime_tls 
 		return 0;
 	if (!(job = calloc(1, sizeof(*job))))
 		return -ENOMEM;
+	job->h2 = !cl->cfg.no_h2;
 	if ((rc = runtime_offload(make_tls, job, NULL, drop_tls_job)) < 0) {
 		if (rc != -ECANCELED && rc != -ETIMEDOUT)
 			free(job); /* else the cleanup has it */
@@ -758,6 +816,7 @@ void runtime_http_client_stats(const struct runtime_http_client *cl,
 		st->connects += load(&c->connects);
 		st->reused += load(&c->reused);
 		st->retried += load(&c->retried);
+		st->h2_requests += load(&c->h2_requests);
 		st->requests += load(&c->requests);
 		st->dropped += load(&c->dropped);
 	}

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "count.h"
 #include "parser.h"
 #include "response_parser.h"
 
@@ -57,8 +58,11 @@ int runtime__http_url_resolve(const char *base, struct http_slice ref, char **ou
 
 struct http_client_core;
 
+struct h2_cstream;
+
 struct runtime_http_result {
-	struct http_cconn *conn;
+	struct http_cconn *conn;     /* HTTP/1.1's, NULL over HTTP/2 */
+	struct h2_cstream *h2;       /* HTTP/2's stream, NULL over HTTP/1.1 */
 	struct http_response head;   /* slices into conn->in[0..keep) */
 	uint64_t body_left;          /* LENGTH: bytes still to come */
 	uint64_t body_got;           /* CLOSE: bytes so far (body_max) */
@@ -75,6 +79,7 @@ struct http_cconn {
 	struct http_client_core *core;
 	uint64_t idle_since;
 	unsigned used;               /* requests sent on it */
+	bool h2;                     /* it speaks HTTP/2 (ALPN, or h2c) */
 	bool https;                  /* its origin: scheme, host, port */
 	uint16_t port;
 	uint16_t host_len;
@@ -86,6 +91,28 @@ struct http_cconn {
 	char in[];                   /* in_size bytes */
 };
 
+/* An origin's connections on one core (pool.c): HTTP/1.1's idle ones,
+ * HTTP/2's (each serving many requests at once), and what the origin was
+ * found to speak - while that is not known and a dial runs, requests wait
+ * for it rather than each dialling (an HTTP/2 origin takes them all on
+ * one connection). */
+struct h2_cconn;
+
+struct http_origin {
+	struct http_origin *next;   /* in its bucket */
+	struct http_cconn *idle;    /* the most recently used first */
+	unsigned nidle;
+	struct h2_cconn *h2;        /* HTTP/2 connections, a list */
+	unsigned dialing;           /* dials under way */
+	struct runtime_fiber **waiters; /* requests waiting for a dial */
+	unsigned nwaiters, waiters_cap;
+	int proto;                  /* 0: not known, 11 or 20 */
+	bool https;
+	uint16_t port;
+	size_t host_len;
+	char host[];
+};
+
 /* One writer per counter (its core): a plain add, no lock. */
 struct http_client_core {
 	struct runtime_http_client *cl;
@@ -93,7 +120,8 @@ struct http_client_core {
 	unsigned idle;               /* pooled connections on this core */
 	uint64_t next_sweep;
 	struct http_origin *buckets[HTTP_ORIGIN_BUCKETS];
-	_Atomic uint64_t connects, reused, retried, requests, dropped;
+	unsigned h2_conns;           /* HTTP/2 connections open on this core */
+	_Atomic uint64_t connects, reused, retried, requests, dropped, h2_requests;
 } __attribute__((aligned(64)));
 
 struct runtime_http_client {
@@ -106,12 +134,6 @@ struct runtime_http_client {
 	_Atomic(struct http_client_core *) cores[RUNTIME_MAX_CORES];
 };
 
-static inline void http_count(_Atomic uint64_t *n)
-{
-	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-	                      memory_order_relaxed);
-}
-
 static inline uint64_t http_earlier(uint64_t a, uint64_t b) /* 0: none */
 {
 	if (!a || !b)
@@ -119,9 +141,44 @@ static inline uint64_t http_earlier(uint64_t a, uint64_t b) /* 0: none */
 	return a < b ? a : b;
 }
 
+/* A request under way (client.c; h2_request.c sends it over HTTP/2). */
+struct http_exchange {
+	struct runtime_http_client *cl;
+	struct http_client_core *core;
+	const struct runtime_http_client_request *req;
+	const char *method;
+	const char *url;             /* the current one: the caller's or url_owned */
+	char *url_owned;             /* a redirect's */
+	const void *body;            /* a fixed body (none after a 303) */
+	size_t body_len;
+	bool streamed;               /* req->body_read sends it */
+	bool head;                   /* the method is HEAD: no body comes */
+	bool has_ua;                 /* the caller gave a User-Agent */
+	bool strip_credentials;      /* a redirect left the first origin */
+	bool got_bytes;              /* a byte of the response came (this try) */
+	bool body_started;           /* body_read was called (this try) */
+	int body_error;              /* body_read's: the request is abandoned */
+	unsigned redirects;
+	uint64_t deadline;
+};
+
+/* Is the field line h ("Name: value") one to send? (client.c: the
+ * credentials are dropped once a redirect left the first origin.) */
+bool runtime__http_field_sent(const struct http_exchange *x, const char *h);
+
 /* pool.c */
 struct http_client_core *runtime__http_client_core(struct runtime_http_client *cl);
-struct http_cconn *runtime__http_pool_take(struct http_client_core *core, const struct http_url *u);
+struct http_origin *runtime__http_origin(struct http_client_core *core, const struct http_url *u,
+                                         bool make);
+/* Wait (under the request's deadline) for a dial of o's to end. 0, or
+ * -ETIMEDOUT, -ECANCELED. */
+int runtime__http_origin_wait(struct http_origin *o, uint64_t deadline);
+void runtime__http_origin_wake(struct http_origin *o);
+/* The sweep of idle connections past their time (at most once a second),
+ * then their origins left with nothing: call it before holding one. */
+void runtime__http_pool_sweep(struct http_client_core *core);
+/* A pooled connection of o's still good to send on, or NULL. */
+struct http_cconn *runtime__http_pool_take(struct http_client_core *core, struct http_origin *o);
 void runtime__http_pool_put(struct http_cconn *c);
 int runtime__http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
                        struct http_cconn **out);
@@ -131,6 +188,25 @@ void runtime__http_pools_free(struct runtime_http_client *cl);
 
 /* client.c */
 int runtime__http_client_tls(struct runtime_http_client *cl, struct runtime_tls **tls);
+
+/* h2_client.c: HTTP/2 connections of a client's. One of u's origin with
+ * room for a stream, or NULL. */
+struct h2_cconn *runtime__h2_client_find(struct http_client_core *core, struct http_origin *o);
+/* c's connection, whose TLS agreed on h2 or that speaks h2c: made an
+ * HTTP/2 one of o's (c freed either way). 0, or -ENOMEM. */
+int runtime__h2_client_adopt(struct http_client_core *core, struct http_origin *o,
+                             struct http_cconn *c, struct h2_cconn **out);
+/* Close every HTTP/2 connection of the core's, and wait (bounded) for
+ * their fibers to end. */
+void runtime__h2_client_close_all(struct http_client_core *core);
+
+/* h2_request.c: the request x on h: 0 and *res, -EAGAIN if the server
+ * never processed it (refused, or past its GOAWAY: send it elsewhere),
+ * or -errno. */
+int runtime__h2_exchange(struct http_exchange *x, const struct http_url *u, struct h2_cconn *h,
+                         struct runtime_http_result **res);
+ssize_t runtime__h2_result_read(struct runtime_http_result *res, void *buf, size_t len);
+void runtime__h2_result_close(struct runtime_http_result *res);
 
 /* result.c */
 void runtime__http_result_init(struct http_cconn *c, size_t head_len, bool reusable);

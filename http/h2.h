@@ -6,8 +6,9 @@
  *
  *   h2_conn.c    a connection: the session, its reader, idle and drain
  *   h2_recv.c    what the session reads: streams begun, heads, bodies
- *   h2_send.c    what it writes: the flush, response bodies, the writer
  *   h2_stream.c  a stream's handler: its request and its response
+ *   h2_send.c    what a session writes, on both sides (h2_link.h)
+ * and the client's (h2_client.h): h2_client.c, h2_request.c.
  *
  * One fiber reads a connection, and one fiber per stream runs its
  * handler (runtime_http_handler, as for HTTP/1.1). All of them are on the
@@ -27,7 +28,9 @@
 
 #include "http.h"
 
-#include <nghttp2/nghttp2.h>
+#include "h2_link.h"
+
+_Static_assert(HTTP_OUT_SIZE == H2_OUT, "an HTTP/1.1 buffer's output is a link's");
 
 #define H2_MAX_STREAMS 100         /* handlers at once per connection */
 #define H2_STREAM_WINDOW 65535     /* request body bytes a stream may hold */
@@ -41,11 +44,10 @@
 
 struct h2_stream;
 
-/* A connection speaking HTTP/2. */
+/* A connection of the server's speaking HTTP/2. */
 struct h2_conn {
-	nghttp2_session *session;
+	struct h2_link link;         /* first: the session's user data */
 	struct runtime_http_server *srv;
-	struct runtime_conn *rc;
 	struct http_core *core;
 	struct http_conn *io;        /* while a fiber serves it: in reads, out
 	                                frames to write; NULL while idle */
@@ -55,13 +57,8 @@ struct h2_conn {
 	                                streams (a reset stream's handler still
 	                                runs: CVE-2023-44487) */
 	unsigned max_streams;
-	bool writer;                 /* a writer fiber runs, or is to */
 	struct runtime_fiber *ender; /* waits for the handlers and the writer */
 	struct runtime_fiber *reader; /* the connection's fiber, while it reads */
-	bool reading;                /* the reader waits for input: output
-	                                needs the writer */
-	bool flushing;               /* a fiber writes the output now */
-	bool broken;                 /* a write or the session failed */
 	bool goaway;                 /* sent or queued: no new streams */
 	bool terminated;             /* with an error: the first one told */
 	bool spawned;                /* handlers started by the last input */
@@ -74,6 +71,11 @@ struct h2_conn {
 	uint64_t calm_at;            /* its last refill */
 };
 
+static inline struct h2_conn *h2_conn_of(void *user)
+{
+	return (struct h2_conn *)user; /* link is its first member */
+}
+
 /* A stream of a connection: its request, its response, and the handler
  * that serves them. It lives while the session knows it (until the
  * stream closes) or its handler runs, whichever is longer. */
@@ -85,15 +87,11 @@ struct h2_stream {
 	bool running;                /* its handler runs */
 	bool in_end;                 /* the request's END_STREAM came */
 	bool reset;                  /* closed before its response was whole */
-	bool deferred;               /* its body waits for bytes to send */
-	bool out_end;                /* no bytes after out */
 	bool drop_rest;              /* handler done: body bytes are dropped */
 	bool rst_after;              /* reset NO_ERROR once the response left */
 	bool end_sent;               /* the response's END_STREAM has left */
 	int refuse;                  /* a status the library answers, 0: none */
 	struct runtime_fiber *fiber; /* the handler's, while it runs */
-	struct runtime_fiber *waiter; /* parked for body bytes or for its own
-	                                 bytes to be framed */
 	/* The head: nghttp2's buffers for names and values, held. */
 	nghttp2_rcbuf **bufs;
 	unsigned nbufs, bufs_cap;
@@ -103,9 +101,9 @@ struct h2_stream {
 	char *in;
 	size_t in_off, in_len, in_cap;
 	uint64_t in_total;
-	/* The response body: the handler's bytes not framed yet. */
-	const char *out;
-	size_t out_len;
+	struct h2_out out;           /* the response body; out.waiter: the
+	                                handler, parked for body bytes or for
+	                                its own to be framed */
 	/* Not zeroed for a new stream, from here: */
 	struct runtime_http_request req; /* req.h2 and res.h2: this */
 	struct runtime_http_response res;
@@ -117,16 +115,11 @@ struct h2_stream {
 bool runtime__h2_calm(struct h2_conn *h, double cost);
 void runtime__h2_goaway(struct h2_conn *h, uint32_t code);
 void runtime__h2_set_idle(struct h2_conn *h);
+void runtime__h2_wake_reader(struct h2_conn *h);
 
 /* h2_recv.c */
 void runtime__h2_recv_callbacks(nghttp2_session_callbacks *cb);
 void runtime__h2_stream_unref(struct h2_stream *s, bool session);
-
-/* h2_send.c */
-void runtime__h2_send_callbacks(nghttp2_session_callbacks *cb);
-int runtime__h2_flush(struct h2_conn *h);
-void runtime__h2_kick(struct h2_conn *h);
-nghttp2_data_provider runtime__h2_body_source(struct h2_stream *s);
 
 /* h2_stream.c (the calls of a handler's: http.h) */
 void runtime__h2_stream_start(struct h2_stream *s);

@@ -34,6 +34,28 @@ bool runtime__h2_preface(const char *p, size_t n)
 	return k >= 4 && !memcmp(p, preface, k);
 }
 
+/* ----------------------------------------------------------- its writer */
+
+static void writer(void *arg)
+{
+	struct h2_conn *h = arg;
+
+	runtime__h2_flush(&h->link);
+	h->link.writer = false;
+	if (h->ender)
+		runtime_fiber_unpark(h->ender);
+}
+
+/* While the reader waits to read, a writer for the output that came: a
+ * fiber of its own until there is none left, so that an idle connection
+ * holds no writer. */
+static void start_writer(struct h2_link *l)
+{
+	struct h2_conn *h = h2_conn_of(l);
+
+	l->writer = runtime_spawn(h->srv->rt, writer, h) == 0;
+}
+
 /* ------------------------------------------------------------ the session */
 
 static nghttp2_session_callbacks *callbacks;
@@ -60,7 +82,7 @@ static int session_new(struct h2_conn *h)
 	const struct runtime_http_server *srv = h->srv;
 
 	pthread_once(&once, session_kit_make);
-	if (nghttp2_session_server_new2(&h->session, callbacks, h, options) != 0)
+	if (nghttp2_session_server_new2(&h->link.session, callbacks, h, options) != 0)
 		return -ENOMEM;
 	nghttp2_settings_entry set[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h->max_streams },
@@ -69,10 +91,10 @@ static int session_new(struct h2_conn *h)
 	};
 	/* Not SETTINGS_NO_RFC7540_PRIORITIES: nghttp2 then skips PRIORITY
 	 * frames unchecked, where RFC 9113 6.3 still wants bad ones refused. */
-	if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, set, 3) != 0 ||
-	    nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0,
+	if (nghttp2_submit_settings(h->link.session, NGHTTP2_FLAG_NONE, set, 3) != 0 ||
+	    nghttp2_session_set_local_window_size(h->link.session, NGHTTP2_FLAG_NONE, 0,
 	                                          H2_CONN_WINDOW) != 0) {
-		nghttp2_session_del(h->session);
+		nghttp2_session_del(h->link.session);
 		return -ENOMEM;
 	}
 	return 0;
@@ -85,7 +107,9 @@ static struct h2_conn *conn_new(struct runtime_http_server *srv, struct runtime_
 	if (!h)
 		return NULL;
 	h->srv = srv;
-	h->rc = rc;
+	h->link.rc = rc;
+	h->link.write_timeout_ns = srv->cfg.idle_timeout_ns;
+	h->link.start_writer = start_writer;
 	h->core = runtime__http_core(srv);
 	h->max_streams = srv->cfg.h2_max_streams ? srv->cfg.h2_max_streams : H2_MAX_STREAMS;
 	h->idle = -1;
@@ -120,10 +144,10 @@ bool runtime__h2_calm(struct h2_conn *h, double cost)
 void runtime__h2_goaway(struct h2_conn *h, uint32_t code)
 {
 	if (code != NGHTTP2_NO_ERROR && !h->terminated)
-		h->terminated = nghttp2_session_terminate_session(h->session, code) == 0;
+		h->terminated = nghttp2_session_terminate_session(h->link.session, code) == 0;
 	else if (!h->goaway)
-		nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE,
-		                      nghttp2_session_get_last_proc_stream_id(h->session), code,
+		nghttp2_submit_goaway(h->link.session, NGHTTP2_FLAG_NONE,
+		                      nghttp2_session_get_last_proc_stream_id(h->link.session), code,
 		                      NULL, 0);
 	h->goaway = true;
 }
@@ -147,7 +171,7 @@ void runtime__h2_set_idle(struct h2_conn *h)
 	uint64_t deadline = 0;
 
 	if (idle != h->idle) {
-		runtime_conn_set_idle(h->rc, idle);
+		runtime_conn_set_idle(h->link.rc, idle);
 		h->idle = idle;
 		if (idle)
 			h->idle_end = runtime__http_deadline_in(cfg->idle_timeout_ns);
@@ -157,9 +181,18 @@ void runtime__h2_set_idle(struct h2_conn *h)
 	else if (h->head_start)
 		deadline = after(h->head_start, cfg->header_timeout_ns);
 	if (deadline != h->rd_deadline) {
-		runtime_conn_set_read_deadline(h->rc, deadline);
+		runtime_conn_set_read_deadline(h->link.rc, deadline);
 		h->rd_deadline = deadline;
 	}
+}
+
+/* The reader's read ends now (-ETIMEDOUT): a deadline already past. An
+ * expire would not do: a connection's read looks again under its own
+ * deadline. */
+void runtime__h2_wake_reader(struct h2_conn *h)
+{
+	runtime_conn_set_read_deadline(h->link.rc, 1);
+	h->rd_deadline = HTTP_DEADLINE_UNKNOWN; /* tell the next one */
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -172,7 +205,7 @@ enum { GO_ON, GO_IDLE, GO_END };
  * then ends. */
 static int feed(struct h2_conn *h, const char *p, size_t n)
 {
-	ssize_t rc = nghttp2_session_mem_recv(h->session, (const uint8_t *)p, n);
+	ssize_t rc = nghttp2_session_mem_recv(h->link.session, (const uint8_t *)p, n);
 
 	if (rc >= 0)
 		return GO_ON;
@@ -186,8 +219,8 @@ static int feed(struct h2_conn *h, const char *p, size_t n)
 /* Nothing runs, nothing to write, no writer: the session may wait alone. */
 static bool quiet(const struct h2_conn *h)
 {
-	return h->live == 0 && !h->writer && !h->head_start &&
-	       !nghttp2_session_want_write(h->session);
+	return h->live == 0 && !h->link.writer && !h->head_start &&
+	       !nghttp2_session_want_write(h->link.session);
 }
 
 /* Done: nothing more to write, and the session reads no more (it failed,
@@ -195,11 +228,11 @@ static bool quiet(const struct h2_conn *h)
  * sent and no handler runs. */
 static bool finished(const struct h2_conn *h)
 {
-	if (h->broken)
+	if (h->link.broken)
 		return true;
-	if (h->writer || nghttp2_session_want_write(h->session))
+	if (h->link.writer || nghttp2_session_want_write(h->link.session))
 		return false;
-	return !nghttp2_session_want_read(h->session) || (h->goaway && !h->live);
+	return !nghttp2_session_want_read(h->link.session) || (h->goaway && !h->live);
 }
 
 /* What a read that brought no bytes means. */
@@ -231,9 +264,9 @@ static int read_some(struct h2_conn *h)
 	if (h->goaway && !h->live)
 		return GO_END; /* just now: conn_end writes the GOAWAY */
 	runtime__h2_set_idle(h);
-	h->reading = true;
-	ssize_t n = runtime_conn_read(h->rc, io->in, io->in_size);
-	h->reading = false;
+	h->link.reading = true;
+	ssize_t n = runtime_conn_read(h->link.rc, io->in, io->in_size);
+	h->link.reading = false;
 	return n > 0 ? feed(h, io->in, (size_t)n) : read_failed(h, n);
 }
 
@@ -246,7 +279,7 @@ static int serve_loop(struct h2_conn *h)
 			h->spawned = false;
 			runtime_yield(); /* the new handlers first: one write for all */
 		}
-		if (runtime__h2_flush(h) < 0 || finished(h))
+		if (runtime__h2_flush(&h->link) < 0 || finished(h))
 			return GO_END;
 		int rc = read_some(h);
 		if (rc != GO_ON)
@@ -270,7 +303,7 @@ static void wait_handlers(struct h2_conn *h)
 		if (s->fiber)
 			runtime_fiber_cancel(s->fiber);
 	h->ender = runtime_fiber_self();
-	while (h->live || h->writer)
+	while (h->live || h->link.writer)
 		runtime_park(-1);
 	h->ender = NULL;
 	runtime_cleanup_end(&cleanup);
@@ -278,13 +311,13 @@ static void wait_handlers(struct h2_conn *h)
 
 static void conn_end(struct h2_conn *h)
 {
-	if (!h->broken && h->io) { /* the last frames: a GOAWAY, answers */
+	if (!h->link.broken && h->io) { /* the last frames: a GOAWAY, answers */
 		runtime__h2_goaway(h, NGHTTP2_NO_ERROR);
-		runtime__h2_flush(h);
+		runtime__h2_flush(&h->link);
 	}
-	h->broken = true; /* no writer from now on */
+	h->link.broken = true; /* no writer from now on */
 	wait_handlers(h);
-	nghttp2_session_del(h->session); /* tells no stream of its end */
+	nghttp2_session_del(h->link.session); /* tells no stream of its end */
 	while (h->streams)
 		runtime__h2_stream_unref(h->streams, true);
 	free(h);
@@ -296,7 +329,7 @@ static void resume(struct runtime_conn *rc, void *arg)
 	struct http_conn *io = runtime__http_conn_new(h->srv, rc);
 
 	if (!io) {
-		h->broken = true;
+		h->link.broken = true;
 		conn_end(h);
 		return;
 	}
@@ -309,9 +342,10 @@ static void resume(struct runtime_conn *rc, void *arg)
 static int go_idle(struct h2_conn *h)
 {
 	h->io = NULL;
+	h->link.out = NULL;
 	h->idle = 1; /* runtime_conn_idle marks it so; idle_end and the read
 	                deadline stay: a wake by the deadline ends it */
-	int rc = runtime_conn_idle(h->rc, resume, h);
+	int rc = runtime_conn_idle(h->link.rc, resume, h);
 	if (rc == 0)
 		return GO_IDLE;
 	return rc == 1 ? GO_ON : GO_END;
@@ -331,8 +365,9 @@ void runtime__h2_serve(struct http_conn *io, struct h2_conn *h)
 		h->may_idle = io->may_idle;
 	}
 	h->io = io;
+	h->link.out = io->out;
+	h->link.out_len = 0;
 	h->reader = runtime_fiber_self();
-	io->out_len = 0;
 	int rc = GO_ON;
 	if (io->in_len > io->in_off)
 		rc = feed(h, io->in + io->in_off, io->in_len - io->in_off);
@@ -340,8 +375,10 @@ void runtime__h2_serve(struct http_conn *io, struct h2_conn *h)
 		rc = serve_loop(h);
 		if (rc == GO_IDLE)
 			rc = go_idle(h);
-		if (rc == GO_ON)
+		if (rc == GO_ON) {
 			h->io = io;
+			h->link.out = io->out;
+		}
 	}
 	if (rc == GO_END)
 		conn_end(h);

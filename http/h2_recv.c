@@ -79,8 +79,8 @@ static struct h2_stream *stream_of(nghttp2_session *session, int32_t id)
 /* Let a handler parked on its stream look again. */
 static void wake(struct h2_stream *s)
 {
-	if (s->waiter)
-		runtime_fiber_unpark(s->waiter);
+	if (s->out.waiter)
+		runtime_fiber_unpark(s->out.waiter);
 }
 
 /* ------------------------------------------------------------------ heads */
@@ -129,7 +129,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
                      nghttp2_rcbuf *value, uint8_t flags, void *user)
 {
 	struct h2_stream *s = stream_of(session, frame->hd.stream_id);
-	const struct http_limits *lim = &((struct h2_conn *)user)->srv->limits;
+	const struct http_limits *lim = &h2_conn_of(user)->srv->limits;
 	struct http_slice n = slice_of(name), v = slice_of(value);
 
 	(void)flags;
@@ -137,7 +137,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
 		return 0;
 	s->head_size += n.len + v.len + 4; /* "name: value\r\n", as HTTP/1.1 counts */
 	if (s->head_size > H2_BOMB * lim->head_max) {
-		runtime__h2_goaway(user, NGHTTP2_ENHANCE_YOUR_CALM);
+		runtime__h2_goaway(h2_conn_of(user), NGHTTP2_ENHANCE_YOUR_CALM);
 		return NGHTTP2_ERR_CALLBACK_FAILURE;
 	}
 	if (frame->headers.cat != NGHTTP2_HCAT_REQUEST || s->refuse)
@@ -158,7 +158,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
-	struct h2_conn *h = user;
+	struct h2_conn *h = h2_conn_of(user);
 
 	if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
 		return 0;
@@ -258,7 +258,7 @@ static void request_ready(struct h2_conn *h, struct h2_stream *s, bool end)
 		runtime__h2_refuse(s, s->refuse);
 	} else if (h->live >= h->max_streams) { /* handlers of reset streams count */
 		if (runtime__h2_calm(h, 10))
-			nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id,
+			nghttp2_submit_rst_stream(h->link.session, NGHTTP2_FLAG_NONE, s->id,
 			                          NGHTTP2_REFUSED_STREAM);
 	} else {
 		runtime__h2_stream_start(s);
@@ -269,7 +269,7 @@ static void request_ready(struct h2_conn *h, struct h2_stream *s, bool end)
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
-	struct h2_conn *h = user;
+	struct h2_conn *h = h2_conn_of(user);
 	struct h2_stream *s = stream_of(session, frame->hd.stream_id);
 	bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
 
@@ -308,7 +308,7 @@ static int on_data(nghttp2_session *session, uint8_t flags, int32_t id, const ui
                    size_t len, void *user)
 {
 	struct h2_stream *s = stream_of(session, id);
-	struct h2_conn *h = user;
+	struct h2_conn *h = h2_conn_of(user);
 
 	(void)flags;
 	if (s && !s->drop_rest && !s->req.body_error &&
@@ -370,12 +370,30 @@ static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame
 	(void)session;
 	(void)frame;
 	(void)error;
-	runtime__h2_calm(user, 10);
+	runtime__h2_calm(h2_conn_of(user), 10);
+	return 0;
+}
+
+/* A response sent whole while its request's body still comes: then the
+ * client is told to stop sending it (RFC 9113 8.1). */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+	struct h2_stream *s;
+
+	(void)user;
+	if ((frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) ||
+	    !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) ||
+	    !(s = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id)))
+		return 0;
+	s->end_sent = true;
+	if (s->rst_after)
+		nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
 	return 0;
 }
 
 void runtime__h2_recv_callbacks(nghttp2_session_callbacks *cb)
 {
+	nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
 	nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
 	nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
 	nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);

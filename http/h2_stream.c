@@ -33,9 +33,9 @@ static int64_t park_timeout(const struct h2_stream *s)
  * most idle_timeout. 0, -ETIMEDOUT or -ECANCELED. */
 static int wait_for(struct h2_stream *s)
 {
-	s->waiter = runtime_fiber_self();
+	s->out.waiter = runtime_fiber_self();
 	int rc = runtime_park(park_timeout(s));
-	s->waiter = NULL;
+	s->out.waiter = NULL;
 	return rc;
 }
 
@@ -43,21 +43,18 @@ static int wait_for(struct h2_stream *s)
  * cut, as an HTTP/1.1 client sees a close). */
 static void cut(struct h2_stream *s)
 {
-	s->out = NULL;
-	s->out_len = 0;
+	s->out.p = NULL;
+	s->out.len = 0;
 	if (s->in_session && !s->end_sent)
-		nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id,
+		nghttp2_submit_rst_stream(s->conn->link.session, NGHTTP2_FLAG_NONE, s->id,
 		                          NGHTTP2_INTERNAL_ERROR);
-	runtime__h2_kick(s->conn);
+	runtime__h2_kick(&s->conn->link);
 }
 
 static void resume(struct h2_stream *s)
 {
-	if (s->deferred && s->in_session) {
-		s->deferred = false;
-		nghttp2_session_resume_data(s->conn->session, s->id);
-	}
-	runtime__h2_kick(s->conn);
+	if (s->in_session)
+		runtime__h2_resume(&s->conn->link, s->id, &s->out);
 }
 
 /* The handler's bytes at s->out framed, or the stream cut. */
@@ -66,9 +63,9 @@ static int wait_out(struct h2_stream *s)
 	int rc = 0;
 
 	resume(s);
-	while (s->out_len && rc == 0)
-		rc = s->reset || !s->in_session || s->conn->broken ? -EPIPE : wait_for(s);
-	if (!s->out_len)
+	while (s->out.len && rc == 0)
+		rc = s->reset || !s->in_session || s->conn->link.broken ? -EPIPE : wait_for(s);
+	if (!s->out.len)
 		return 0;
 	cut(s);
 	return rc;
@@ -92,8 +89,8 @@ static void send_continue(struct h2_stream *s)
 	s->req.continued = true;
 	if (s->in_len > s->in_off || s->req.answered || !s->in_session)
 		return;
-	nghttp2_submit_headers(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NULL, &cont, 1, NULL);
-	runtime__h2_kick(s->conn);
+	nghttp2_submit_headers(s->conn->link.session, NGHTTP2_FLAG_NONE, s->id, NULL, &cont, 1, NULL);
+	runtime__h2_kick(&s->conn->link);
 }
 
 /* n bytes read: the windows credited (the session sends WINDOW_UPDATE
@@ -101,10 +98,10 @@ static void send_continue(struct h2_stream *s)
 static void credit(struct h2_stream *s, size_t n)
 {
 	if (s->in_session)
-		nghttp2_session_consume(s->conn->session, s->id, n);
+		nghttp2_session_consume(s->conn->link.session, s->id, n);
 	else
-		nghttp2_session_consume_connection(s->conn->session, n);
-	runtime__h2_kick(s->conn);
+		nghttp2_session_consume_connection(s->conn->link.session, n);
+	runtime__h2_kick(&s->conn->link);
 }
 
 ssize_t runtime__h2_body_read(struct runtime_http_request *req, void *buf, size_t len)
@@ -211,15 +208,15 @@ static size_t head_nv(struct h2_stream *s, const char *type, nghttp2_nv *nv)
  * or what runtime_http_write gives. */
 static void body_set(struct h2_stream *s, bool fixed, const void *body, int64_t length)
 {
-	s->out = NULL;
-	s->out_len = 0;
-	s->out_end = fixed;
+	s->out.p = NULL;
+	s->out.len = 0;
+	s->out.end = fixed;
 	if (!fixed || s->res.no_body || !length)
 		return;
 	if (length <= H2_SMALL_BODY)
 		body = memcpy(s->small, body, (size_t)length);
-	s->out = body;
-	s->out_len = (size_t)length;
+	s->out.p = body;
+	s->out.len = (size_t)length;
 }
 
 static int submit_head(struct h2_stream *s, const char *type, bool fixed, const void *body,
@@ -233,8 +230,8 @@ static int submit_head(struct h2_stream *s, const char *type, bool fixed, const 
 	size_t n = head_nv(s, type, nv);
 	body_set(s, fixed, body, length);
 	bool has_body = !s->res.no_body && !(fixed && !length);
-	nghttp2_data_provider source = runtime__h2_body_source(s);
-	int rc = nghttp2_submit_response(s->conn->session, s->id, nv, n,
+	nghttp2_data_provider source = runtime__h2_body_source(&s->out);
+	int rc = nghttp2_submit_response(s->conn->link.session, s->id, nv, n,
 	                                 has_body ? &source : NULL);
 	if (nv != stack)
 		free(nv);
@@ -275,7 +272,7 @@ int runtime__h2_begin(struct runtime_http_response *res, int status, const char 
 	res->state = fixed ? RES_DONE : RES_STREAM;
 	res->sent = fixed && !res->no_body ? (uint64_t)length : 0;
 	http_count(&res->core->responses[status / 100]);
-	if (fixed && s->out_len > H2_SMALL_BODY)
+	if (fixed && s->out.len > H2_SMALL_BODY)
 		return wait_out(s); /* the handler's own bytes */
 	resume(s);
 	return 0;
@@ -285,8 +282,8 @@ int runtime__h2_write(struct runtime_http_response *res, const void *buf, size_t
 {
 	struct h2_stream *s = res->h2;
 
-	s->out = buf;
-	s->out_len = len;
+	s->out.p = buf;
+	s->out.len = len;
 	return wait_out(s);
 }
 
@@ -298,14 +295,14 @@ int runtime__h2_end(struct runtime_http_response *res)
 		cut(s); /* less than promised */
 		return 0;
 	}
-	s->out_end = true;
+	s->out.end = true;
 	resume(s);
 	return 0;
 }
 
 struct runtime_conn *runtime__h2_conn(const struct runtime_http_request *req)
 {
-	return req->h2->conn->rc;
+	return req->h2->conn->link.rc;
 }
 
 /* ------------------------------------------------------------ the handler */
@@ -360,7 +357,7 @@ static void drop_body(struct h2_stream *s)
 	if (s->in_end || !s->in_session || s->reset)
 		return;
 	if (s->end_sent)
-		nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id,
+		nghttp2_submit_rst_stream(s->conn->link.session, NGHTTP2_FLAG_NONE, s->id,
 		                          NGHTTP2_NO_ERROR);
 	else
 		s->rst_after = true;
@@ -377,11 +374,11 @@ static void finish(struct h2_stream *s)
 		cfg->on_response(&s->req, &s->res, cfg->arg);
 	h->live--;
 	runtime__h2_set_idle(h);
-	runtime__h2_kick(h);
+	runtime__h2_kick(&h->link);
 	if (h->ender)
 		runtime_fiber_unpark(h->ender);
-	else if (!h->live && (h->goaway || http_stopping(h->srv)) && h->reading)
-		runtime_fiber_expire(h->reader); /* a drain waits for this one */
+	else if (!h->live && (h->goaway || http_stopping(h->srv)) && h->link.reading)
+		runtime__h2_wake_reader(h); /* a drain waits for this one */
 	runtime__h2_stream_unref(s, false);
 }
 
@@ -403,7 +400,7 @@ void runtime__h2_stream_start(struct h2_stream *s)
 	struct h2_conn *h = s->conn;
 
 	if (runtime_spawn(h->srv->rt, run, s) < 0) {
-		nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id,
+		nghttp2_submit_rst_stream(h->link.session, NGHTTP2_FLAG_NONE, s->id,
 		                          NGHTTP2_REFUSED_STREAM);
 		return;
 	}

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "count.h"
 #include "parser.h"
 
 #define HTTP_IN_SIZE (16 * 1024)  /* a connection's read buffer */
@@ -94,12 +95,6 @@ struct http_core {
 	char h2_date[32];            /* the second moves (h2_stream.c) */
 } __attribute__((aligned(64)));
 
-/* One writer per counter (its core): a plain add, no lock. */
-static inline void http_count(_Atomic uint64_t *n)
-{
-	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-	                      memory_order_relaxed);
-}
 
 struct runtime_http_server {
 	struct runtime_http_server_config cfg;

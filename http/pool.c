@@ -34,16 +34,6 @@
 #define SWEEP_NS (1000 * 1000000ull)
 #define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait for other cores */
 
-struct http_origin {
-	struct http_origin *next;   /* in its bucket */
-	struct http_cconn *idle;    /* the most recently used first */
-	unsigned nidle;
-	bool https;
-	uint16_t port;
-	size_t host_len;
-	char host[];
-};
-
 static uint64_t after(uint64_t ns) /* 0: none */
 {
 	uint64_t now = runtime_now();
@@ -119,6 +109,44 @@ static struct http_origin *origin(struct http_client_core *core, bool https, uin
 	return o;
 }
 
+struct http_origin *runtime__http_origin(struct http_client_core *core, const struct http_url *u,
+                                         bool make)
+{
+	return origin(core, u->https, u->port, u->host.p, u->host.len, make);
+}
+
+/* Nothing refers to o any more: it may go. */
+static bool origin_unused(const struct http_origin *o)
+{
+	return !o->nidle && !o->h2 && !o->dialing && !o->nwaiters;
+}
+
+int runtime__http_origin_wait(struct http_origin *o, uint64_t deadline)
+{
+	if (o->nwaiters == o->waiters_cap) {
+		unsigned cap = o->waiters_cap ? 2 * o->waiters_cap : 8;
+		struct runtime_fiber **w = realloc(o->waiters, cap * sizeof(*w));
+		if (!w)
+			return -ENOMEM;
+		o->waiters = w;
+		o->waiters_cap = cap;
+	}
+	struct runtime_fiber *self = runtime_fiber_self();
+	o->waiters[o->nwaiters++] = self;
+	uint64_t now = runtime_now();
+	int rc = runtime_park(!deadline ? -1 : deadline > now ? (int64_t)(deadline - now) : 0);
+	for (unsigned i = 0; i < o->nwaiters; i++) /* still there if not woken */
+		if (o->waiters[i] == self)
+			o->waiters[i] = o->waiters[--o->nwaiters];
+	return rc == -ECANCELED || rc == -ETIMEDOUT ? rc : 0;
+}
+
+void runtime__http_origin_wake(struct http_origin *o)
+{
+	while (o->nwaiters)
+		runtime_fiber_unpark(o->waiters[--o->nwaiters]);
+}
+
 /* ----------------------------------------------------------------- sweep */
 
 static bool expired(const struct runtime_http_client *cl, const struct http_cconn *c,
@@ -157,8 +185,9 @@ static void sweep(struct http_client_core *core, uint64_t now, bool all)
 		while (*p) {
 			struct http_origin *o = *p;
 			sweep_origin(core, o, now, all);
-			if (o->nidle == 0) {
+			if (origin_unused(o)) {
 				*p = o->next;
+				free(o->waiters);
 				free(o);
 			} else {
 				p = &o->next;
@@ -176,14 +205,16 @@ static bool usable(const struct runtime_http_client *cl, struct http_cconn *c, u
 	return !expired(cl, c, now) && runtime_conn_pending(c->rc) == 0;
 }
 
-struct http_cconn *runtime__http_pool_take(struct http_client_core *core, const struct http_url *u)
+void runtime__http_pool_sweep(struct http_client_core *core)
+{
+	sweep(core, runtime_now(), false);
+}
+
+struct http_cconn *runtime__http_pool_take(struct http_client_core *core, struct http_origin *o)
 {
 	uint64_t now = runtime_now();
-	struct http_origin *o;
 
-	sweep(core, now, false);
-	o = origin(core, u->https, u->port, u->host.p, u->host.len, false);
-	while (o && o->idle) {
+	while (o->idle) {
 		struct http_cconn *c = o->idle;
 		o->idle = c->next;
 		o->nidle--;
@@ -248,16 +279,17 @@ static struct http_cconn *cconn_new(struct http_client_core *core, const struct 
 	return c;
 }
 
-/* Over TLS, only HTTP/1.1 may have been agreed (a context of the
- * caller's may offer h2 too). */
-static int check_alpn(struct runtime_conn *rc)
+/* Over TLS, HTTP/1.1 or (unless no_h2) h2 may have been agreed; another
+ * protocol of a context of the caller's is refused. */
+static int check_alpn(const struct runtime_http_client *cl, struct http_cconn *c)
 {
 	struct runtime_tls_info info;
-	int rc2 = runtime_conn_tls_info(rc, &info);
+	int rc = runtime_conn_tls_info(c->rc, &info);
 
-	if (rc2 < 0)
-		return rc2;
-	return !info.alpn || !strcmp(info.alpn, "http/1.1") ? 0 : -ENOPROTOOPT;
+	if (rc < 0)
+		return rc;
+	c->h2 = info.alpn && !strcmp(info.alpn, "h2") && !cl->cfg.no_h2;
+	return c->h2 || !info.alpn || !strcmp(info.alpn, "http/1.1") ? 0 : -ENOPROTOOPT;
 }
 
 /* TCP (and TLS) to c's origin, under the caller's deadline. */
@@ -274,10 +306,12 @@ static int connect_cconn(struct runtime_http_client *cl, struct http_cconn *c)
 		runtime_close(fd); /* the connection owns fd only after a 0 */
 		return rc;
 	}
-	if (!c->https)
+	if (!c->https) {
+		c->h2 = cl->cfg.h2c; /* prior knowledge, as asked */
 		return 0;
+	}
 	rc = runtime_conn_tls_connect(c->rc, tls, c->host);
-	return rc < 0 ? rc : check_alpn(c->rc);
+	return rc < 0 ? rc : check_alpn(cl, c);
 }
 
 int runtime__http_dial(struct http_client_core *core, const struct http_url *u, uint64_t deadline,
@@ -317,11 +351,19 @@ struct closer {
 	struct runtime_waitgroup *wg;
 };
 
+/* Every connection of the core's closed: its idle HTTP/1.1 ones, its
+ * HTTP/2 ones (their fibers waited for). */
+static void close_all(struct http_client_core *core)
+{
+	runtime__h2_client_close_all(core);
+	sweep(core, 0, true);
+}
+
 static void close_core(void *arg)
 {
 	struct closer *job = arg;
 
-	sweep(job->core, 0, true);
+	close_all(job->core);
 	runtime_waitgroup_done(job->wg);
 }
 
@@ -339,10 +381,10 @@ static int close_from_fiber(struct runtime_http_client *cl, struct closer *jobs)
 
 	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++) {
 		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
-		if (!core || !core->idle)
+		if (!core || (!core->idle && !core->h2_conns))
 			continue;
 		if ((int)i == me) {
-			sweep(core, 0, true);
+			close_all(core);
 			continue;
 		}
 		jobs[i] = (struct closer){ core, &wg };
@@ -372,7 +414,7 @@ int runtime__http_pools_close(struct runtime_http_client *cl)
 	}
 	for (unsigned i = 0; rc == 0 && i < RUNTIME_MAX_CORES; i++) {
 		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
-		left += core ? core->idle : 0;
+		left += core ? core->idle + core->h2_conns : 0;
 	}
 	if (rc < 0 || left)
 		fprintf(stderr, "runtime: misuse: runtime_http_client_destroy: idle connections "
@@ -392,6 +434,7 @@ void runtime__http_pools_free(struct runtime_http_client *cl)
 		for (unsigned b = 0; b < HTTP_ORIGIN_BUCKETS; b++)
 			for (struct http_origin *o = core->buckets[b], *next; o; o = next) {
 				next = o->next;
+				free(o->waiters);
 				free(o); /* its connections, if any, are left open (said) */
 			}
 		free(core);

@@ -53,6 +53,7 @@ void runtime__http_result_init(struct http_cconn *c, size_t head_len, bool reusa
 	const struct http_response *h = &res->head;
 
 	res->conn = c;
+	res->h2 = NULL;
 	c->in_off += head_len;
 	c->keep = c->in_off;
 	res->body_left = h->body == HTTP_FRAME_LENGTH ? h->content_length : 0;
@@ -148,6 +149,8 @@ ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, siz
 {
 	if (!res || (!buf && len))
 		return -EINVAL;
+	if (res->h2)
+		return runtime__h2_result_read(res, buf, len);
 	struct http_cconn *c = res->conn;
 
 	if (res->body_error)
@@ -215,6 +218,10 @@ void runtime_http_result_close(struct runtime_http_result *res)
 {
 	if (!res)
 		return;
+	if (res->h2) {
+		runtime__h2_result_close(res);
+		return;
+	}
 	struct http_cconn *c = res->conn;
 
 	if (res->reusable && !res->body_done && !res->body_error)
@@ -235,6 +242,11 @@ int runtime_http_result_status(const struct runtime_http_result *res)
 int runtime_http_result_minor(const struct runtime_http_result *res)
 {
 	return res ? res->head.minor : -EINVAL;
+}
+
+int runtime_http_result_version(const struct runtime_http_result *res)
+{
+	return !res ? -EINVAL : res->h2 ? 20 : 10 + res->head.minor;
 }
 
 const struct runtime_http_slice *runtime_http_result_header(const struct runtime_http_result *res,

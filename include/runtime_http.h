@@ -301,9 +301,12 @@ RUNTIME_API uint64_t runtime_http_body_sent(const struct runtime_http_response *
 /*
  * The client: HTTP/1.1 over TCP or TLS, one request at a time per
  * connection (no pipelining), connections kept alive in a pool per origin
- * (scheme, host, port) and core. Responses are read as strictly as the
- * server reads requests: a response that breaks a framing or syntax rule
- * is -EBADMSG, never guessed at (see runtime_http_request).
+ * (scheme, host, port) and core; and HTTP/2 where the server agrees to it
+ * by ALPN (or for http:// with h2c), the requests of many fibers at once
+ * on one connection per origin and core, a stream each. Responses are
+ * read as strictly as the server reads requests: a response that breaks a
+ * framing or syntax rule is -EBADMSG, never guessed at (see
+ * runtime_http_request).
  */
 struct runtime_http_client;
 struct runtime_http_result;    /* a response received: status, fields, body */
@@ -323,6 +326,14 @@ struct runtime_http_client_config {
 	                              the first https request */
 	struct runtime_http_limits limits; /* of responses (body_max: 64 MiB) */
 	const char *user_agent;    /* User-Agent ("runtime"); "" or NULL: none */
+	/* HTTP/2: over TLS when the server agrees by ALPN, */
+	int no_h2;                 /* nonzero: never (the ALPN offered is then
+	                              "http/1.1" alone) */
+	int h2c;                   /* nonzero: http:// URLs speak cleartext h2c
+	                              by prior knowledge (default 0: HTTP/1.1) */
+	unsigned h2_max_streams;   /* requests at once on one HTTP/2
+	                              connection, at most (0: the server's
+	                              SETTINGS_MAX_CONCURRENT_STREAMS) */
 };
 /* The defaults above. Any thread. */
 RUNTIME_API void runtime_http_client_config_init(struct runtime_http_client_config *cfg);
@@ -390,12 +401,24 @@ struct runtime_http_client_request {
  * is first checked for a close by the server), else one is made: the
  * name looked up on the offload pool (an IP address is not), TCP, and for
  * https the TLS handshake, its certificate checked for the URL's host
- * (sent as SNI) by the client's context, ALPN "http/1.1" offered; a
- * server that agrees on another protocol is refused (-ENOPROTOOPT). A
+ * (sent as SNI) by the client's context, ALPN "h2,http/1.1" offered (the
+ * default context; "http/1.1" with no_h2); a server that agrees on
+ * another protocol is refused (-ENOPROTOOPT). A
  * pooled connection that fails before any byte of the response came (the
  * server had closed it) is retried once on a new connection, for
  * idempotent methods only (GET, HEAD, OPTIONS, PUT, DELETE, TRACE) and
  * streamed bodies never.
+ *
+ * Over HTTP/2 (the server chose h2; or h2c, asked for): the request
+ * takes a stream on a connection of the origin's that has room - the
+ * server's SETTINGS_MAX_CONCURRENT_STREAMS and h2_max_streams - or a new
+ * one is dialled (requests that come meanwhile wait for that dial rather
+ * than dial each); its head and fields as above (names in lower case,
+ * Host as :authority; TE only as "trailers"), its body framed from the
+ * caller's buffer or body_read's chunks, the answer read into the same
+ * result. A request the server never processed - REFUSED_STREAM, or past
+ * its GOAWAY - goes again on another connection, twice at most (never a
+ * streamed body begun). A response's window is credited as it is read.
  *
  * Redirects are followed only when req->max_redirects says so: the
  * Location resolved against the URL (RFC 3986: relative ones too), 303
@@ -455,6 +478,8 @@ RUNTIME_API int runtime_http_get(struct runtime_http_client *cl, const char *url
  * 1.2 and up is read as 1.1). -EINVAL: NULL. */
 RUNTIME_API int runtime_http_result_status(const struct runtime_http_result *res);
 RUNTIME_API int runtime_http_result_minor(const struct runtime_http_result *res);
+/* The protocol: 10, 11 or 20 (HTTP/2). -EINVAL: NULL. */
+RUNTIME_API int runtime_http_result_version(const struct runtime_http_result *res);
 /* As runtime_http_header / _count / _at, of the response. */
 RUNTIME_API const struct runtime_http_slice *runtime_http_result_header(const struct runtime_http_result *res,
                                                                         const char *name);
@@ -501,6 +526,7 @@ struct runtime_http_client_stats {
 	                             came to take them: past idle_timeout_ns,
 	                             closed by the server, or holding bytes it
 	                             sent unasked (never read as an answer) */
+	uint64_t h2_requests;     /* requests sent over HTTP/2 (of requests) */
 };
 /* Counters since create, summed over cores (each read atomically, not all
  * at one instant). Any thread. Zeroed for a NULL cl. */

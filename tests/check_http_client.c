@@ -14,6 +14,7 @@
 #include "tlsutil.h"
 
 #include <runtime_http.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -123,6 +124,12 @@ static int route(struct runtime_http_request *req, struct runtime_http_response 
 		return redirects(req, res);
 	if (path_is(req, "/echo"))
 		return echo(req, res);
+	if (path_is(req, "/delay")) { /* after ms=N, the protocol: "11" or "20" */
+		char v[8];
+		int n = snprintf(v, sizeof(v), "%d", runtime_http_version(req));
+		runtime_sleep(query_num(req, "ms", 0) * MS);
+		return runtime_http_respond(res, 200, "text/plain", v, (size_t)n);
+	}
 	if (path_is(req, "/away")) { /* to another origin: localhost, not 127.0.0.1 */
 		char loc[64];
 		snprintf(loc, sizeof(loc), "http://localhost:%llu/echo",
@@ -134,6 +141,7 @@ static int route(struct runtime_http_request *req, struct runtime_http_response 
 }
 
 static struct runtime_http_server *lib_srv;
+static unsigned lib_h2_max_streams; /* the server's, 0: its default */
 
 /* The library's server on 127.0.0.1, port 0 (tls: HTTPS); its port. */
 static uint16_t lib_start(struct runtime_tls *tls)
@@ -143,6 +151,7 @@ static uint16_t lib_start(struct runtime_tls *tls)
 
 	runtime_http_server_config_init(&cfg);
 	cfg.serve.host = "127.0.0.1";
+	cfg.h2_max_streams = lib_h2_max_streams;
 	ts = (struct runtime_tls_serve){ .tls = tls };
 	if (tls)
 		ck_assert_int_eq(runtime_tls_serve(&cfg.serve, &ts), 0);
@@ -1364,6 +1373,280 @@ START_TEST(test_client_two_cores)
 }
 END_TEST
 
+/* ----------------------------------------------------------------- HTTP/2 */
+
+static struct runtime_http_client *h2c_client(unsigned max_streams)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+
+	runtime_http_client_config_init(&cfg);
+	cfg.h2c = 1;
+	cfg.h2_max_streams = max_streams;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	return cl;
+}
+
+/* A request with a body (fixed, or streamed from src) to u: the status,
+ * and the answer's body into *body. */
+static int post(struct runtime_http_client *cl, const char *u, const void *fixed, size_t n,
+                struct source *src, char **body, size_t *len)
+{
+	struct runtime_http_client_request req = { .method = "POST", .url = u, .body = fixed,
+		                                    .body_len = n, .body_read = src ? produce : NULL,
+		                                    .body_arg = src };
+	const char *const fields[] = { "X-Test: over h2", NULL };
+	struct runtime_http_result *res;
+
+	req.headers = fields;
+	int rc = runtime_http_request(cl, &req, &res);
+	if (rc < 0)
+		return rc;
+	int status = runtime_http_result_status(res);
+	rc = runtime_http_result_read_all(res, body, len, 16 << 20);
+	runtime_http_result_close(res);
+	return rc < 0 ? rc : status;
+}
+
+/* The client's calls over h2c, as over HTTP/1.1: one connection for all,
+ * bodies both ways larger than a stream's window (flow control), every
+ * framing of the result, a result closed before its body is read (the
+ * stream reset, the connection kept), redirects. */
+static void h2c_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = h2c_client(0);
+	static char fixed[300000];
+	struct source src = { .total = 200000 };
+	struct runtime_http_result *res;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(get(cl, url("http", port, "/hello"), &body, &len), 200);
+		ck_assert(len == 5 && !memcmp(body, "hello", 5));
+		free(body);
+	}
+	ck_assert_int_eq(get(cl, url("http", port, "/chunked?n=200000"), &body, &len), 200);
+	ck_assert(len == 200000 && is_pattern(body, len));
+	free(body);
+	ck_assert_int_eq(get(cl, url("http", port, "/delay"), &body, &len), 200);
+	ck_assert_str_eq(body, "20");
+	free(body);
+	for (size_t i = 0; i < sizeof(fixed); i++)
+		fixed[i] = pattern(i);
+	ck_assert_int_eq(post(cl, url("http", port, "/echo"), fixed, sizeof(fixed), NULL, &body,
+	                      &len), 200);
+	ck_assert(len == sizeof(fixed) && is_pattern(body, len));
+	free(body);
+	ck_assert_int_eq(post(cl, url("http", port, "/echo"), NULL, 0, &src, &body, &len), 200);
+	ck_assert(len == 200000 && is_pattern(body, len));
+	free(body);
+	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/big?n=1000000"), &res), 0);
+	ck_assert_int_eq(runtime_http_result_length(res), 1000000);
+	runtime_http_result_close(res); /* unread: reset, the connection stays */
+	struct runtime_http_client_request head = { .method = "HEAD",
+		                                    .url = url("http", port, "/big?n=77") };
+	ck_assert_int_eq(runtime_http_request(cl, &head, &res), 0);
+	ck_assert_int_eq(runtime_http_result_length(res), 77);
+	ck_assert_int_eq(runtime_http_result_read(res, fixed, 10), 0);
+	runtime_http_result_close(res);
+	ck_assert_int_eq(get(cl, url("http", port, "/status?s=204"), NULL, NULL), 204);
+	struct runtime_http_client_request r = redirected(url("http", port, "/r?n=3"), 5);
+	char out[64];
+	ck_assert_int_eq(fetch(cl, &r, out, sizeof(out)), 200);
+	ck_assert_str_eq(out, "done GET 0");
+	struct runtime_http_client_stats st = stats(cl);
+	ck_assert_uint_eq(st.connects, 1);
+	ck_assert_uint_eq(st.h2_requests, st.requests);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_h2c)
+{
+	run(h2c_body, 1);
+}
+END_TEST
+
+struct many {
+	struct runtime_http_client *cl;
+	uint16_t port;
+	const char *path;
+	_Atomic int ok;
+	struct runtime_waitgroup wg;
+};
+
+static void many_worker(void *arg)
+{
+	struct many *m = arg;
+	char *body;
+	size_t len;
+
+	if (get(m->cl, url("http", m->port, m->path), &body, &len) == 200) {
+		atomic_fetch_add(&m->ok, !strcmp(body, "20"));
+		free(body);
+	}
+	runtime_waitgroup_done(&m->wg);
+}
+
+static void many_at_once(struct many *m, unsigned n)
+{
+	runtime_waitgroup_add(&m->wg, n);
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_int_eq(runtime_spawn(runtime_current(), many_worker, m), 0);
+	ck_assert_int_eq(runtime_waitgroup_wait(&m->wg, -1), 0);
+}
+
+/* Fibers that request at once share one connection, a stream each (the
+ * first dials, the others wait for it); past what the server takes at
+ * once (its SETTINGS_MAX_CONCURRENT_STREAMS) or the client's own
+ * h2_max_streams, more connections. */
+static void multiplexed_body(void *arg)
+{
+	struct many m = { .path = "/delay?ms=100", .wg = RUNTIME_WAITGROUP_INIT };
+	struct runtime_http_server_stats ss;
+
+	(void)arg;
+	m.port = lib_start(NULL);
+	m.cl = h2c_client(0);
+	many_at_once(&m, 50);
+	ck_assert_int_eq(atomic_load(&m.ok), 50);
+	ck_assert_uint_eq(stats(m.cl).connects, 1);
+	runtime_http_server_stats(lib_srv, &ss);
+	ck_assert_uint_eq(ss.conns.accepted, 1);
+	runtime_http_client_destroy(m.cl);
+	m.cl = h2c_client(10); /* the client's bound: 10 a connection */
+	atomic_store(&m.ok, 0);
+	many_at_once(&m, 30);
+	ck_assert_int_eq(atomic_load(&m.ok), 30);
+	ck_assert_uint_eq(stats(m.cl).connects, 3);
+	runtime_http_client_destroy(m.cl);
+	lib_stop();
+}
+
+START_TEST(test_client_h2_multiplexed)
+{
+	run(multiplexed_body, 1);
+}
+END_TEST
+
+/* The server's own bound (4 handlers at once): the client keeps to it
+ * once its SETTINGS came, a stream refused before is sent again. */
+static void server_bound_body(void *arg)
+{
+	struct many m = { .path = "/delay?ms=100", .wg = RUNTIME_WAITGROUP_INIT };
+
+	(void)arg;
+	lib_h2_max_streams = 4;
+	m.port = lib_start(NULL);
+	m.cl = h2c_client(0);
+	ck_assert_int_eq(get(m.cl, url("http", m.port, "/hello"), NULL, NULL), 200);
+	many_at_once(&m, 12);
+	ck_assert_int_eq(atomic_load(&m.ok), 12);
+	ck_assert_uint_eq(stats(m.cl).connects, 3);
+	runtime_http_client_destroy(m.cl);
+	lib_stop();
+	lib_h2_max_streams = 0;
+}
+
+START_TEST(test_client_h2_server_bound)
+{
+	run(server_bound_body, 1);
+}
+END_TEST
+
+/* A server that sends GOAWAY naming no stream it took: the request goes
+ * again on a new connection, where a hand-made answer waits (HPACK's
+ * static ":status 200", a DATA frame "ok"). */
+static int goaway_server(void *arg)
+{
+	static const char away[] = "\0\0\0\4\0\0\0\0\0" "\0\0\10\7\0\0\0\0\0" "\0\0\0\0\0\0\0\0";
+	static const char answer[] = "\0\0\0\4\0\0\0\0\0" "\0\0\1\1\4\0\0\0\1" "\x88"
+	                             "\0\0\2\0\1\0\0\0\1" "ok";
+	int lfd = (int)(intptr_t)arg;
+	char buf[4096];
+
+	for (int i = 0; i < 2; i++) {
+		int fd = runtime_accept(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0)
+			return fd;
+		runtime_recv(fd, buf, sizeof(buf), 0); /* the preface, SETTINGS, HEADERS */
+		const char *a = i ? answer : away;
+		size_t n = i ? sizeof(answer) - 1 : sizeof(away) - 1;
+		runtime_send_all(fd, a, n, NULL);
+		runtime_sleep(100 * MS);
+		runtime_close(fd);
+	}
+	return 0;
+}
+
+static void goaway_body(void *arg)
+{
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 4, 0);
+	struct runtime_group *g;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	ck_assert_int_eq(runtime_group_create(&g, 0), 0);
+	ck_assert_int_eq(runtime_group_spawn(g, goaway_server, (void *)(intptr_t)lfd), 0);
+	struct runtime_http_client *cl = h2c_client(0);
+	ck_assert_int_eq(get(cl, url("http", bound_port(lfd), "/"), &body, &len), 200);
+	ck_assert_str_eq(body, "ok");
+	free(body);
+	struct runtime_http_client_stats st = stats(cl);
+	ck_assert_uint_eq(st.connects, 2);
+	ck_assert_uint_eq(st.retried, 1);
+	runtime_http_client_destroy(cl);
+	ck_assert_int_eq(runtime_group_wait(g, -1, NULL), 0);
+	runtime_group_destroy(g);
+	runtime_close(lfd);
+}
+
+START_TEST(test_client_h2_goaway_retried)
+{
+	run(goaway_body, 1);
+}
+END_TEST
+
+/* A deadline passes while the answer is awaited: -ETIMEDOUT, the stream
+ * reset, the connection still good for the next request. A cancelled
+ * request too. */
+static void *h2_cancelled_get(void *arg)
+{
+	return (void *)(intptr_t)get(arg, url_buf, NULL, NULL);
+}
+
+static void h2_deadline_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = h2c_client(0);
+	struct runtime_http_client_request req = { .url = url("http", port, "/delay?ms=2000"),
+		                                    .deadline_ns = runtime_now() + 200 * MS };
+	struct runtime_http_result *res;
+
+	(void)arg;
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	url("http", port, "/delay?ms=2000");
+	struct runtime_fiber *f = start(h2_cancelled_get, cl);
+	runtime_sleep(100 * MS);
+	ck_assert_int_eq(runtime_fiber_cancel(f), 0);
+	ck_assert_int_eq(join(f), -ECANCELED);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_h2_deadline_and_cancel)
+{
+	run(h2_deadline_body, 1);
+}
+END_TEST
+
 /* ------------------------------------------------------------------- HTTPS */
 
 static struct pem ca, leaf;
@@ -1481,6 +1764,61 @@ static void https_body(void *arg)
 	server_tls_to_free = server; /* destroyed after the server */
 }
 
+/* Over TLS the server offers h2 first (it wraps the caller's context),
+ * a client that offers it too speaks HTTP/2; one with no_h2 offered the
+ * same context refuses the h2 the server then picks (-ENOPROTOOPT). */
+static void h2_tls_body(void *arg)
+{
+	struct runtime_tls *server = tls_ctx(RUNTIME_TLS_SERVER, false);
+	struct runtime_tls_config tc;
+	struct runtime_tls *h2 = NULL;
+	char *body;
+	size_t len;
+
+	(void)arg;
+	runtime_tls_config_init(&tc);
+	tc.side = RUNTIME_TLS_CLIENT;
+	tc.alpn = "h2,http/1.1";
+	tc.ca_file = ca_path;
+	ck_assert_int_eq(runtime_tls_create(&h2, &tc), 0);
+	uint16_t port = lib_start(server);
+	struct runtime_http_client *cl = tls_client(h2);
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(get(cl, url("https", port, "/delay"), &body, &len), 200);
+		ck_assert_str_eq(body, "20");
+		free(body);
+	}
+	struct runtime_http_client_stats st = stats(cl);
+	ck_assert(st.connects == 1 && st.h2_requests == 3);
+	runtime_http_client_destroy(cl);
+	struct runtime_http_client_config cfg;
+	runtime_http_client_config_init(&cfg);
+	cfg.tls = h2;
+	cfg.no_h2 = 1;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	ck_assert_int_eq(get(cl, url("https", port, "/delay"), NULL, NULL), -ENOPROTOOPT);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+	runtime_tls_destroy(h2);
+	server_tls_to_free = server;
+}
+
+START_TEST(test_client_h2_over_tls)
+{
+	ca = tls_make_cert(NULL, "Test CA", NULL, -3600, 86400);
+	leaf = tls_make_cert(&ca, "a.test", "DNS:a.test,IP:127.0.0.1", -3600, 86400);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/check_http_client.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+	snprintf(ca_path, sizeof(ca_path), "%s", tls_write_file(tmpdir, "ca.pem", ca.cert));
+	run(h2_tls_body, 1);
+	runtime_tls_destroy(server_tls_to_free);
+	unlink(ca_path);
+	rmdir(tmpdir);
+	tls_free_cert(&leaf);
+	tls_free_cert(&ca);
+}
+END_TEST
+
 START_TEST(test_client_https)
 {
 	ca = tls_make_cert(NULL, "Test CA", NULL, -3600, 86400);
@@ -1522,6 +1860,15 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_bad_requests);
 	tcase_add_test(tc, test_client_two_cores);
 	tcase_add_test(tc, test_client_https);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("h2");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_client_h2c);
+	tcase_add_test(tc, test_client_h2_multiplexed);
+	tcase_add_test(tc, test_client_h2_server_bound);
+	tcase_add_test(tc, test_client_h2_goaway_retried);
+	tcase_add_test(tc, test_client_h2_deadline_and_cancel);
+	tcase_add_test(tc, test_client_h2_over_tls);
 	suite_add_tcase(s, tc);
 	return s;
 }

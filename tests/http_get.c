@@ -4,18 +4,23 @@
  * tests/http_client_peers.sh: each URL N times in a row on one client,
  * every body read to its end, then what the client's counters say.
  *
- *   http_get [-n N] [--cacert FILE | --insecure] URL...
+ *   http_get [-n N] [--cacert FILE | --insecure] [--h2 | --h2c] URL...
  *
+ * --h2 offers h2 before http/1.1 by ALPN (the default offers http/1.1
+ * alone); --h2c speaks HTTP/2 to http:// URLs by prior knowledge.
  * For each URL one line, when every GET of it answered the same:
  *   GET URL: N x STATUS, body BYTES bytes, FRAMING
- * (FRAMING: length, chunked, close or none), and at the end
- *   client: connects C, reused R, retried T, requests Q
+ * (FRAMING: length, chunked, close, unknown - HTTP/2's without a length -
+ * or none), and at the end
+ *   client: connects C, reused R, retried T, requests Q, h2 H
+ * (H of the Q went over HTTP/2)
  * Exit 0; 1 if a GET failed or the answers differed (said on stderr),
  * 2 for a usage error.
  */
 #include <runtime_http.h>
 
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +30,7 @@
 static struct {
 	unsigned n;
 	const char *cacert;
-	int insecure;
+	int insecure, h2, h2c;
 	char **urls;
 	int nurls;
 	int failed;
@@ -37,7 +42,7 @@ struct answer {
 	const char *framing;
 };
 
-static const char *framing(const struct runtime_http_result *res)
+static const char *framing(const struct runtime_http_result *res, bool h2)
 {
 	const struct runtime_http_slice *te = runtime_http_result_header(res, "Transfer-Encoding");
 	int64_t len = runtime_http_result_length(res);
@@ -47,6 +52,8 @@ static const char *framing(const struct runtime_http_result *res)
 	if (runtime_http_result_header(res, "Content-Length"))
 		return "length";
 	int status = runtime_http_result_status(res);
+	if (len < 0 && status != 304 && h2)
+		return "unknown"; /* HTTP/2: the stream's end ends it */
 	return len < 0 && status != 304 ? "close" : "none"; /* GETs: 204's length is 0 */
 }
 
@@ -64,7 +71,7 @@ static int get_once(struct runtime_http_client *cl, const char *url, struct answ
 		fprintf(stderr, "http_get: %s: %s\n", url, strerror(-rc));
 		return rc;
 	}
-	*a = (struct answer){ .status = runtime_http_result_status(res), .framing = framing(res) };
+	*a = (struct answer){ .status = runtime_http_result_status(res), .framing = framing(res, runtime_http_result_version(res) == 20) };
 	while ((n = runtime_http_result_read(res, buf, sizeof(buf))) > 0)
 		a->bytes += (size_t)n;
 	runtime_http_result_close(res);
@@ -103,7 +110,7 @@ static struct runtime_tls *client_tls(void)
 		return NULL;
 	runtime_tls_config_init(&cfg);
 	cfg.side = RUNTIME_TLS_CLIENT;
-	cfg.alpn = "http/1.1";
+	cfg.alpn = opt.h2 ? "h2,http/1.1" : "http/1.1";
 	cfg.ca_file = opt.cacert;
 	if (runtime_tls_create(&tls, &cfg) < 0)
 		return NULL;
@@ -120,6 +127,7 @@ static void run(void *arg)
 
 	runtime_http_client_config_init(&cfg);
 	cfg.tls = arg;
+	cfg.h2c = opt.h2c;
 	if (runtime_http_client_create(&cl, &cfg) < 0) {
 		opt.failed = 1;
 		return;
@@ -127,22 +135,24 @@ static void run(void *arg)
 	for (int i = 0; i < opt.nurls; i++)
 		get_url(cl, opt.urls[i]);
 	runtime_http_client_stats(cl, &st);
-	printf("client: connects %llu, reused %llu, retried %llu, requests %llu\n",
+	printf("client: connects %llu, reused %llu, retried %llu, requests %llu, h2 %llu\n",
 	       (unsigned long long)st.connects, (unsigned long long)st.reused,
-	       (unsigned long long)st.retried, (unsigned long long)st.requests);
+	       (unsigned long long)st.retried, (unsigned long long)st.requests,
+	       (unsigned long long)st.h2_requests);
 	runtime_http_client_destroy(cl); /* in the fiber: closes the pooled connections */
 }
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: http_get [-n N] [--cacert FILE | --insecure] URL...\n");
+	fprintf(stderr, "usage: http_get [-n N] [--cacert FILE | --insecure] [--h2 | --h2c] URL...\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "cacert", 1, NULL, 'c' }, { "insecure", 0, NULL, 'k' }, { NULL, 0, NULL, 0 },
+		{ "cacert", 1, NULL, 'c' }, { "insecure", 0, NULL, 'k' }, { "h2", 0, NULL, '2' },
+		{ "h2c", 0, NULL, 'p' }, { NULL, 0, NULL, 0 },
 	};
 	struct runtime_tls *tls;
 	struct runtime *rt;
@@ -155,6 +165,10 @@ int main(int argc, char **argv)
 			opt.cacert = optarg;
 		else if (c == 'k')
 			opt.insecure = 1;
+		else if (c == '2')
+			opt.h2 = 1;
+		else if (c == 'p')
+			opt.h2c = 1;
 		else
 			return usage();
 	}

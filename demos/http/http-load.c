@@ -24,8 +24,14 @@
  * 10 ms before its next one (closed loop, and --pipeline's dials): errors
  * are counted, not spun on.
  *
- *   http-load [-c CONNS] [-d SECONDS] [--cores N] [--pipeline D] [--rate R]
- *             [--timeout MS] [--insecure] URL
+ * --h2 speaks HTTP/2 (h2c by prior knowledge for http://, h2 by ALPN for
+ * https://): -c connections with -m streams each at once - CONNS x M
+ * fibers, each sending its requests in turn, over connections the client
+ * fills to M streams (its h2_max_streams) before it dials another - as
+ * h2load -c CONNS -m M does.
+ *
+ *   http-load [-c CONNS] [-m STREAMS] [-d SECONDS] [--cores N] [--h2]
+ *             [--pipeline D] [--rate R] [--timeout MS] [--insecure] URL
  */
 #define _GNU_SOURCE
 #include "../cli.h"
@@ -48,12 +54,13 @@
 #define PIPE_IN (64 * 1024)
 
 static struct options {
-	unsigned conns, cores, pipeline;
+	unsigned conns, streams, cores, pipeline;
+	int h2;
 	uint64_t duration_ns, timeout_ns;
 	double rate;
 	int insecure;
 	const char *url;
-} opt = { .conns = 16, .cores = 1, .pipeline = 1, .duration_ns = 10 * SEC,
+} opt = { .conns = 16, .streams = 1, .cores = 1, .pipeline = 1, .duration_ns = 10 * SEC,
 	  .timeout_ns = 10 * SEC };
 
 /* One core's figures: written by that core's fibers only, read after the
@@ -117,14 +124,20 @@ static struct tally *my_tally(void)
 
 /* ------------------------------------------------------ the client's way */
 
+/* The request fibers: one per connection, one per stream with --h2. */
+static unsigned fibers(void)
+{
+	return opt.conns * opt.streams;
+}
+
 /* When fiber i's next request is due: now (closed loop), or its place in
  * the schedule (open loop: the fibers' slots interleaved). */
 static uint64_t next_due(unsigned i, uint64_t k)
 {
 	if (opt.rate <= 0)
 		return runtime_now();
-	double per_fiber = (double)SEC * opt.conns / opt.rate;
-	return run.start + (uint64_t)(per_fiber * ((double)k + (double)i / opt.conns));
+	double per_fiber = (double)SEC * fibers() / opt.rate;
+	return run.start + (uint64_t)(per_fiber * ((double)k + (double)i / fibers()));
 }
 
 /* One GET, its body read and counted. 0 or -errno; *status, *bytes. */
@@ -380,12 +393,15 @@ static void bench(void *arg)
 	cfg.max_per_origin = opt.conns; /* each fiber keeps its connection */
 	cfg.tls = run.tls;
 	cfg.user_agent = "http-load";
+	cfg.no_h2 = !opt.h2;
+	cfg.h2c = opt.h2;
+	cfg.h2_max_streams = opt.streams;
 	if (runtime_http_client_create(&run.cl, &cfg) < 0)
 		return;
-	runtime_waitgroup_add(&run.done, opt.conns);
+	runtime_waitgroup_add(&run.done, fibers());
 	run.start = runtime_now();
 	run.end = run.start + opt.duration_ns;
-	for (unsigned i = 0; i < opt.conns; i++)
+	for (unsigned i = 0; i < fibers(); i++)
 		if (runtime_spawn_on(run.rt, i % opt.cores,
 		                     opt.pipeline > 1 ? pipe_worker : client_worker,
 		                     (void *)(uintptr_t)i) < 0)
@@ -466,9 +482,12 @@ static void report(void)
 	merge(all);
 	for (int i = 0; i < 6; i++)
 		answered += all->status[i];
-	printf("http-load: %s, %u connections, %u core%s, %.1f s, %s\n", opt.url, opt.conns,
-	       opt.cores, opt.cores == 1 ? "" : "s", secs,
+	printf("http-load: %s, %u connections%s, %u core%s, %.1f s, %s\n", opt.url, opt.conns,
+	       opt.h2 ? " (HTTP/2)" : "", opt.cores, opt.cores == 1 ? "" : "s", secs,
 	       opt.pipeline > 1 ? "pipelined" : opt.rate > 0 ? "open loop" : "closed loop");
+	if (opt.h2)
+		printf("  http/2    %u streams per connection at most, %llu requests over HTTP/2\n",
+		       opt.streams, (unsigned long long)run.client.h2_requests);
 	printf("  requests  %llu answered (%.1f/s), %llu ok, %.1f MB of bodies\n",
 	       (unsigned long long)answered, (double)answered / secs, (unsigned long long)all->ok,
 	       (double)all->bytes / 1e6);
@@ -487,10 +506,13 @@ static void report(void)
 static void usage(FILE *to)
 {
 	fprintf(to,
-	        "usage: http-load [-c CONNS] [-d SECONDS] [--cores N] [--pipeline DEPTH]\n"
-	        "                 [--rate REQ_PER_S] [--timeout MS] [--insecure] URL\n"
-	        "Defaults: 16 connections, 10 s, 1 core, no pipelining, closed loop,\n"
-	        "timeout 10000 ms. --rate (open loop) and --pipeline do not go together.\n");
+	        "usage: http-load [-c CONNS] [-m STREAMS] [-d SECONDS] [--cores N] [--h2]\n"
+	        "                 [--pipeline DEPTH] [--rate REQ_PER_S] [--timeout MS]\n"
+	        "                 [--insecure] URL\n"
+	        "Defaults: 16 connections, 10 s, 1 core, HTTP/1.1, no pipelining, closed\n"
+	        "loop, timeout 10000 ms. --h2: HTTP/2, -m streams at once per connection\n"
+	        "(1). --rate (open loop) and --pipeline do not go together, nor --h2\n"
+	        "and --pipeline.\n");
 }
 
 static int parse_options(int argc, char **argv)
@@ -498,12 +520,12 @@ static int parse_options(int argc, char **argv)
 	static const struct option opts[] = {
 		{ "cores", 1, NULL, 'C' }, { "pipeline", 1, NULL, 'p' }, { "rate", 1, NULL, 'r' },
 		{ "timeout", 1, NULL, 't' }, { "insecure", 0, NULL, 'k' }, { "help", 0, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+		{ "h2", 0, NULL, '2' }, { NULL, 0, NULL, 0 },
 	};
 	uint64_t v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "c:d:", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:d:m:", opts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
 		case 'c': ok = demo_number(optarg, 1u << 20, &v) && v; opt.conns = (unsigned)v; break;
@@ -513,6 +535,8 @@ static int parse_options(int argc, char **argv)
 		case 'r': ok = (opt.rate = atof(optarg)) > 0; break;
 		case 't': ok = demo_number(optarg, 1u << 30, &v) && v; opt.timeout_ns = v * MS; break;
 		case 'k': opt.insecure = 1; break;
+		case '2': opt.h2 = 1; break;
+		case 'm': ok = demo_number(optarg, 1u << 16, &v) && v; opt.streams = (unsigned)v; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -521,7 +545,8 @@ static int parse_options(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind != argc - 1 || (opt.rate > 0 && opt.pipeline > 1)) {
+	if (optind != argc - 1 || (opt.rate > 0 && opt.pipeline > 1) ||
+	    (opt.h2 && opt.pipeline > 1) || (!opt.h2 && opt.streams > 1)) {
 		usage(stderr);
 		return 2;
 	}
@@ -537,7 +562,7 @@ static int make_tls(void)
 
 	runtime_tls_config_init(&cfg);
 	cfg.side = RUNTIME_TLS_CLIENT;
-	cfg.alpn = "http/1.1";
+	cfg.alpn = opt.h2 ? "h2,http/1.1" : "http/1.1";
 	if ((rc = runtime_tls_create(&run.tls, &cfg)) == 0 && opt.insecure)
 		rc = runtime_tls_insecure_skip_verify(run.tls);
 	return rc;
