@@ -202,10 +202,13 @@ EOF
 	if gcc -Wall -Werror -o "$scratch/hello" "$scratch/hello.c" $(pkg-config --cflags --libs runtime) \
 		2>"$scratch/hello.err"; then
 		pass "a program compiles and links against the installed library"
-		if ldd "$scratch/hello" | grep -Eq "libruntime.so.0 => /(usr/)?lib/"; then
+		# ldd's whole output first: under pipefail, grep -q quitting at
+		# the first match can kill ldd with SIGPIPE and fail the pipe.
+		libs=$(ldd "$scratch/hello")
+		if grep -Eq "libruntime.so.0 => /(usr/)?lib/" <<<"$libs"; then
 			pass "it loads the system's libruntime.so.0"
 		else
-			fail "it does not load the system's libruntime.so.0: $(ldd "$scratch/hello")"
+			fail "it does not load the system's libruntime.so.0: $libs"
 		fi
 		out=$("$scratch/hello" 2>&1); rc=$?
 		case $rc in
