@@ -5,7 +5,7 @@
  * connection). Standalone: one thread, one level-triggered epoll loop over
  * non-blocking sockets, nothing of the runtime library.
  *
- *   idle_load --mode http|echo -n N [-c INFLIGHT] [-T SECS] [--path P]
+ *   idle_load --mode http|echo|h2 -n N [-c INFLIGHT] [-T SECS] [--path P]
  *             [--no-hold] HOST PORT
  *
  * Opens N TCP connections to HOST:PORT (an IPv4 address), at most INFLIGHT
@@ -17,6 +17,12 @@
  *         after it is an error
  *   echo  ECHO_SIZE bytes, different for every connection, must come back
  *         identical, and nothing more
+ *   h2    HTTP/2 in clear text by prior knowledge (h2c): the preface, an
+ *         empty SETTINGS and a HEADERS frame for GET PATH (HPACK: static
+ *         entries and literals, no dynamic table); the server's frames
+ *         are read until stream 1 ends (a GOAWAY or RST_STREAM, or a
+ *         :status other than 200, is bad_reply), then its SETTINGS are
+ *         acknowledged and the connection held
  * A connection refused, reset, closed early, answered wrongly or not done
  * SECS (default 10) after it was started is an error: it is closed and
  * counted by kind, never retried, never fatal. Then one line on stdout,
@@ -71,7 +77,7 @@ enum {
 	SIGNAL_TAG = -1,      /* epoll data of the signalfd */
 };
 
-enum mode { MODE_HTTP, MODE_ECHO };
+enum mode { MODE_HTTP, MODE_ECHO, MODE_H2 };
 enum state { CONNECTING, SENDING, RECEIVING };
 
 /* Kinds of errors, each counted; names for the report on stderr. */
@@ -145,9 +151,33 @@ static void echo_message(long i, char *out)
 	}
 }
 
+/* h2c's request: the preface, SETTINGS (none changed), and HEADERS
+ * (END_STREAM, END_HEADERS) on stream 1 for GET path at authority:
+ * :method GET and :scheme http are static entries (2 and 6), :path and
+ * :authority literals not indexed with static names (4 and 1). */
+static void build_h2_request(const char *authority)
+{
+	static const char head[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+	size_t plen = strlen(o.path), alen = strlen(authority);
+	size_t block = 2 + 2 + plen + 2 + alen;
+	unsigned char *p = (unsigned char *)request + sizeof(head) - 1;
+
+	if (plen > 126 || alen > 126)
+		die("--path too long");
+	memcpy(request, head, sizeof(head) - 1);
+	*p++ = 0, *p++ = 0, *p++ = (unsigned char)block;
+	*p++ = 1, *p++ = 5, *p++ = 0, *p++ = 0, *p++ = 0, *p++ = 1;
+	*p++ = 0x82, *p++ = 0x86;
+	*p++ = 0x04, *p++ = (unsigned char)plen;
+	p = memcpy(p, o.path, plen), p += plen;
+	*p++ = 0x01, *p++ = (unsigned char)alen;
+	p = memcpy(p, authority, alen), p += alen;
+	request_len = (size_t)(p - (unsigned char *)request);
+}
+
 static void build_request(void)
 {
-	char host[INET_ADDRSTRLEN];
+	char host[INET_ADDRSTRLEN], authority[64];
 	int n;
 
 	if (o.mode == MODE_ECHO) {
@@ -155,6 +185,11 @@ static void build_request(void)
 		return;
 	}
 	inet_ntop(AF_INET, &o.dst.sin_addr, host, sizeof(host));
+	if (o.mode == MODE_H2) {
+		snprintf(authority, sizeof(authority), "%s:%u", host, ntohs(o.dst.sin_port));
+		build_h2_request(authority);
+		return;
+	}
 	n = snprintf(request, sizeof(request),
 	             "GET %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: idle_load\r\n"
 	             "Accept: */*\r\n\r\n",
@@ -167,7 +202,7 @@ static void build_request(void)
 /* What slot s sends: the shared HTTP request, or its connection's message. */
 static const char *request_of(struct slot *s, char *scratch)
 {
-	if (o.mode == MODE_HTTP)
+	if (o.mode != MODE_ECHO)
 		return request;
 	echo_message(s->conn, scratch);
 	return scratch;
@@ -210,12 +245,38 @@ static int http_head(struct slot *s)
 	return 0;
 }
 
+/* h2: the frames so far, whole ones: 1 once stream 1 ended with a 200
+ * (its first field the static ":status 200", 0x88), 0 while it has not,
+ * or -(the error). Bytes after its end are excess. */
+static int h2_reply(const struct slot *s)
+{
+	const unsigned char *p = (const unsigned char *)s->buf, *end = p + s->got;
+
+	while (end - p >= 9) {
+		size_t len = (size_t)p[0] << 16 | (size_t)p[1] << 8 | p[2];
+		unsigned type = p[3], flags = p[4], id = p[8] | (unsigned)p[7] << 8;
+		if ((size_t)(end - p) < 9 + len)
+			return 0;
+		if (type == 7 || (type == 3 && id == 1))
+			return -E_BAD_REPLY;
+		if (type == 1 && id == 1 && !(flags & 0x28) && (!len || p[9] != 0x88))
+			return -E_BAD_REPLY;
+		p += 9 + len;
+		if ((type == 0 || type == 1) && id == 1 && (flags & 1))
+			return p == end ? 1 : -E_EXCESS;
+	}
+	return 0;
+}
+
 /* After more bytes came: 0 while the reply is short, 1 once it is whole
  * and good, or -(the error). */
 static int check_reply(struct slot *s)
 {
 	char want[ECHO_SIZE];
 	int e;
+
+	if (o.mode == MODE_H2)
+		return h2_reply(s);
 
 	if (o.mode == MODE_ECHO) {
 		echo_message(s->conn, want);
@@ -367,6 +428,8 @@ static void receive(struct conn *c, long i)
 	s->got += (size_t)n;
 	s->buf[s->got] = '\0';
 	r = check_reply(s);
+	if (r > 0 && o.mode == MODE_H2 && send(c->fd, "\0\0\0\4\1\0\0\0\0", 9, MSG_NOSIGNAL) != 9)
+		r = -E_SEND; /* the server's SETTINGS acknowledged */
 	if (r < 0)
 		fail(c, (enum err)-r);
 	else if (r > 0)
@@ -479,7 +542,7 @@ static void print_errors(void)
 static __attribute__((noreturn)) void usage(void)
 {
 	fprintf(stderr,
-	        "usage: idle_load --mode http|echo -n N [-c INFLIGHT] [-T SECS] [--path P]\n"
+	        "usage: idle_load --mode http|echo|h2 -n N [-c INFLIGHT] [-T SECS] [--path P]\n"
 	        "                 [--no-hold] HOST PORT\n"
 	        "opens N connections (INFLIGHT at a time, default 512), one request each,\n"
 	        "prints held=H errors=E secs=S, then holds them until SIGTERM/SIGINT\n"
@@ -503,6 +566,8 @@ static enum mode parse_mode(const char *s)
 		return MODE_HTTP;
 	if (!strcmp(s, "echo"))
 		return MODE_ECHO;
+	if (!strcmp(s, "h2"))
+		return MODE_H2;
 	usage();
 }
 
