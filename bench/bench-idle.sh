@@ -38,7 +38,10 @@
 #   ECHO_SERVER  demo echo server (default $BENCH_DIR/../demos/echo/echo-server)
 #   BENCH_DIR    where idle_load is (default: this script's directory)
 #   SERVERS      subset of "demo-http demo-echo nginx go" (default all); nginx
-#                or go (to build go_http_idle) missing: skipped with a note
+#                or go (to build go_http_idle) missing: skipped with a note.
+#                HTTP/2 (h2c, idle_load --mode h2; bench-h2.sh's idle mode):
+#                demo-h2, nginx-h2 (listen ... http2) and h2o-h2 (one
+#                thread), measured against nginx-h2
 #   CONNS        the N to measure (default "10000 100000")
 #   ROUNDS (1)  SETTLE (3, seconds)  WARMUP_CONNS (100)  INFLIGHT (512,
 #   idle_load's unfinished connections at a time: below somaxconn and
@@ -138,9 +141,11 @@ check_servers() {
 		case $n in
 		demo-http) [ -x "$HTTP_SERVER" ] || die "not executable: $HTTP_SERVER (set HTTP_SERVER)" ;;
 		demo-echo) [ -x "$ECHO_SERVER" ] || die "not executable: $ECHO_SERVER (set ECHO_SERVER)" ;;
-		nginx) command -v nginx >/dev/null || { note "skipping nginx: nginx not found"; continue; } ;;
+		demo-h2) [ -x "$HTTP_SERVER" ] || die "not executable: $HTTP_SERVER (set HTTP_SERVER)" ;;
+		nginx | nginx-h2 | h2o-h2) command -v "${n%-h2}" >/dev/null ||
+			{ note "skipping $n: ${n%-h2} not found"; continue; } ;;
 		go) build_go "$GO_SRC" go_http_idle || continue ;;
-		*) die "unknown server '$n' (demo-http, demo-echo, nginx, go)" ;;
+		*) die "unknown server '$n' (demo-http, demo-echo, nginx, go, demo-h2, nginx-h2, h2o-h2)" ;;
 		esac
 		names+=("$n")
 	done
@@ -163,7 +168,7 @@ check_setup() {
 # for longer than a run, room for N connections. nginx closes keep-alive
 # connections to reuse them once fewer than 1/16 of worker_connections are
 # free ("worker_connections are not enough, reusing connections"), so it
-# gets an eighth more than N.
+# gets an eighth more than N. $3, if given, is a listen parameter (http2).
 nginx_conf() {
 	local d=$tmp/nginx
 	cat >"$d/nginx-$1.conf" <<-EOF
@@ -184,7 +189,7 @@ nginx_conf() {
 		  uwsgi_temp_path $d/uwsgi;
 		  scgi_temp_path $d/scgi;
 		  server {
-		    listen 127.0.0.1:$1 backlog=4096;
+		    listen 127.0.0.1:$1 backlog=4096 ${3:-};
 		    location /plaintext { default_type text/plain; return 200 "Hello, World!"; }
 		  }
 		}
@@ -204,7 +209,37 @@ server_argv() {
 	nginx) cmd=(nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$(nginx_conf "$2" "$3")")
 		mode=http ;;
 	go) cmd=(env GOMAXPROCS=1 "$tmp/go_http_idle" "$2") mode=http ;;
+	demo-h2) server_argv demo-http "$2" "$3"; mode=h2 ;;
+	nginx-h2) cmd=(nginx -p "$tmp/nginx" -e "$tmp/nginx/error.log" -c "$(nginx_conf "$2" "$3" http2)")
+		mode=h2 ;;
+	h2o-h2) cmd=(h2o -c "$(h2o_conf "$2" "$3")") mode=h2 ;;
 	esac
+}
+
+# h2o.conf for port $1 and N $2: one thread, /plaintext a file, idle
+# HTTP/2 connections kept for longer than a run. Started by root, h2o
+# would become nobody, who cannot read the private temp dir: it stays root.
+h2o_conf() {
+	local f=$tmp/h2o-$1.conf
+	: >"$f"
+	[ "$(id -u)" -eq 0 ] && echo "user: root" >"$f"
+	printf 'Hello, World!' >"$tmp/plaintext"
+	cat >>"$f" <<-EOF
+		num-threads: 1
+		max-connections: $(($2 + FD_SLACK))
+		http2-idle-timeout: $IDLE_TIMEOUT_S
+		access-log: /dev/null
+		error-log: $tmp/h2o-error.log
+		listen:
+		  port: $1
+		  host: 127.0.0.1
+		hosts:
+		  default:
+		    paths:
+		      /plaintext:
+		        file.file: $tmp/plaintext
+	EOF
+	echo "$f"
 }
 
 # Start server $2 on a fresh port for N $1 (sets srv_pid, port and mode);
@@ -355,8 +390,9 @@ table() {
 	echo "--- server RSS growth per idle connection (median of $ROUNDS rounds; user space only)"
 	printf '%-10s %8s %12s %9s\n' server conns bytes/conn vs_nginx
 	for n in "${conns[@]}"; do
-		base=$(median nginx "$n")
 		for s in "${names[@]}"; do
+			base=$(median nginx "$n")
+			[[ $s == *-h2 ]] && base=$(median nginx-h2 "$n")
 			m=$(median "$s" "$n")
 			printf '%-10s %8s %12s %9s\n' "$s" "$n" "$m" "$(ratio "$m" "$base")"
 		done
