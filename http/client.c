@@ -20,6 +20,7 @@
  */
 #include "client.h"
 #include "chars.h"
+#include "decimal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -123,19 +124,6 @@ static char *put_mem(char *o, const char *s, size_t n)
 	return o + n;
 }
 
-static char *put_uint(char *o, uint64_t v)
-{
-	char digits[20];
-	size_t n = 0;
-
-	do
-		digits[n++] = (char)('0' + v % 10);
-	while ((v /= 10));
-	while (n)
-		*o++ = digits[--n];
-	return o;
-}
-
 /* At least the head's length (see write_head). */
 static size_t head_bound(const struct http_exchange *x, const struct http_url *u)
 {
@@ -154,7 +142,7 @@ static char *put_framing(const struct http_exchange *x, char *o)
 		return put_str(o, "Transfer-Encoding: chunked\r\n");
 	if (x->body_len || is_method(x->method, "POST") || is_method(x->method, "PUT") ||
 	    is_method(x->method, "PATCH"))
-		return put_str(put_uint(put_str(o, "Content-Length: "), x->body_len), "\r\n");
+		return put_str(http_put_u64(put_str(o, "Content-Length: "), x->body_len), "\r\n");
 	return o;
 }
 
@@ -179,7 +167,7 @@ static size_t write_head(const struct http_exchange *x, const struct http_url *u
 	if (u->ip6)
 		*o++ = ']';
 	if (!u->default_port)
-		o = put_uint(put_str(o, ":"), u->port);
+		o = http_put_u64(put_str(o, ":"), u->port);
 	o = put_str(o, "\r\n");
 	if (!x->has_ua)
 		o = put_mem(o, cl->ua_field, cl->ua_len);

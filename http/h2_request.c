@@ -16,6 +16,7 @@
  */
 #include "h2_client.h"
 #include "chars.h"
+#include "decimal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,7 +303,7 @@ static size_t head_nv(const struct http_exchange *x, const struct http_url *u,
 	            !strcmp(x->method, "PATCH");
 	if (!x->streamed && body)
 		nv[n++] = nv_of("content-length", 14, t->length,
-		                (size_t)snprintf(t->length, sizeof(t->length), "%zu", x->body_len));
+		                (size_t)(http_put_u64(t->length, x->body_len) - t->length));
 	return n + caller_fields(x, nv + n, path + plen);
 }
 

@@ -16,6 +16,7 @@
  * running handler is cancelled: its waits end -ECANCELED.
  */
 #include "h2.h"
+#include "decimal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,14 +190,14 @@ static size_t head_nv(struct h2_stream *s, const char *type, nghttp2_nv *nv)
 	const struct runtime_http_server *srv = s->conn->srv;
 	size_t n = 0;
 
-	snprintf(s->status, sizeof(s->status), "%d", res->status);
+	http_put_u64(s->status, (uint64_t)res->status); /* 200-599: three digits */
 	nv[n++] = nv_of(":status", 7, s->status, 3, false);
 	if (type)
 		nv[n++] = nv_of("content-type", 12, type, strlen(type), true);
 	if (res->length >= 0 && res->status >= 200 && res->status != 204 &&
 	    (res->status != 304 || res->length > 0)) {
-		int len = snprintf(s->length, sizeof(s->length), "%lld", (long long)res->length);
-		nv[n++] = nv_of("content-length", 14, s->length, (size_t)len, false);
+		size_t len = (size_t)(http_put_u64(s->length, (uint64_t)res->length) - s->length);
+		nv[n++] = nv_of("content-length", 14, s->length, len, false);
 	}
 	nv[n++] = nv_of("date", 4, date_now(s->conn->core), 29, false);
 	if (srv->server_len) /* "Server: NAME\r\n" */

@@ -10,7 +10,9 @@
  * connection, so the client sees a truncation and never a whole answer.
  */
 #include "http.h"
+
 #include "chars.h"
+#include "decimal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -113,39 +115,6 @@ static inline struct http_head_start *head_start(const struct runtime_http_respo
 	return &res->core->head;
 }
 
-static const char digit_pairs[] =
-	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-	"8081828384858687888990919293949596979899";
-
-/* v in decimal: its digits counted first, then written from the last,
- * in place, two a step. */
-static char *put_u64(char *p, uint64_t v)
-{
-	size_t n = 1;
-	char *d;
-
-	if (v < 100) { /* a short body's length: no division */
-		if (v < 10) {
-			*p = (char)('0' + v);
-			return p + 1;
-		}
-		memcpy(p, digit_pairs + 2 * v, 2);
-		return p + 2;
-	}
-	for (uint64_t rest = v; rest >= 10; rest /= 10)
-		n++;
-	for (d = p + n; v >= 100; v /= 100) {
-		d -= 2;
-		memcpy(d, digit_pairs + 2 * (v % 100), 2);
-	}
-	if (v >= 10)
-		memcpy(d - 2, digit_pairs + 2 * v, 2);
-	else
-		d[-1] = (char)('0' + v);
-	return p + n;
-}
-
 static char *put_hex(char *p, uint64_t v)
 {
 	char digits[16];
@@ -239,7 +208,7 @@ static char *put_framing(const struct runtime_http_response *res, char *p)
 		return p;
 	if (res->length >= 0) {
 		p = PUT_LIT(p, "Content-Length: ");
-		p = put_u64(p, (uint64_t)res->length);
+		p = http_put_u64(p, (uint64_t)res->length);
 		return PUT_LIT(p, "\r\n");
 	}
 	if (res->chunked)
@@ -288,7 +257,7 @@ static inline bool set_type(struct http_head_start *hs, const char *type)
 static __attribute__((noinline)) size_t tail_remake(struct http_head_start *hs, uint64_t length)
 {
 	char *start = hs->text + hs->len + hs->type_len;
-	char *p = put_u64(PUT_LIT(start, HTTP_TAIL_NAME), length);
+	char *p = http_put_u64(PUT_LIT(start, HTTP_TAIL_NAME), length);
 
 	hs->tail_len = (size_t)(PUT_LIT(p, "\r\n\r\n") - start);
 	hs->tail_length = length;
@@ -323,7 +292,7 @@ static __attribute__((noinline)) char *put_head_rest(const struct runtime_http_r
 	if (res->status != 200) {
 		struct text why = reason(res->status);
 		p = PUT_LIT(p, "HTTP/1.1 ");
-		p = put_u64(p, (uint64_t)res->status);
+		p = http_put_u64(p, (uint64_t)res->status);
 		*p++ = ' ';
 		p = put(p, why.p, why.len);
 		p = PUT_LIT(p, "\r\n");
