@@ -245,7 +245,8 @@ static int session_new(struct h2_cconn *h)
 	const struct http_limits *lim = &h->core->cl->limits;
 
 	pthread_once(&once, session_kit_make);
-	if (nghttp2_session_client_new2(&h->link.session, callbacks, h, options) != 0)
+	if (nghttp2_session_client_new3(&h->link.session, callbacks, h, options,
+	                                runtime__h2_mem()) != 0)
 		return -ENOMEM;
 	nghttp2_settings_entry set[] = {
 		{ NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },

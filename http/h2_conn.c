@@ -82,7 +82,8 @@ static int session_new(struct h2_conn *h)
 	const struct runtime_http_server *srv = h->srv;
 
 	pthread_once(&once, session_kit_make);
-	if (nghttp2_session_server_new2(&h->link.session, callbacks, h, options) != 0)
+	if (nghttp2_session_server_new3(&h->link.session, callbacks, h, options,
+	                                runtime__h2_mem()) != 0)
 		return -ENOMEM;
 	nghttp2_settings_entry set[] = {
 		{ NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h->max_streams },

@@ -46,6 +46,13 @@ struct h2_out {
 	struct runtime_fiber *waiter; /* parked on the stream, for anything */
 };
 
+/* h2_mem.c: HTTP/2's memory, blocks up to 8 KiB cached per thread.
+ * runtime__h2_free takes only runtime__h2_alloc's blocks. */
+nghttp2_mem *runtime__h2_mem(void); /* nghttp2 copies it */
+void *runtime__h2_alloc(size_t size);
+void runtime__h2_free(void *p);
+size_t runtime__h2_mem_cached(void); /* bytes the calling thread keeps */
+
 /* h2_send.c */
 void runtime__h2_send_callbacks(nghttp2_session_callbacks *cb);
 int runtime__h2_flush(struct h2_link *l);

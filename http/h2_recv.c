@@ -22,7 +22,7 @@
 
 static struct h2_stream *stream_new(struct h2_conn *h, int32_t id)
 {
-	struct h2_stream *s = malloc(sizeof(*s));
+	struct h2_stream *s = runtime__h2_alloc(sizeof(*s));
 
 	if (!s)
 		return NULL;
@@ -68,7 +68,7 @@ void runtime__h2_stream_unref(struct h2_stream *s, bool session)
 		nghttp2_rcbuf_decref(s->bufs[i]);
 	free(s->bufs);
 	free(s->in);
-	free(s);
+	runtime__h2_free(s);
 }
 
 static struct h2_stream *stream_of(nghttp2_session *session, int32_t id)
