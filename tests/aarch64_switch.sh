@@ -2,13 +2,15 @@
 # SPDX-License-Identifier: MIT
 # aarch64_switch.sh - cross-build tests/aarch64_switch.c with the aarch64
 # context switch and run it under qemu-aarch64. Skips (77) where the cross
-# compiler or qemu-user is missing (./build.sh check installs both).
+# compiler or qemu-user is missing; fails then in CI (./build.sh check
+# installs both).
 set -u
 srcdir=${srcdir:-$(dirname "$0")/..}
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 cc=aarch64-linux-gnu-gcc
 if ! command -v "$cc" >/dev/null || ! command -v qemu-aarch64 >/dev/null; then
-	echo "aarch64_switch: SKIP: needs $cc and qemu-aarch64 (Debian: gcc-aarch64-linux-gnu qemu-user)" >&2
-	exit 77
+	skip_all --installed "needs $cc and qemu-aarch64 (Debian: gcc-aarch64-linux-gnu qemu-user)"
 fi
 bin=$(mktemp)
 trap 'rm -f "$bin"' EXIT

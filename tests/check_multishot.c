@@ -499,8 +499,7 @@ START_TEST(test_stream_pool_decays_after_a_burst)
 	long kib[2];
 
 #ifdef RUNTIME_TSAN
-	fprintf(stderr, "note: TSan's shadow memory of the data read hides the pool's pages\n");
-	return;
+	TEST_SKIP("TSan's shadow memory of the data read hides the pool's pages");
 #endif
 	runtime_config_init(&cfg);
 	cfg.stream_buffers = 128;
@@ -796,10 +795,9 @@ START_TEST(test_listener_more_than_its_queue_all_arrive)
 	struct rlimit rl;
 
 	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
-	if (rl.rlim_max < 2200) {
-		fprintf(stderr, "SKIP part: fd limit %lu\n", (unsigned long)rl.rlim_max);
-		return;
-	}
+	if (rl.rlim_max < 2200)
+		TEST_SKIP("the fd limit here is %lu, below the 2200 it needs",
+		          (unsigned long)rl.rlim_max);
 	rl.rlim_cur = rl.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &rl);
 	ck_assert_int_eq(run_fiber(NULL, overflow_main, NULL), 0);

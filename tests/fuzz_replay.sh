@@ -47,5 +47,5 @@ replay replay_http_parser "$fuzz/corpus/http" "$fuzz/regressions/parser"
 replay replay_http_server "$fuzz/corpus/server" "$fuzz/regressions/server"
 replay replay_https_server "$fuzz/corpus/https" "$fuzz/regressions/https"
 replay replay_http_response "$fuzz/corpus/http_response" "$fuzz/regressions/response"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

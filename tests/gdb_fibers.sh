@@ -20,20 +20,16 @@ bound=300 # seconds per gdb session: generous, only against a hang
 tmp=$(mktemp -d)
 out=$tmp/gdb.out
 trap 'rm -rf "$tmp"' EXIT
-passed=0
+# shellcheck source=tests/lib.sh
+. "$srcdir/tests/lib.sh"
 
 say() { echo "gdb_fibers: $*"; }
 
 fail() {
 	echo "gdb_fibers: FAIL: $*" >&2
 	[ -s "$out" ] && { echo "--- output:" >&2; cat "$out" >&2; }
-	echo "$passed passed, 1 failed"
+	echo "$passed passed, 1 failed, 0 skipped"
 	exit 1
-}
-
-skip() {
-	echo "gdb_fibers: SKIP: $*" >&2
-	exit 77
 }
 
 ok() {
@@ -43,20 +39,20 @@ ok() {
 
 # --------------------------------------------------------------- set-up
 
-command -v gdb >/dev/null || skip "no gdb (Debian: apt-get install gdb)"
+command -v gdb >/dev/null || skip_all --installed "no gdb (Debian: gdb)"
 gdb -batch -nx -ex 'python print("py" + "thon ok")' 2>&1 | grep -q "python ok" ||
-	skip "this gdb has no Python support"
+	skip_all --installed "this gdb has no Python support (Debian's gdb has)"
 # The script reads the library's debug info (configure's default -g).
 lib=$(pwd)/runtime/.libs/libruntime.so
 [ -f "$lib" ] || lib=$target
 if command -v readelf >/dev/null && ! readelf -S "$lib" | grep -q '\.debug_info'; then
-	skip "libruntime has no debug info (build with -g in CFLAGS)"
+	skip_all "libruntime has no debug info (build with -g in CFLAGS)"
 fi
 
 # Alone, the target must run its scene and exit 0 (77: no io_uring).
 rc=0
 timeout "$bound" "$target" >"$out" 2>&1 || rc=$?
-[ "$rc" -eq 77 ] && skip "io_uring unavailable: $(cat "$out")"
+[ "$rc" -eq 77 ] && skip_all "the runtime cannot start here: $(cat "$out")"
 [ "$rc" -eq 0 ] || fail "gdb_target alone exited with $rc"
 
 # gdb's ptrace stops LeakSanitizer (it needs ptrace itself).
@@ -202,4 +198,4 @@ if [ "$san" = none ]; then
 else
 	say "core file: not checked in the $san build (sanitizers keep cores off)"
 fi
-echo "$passed passed, 0 failed"
+echo "$passed passed, 0 failed, 0 skipped"

@@ -16,12 +16,13 @@
 # built with `go build`. A peer that is not installed is skipped, saying
 # so, and the test then reports SKIP (77) unless something failed - as
 # tests/tls_interop.sh does; without the openssl CLI nothing runs (77).
+# In CI (CI=true), where ./build.sh check installs them all, a missing
+# peer is a failure.
 # Time bounds are there so that a hang fails instead of hanging CI.
 set -u
 bound=30 # seconds for one client run
 tmp=$(mktemp -d)
 pids=
-passed=0 failed=0 skipped=0
 get=./tests/http_get
 
 cleanup() {
@@ -33,7 +34,7 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck source=tests/lib.sh
-. "${srcdir:-.}/tests/lib.sh" # listening PORT
+. "${srcdir:-.}/tests/lib.sh" # listening PORT, the tally, missing, skip_all
 
 pass() { echo "http_client_peers: PASS: $*"; passed=$((passed + 1)); }
 fail() {
@@ -42,7 +43,6 @@ fail() {
 	[ -s "$tmp/err" ] && tail -n 20 "$tmp/err" | sed 's/^/    err: /'
 	failed=$((failed + 1))
 }
-skip() { echo "http_client_peers: SKIP: $*"; skipped=$((skipped + 1)); }
 
 free_port() {
 	local p
@@ -63,10 +63,8 @@ wait_listening() {
 	return 1
 }
 
-if ! command -v openssl >/dev/null 2>&1; then
-	echo "http_client_peers: SKIP: no openssl CLI to make certificates (Debian: openssl)"
-	exit 77
-fi
+command -v openssl >/dev/null 2>&1 ||
+	skip_all --installed "no openssl CLI to make certificates (Debian: openssl)"
 if [ ! -x "$get" ]; then
 	echo "http_client_peers: FAIL: $get is not built"
 	exit 1
@@ -178,7 +176,7 @@ if [ -x /usr/sbin/nginx ]; then
 	fi
 	stop
 else
-	skip "nginx (/usr/sbin/nginx) is not installed (Debian: nginx)"
+	missing "the nginx peer" "/usr/sbin/nginx (Debian: nginx)"
 fi
 
 # ------------------------------------------------------------------- h2o
@@ -227,7 +225,7 @@ if [ -x /usr/bin/h2o ]; then
 	fi
 	stop
 else
-	skip "h2o (/usr/bin/h2o) is not installed (Debian: h2o)"
+	missing "the h2o peer" "/usr/bin/h2o (Debian: h2o)"
 fi
 
 # -------------------------------------------------------------------- Go
@@ -284,10 +282,7 @@ if [ -x /usr/bin/go ]; then
 		fail "the Go server builds"
 	fi
 else
-	skip "Go (/usr/bin/go) is not installed (Debian: golang-go)"
+	missing "the Go peer" "/usr/bin/go (Debian: golang-go)"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] || exit 1
-[ "$skipped" -eq 0 ] || exit 77
-exit 0
+summary

@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 # lib.sh - sourced by the shell tests (POSIX sh and bash): a tally of
-# named results that ends in the "N passed, F failed" line build.sh reads,
-# and the start and stop of a demo server on a free port.
+# named results that ends in the "N passed, F failed, S skipped" line
+# build.sh reads, and the start and stop of a demo server on a free port.
 
-passed=0 failed=0
+passed=0 failed=0 skipped=0
+me=$(basename "$0" .sh)
 
 # result NAME STATUS: one named result, ok when STATUS is 0.
 result() {
@@ -14,6 +15,43 @@ result() {
 		failed=$((failed + 1))
 		echo "FAIL: $1"
 	fi
+}
+
+# skip NAME REASON: a check that cannot run here, said so and counted.
+skip() {
+	skipped=$((skipped + 1))
+	echo "SKIP: $me: $1: $2"
+}
+
+# in_ci: run by CI (CI=true), where ./build.sh check installed every
+# package the tests use.
+in_ci() { [ "${CI:-}" = true ]; }
+
+# missing NAME WHAT: NAME needs WHAT, which ./build.sh check installs and
+# which is not here: a failure in CI, a skip elsewhere.
+missing() {
+	if in_ci; then
+		result "$1: $2 is missing in CI, where ./build.sh check installs it" 1
+	else
+		skip "$1" "$2 is missing (./build.sh check installs it)"
+	fi
+}
+
+# skip_all REASON: nothing of this test can run here: exit 77 (automake's
+# SKIP), or in CI, if REASON is something build.sh check installs
+# (skip_all --installed REASON), 1.
+skip_all() {
+	if [ "$1" = --installed ]; then
+		shift
+		if in_ci; then
+			echo "FAIL: $me: $* (missing in CI, where ./build.sh check installs it)"
+			echo "0 passed, 1 failed, 0 skipped"
+			exit 1
+		fi
+	fi
+	echo "SKIP: $me: $*"
+	echo "0 passed, 0 failed, 1 skipped"
+	exit 77
 }
 
 # pc ARGS...: pkg-config on this build tree's uninstalled runtime.pc and
@@ -31,10 +69,12 @@ exports() {
 		'$2 == "T" { sub(/@.*/, "", $3); if ($3 ~ pat && $3 !~ /^runtime_faults_/) print $3 }'
 }
 
-# summary: the tally; its status is the tests' (0: none failed).
+# summary: the tally; its status is the tests': 1 if one failed, else 77
+# (automake's SKIP) if one was skipped, else 0.
 summary() {
-	echo "$passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
+	echo "$passed passed, $failed failed, $skipped skipped"
+	[ "$failed" -eq 0 ] || return 1
+	[ "$skipped" -eq 0 ] || return 77
 }
 
 # listening PORT: something accepts on 127.0.0.1:PORT.

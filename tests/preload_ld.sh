@@ -8,12 +8,13 @@
 # loaded, and an LD_PRELOAD'ed library comes before it (ASan refuses to
 # run); tests/check_preload covers the library linked in, under them too.
 set -u
+# shellcheck source=tests/lib.sh
+. "${srcdir:-.}/tests/lib.sh"
 case "${RUNTIME_SANITIZER:-none}" in
 none) ;;
 *)
-	echo "preload_ld: SKIP: LD_PRELOAD cannot precede the $RUNTIME_SANITIZER runtime;" \
-		"check_preload tests the library linked in instead" >&2
-	exit 77
+	skip_all "LD_PRELOAD cannot precede the $RUNTIME_SANITIZER runtime;" \
+		"check_preload tests the library linked in instead"
 	;;
 esac
 lib=$PWD/preload/.libs/libruntime-preload.so
@@ -22,9 +23,7 @@ export LD_LIBRARY_PATH=$PWD/runtime/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 out=$(LD_PRELOAD=$lib ./tests/preload_target)
 rc=$?
-[ "$rc" -eq 77 ] && { echo "preload_ld: SKIP: no io_uring" >&2; exit 77; }
-if [ "$rc" -ne 0 ] || [ "$out" != parked ]; then
-	echo "preload_ld: FAIL: with LD_PRELOAD: exit $rc, \"$out\"" >&2
-	exit 1
-fi
-echo "preload_ld: with LD_PRELOAD, the read parked its fiber"
+[ "$rc" -eq 77 ] && skip_all "the runtime cannot start here"
+[ "$rc" -eq 0 ] && [ "$out" = parked ]
+result "with LD_PRELOAD, the read parked its fiber (exit $rc, \"$out\")" $?
+summary

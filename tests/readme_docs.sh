@@ -170,8 +170,7 @@ fi
 
 # The HTTP demo and README's curl line, with its output.
 if ! command -v curl >/dev/null; then
-	echo "readme_docs: SKIP: no curl, README's curl line is not run" >&2
-	result "curl is installed (build.sh check installs it)" 1
+	missing "README's curl line" "curl (Debian: curl)"
 elif start_server "$tmp/http.log" ./demos/http/http-server; then
 	want=$(grep -A1 -xF "    curl -s 127.0.0.1:8080/plaintext" "$srcdir/README.md" | tail -1)
 	got=$(curl -s --max-time 120 "127.0.0.1:$port/plaintext")

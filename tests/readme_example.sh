@@ -16,7 +16,7 @@ trap cleanup EXIT
 fail() {
 	echo "readme_example: FAIL: $*" >&2
 	cat "$tmp/log" >&2 2>/dev/null
-	echo "0 passed, 1 failed"
+	echo "0 passed, 1 failed, 0 skipped"
 	exit 1
 }
 
@@ -52,4 +52,4 @@ status=$?
 [ "$status" -eq 1 ] && grep -q '^connect: Connection refused$' "$tmp/log" ||
 	fail "with no server: exit $status, stderr '$(cat "$tmp/log")'"
 echo "ok: with no server it says 'connect: Connection refused' and exits 1"
-echo "2 passed, 0 failed"
+echo "2 passed, 0 failed, 0 skipped"

@@ -34,10 +34,7 @@ unset RUNTIME_ENGINE
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
 # The filter itself: a plain program sees EPERM from io_uring_setup.
-if ! "$launch" true; then
-	echo "seccomp_engine: SKIP: this kernel refuses a seccomp filter" >&2
-	exit 77
-fi
+"$launch" true || skip_all "this kernel refuses a seccomp filter"
 
 # ------------------------------------------- io_uring only: a clear refusal
 refuses() { # NAME ERRNO-OPTION EXPECTED-TEXT SERVER

@@ -42,7 +42,8 @@
 # Without the openssl CLI nothing can run: SKIP (77). Without curl,
 # python3, nginx or testssl, their checks are skipped, saying so, and the
 # whole test reports SKIP (77) unless something failed - as
-# tests/gdb_fibers.sh does for gdb; ./build.sh check installs them all.
+# tests/gdb_fibers.sh does for gdb; ./build.sh check installs them all,
+# and in CI (CI=true) a missing one is a failure.
 # It asserts behaviour, not speed; the time bounds are only there so that
 # a hang fails instead of hanging CI.
 set -u
@@ -51,7 +52,6 @@ scan_bound=600 # seconds for one testssl scan
 tmp=$(mktemp -d)
 pids=
 scan_groups= # process groups: the testssl scans
-passed=0 failed=0 skipped=0
 
 cleanup() {
 	local p
@@ -63,7 +63,7 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck source=tests/lib.sh
-. "${srcdir:-.}/tests/lib.sh" # listening PORT
+. "${srcdir:-.}/tests/lib.sh" # listening PORT, the tally, missing, skip_all
 
 pass() { echo "tls_interop: PASS: $*"; passed=$((passed + 1)); }
 # fail WHAT: says so, with the last command's output ($tmp/out, $tmp/err).
@@ -80,23 +80,20 @@ check() { # check DESCRIPTION CONDITION...: pass or fail on the condition
 	shift
 	if "$@"; then pass "$what"; else fail "$what"; fi
 }
-# have TOOL PACKAGE WHAT: TOOL is there; else WHAT is skipped, saying so.
+# have TOOL PACKAGE WHAT: TOOL is there; else WHAT is skipped, saying so
+# (a failure in CI).
 have() {
 	command -v "$1" >/dev/null 2>&1 && return 0
-	echo "tls_interop: SKIP: $3: no $1 (Debian package $2; ./build.sh check installs it)"
-	skipped=$((skipped + 1))
+	missing "$3" "$1 (Debian: $2)"
 	return 1
 }
 # finish: the tally, and the status: 1 if a check failed, else 77 if one
 # was skipped (never a pass for what did not run), else 0.
 finish() {
-	[ "$skipped" -gt 0 ] && echo "tls_interop: $skipped group(s) of checks skipped (see SKIP above)"
 	[ "$passed" -gt 0 ] || fail "something was checked"
 	echo "tls_interop: done in $SECONDS s"
-	echo "$passed passed, $failed failed"
-	[ "$failed" -gt 0 ] && exit 1
-	[ "$skipped" -gt 0 ] && exit 77
-	exit 0
+	summary
+	exit
 }
 
 # run CMD...: CMD bounded, stdin empty, stdout in $tmp/out and stderr in
@@ -156,10 +153,8 @@ stop() {
 # A CA, and leaves it signs for localhost and 127.0.0.1 (ECDSA P-256 and
 # RSA 2048); another CA and a leaf of its; a leaf for another name; a leaf
 # that expired in 2020 (openssl ca: -startdate and -enddate).
-if ! command -v openssl >/dev/null 2>&1; then
-	echo "tls_interop: SKIP: no openssl command to make certificates with (Debian package openssl)"
-	exit 77
-fi
+command -v openssl >/dev/null 2>&1 ||
+	skip_all --installed "no openssl command to make certificates with (Debian: openssl)"
 c=$tmp/certs
 mkdir -p "$c/db"
 
