@@ -23,7 +23,13 @@
 #include <unistd.h>
 
 #define MS (1000ull * 1000ull)
+/* noclone is GCC's (clang makes no clones of this kind, and has not the
+ * attribute). */
+#if defined(__clang__)
+#define NOINLINE __attribute__((noinline))
+#else
 #define NOINLINE __attribute__((noinline, noclone))
+#endif
 
 /* Read by the test through gdb: the id of the fiber "parker". */
 volatile uint64_t gdb_parker_id;

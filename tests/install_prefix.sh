@@ -6,8 +6,10 @@
 # that name DIR; README's first program, built as README's "Installing into
 # a private prefix" says (pkg-config from DIR, an rpath), finds libruntime
 # in DIR and runs; DESTDIR only stages (its .pc names configure's prefix);
-# uninstall leaves no file behind. The build tree's .la and .pc files are
-# pointed back at configure's directories at the end, whatever happens.
+# uninstall leaves no file behind; the installed static archive links
+# without -flto, and an install whose strip of it fails fails. The build
+# tree's .la and .pc files are pointed back at configure's directories at
+# the end, whatever happens.
 # Run from the build directory (make check does); a few seconds.
 set -u
 srcdir=${srcdir:-.}
@@ -103,6 +105,30 @@ status=$?
 ok=$?
 [ $ok -eq 0 ] || show "$tmp/run.err"
 result "it runs (exit $status)" $ok
+
+# The installed static archive holds machine code (the install stripped
+# any link-time bytecode): a program links it without -flto.
+# shellcheck disable=SC2046,SC2086
+$CC ${SAN_CFLAGS:-} -fno-lto "$tmp/hello.c" -I"$prefix/include" "$lib/libruntime.a" \
+	$(pkg-config --libs liburing libssl libcrypto) -lpthread -o "$tmp/hello-static" \
+	> "$tmp/static.log" 2>&1
+ok=$?
+[ $ok -eq 0 ] || show "$tmp/static.log"
+result "README's first program links the installed libruntime.a without -flto" $ok
+
+# A step of the install that fails fails it: here objcopy, stripping the
+# bytecode of an LTO build, cannot read a member - and exits 0, as it does
+# then, saying so on stderr only. (A build without LTO strips nothing.)
+if [ -n "$(sed -n 's/^LTO_CFLAGS = //p' Makefile)" ]; then
+	mk install prefix="$tmp/bad" "OBJCOPY=sh -c 'echo cannot read a member >&2' objcopy" \
+		> "$tmp/bad.log" 2>&1
+	ok=$?
+	said=1
+	grep -q 'cannot strip' "$tmp/bad.log" && said=0
+	[ $ok -ne 0 ] && [ $said -eq 0 ]
+	result "make install fails when objcopy cannot strip an archive (exit $ok)" $?
+	mk uninstall prefix="$tmp/bad" > /dev/null 2>&1
+fi
 
 # -------------------------------------------------------- DESTDIR, uninstall
 mk install DESTDIR="$tmp/stage" > "$tmp/stage.log" 2>&1
