@@ -596,12 +596,15 @@ int runtime_fiber_spawn(struct runtime *rt, struct runtime_fiber **handle,
 
 /* The fiber a handle names, for a call that must be made on its core (or
  * by the owner thread while nothing runs): -EINVAL for NULL, -ESRCH if it
- * names no fiber (ended and released), -EPERM from another thread. */
+ * names no fiber (ended and released), -EPERM from another thread. *out
+ * is NULL unless 0 is returned (which also keeps gcc -O3 -flto from
+ * seeing a use of it uninitialised in the callers). */
 static int resolve_here(const struct runtime_fiber *handle, struct fiber **out, const char *fn,
                         bool stale_is_misuse)
 {
 	struct handle_ref ref;
 
+	*out = NULL;
 	if (!handle)
 		return -EINVAL;
 	if (!handle_resolve(handle, &ref))
