@@ -25,6 +25,11 @@ static const char *const names[FAULT_POINTS] = {
 	[FAULT_STACK] = "stack",
 	[FAULT_MALLOC] = "malloc",
 	[FAULT_NO_MULTISHOT] = "no_multishot",
+	[FAULT_NO_PREADV2] = "no_preadv2",
+	[FAULT_NO_PWRITEV2] = "no_pwritev2",
+	[FAULT_NO_EPOLL_PWAIT2] = "no_epoll_pwait2",
+	[FAULT_NO_OPENAT2] = "no_openat2",
+	[FAULT_NO_PROCESS_MADVISE] = "no_process_madvise",
 };
 
 static struct {

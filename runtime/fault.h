@@ -13,6 +13,12 @@
  * (short_io, connreset, accept_emfile: once per call, before anything is
  * done). no_sqe and submit_busy are io_uring's alone: the epoll engine has
  * no SQ, and they never strike there.
+ *
+ * The no_<syscall> points pretend that a system call the runtime can do
+ * without is missing (ENOSYS), as on an older kernel or under Debian 12's
+ * qemu-user: "no_preadv2:1,no_pwritev2:1,no_epoll_pwait2:1,no_openat2:1,
+ * no_process_madvise:1" runs the epoll engine and the stacks on their
+ * fallbacks. The first strike decides: the runtime asks no more.
  */
 #ifndef RUNTIME_FAULT_H
 #define RUNTIME_FAULT_H
@@ -35,6 +41,15 @@ enum fault {
 	FAULT_NO_MULTISHOT,  /* a receive stream finds no multishot recv, as on
 	                        a kernel before 6.0 (its reads are plain recvs,
 	                        runtime_stream_idle polls in a fiber) */
+	FAULT_NO_PREADV2,    /* preadv2 is missing (before 4.6): the epoll
+	                        engine's reads go without RWF_NOWAIT */
+	FAULT_NO_PWRITEV2,   /* pwritev2 is missing: its writes likewise */
+	FAULT_NO_EPOLL_PWAIT2, /* epoll_pwait2 is missing (before 5.11): the
+	                        epoll engine waits in whole milliseconds */
+	FAULT_NO_OPENAT2,    /* openat2 is missing (before 5.6): the epoll
+	                        engine resolves the path itself */
+	FAULT_NO_PROCESS_MADVISE, /* process_madvise is missing (before 5.10):
+	                        stacks are advised one at a time */
 	FAULT_POINTS
 };
 

@@ -77,6 +77,10 @@ static long advise_self(const struct iovec *iov, size_t n, int advice)
 {
 	int mode = atomic_load_explicit(&self_mode, memory_order_relaxed);
 
+	if (runtime__fault(FAULT_NO_PROCESS_MADVISE)) {
+		errno = ENOSYS; /* as before 5.10 */
+		return -1;
+	}
 	if (mode == SELF_SENTINEL) {
 		long done = syscall(SYS_process_madvise, PIDFD_SELF_PROCESS, iov, n, advice, 0);
 		if (done >= 0 || errno != EBADF)

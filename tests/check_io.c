@@ -550,6 +550,97 @@ START_TEST(test_io_openat2_statx_splice)
 }
 END_TEST
 
+/*
+ * openat2's resolve flags, case by case, in a tree with a directory, links
+ * that stay inside it (relative, and one through a directory) and links
+ * that leave it (absolute, and by ".."). Each case's answer is the
+ * kernel's; the epoll engine's walk where openat2 is missing
+ * (RUNTIME_FAULTS=no_openat2:1, CI) must give the same.
+ */
+struct resolve_case {
+	const char *path;
+	uint64_t resolve;
+	uint64_t flags;
+	int want;           /* 0: opens; else -errno */
+};
+
+static const struct resolve_case resolve_cases[] = {
+	{ "in", RESOLVE_BENEATH, O_RDONLY, 0 },
+	{ "sub/up", RESOLVE_BENEATH, O_RDONLY, 0 },
+	{ "sub/../data", RESOLVE_BENEATH, O_RDONLY, 0 },
+	{ "./sub//../data", RESOLVE_BENEATH, O_RDONLY, 0 },
+	{ "sub/../../data", RESOLVE_BENEATH, O_RDONLY, -EXDEV },
+	{ "sub/out", RESOLVE_BENEATH, O_RDONLY, -EXDEV },
+	{ "in", RESOLVE_NO_SYMLINKS, O_RDONLY, -ELOOP },
+	{ "sub/up", RESOLVE_NO_SYMLINKS, O_RDONLY, -ELOOP },
+	{ "data", RESOLVE_NO_SYMLINKS, O_RDONLY, 0 },
+	{ "/data", RESOLVE_IN_ROOT, O_RDONLY, 0 },
+	{ "../../data", RESOLVE_IN_ROOT, O_RDONLY, 0 },
+	{ "out", RESOLVE_IN_ROOT, O_RDONLY, -ENOENT }, /* /etc/passwd under the tree */
+	{ "data/", RESOLVE_BENEATH, O_RDONLY, -ENOTDIR },
+	{ "sub", RESOLVE_BENEATH, O_RDONLY | O_DIRECTORY, 0 },
+	{ "in", RESOLVE_BENEATH, O_RDONLY | O_NOFOLLOW, -ELOOP },
+	{ "new", RESOLVE_BENEATH, O_RDWR | O_CREAT | O_EXCL, 0 },
+	{ "/proc/self/exe", RESOLVE_NO_MAGICLINKS, O_RDONLY, -ELOOP },
+	{ "data", RESOLVE_BENEATH | RESOLVE_IN_ROOT, O_RDONLY, -EINVAL },
+	{ "data", RESOLVE_BENEATH, O_RDONLY | (1ull << 40), -EINVAL },
+	{ "", RESOLVE_BENEATH, O_RDONLY, -ENOENT },
+};
+#define RESOLVE_CASES (sizeof(resolve_cases) / sizeof(resolve_cases[0]))
+
+struct resolve_run {
+	int dirfd;
+	int got[RESOLVE_CASES];
+};
+
+static void resolve_fiber(void *p)
+{
+	struct resolve_run *s = p;
+
+	for (size_t i = 0; i < RESOLVE_CASES; i++) {
+		const struct resolve_case *c = &resolve_cases[i];
+		struct open_how how = { .flags = c->flags | O_CLOEXEC, .resolve = c->resolve,
+		                        .mode = c->flags & O_CREAT ? 0600 : 0 };
+		s->got[i] = runtime_openat2(s->dirfd, c->path, &how);
+		if (s->got[i] >= 0)
+			runtime_close(s->got[i]);
+	}
+}
+
+START_TEST(test_io_openat2_resolve_flags)
+{
+	char dir[] = "/tmp/check_io.XXXXXX";
+	struct resolve_run s;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	s.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(s.dirfd, 0);
+	int fd = openat(s.dirfd, "data", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(mkdirat(s.dirfd, "sub", 0700), 0);
+	ck_assert_int_eq(symlinkat("data", s.dirfd, "in"), 0);
+	ck_assert_int_eq(symlinkat("../in", s.dirfd, "sub/up"), 0);
+	ck_assert_int_eq(symlinkat("../../../../../../etc/passwd", s.dirfd, "sub/out"), 0);
+	ck_assert_int_eq(symlinkat("/etc/passwd", s.dirfd, "out"), 0);
+
+	ck_assert_int_eq(run_fiber(NULL, resolve_fiber, &s), 0);
+	for (const char *const *f = (const char *const[]){ "data", "in", "out", "new", "sub/up",
+	                                                    "sub/out", NULL }; *f; f++)
+		unlinkat(s.dirfd, *f, 0);
+	unlinkat(s.dirfd, "sub", AT_REMOVEDIR);
+	close(s.dirfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+	for (size_t i = 0; i < RESOLVE_CASES; i++) {
+		const struct resolve_case *c = &resolve_cases[i];
+		ck_assert_msg(c->want ? s.got[i] == c->want : s.got[i] >= 0,
+		              "\"%s\", resolve %#llx, flags %#llx: got %d, want %d", c->path,
+		              (unsigned long long)c->resolve, (unsigned long long)c->flags,
+		              s.got[i], c->want);
+	}
+}
+END_TEST
+
 /* --------------------------------------------------------- bad fds, args */
 
 struct badfd {
@@ -1206,6 +1297,7 @@ static Suite *io_suite(void)
 	tcase_add_test(tc, test_io_file_openat_pwrite_fsync_pread_close);
 	tcase_add_test(tc, test_io_close_closes_an_io_uring_fd);
 	tcase_add_test(tc, test_io_openat2_statx_splice);
+	tcase_add_test(tc, test_io_openat2_resolve_flags);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

@@ -45,6 +45,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <time.h>
 
 #define SLOT_CHUNK 1024u
@@ -313,15 +315,73 @@ static bool is_input(uint8_t kind)
 	return kind == IO_READ || kind == IO_READV || kind == IO_RECV || kind == IO_RECVMSG;
 }
 
-static long rw(const struct io_req *r, const struct iovec *iov, unsigned n, int rwf)
-{
-	long nr = r->kind == IO_READ || r->kind == IO_READV ? SYS_preadv2 : SYS_pwritev2;
-	long rc = syscall(nr, r->fd, iov, n, (long)r->off, 0L, rwf);
+/*
+ * Reads and writes are preadv2/pwritev2 (4.6), for RWF_NOWAIT. Where they
+ * answer ENOSYS (an older kernel, Debian 12's qemu-user), the process
+ * goes on without them: a socket is tried with recvmsg/sendmsg and
+ * MSG_DONTWAIT, which is the same try; any other file cannot be asked
+ * not to block (-EOPNOTSUPP), so it is waited for as a tty is - a pipe
+ * until epoll says ready, a regular file on the pool - and then read with
+ * plain readv/preadv. The cost is that regular files always go to the pool
+ * and each try of a pipe makes a syscall more; the results are the same.
+ */
+static _Atomic bool rwv2_missing[2]; /* [input]: answered ENOSYS once */
 
+static bool rw_input(const struct io_req *r)
+{
+	return r->kind == IO_READ || r->kind == IO_READV;
+}
+
+static long rwv2(const struct io_req *r, const struct iovec *iov, unsigned n, int rwf)
+{
+	bool input = rw_input(r);
+	long nr = input ? SYS_preadv2 : SYS_pwritev2;
+
+	if (runtime__fault(input ? FAULT_NO_PREADV2 : FAULT_NO_PWRITEV2))
+		return -ENOSYS;
+	long rc = syscall(nr, r->fd, iov, n, (long)r->off, 0L, rwf);
 	/* A pipe or socket at an offset is read as a stream, as io_uring does. */
 	if (rc < 0 && errno == ESPIPE && r->off >= 0)
 		rc = syscall(nr, r->fd, iov, n, -1L, 0L, rwf);
 	return sys(rc);
+}
+
+/* Without preadv2/pwritev2: a try (rwf RWF_NOWAIT) of a socket, or the
+ * plain call. */
+static long rw_plain(const struct io_req *r, const struct iovec *iov, unsigned n, int rwf)
+{
+	bool input = rw_input(r);
+	size_t total = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (!total)
+		return 0; /* as preadv2 and pwritev2 answer, without asking the file */
+	if (rwf & RWF_NOWAIT) {
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = n };
+		long rc = runtime__sys6(input ? SYS_recvmsg : SYS_sendmsg, r->fd, (long)&m,
+		                        MSG_DONTWAIT, 0, 0, 0);
+		return rc == -ENOTSOCK ? -EOPNOTSUPP : rc;
+	}
+	long rc = -ESPIPE;
+	if (r->off >= 0)
+		rc = sys(syscall(input ? SYS_preadv : SYS_pwritev, r->fd, iov, n, (long)r->off, 0L));
+	if (rc == -ESPIPE)
+		rc = sys(syscall(input ? SYS_readv : SYS_writev, r->fd, iov, n));
+	return rc;
+}
+
+static long rw(const struct io_req *r, const struct iovec *iov, unsigned n, int rwf)
+{
+	_Atomic bool *missing = &rwv2_missing[rw_input(r)];
+
+	if (!atomic_load_explicit(missing, memory_order_relaxed)) {
+		long rc = rwv2(r, iov, n, rwf);
+		if (rc != -ENOSYS)
+			return rc;
+		atomic_store_explicit(missing, true, memory_order_relaxed);
+	}
+	return rw_plain(r, iov, n, rwf);
 }
 
 /* One try (nowait: never blocking): bytes, or -errno; -EAGAIN: not ready;
@@ -390,9 +450,37 @@ static bool try_only(const struct io_req *r)
 	        r->kind == IO_SENDMSG) && (r->flags & MSG_DONTWAIT);
 }
 
-/* A file that cannot be asked not to block (a tty, some devices): wait
- * until epoll says it is ready, then make the plain call, which does not
- * block then (unless another reader takes the bytes first). */
+/* The plain call once epoll says ready. Without pwritev2 a write goes out
+ * PIPE_BUF bytes at most, the room a pipe's readiness promises: a longer
+ * one would block the core until a reader - maybe a fiber of this core -
+ * took the rest. So such a write may come back short, as on a
+ * non-blocking pipe. (With pwritev2 only a tty comes here, written whole,
+ * as before.) */
+static long try_ready(const struct io_req *r)
+{
+	struct io_req one = *r;
+
+	if (r->kind != IO_WRITE && r->kind != IO_WRITEV)
+		return try_data(r, false);
+	if (!atomic_load_explicit(&rwv2_missing[0], memory_order_relaxed))
+		return try_data(r, false);
+	if (r->kind == IO_WRITEV) {
+		unsigned i = 0;
+		while (i + 1 < r->len && !r->iov[i].iov_len)
+			i++;
+		one.kind = IO_WRITE;
+		one.cbuf = r->len ? r->iov[i].iov_base : NULL;
+		one.len = r->len ? (unsigned)r->iov[i].iov_len : 0;
+	}
+	if (one.len > PIPE_BUF)
+		one.len = PIPE_BUF;
+	return try_data(&one, false);
+}
+
+/* A file that cannot be asked not to block (a tty, some devices; a pipe
+ * without preadv2/pwritev2): wait until epoll says it is ready, then make
+ * the plain call, which does not block then (unless another reader or
+ * writer takes the bytes or the room first). */
 static long data_unwaitable(struct fiber *f, const struct io_req *r, uint64_t deadline)
 {
 	for (;;) {
@@ -401,7 +489,7 @@ static long data_unwaitable(struct fiber *f, const struct io_req *r, uint64_t de
 			return on_pool(f, r);
 		if (rc < 0)
 			return rc;
-		long res = try_data(r, false);
+		long res = try_ready(r);
 		if (res != -EAGAIN) /* an O_NONBLOCK file may still say EAGAIN */
 			return res;
 	}
@@ -750,6 +838,252 @@ static void epoll_mshot_stop(struct mshot *m)
 	unwatch(m->core, m, 0);
 }
 
+/* ------------------------------------------------ openat2, where missing */
+
+/*
+ * openat2 (5.6) is emulated where it answers ENOSYS (an older kernel,
+ * Debian 12's qemu-user), with the kernel's argument checks. No resolve
+ * flag: openat. RESOLVE_CACHED: -EAGAIN, which the kernel may always
+ * answer. Otherwise the path is walked a component at a time from dirfd,
+ * each step an O_PATH|O_NOFOLLOW open, and each symlink met is read and
+ * followed by the walk itself, so that the flags hold as the kernel holds
+ * them: NO_SYMLINKS refuses any (-ELOOP); BENEATH refuses ".." above the
+ * start and absolute paths or targets (-EXDEV); IN_ROOT keeps ".." at the
+ * start and takes "/" for it; NO_MAGICLINKS (implied by BENEATH and
+ * IN_ROOT) refuses every link in procfs, where the magic ones are: the
+ * kernel would follow procfs' plain ones (/proc/self). NO_XDEV compares
+ * st_dev, so a bind mount of the same file system is not seen. The cost
+ * is two syscalls a component, on the offload pool.
+ */
+static _Atomic bool openat2_missing;
+
+#define OPEN_FLAGS (O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | \
+                    O_SYNC | O_DSYNC | O_ASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY |       \
+                    O_NOFOLLOW | O_NOATIME | O_CLOEXEC | O_PATH | O_TMPFILE)
+#define RESOLVE_ALL (RESOLVE_NO_XDEV | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | \
+                     RESOLVE_BENEATH | RESOLVE_IN_ROOT | RESOLVE_CACHED)
+#define RESOLVE_CONFINED (RESOLVE_BENEATH | RESOLVE_IN_ROOT)
+#define WALK_LINKS_MAX 40 /* the kernel's MAXSYMLINKS */
+
+static int how_check(const struct open_how *how)
+{
+	bool creates = (how->flags & O_CREAT) || (how->flags & O_TMPFILE) == O_TMPFILE;
+
+	if ((how->flags & ~(uint64_t)(unsigned)OPEN_FLAGS) || (how->resolve & ~(uint64_t)RESOLVE_ALL))
+		return -EINVAL;
+	if ((how->mode & ~(uint64_t)07777) || (how->mode && !creates))
+		return -EINVAL;
+	if ((how->resolve & RESOLVE_BENEATH) && (how->resolve & RESOLVE_IN_ROOT))
+		return -EINVAL;
+	return 0;
+}
+
+struct walk {
+	const struct open_how *how;
+	int root;                   /* dirfd's directory (O_PATH): IN_ROOT's "/" */
+	int fd;                     /* the directory reached (O_PATH) */
+	unsigned depth;             /* components below root: ".." at 0 leaves it */
+	unsigned links;             /* symlinks followed */
+	dev_t dev;                  /* root's, for NO_XDEV */
+	char path[PATH_MAX];        /* what is left to walk */
+};
+
+/* fd (with its st) becomes the directory reached; closed on an error. */
+static int walk_move(struct walk *w, int fd, const struct stat *st)
+{
+	int rc = !S_ISDIR(st->st_mode) ? -ENOTDIR
+	       : (w->how->resolve & RESOLVE_NO_XDEV) && st->st_dev != w->dev ? -EXDEV : 0;
+
+	if (rc < 0) {
+		sys_close(fd);
+		return rc;
+	}
+	if (w->fd >= 0)
+		sys_close(w->fd);
+	w->fd = fd;
+	return 0;
+}
+
+/* Open name from dir as an O_PATH directory, and move there. */
+static int walk_to(struct walk *w, int dir, const char *name)
+{
+	struct stat st;
+	int fd = (int)sys(syscall(SYS_openat, dir, name, O_PATH | O_DIRECTORY | O_CLOEXEC, 0));
+
+	if (fd < 0)
+		return fd;
+	if (syscall(SYS_fstat, fd, &st) < 0) {
+		int rc = -errno;
+		sys_close(fd);
+		return rc;
+	}
+	return walk_move(w, fd, &st);
+}
+
+/* An absolute path or target: "/", or root under IN_ROOT; -EXDEV under
+ * BENEATH. */
+static int walk_root(struct walk *w)
+{
+	if (w->how->resolve & RESOLVE_BENEATH)
+		return -EXDEV;
+	w->depth = 0;
+	return w->how->resolve & RESOLVE_IN_ROOT ? walk_to(w, w->root, ".")
+	                                         : walk_to(w, AT_FDCWD, "/");
+}
+
+/* "..": above root, -EXDEV under BENEATH, root itself under IN_ROOT. */
+static int walk_up(struct walk *w)
+{
+	if (w->depth == 0 && (w->how->resolve & RESOLVE_CONFINED))
+		return w->how->resolve & RESOLVE_BENEATH ? -EXDEV : 0;
+	w->depth -= w->depth > 0;
+	return walk_to(w, w->fd, "..");
+}
+
+/* name, in the directory reached, is a symlink: what is left to walk
+ * becomes its target, then rest. */
+static int walk_link(struct walk *w, const char *name, const char *rest)
+{
+	char target[PATH_MAX], next[PATH_MAX];
+	uint64_t resolve = w->how->resolve;
+	struct statfs fs;
+
+	if ((resolve & RESOLVE_NO_SYMLINKS) || ++w->links > WALK_LINKS_MAX)
+		return -ELOOP;
+	if ((resolve & (RESOLVE_NO_MAGICLINKS | RESOLVE_CONFINED)) &&
+	    syscall(SYS_fstatfs, w->fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC)
+		return -ELOOP;
+	long n = sys(syscall(SYS_readlinkat, w->fd, name, target, sizeof(target) - 1));
+	if (n < 0)
+		return (int)n;
+	target[n] = '\0';
+	if ((size_t)snprintf(next, sizeof(next), "%s%s", target, rest) >= sizeof(next))
+		return -ENAMETOOLONG;
+	int rc = target[0] == '/' ? walk_root(w) : 0;
+	if (rc == 0)
+		strcpy(w->path, next);
+	return rc;
+}
+
+/* One step down to name, not the last: *link if it is a symlink. */
+static int walk_down(struct walk *w, const char *name, bool *link)
+{
+	struct stat st;
+	int fd = (int)sys(syscall(SYS_openat, w->fd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0));
+
+	if (fd < 0)
+		return fd;
+	int rc = syscall(SYS_fstat, fd, &st) < 0 ? -errno : 0;
+	*link = rc == 0 && S_ISLNK(st.st_mode);
+	if (rc < 0 || *link) {
+		sys_close(fd);
+		return rc;
+	}
+	rc = walk_move(w, fd, &st);
+	w->depth += rc == 0;
+	return rc;
+}
+
+/* The last name, opened as asked - unless it is a symlink to follow
+ * (*link), which an open with O_NOFOLLOW answers with an error (or, for
+ * O_PATH, opens: the link itself). */
+static long walk_last(struct walk *w, const char *name, bool *link)
+{
+	const struct open_how *how = w->how;
+	bool follow = !(how->flags & O_NOFOLLOW);
+	long fd = sys(syscall(SYS_openat, w->fd, name, (int)how->flags | O_NOFOLLOW, (int)how->mode));
+	char c;
+	struct stat st;
+
+	*link = fd < 0 && follow && syscall(SYS_readlinkat, w->fd, name, &c, 1) >= 0;
+	if (fd < 0)
+		return *link ? 0 : fd;
+	int rc = syscall(SYS_fstat, (int)fd, &st) < 0 ? -errno : 0;
+	*link = rc == 0 && follow && S_ISLNK(st.st_mode);
+	if (rc == 0 && !*link && (how->resolve & RESOLVE_NO_XDEV) && st.st_dev != w->dev)
+		rc = -EXDEV;
+	if (rc < 0 || *link)
+		sys_close((int)fd);
+	return rc < 0 ? rc : *link ? 0 : fd;
+}
+
+/* Walk w->path from w->fd to the file, opened: its fd or -errno. */
+static long walk_run(struct walk *w)
+{
+	char *p = w->path;
+
+	for (;;) {
+		p += strspn(p, "/");
+		if (!*p)
+			break; /* "", "/", "..", a trailing slash: the directory reached */
+		char *end = p + strcspn(p, "/"), sep = *end;
+		bool last = !sep, link = false;
+		long rc;
+		*end = '\0';
+		if (!strcmp(p, "."))
+			rc = 0;
+		else if (!strcmp(p, ".."))
+			rc = walk_up(w);
+		else if (last && (rc = walk_last(w, p, &link)) >= 0 && !link)
+			return rc;
+		else if (!last)
+			rc = walk_down(w, p, &link);
+		*end = sep;
+		if (rc >= 0 && link)
+			rc = walk_link(w, p, end);
+		if (rc < 0)
+			return rc;
+		p = link ? w->path : end;
+	}
+	bool link;
+	return walk_last(w, ".", &link);
+}
+
+static long openat2_emulated(const struct io_req *r)
+{
+	const struct open_how *how = r->how;
+	struct walk w = { .how = how, .fd = -1 };
+	struct stat st;
+	int rc = how_check(how);
+
+	if (rc < 0)
+		return rc;
+	if (!how->resolve)
+		return sys(syscall(SYS_openat, r->fd, r->path, (int)how->flags, (int)how->mode));
+	if (how->resolve & RESOLVE_CACHED)
+		return -EAGAIN;
+	if (!r->path[0] || strlen(r->path) >= sizeof(w.path))
+		return r->path[0] ? -ENAMETOOLONG : -ENOENT;
+	w.root = (int)sys(syscall(SYS_openat, r->fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0));
+	if (w.root < 0)
+		return w.root;
+	long res = syscall(SYS_fstat, w.root, &st) < 0 ? -errno : 0;
+	w.dev = st.st_dev;
+	if (res == 0)
+		res = walk_to(&w, w.root, ".");
+	strcpy(w.path, r->path);
+	if (res == 0 && r->path[0] == '/')
+		res = walk_root(&w);
+	if (res == 0)
+		res = walk_run(&w);
+	sys_close(w.root);
+	if (w.fd >= 0)
+		sys_close(w.fd);
+	return res;
+}
+
+static long openat2_(const struct io_req *r)
+{
+	if (!atomic_load_explicit(&openat2_missing, memory_order_relaxed)) {
+		long rc = runtime__fault(FAULT_NO_OPENAT2) ? -ENOSYS
+		        : sys(syscall(SYS_openat2, r->fd, r->path, r->how, sizeof(struct open_how)));
+		if (rc != -ENOSYS)
+			return rc;
+		atomic_store_explicit(&openat2_missing, true, memory_order_relaxed);
+	}
+	return openat2_emulated(r);
+}
+
 /* -------------------------------------------------------------- dispatch */
 
 static long blocking_call(const struct io_req *r)
@@ -760,7 +1094,7 @@ static long blocking_call(const struct io_req *r)
 	case IO_OPENAT:
 		return sys(syscall(SYS_openat, r->fd, r->path, r->flags, r->mode));
 	case IO_OPENAT2:
-		return sys(syscall(SYS_openat2, r->fd, r->path, r->how, sizeof(struct open_how)));
+		return openat2_(r);
 	case IO_STATX:
 		return sys(syscall(SYS_statx, r->fd, r->path, r->flags, r->len, r->stx));
 	case IO_FSYNC:
@@ -802,7 +1136,8 @@ static int wait_events(struct epoll_core *ep, int64_t timeout_ns)
 {
 	if (ep->pwait2) {
 		struct timespec ts = { timeout_ns / 1000000000, timeout_ns % 1000000000 };
-		long n = runtime__sys6(SYS_epoll_pwait2, ep->epfd, (long)ep->events, EVENTS_MAX,
+		long n = runtime__fault(FAULT_NO_EPOLL_PWAIT2) ? -ENOSYS
+		       : runtime__sys6(SYS_epoll_pwait2, ep->epfd, (long)ep->events, EVENTS_MAX,
 		                       timeout_ns < 0 ? 0 : (long)&ts, 0, 0);
 		if (n >= 0 || (n != -ENOSYS && n != -EPERM))
 			return (int)n;
