@@ -4,12 +4,14 @@
 # libruntime-tls and libruntime-http each: the functions its headers
 # declare RUNTIME_API, the ones its map (runtime/libruntime.map,
 # tls/libruntime-tls.map, http/libruntime-http.map) exports and the ones
-# the built library exports are the same set; the soname is NAME.so.0;
-# no global symbol of any library, shared or static, lacks the project's
-# prefix (runtime_, runtime__ for the internal ones a static archive must
-# keep global across its files) but the libc calls libruntime-preload
-# replaces and GCC's __x86_return_thunk; and the header's version agrees
-# with the package's and with runtime_version() (tests/check_core).
+# the built library exports are the same set, and so are the ones its
+# Debian symbols file lists (where debian/ is there: not in a tarball);
+# the soname is NAME.so.0; no global symbol of any library, shared or
+# static, lacks the project's prefix (runtime_, runtime__ for the internal
+# ones a static archive must keep global across its files) but the libc
+# calls libruntime-preload replaces and GCC's __x86_return_thunk; and the
+# header's version agrees with the package's and with runtime_version()
+# (tests/check_core).
 set -u
 srcdir=${srcdir:-.}
 tmp=$(mktemp -d) || exit 1
@@ -40,6 +42,12 @@ check_lib() {
 		awk -v node="$node" '$4 == ".text" && $(NF-1) == node && $NF !~ /^runtime_faults_/ { print $NF }' |
 		sort > "$tmp/tagged"
 	same "$name: every export is in version node $node" "$tmp/map" "$tmp/tagged"
+	symbols=$srcdir/debian/${name}0.symbols
+	if [ -d "$srcdir/debian" ]; then
+		sed -n "s/^ \(runtime_[a-z0-9_]*\)@$node .*/\1/p" "$symbols" 2>/dev/null |
+			sort > "$tmp/symbols"
+		same "$name.map = ${symbols#"$srcdir"/}" "$tmp/map" "$tmp/symbols"
+	fi
 	soname=$(objdump -p "$lib" 2>/dev/null | awk '$1 == "SONAME" { print $2 }')
 	[ "$soname" = "$name.so.0" ]; result "soname $name.so.0 (got '$soname')" $?
 }
