@@ -93,9 +93,16 @@ static void explain(int rc, char *why, size_t len)
 			snprintf(why, len, "io_uring is hidden by a seccomp filter (ENOSYS): allow "
 			         "io_uring_setup, io_uring_enter and io_uring_register in its "
 			         "profile, " OR_EPOLL);
+		else if (proc_number("/proc/sys/kernel/io_uring_disabled", NULL) >= 0)
+			/* the sysctl exists only in a kernel built with io_uring */
+			snprintf(why, len, "io_uring_setup answers ENOSYS though the kernel has "
+			         "io_uring (kernel.io_uring_disabled is there): an emulator "
+			         "(qemu-user has none) or a sandbox hides it; run outside it, "
+			         OR_EPOLL);
 		else
 			snprintf(why, len, "this kernel has no io_uring (ENOSYS: built without "
-			         "CONFIG_IO_URING): run a kernel with it, " OR_EPOLL);
+			         "CONFIG_IO_URING, or an emulator such as qemu-user): run a "
+			         "kernel with it, " OR_EPOLL);
 		break;
 	case -EOPNOTSUPP:
 		snprintf(why, len, "this kernel's io_uring lacks what the runtime needs "
