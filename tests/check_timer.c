@@ -38,8 +38,7 @@ START_TEST(test_timer_sleep_lasts_as_asked)
 
 	ck_assert_int_eq(run_fiber(NULL, sleep_20ms, &s), 0);
 	ck_assert_int_eq(s.rc, 0);
-	ck_assert_uint_ge(s.elapsed, 20 * MS);
-	ck_assert_uint_lt(s.elapsed, 500 * MS);
+	ck_assert_uint_ge(s.elapsed, 20 * MS); /* never early; a sleep that never ends hangs */
 }
 END_TEST
 
@@ -48,7 +47,7 @@ static void sleep_past_deadline(void *p)
 	struct sleep_state *s = p;
 	uint64_t t0 = runtime_now();
 	runtime_deadline_set(t0 + 10 * MS);
-	s->rc = runtime_sleep(5000 * MS);
+	s->rc = runtime_sleep(3600 * 1000 * MS); /* an hour: past the test's timeout */
 	s->elapsed = runtime_now() - t0;
 	runtime_deadline_set(0);
 	ck_assert_int_eq(runtime_sleep(1), 0);
@@ -61,7 +60,6 @@ START_TEST(test_timer_deadline_cuts_sleep_short)
 	ck_assert_int_eq(run_fiber(NULL, sleep_past_deadline, &s), 0);
 	ck_assert_int_eq(s.rc, -ETIMEDOUT);
 	ck_assert_uint_ge(s.elapsed, 10 * MS);
-	ck_assert_uint_lt(s.elapsed, 1000 * MS);
 }
 END_TEST
 
@@ -173,8 +171,7 @@ START_TEST(test_timer_cancel_runs_callback_once)
 	ck_assert_int_eq(run_fiber(NULL, cancel_one, &log), 0);
 	ck_assert_int_eq(log.n, 3);
 	ck_assert_int_eq(log.order[0], 1);
-	ck_assert_int_eq(log.why[0], RUNTIME_TIMER_CANCELLED);
-	ck_assert_uint_lt(log.at[0], 10 * MS);
+	ck_assert_int_eq(log.why[0], RUNTIME_TIMER_CANCELLED); /* before the other fired */
 	ck_assert_int_eq(log.order[1], 0);
 	ck_assert_int_eq(log.why[1], RUNTIME_TIMER_FIRED);
 	ck_assert_int_eq(log.order[2], 0);
@@ -528,9 +525,7 @@ START_TEST(test_timer_background_keeps_no_run_going)
 
 	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
 	ck_assert_int_eq(runtime_spawn(rt, background_main, &b), 0);
-	uint64_t t0 = runtime_now();
 	ck_assert_int_eq(runtime_run(rt), 0); /* returns with "never" armed */
-	ck_assert_uint_lt(runtime_now() - t0, 60000 * MS);
 	ck_assert_int_eq(b.fired, 1);
 	ck_assert_int_eq(b.shutdown, 0);
 	runtime_destroy(rt);
@@ -568,6 +563,10 @@ struct lazy_state {
 	uint64_t elapsed[4];
 };
 
+/* A lingering deadline far past the test's timeout: a wait it ended, or a
+ * run it kept going, would hang the test rather than pass late. */
+#define LINGER_NS (3600 * 1000 * MS)
+
 static void *quick_child(void *p)
 {
 	(void)p;
@@ -604,12 +603,12 @@ static void lazy_deadlines(void *p)
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	join_quickly_under(runtime_now() + 50 * MS);    /* lingers at +50 ms */
 	recv_until(sv[0], 300 * MS, &s->rc[0], &s->elapsed[0]); /* later */
-	join_quickly_under(runtime_now() + 30000 * MS); /* lingers at +30 s */
+	join_quickly_under(runtime_now() + LINGER_NS);  /* lingers at +1 h */
 	recv_until(sv[0], 50 * MS, &s->rc[1], &s->elapsed[1]);  /* earlier */
-	join_quickly_under(runtime_now() + 30000 * MS);
+	join_quickly_under(runtime_now() + LINGER_NS);
 	uint64_t t0 = runtime_now();
 	runtime_deadline_set(t0 + 60 * MS);             /* a sleep's suspend, earlier */
-	s->rc[3] = runtime_sleep(5000 * MS);
+	s->rc[3] = runtime_sleep(LINGER_NS);
 	s->elapsed[3] = runtime_now() - t0;
 	runtime_deadline_set(0);
 	close(sv[0]);
@@ -626,15 +625,14 @@ START_TEST(test_timer_lazy_deadline_ends_each_wait_at_its_own)
 	ck_assert_uint_ge(s.elapsed[0], 300 * MS); /* not at the lingering +50 ms */
 	ck_assert_int_eq(s.rc[1], -ETIMEDOUT);
 	ck_assert_uint_ge(s.elapsed[1], 50 * MS);
-	ck_assert_uint_lt(s.elapsed[1], 20000 * MS); /* not at the lingering +30 s */
 	ck_assert_int_eq(s.rc[3], -ETIMEDOUT);
 	ck_assert_uint_ge(s.elapsed[3], 60 * MS);
-	ck_assert_uint_lt(s.elapsed[3], 4000 * MS);
 }
 END_TEST
 
 /* A lingering deadline timer is nobody's pending work: a deadlock behind
- * it is still reported, not after the timer's +60 s. */
+ * it is still reported, not after the timer's hour (past the test's
+ * timeout). */
 static struct runtime_fiber *linger_a;
 
 static void *linger_b(void *p)
@@ -649,7 +647,7 @@ static void *linger_a_fn(void *p)
 	struct runtime_fiber *b;
 
 	(void)p;
-	join_quickly_under(runtime_now() + 60000 * MS);
+	join_quickly_under(runtime_now() + LINGER_NS);
 	runtime_deadline_set(0);
 	ck_assert_int_eq(runtime_fiber_spawn(runtime_current(), &b, linger_b, NULL), 0);
 	runtime_fiber_join(b, NULL);
@@ -659,12 +657,10 @@ static void *linger_a_fn(void *p)
 START_TEST(test_timer_lingering_deadline_hides_no_deadlock)
 {
 	struct runtime *rt;
-	uint64_t t0 = runtime_now();
 
 	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
 	ck_assert_int_eq(runtime_fiber_spawn(rt, &linger_a, linger_a_fn, NULL), 0);
 	ck_assert_int_eq(runtime_run(rt), -EDEADLK);
-	ck_assert_uint_lt(runtime_now() - t0, 30000 * MS);
 	runtime_destroy(rt);
 }
 END_TEST

@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 /* Run fn(arg) as the first fiber of a new runtime built from cfg (NULL:
  * defaults); returns runtime_run()'s result. */
@@ -96,9 +97,10 @@ static inline void skip_without_io_uring(void)
  * build.sh installed everything) it fails the test instead of skipping it.
  *
  * RUNTIME_TEST_SKIPS names a file of tests skipped by name, a line each:
- * "program test reason" ('#' starts a comment). It is for runs where a
- * test cannot pass for a reason outside the code (tests/qemu.skip: the
- * emulator's limits); such a test is not run at all, its reason recorded.
+ * "program test reason" (test "*": all of the program's; '#' starts a
+ * comment). It is for runs where a test cannot pass for a reason outside
+ * the code (tests/qemu.skip: the emulator's limits); such a test is not
+ * run at all, its reason recorded.
  *
  * Check forks each test: the records reach the suite's main through a
  * shared page. After Check's summary, main prints "SKIP: program: test:
@@ -202,7 +204,7 @@ static inline void test_listed_fn(int i)
 static inline void test_add(TCase *tc, const TTest *tf, int sig, int exit_value, int start, int end)
 {
 	for (int i = 0; i < test_nlisted; i++) {
-		if (strcmp(test_list[i].test, tf->name))
+		if (strcmp(test_list[i].test, tf->name) && strcmp(test_list[i].test, "*"))
 			continue;
 		TTest *stub = malloc(sizeof(*stub));
 		if (!stub)
@@ -298,29 +300,21 @@ static inline uint16_t bound_port(int fd)
 	return ntohs(((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* This process's resident set, in KiB (VmRSS). */
-static inline long resident_kib(void)
+/* How many pages of [p, p + len) are resident (mincore), and in *pages
+ * how many pages it spans. The range must be mapped. */
+static inline size_t resident_pages(const void *p, size_t len, size_t *pages)
 {
-	FILE *f = fopen("/proc/self/status", "r");
-	char line[128];
-	long kib = -1;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), in = 0;
+	uintptr_t lo = (uintptr_t)p & ~(page - 1);
+	size_t n = ((uintptr_t)p + len - lo + page - 1) / page;
+	unsigned char vec[256];
 
-	ck_assert_ptr_nonnull(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
-}
-
-/* Minor page faults so far: who is RUSAGE_SELF (the process) or
- * RUSAGE_THREAD (the calling thread). */
-static inline long minor_faults(int who)
-{
-	struct rusage ru;
-
-	ck_assert_int_eq(getrusage(who, &ru), 0);
-	return ru.ru_minflt;
+	ck_assert_uint_le(n, sizeof(vec));
+	ck_assert_int_eq(mincore((void *)lo, n * page, vec), 0);
+	for (size_t i = 0; i < n; i++)
+		in += vec[i] & 1;
+	*pages = n;
+	return in;
 }
 
 /* In a fiber: a connected TCP pair over 127.0.0.1 (fd[0] the client). */
