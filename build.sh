@@ -4,17 +4,25 @@
 #
 #   ./build.sh demo    install what is missing, build, run the echo demo
 #   ./build.sh check   install what is missing, build and run every test
-#                      suite in a plain build (on io_uring, then again on
-#                      the epoll engine), an ASan+UBSan and a TSan build,
-#                      run each fuzz target briefly (make fuzz, clang),
-#                      then make distcheck (tarball builds, installs, passes)
-#                      and the Debian packages (tests/deb_build.sh)
+#                      suite: a plain build (on io_uring, then again on the
+#                      epoll engine), an ASan+UBSan build (on io_uring, then
+#                      on epoll with the system calls it can do without
+#                      pretended missing), a TSan build, a clang build (its
+#                      Check suites, on io_uring), an aarch64 cross build
+#                      (its Check suites under qemu-user, on epoll); then
+#                      each fuzz target briefly (make fuzz, clang), make
+#                      distcheck (the tarball builds at -O3 with LTO,
+#                      installs, passes) and the Debian packages
+#                      (tests/deb_build.sh). The last lines say how long
+#                      each stage took, why each skipped test was skipped,
+#                      and "checks: N passed, F failed, S skipped".
 #   ./build.sh deb     build the Debian packages from a clean copy, lint,
 #                      install, use and remove them (tests/deb_build.sh;
 #                      its options: --check, --keep, --no-install, --symbols)
 #
-# Builds go to build/, build-asan/ and build-tsan/ (out of tree). Packages
-# are installed with apt-get only when missing (as root, or through sudo).
+# Builds go to build/, build-asan/, build-tsan/, build-clang/ and
+# build-arm64/ (out of tree). Packages are installed with apt-get only when
+# missing (as root, or through sudo).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +39,27 @@ check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghtt
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"
+# The aarch64 build's libraries, Debian's multiarch :arm64 packages beside
+# the host's (their libc6:arm64 is what qemu-aarch64 runs the suites on).
+arm64_packages="liburing-dev:arm64 libssl-dev:arm64 check:arm64 libhiredis-dev:arm64"
+
+# as_root CMD...: CMD as root, through sudo if need be.
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null; then
+		sudo "$@"
+	else
+		echo "build.sh: need root (or sudo) for: $*" >&2
+		exit 1
+	fi
+}
+
+# add_arm64: dpkg takes arm64 packages too (the next apt-get update reads
+# their lists).
+add_arm64() {
+	dpkg --print-foreign-architectures | grep -qx arm64 || as_root dpkg --add-architecture arm64
+}
 
 install_missing() { # [extra packages...]
 	need=""
@@ -39,15 +68,10 @@ install_missing() { # [extra packages...]
 	done
 	[ -z "$need" ] && return 0
 	echo "build.sh: installing:$need"
-	sudo=""
-	if [ "$(id -u)" -ne 0 ]; then
-		command -v sudo >/dev/null || { echo "build.sh: need root (or sudo) to install:$need" >&2; exit 1; }
-		sudo=sudo
-	fi
 	export DEBIAN_FRONTEND=noninteractive
-	$sudo apt-get update -qq </dev/null
+	as_root apt-get update -qq </dev/null
 	# shellcheck disable=SC2086
-	$sudo apt-get install -y -qq --no-install-recommends $need </dev/null >/dev/null
+	as_root apt-get install -y -qq --no-install-recommends $need </dev/null >/dev/null
 }
 
 # configure_in DIR [configure options...]
@@ -68,7 +92,7 @@ passed=0 failed=0 skipped=0 skip_reasons=""
 run_checks() {
 	dir=$1; shift
 	configure_in "$dir" "$@"
-	check_here "$dir"
+	check_here "$dir" check
 }
 
 # tally: the results of the make check just run in the current build
@@ -112,13 +136,14 @@ add_skips() {
 "
 }
 
-# check_here STAGE [make check arguments...]: make check in the current
-# build directory, tallied. The logs of an earlier run go first, so that
-# only this run's are counted; a failed run prints the failed tests' logs.
+# check_here STAGE TARGET [make arguments...]: make TARGET (check,
+# check-suites) in the current build directory, tallied. The logs of an
+# earlier run go first, so that only this run's are counted; a failed run
+# prints the failed tests' logs.
 check_here() {
 	stage=$1; shift
 	rm -f tests/*.log tests/*.trs
-	make -j"$jobs" check "$@" && ok=1 || ok=0
+	make -j"$jobs" "$@" && ok=1 || ok=0
 	tally
 	if [ "$ok" -ne 1 ]; then
 		grep -l -E '^:test-result: (FAIL|ERROR)' tests/*.trs 2>/dev/null |
@@ -129,16 +154,88 @@ check_here() {
 	fi
 }
 
-# summary: the totals, and the reason of every skip.
+# summary: how long each stage took, the reason of every skip, the totals.
 summary() {
+	printf 'build.sh: time per stage:\n%s  %-46s %5d s\n' "$times" total "$SECONDS"
 	[ -z "$skip_reasons" ] || printf 'build.sh: skipped:\n%s' "$skip_reasons"
 	echo "checks: $passed passed, $failed failed, $skipped skipped"
 }
 
-# faults_on_epoll: the fault suite again on the epoll engine, whose fault
-# points are its own (in the current directory: the fault-injection build).
-faults_on_epoll() {
-	RUNTIME_ENGINE=epoll check_here "fault suite on epoll" TESTS=tests/check_faults
+times=""
+# timed NAME CMD [ARGS...]: CMD, and how long it took, kept for the summary.
+timed() {
+	local name=$1 t0=$SECONDS
+	shift
+	"$@"
+	times="$times$(printf '  %-46s %5d s' "$name" $((SECONDS - t0)))
+"
+}
+
+# Every suite again on the epoll engine, which runs where io_uring is
+# refused (a seccomp filter, kernel.io_uring_disabled).
+epoll_checks() {
+	cd "$top/build"
+	RUNTIME_ENGINE=epoll check_here "plain, epoll" check
+}
+
+# The ASan+UBSan build's suites on the epoll engine with the system calls
+# it can do without pretended missing (runtime/fault.h), as on an older
+# kernel or under qemu-user; and so the fault suite on epoll, whose fault
+# points are its own (it sets its own RUNTIME_FAULTS).
+missing_syscalls_checks() {
+	cd "$top/build-asan"
+	RUNTIME_ENGINE=epoll \
+	RUNTIME_FAULTS=no_preadv2:1,no_pwritev2:1,no_epoll_pwait2:1,no_openat2:1,no_process_madvise:1 \
+		check_here "ASan, epoll, syscalls missing" check-suites
+}
+
+# clang builds everything warning-free too (without LTO: configure.ac says
+# why); its Check suites run on one engine, io_uring.
+clang_checks() {
+	configure_in build-clang CC=clang
+	check_here "clang" check-suites
+}
+
+# The aarch64 cross build, once, and its Check suites under qemu-user on
+# the epoll engine (qemu has no io_uring), slower: Check's timeouts x4.
+# The tests of tests/qemu.skip are skipped if tests/emulator_limits.c,
+# under the same qemu, finds their limit.
+arm64_checks() {
+	configure_in build-arm64 --host=aarch64-linux-gnu \
+		PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig
+	aarch64-linux-gnu-gcc -O2 -pthread -o emulator_limits "$top/tests/emulator_limits.c"
+	limits=" $(qemu-aarch64 ./emulator_limits | tr '\n' ' ')"
+	awk -v limits="$limits" '!/^#/ && NF > 3 { w = $3; sub(/:$/, "", w)
+		if (index(limits, " " w " ")) print }' "$top/tests/qemu.skip" > qemu.skip.active
+	echo "build.sh: this qemu-user's limits:${limits% }; tests skipped for them: $(wc -l < qemu.skip.active)"
+	RUNTIME_ENGINE=epoll RUNTIME_TEST_SKIPS=$PWD/qemu.skip.active CK_TIMEOUT_MULTIPLIER=4 \
+		check_here "aarch64 under qemu, epoll" check-suites \
+		LOG_COMPILER="$PWD/libtool --mode=execute qemu-aarch64"
+}
+
+# make distcheck: the tarball builds - at -O3 with LTO and warnings as
+# errors, where the plain build has the default -O2 -, installs, passes.
+distcheck() {
+	(cd "$top/build" && make -j"$jobs" distcheck \
+		DISTCHECK_CONFIGURE_FLAGS="--enable-werror CFLAGS='-O3 -g'" >/dev/null) ||
+		{ echo "build.sh: make distcheck failed" >&2; exit 1; }
+}
+
+# The Debian packages, tallied (tests/deb_build.sh: 77 when it skipped).
+deb_checks() {
+	local deb_rc=0 deb_out counts
+	deb_out=$("$top/tests/deb_build.sh" 2>&1) || deb_rc=$?
+	if [ "$deb_rc" -ne 0 ] && [ "$deb_rc" -ne 77 ]; then
+		echo "$deb_out" | tail -n 60 >&2
+		echo "build.sh: the Debian packages failed" >&2
+		exit 1
+	fi
+	counts=$(echo "$deb_out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' | tail -1)
+	# shellcheck disable=SC2086 # three numbers
+	set -- ${counts:-0 1 0}
+	passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + $3))
+	echo "build.sh: Debian packages: $1 passed, $2 failed, $3 skipped"
+	echo "$deb_out" | add_skips deb
 }
 
 # fuzz_run TARGET CORPUS RUNS [DICT]: a fuzz target of build/ for a fixed
@@ -183,32 +280,21 @@ demo)
 	exec ./demos/echo/echo-server --port "${PORT:-7000}"
 	;;
 check)
+	add_arm64
 	# shellcheck disable=SC2086 # a list of words
-	install_missing $check_packages $fuzz_packages
-	run_checks build
-	# Every suite again on the epoll engine, which runs where io_uring is
-	# refused (a seccomp filter, kernel.io_uring_disabled).
-	RUNTIME_ENGINE=epoll check_here "build (epoll engine)"
-	run_checks build-asan --enable-sanitizers --enable-debug --enable-fault-injection
-	faults_on_epoll
-	run_checks build-tsan --enable-tsan
-	fuzz_short
-	(cd "$top/build" && make -j"$jobs" distcheck >/dev/null) ||
-		{ echo "build.sh: make distcheck failed" >&2; exit 1; }
-	deb_rc=0
-	deb_out=$("$top/tests/deb_build.sh" 2>&1) || deb_rc=$?
-	if [ "$deb_rc" -ne 0 ] && [ "$deb_rc" -ne 77 ]; then # 77: something skipped
-		echo "$deb_out" | tail -n 60 >&2
-		echo "build.sh: the Debian packages failed" >&2
-		exit 1
-	fi
-	deb_counts=$(echo "$deb_out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' | tail -1)
-	# shellcheck disable=SC2086 # three numbers
-	set -- ${deb_counts:-0 1 0}
-	passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + $3))
-	echo "build.sh: Debian packages: $1 passed, $2 failed, $3 skipped"
-	echo "$deb_out" | add_skips deb
-	echo "build.sh: all test suites passed (plain on io_uring and on epoll, ASan+UBSan with the fault suite on both engines, TSan), the short fuzz runs, distcheck and the Debian packages"
+	install_missing $check_packages $fuzz_packages $arm64_packages
+	timed "plain, io_uring" run_checks build
+	timed "plain, epoll" epoll_checks
+	timed "ASan+UBSan, io_uring" run_checks build-asan --enable-sanitizers --enable-debug \
+		--enable-fault-injection
+	timed "ASan+UBSan, epoll, syscalls missing" missing_syscalls_checks
+	timed "TSan, io_uring" run_checks build-tsan --enable-tsan
+	timed "clang, io_uring (Check suites)" clang_checks
+	timed "aarch64 under qemu, epoll (Check suites)" arm64_checks
+	timed "fuzz targets, briefly" fuzz_short
+	timed "distcheck (-O3, LTO)" distcheck
+	timed "Debian packages" deb_checks
+	echo "build.sh: every stage passed"
 	summary
 	;;
 deb)

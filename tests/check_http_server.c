@@ -8,7 +8,7 @@
  * with a request in flight. Each test starts its own server (port 0: the
  * banner says which port) and stops it.
  */
-#include "config.h"
+#include "testutil.h" /* skips and the suite's main; no runtime */
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -631,8 +631,7 @@ START_TEST(test_http_curl_smoke)
 {
 	char cmd[256], out[256] = "";
 
-	ck_assert_msg(system("command -v curl >/dev/null 2>&1") == 0,
-	              "curl is needed for this test: apt-get install curl");
+	TEST_REQUIRE(system("command -v curl >/dev/null 2>&1") == 0, "curl (Debian: curl)");
 	start_server(NULL);
 	snprintf(cmd, sizeof(cmd), "curl -s http://127.0.0.1:%d/plaintext", sp.port);
 	FILE *p = popen(cmd, "r");
@@ -665,12 +664,10 @@ static Suite *http_suite(void)
 	return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	(void)argc;
 	signal(SIGPIPE, SIG_IGN);
-	SRunner *sr = srunner_create(http_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	test_init(argv[0]);
+	return test_run(http_suite());
 }
