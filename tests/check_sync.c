@@ -212,10 +212,16 @@ static void *wg_worker(void *p)
 	return NULL;
 }
 
+static _Atomic bool wg_go; /* the thread's done may come */
+
+/* The group's last done, from a plain thread, only once the timed wait
+ * has timed out (10 s at most): a timeout a loaded machine lets fire late
+ * cannot see the group complete. */
 static void *wg_thread_done(void *p)
 {
 	(void)p;
-	usleep(10 * 1000);
+	for (int i = 0; i < 10000 && !atomic_load(&wg_go); i++)
+		usleep(1000);
 	ck_assert_int_eq(runtime_waitgroup_done(&wg), 0);
 	return NULL;
 }
@@ -229,8 +235,10 @@ static void wg_main(void *p)
 	ck_assert_int_eq(runtime_waitgroup_add(&wg, 5), 0);
 	for (intptr_t i = 0; i < 4; i++)
 		runtime_fiber_detach(start(wg_worker, (void *)(i + 1)));
+	atomic_store(&wg_go, false);
 	ck_assert_int_eq(pthread_create(&th, NULL, wg_thread_done, NULL), 0);
 	ck_assert_int_eq(runtime_waitgroup_wait(&wg, 5 * MS), -ETIMEDOUT);
+	atomic_store(&wg_go, true);
 	ck_assert_int_eq(runtime_waitgroup_wait(&wg, -1), 0);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(runtime_waitgroup_done(&wg), -EINVAL); /* below zero */
@@ -509,13 +517,18 @@ END_TEST
 
 static struct runtime_limiter *lim;
 static _Atomic int alive, most;
+static bool held; /* the fibers started with p 0 wait until it is false */
 
+/* Sleeps p ms; p 0: until held is false. */
 static void limited(void *p)
 {
 	int now = atomic_fetch_add(&alive, 1) + 1;
 	for (int m = atomic_load(&most); now > m && !atomic_compare_exchange_weak(&most, &m, now);)
 		;
-	runtime_sleep((uint64_t)(intptr_t)p * MS);
+	if (p)
+		runtime_sleep((uint64_t)(intptr_t)p * MS);
+	while (!p && held)
+		runtime_sleep(MS);
 	atomic_fetch_sub(&alive, 1);
 }
 
@@ -528,11 +541,13 @@ static void limiter_main(void *p)
 	ck_assert_uint_le(runtime_limiter_in_flight(lim), 3);
 	while (runtime_limiter_in_flight(lim))
 		runtime_sleep(MS);
+	held = true; /* the three in flight stay until the timed spawn is over */
 	while (runtime_limiter_in_flight(lim) < 3)
-		ck_assert_int_eq(runtime_limiter_try_spawn(lim, limited, (void *)20), 0);
+		ck_assert_int_eq(runtime_limiter_try_spawn(lim, limited, NULL), 0);
 	ck_assert_int_eq(runtime_limiter_try_spawn(lim, limited, (void *)1), -EBUSY);
 	ck_assert_int_eq(runtime_limiter_spawn(lim, limited, (void *)1, 1 * MS), -ETIMEDOUT);
 	ck_assert_int_eq(runtime_limiter_destroy(lim), -EBUSY);
+	held = false;
 	while (runtime_limiter_in_flight(lim))
 		runtime_sleep(MS);
 	ck_assert_int_eq(runtime_limiter_destroy(lim), 0);
