@@ -8,14 +8,15 @@
 #                      epoll engine), an ASan+UBSan build (on io_uring, then
 #                      on epoll with the system calls it can do without
 #                      pretended missing), a TSan build, a clang build (its
-#                      Check suites, on io_uring), an aarch64 cross build
-#                      (its Check suites under qemu-user, on epoll); then
-#                      each fuzz target briefly (make fuzz, clang), make
-#                      distcheck (the tarball builds at -O3 with LTO,
-#                      installs, passes) and the Debian packages
-#                      (tests/deb_build.sh). The last lines say how long
-#                      each stage took, why each skipped test was skipped,
-#                      and "checks: N passed, F failed, S skipped".
+#                      Check suites, on io_uring, and its install), an
+#                      aarch64 cross build (its Check suites under
+#                      qemu-user, on epoll); then each fuzz target briefly
+#                      (make fuzz, clang), make distcheck (the tarball
+#                      builds at -O3 with LTO, installs, passes) and the
+#                      Debian packages (tests/deb_build.sh). The last
+#                      lines say how long each stage took, why each
+#                      skipped test was skipped, and "checks: N passed, F
+#                      failed, S skipped".
 #   ./build.sh deb     build the Debian packages from a clean copy, lint,
 #                      install, use and remove them (tests/deb_build.sh;
 #                      its options: --check, --keep, --no-install, --symbols)
@@ -190,10 +191,11 @@ missing_syscalls_checks() {
 }
 
 # clang builds everything warning-free too (without LTO: configure.ac says
-# why); its Check suites run on one engine, io_uring.
+# why); its Check suites run on one engine, io_uring, and its install
+# (tests/install_prefix.sh: the installed libruntime.a links without LTO).
 clang_checks() {
 	configure_in build-clang CC=clang
-	check_here "clang" check-suites
+	check_here "clang" check-suites SUITES_EXTRA=tests/install_prefix.sh
 }
 
 # The aarch64 cross build, once, and its Check suites under qemu-user on
@@ -289,7 +291,7 @@ check)
 		--enable-fault-injection
 	timed "ASan+UBSan, epoll, syscalls missing" missing_syscalls_checks
 	timed "TSan, io_uring" run_checks build-tsan --enable-tsan
-	timed "clang, io_uring (Check suites)" clang_checks
+	timed "clang, io_uring (Check suites, install)" clang_checks
 	timed "aarch64 under qemu, epoll (Check suites)" arm64_checks
 	timed "fuzz targets, briefly" fuzz_short
 	timed "distcheck (-O3, LTO)" distcheck
