@@ -35,14 +35,16 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev 
 # (tests/check_preload); the man pages through groff and the exports through
 # nm (tests/man_pages.sh, tests/abi.sh); TLS against curl, the openssl CLI,
 # Python's ssl, nginx and testssl.sh (tests/tls_interop.sh); the HTTP
-# client against nginx, h2o and Go's net/http (tests/http_client_peers.sh)
+# client against nginx, h2o and Go's net/http (tests/http_client_peers.sh);
+# HTTP/2 against curl, nghttp, h2load and python3-h2's hpack
+# (tests/h2_interop.sh)
 check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go"
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"
 # The aarch64 build's libraries, Debian's multiarch :arm64 packages beside
 # the host's (their libc6:arm64 is what qemu-aarch64 runs the suites on).
-arm64_packages="liburing-dev:arm64 libssl-dev:arm64 check:arm64 libhiredis-dev:arm64"
+arm64_packages="liburing-dev:arm64 libssl-dev:arm64 libnghttp2-dev:arm64 check:arm64 libhiredis-dev:arm64"
 
 # as_root CMD...: CMD as root, through sudo if need be.
 as_root() {
