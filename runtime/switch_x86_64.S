@@ -67,10 +67,10 @@ runtime__call_on_stack:
  * holds another fiber's calls after a switch. r11 is scratch at a return
  * in every x86_64 convention. Weak: a program that brings its own thunk
  * (it must behave as a ret) has it used instead, correctly, if slower.
+ * (.weak alone makes it global: .globl before it, clang's assembler warns.)
  */
-	.globl	__x86_return_thunk
-	.hidden	__x86_return_thunk
 	.weak	__x86_return_thunk
+	.hidden	__x86_return_thunk
 	.type	__x86_return_thunk, @function
 	.p2align 4
 __x86_return_thunk:
