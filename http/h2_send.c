@@ -50,11 +50,13 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
 	if (FRAME_HEAD + len > H2_OUT - l->out_len)
 		return NGHTTP2_ERR_WOULDBLOCK;
 	memcpy(l->out + l->out_len, framehd, FRAME_HEAD);
-	if (len) /* an empty one ends the stream */
-		memcpy(l->out + l->out_len + FRAME_HEAD, o->p, len);
-	l->out_len += FRAME_HEAD + len;
-	o->p += len;
-	o->len -= len;
+	l->out_len += FRAME_HEAD;
+	if (len) { /* an empty one ends the stream: o->p may be NULL */
+		memcpy(l->out + l->out_len, o->p, len);
+		l->out_len += len;
+		o->p += len;
+		o->len -= len;
+	}
 	if (!o->len && o->waiter)
 		runtime_fiber_unpark(o->waiter);
 	return 0;
