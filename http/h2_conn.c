@@ -236,7 +236,15 @@ static bool finished(const struct h2_conn *h)
 	return !nghttp2_session_want_read(h->link.session) || (h->goaway && !h->live);
 }
 
-/* What a read that brought no bytes means. */
+/*
+ * What a read that brought no bytes means. A timeout is the header or
+ * idle timeout's, or a handler's end that woke the reader (then
+ * rd_deadline is HTTP_DEADLINE_UNKNOWN: look again) - or a limit not the
+ * reader's, past for good: the deadline of the fiber that called
+ * runtime_http_serve_conn, the connection's idle timeout. Every read
+ * would then fail at once, so the connection ends (an HTTP/1.1 one
+ * does too), not read again for ever on a core no other fiber gets.
+ */
 static int read_failed(struct h2_conn *h, ssize_t n)
 {
 	if (n == -EAGAIN) /* quiet past release_after, or a drain's wake */
@@ -247,7 +255,9 @@ static int read_failed(struct h2_conn *h, ssize_t n)
 			runtime__h2_goaway(h, NGHTTP2_PROTOCOL_ERROR); /* slowloris */
 		else if (h->idle == 1 && now >= h->idle_end)
 			runtime__h2_goaway(h, NGHTTP2_NO_ERROR);
-		return GO_ON; /* else a handler's end moved the deadline: look again */
+		else if (h->rd_deadline != HTTP_DEADLINE_UNKNOWN)
+			return GO_END;
+		return GO_ON;
 	}
 	if (n == -ESHUTDOWN) {
 		runtime__h2_goaway(h, NGHTTP2_NO_ERROR);

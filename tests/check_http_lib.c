@@ -1900,6 +1900,42 @@ START_TEST(test_h2_drain_lets_a_body_finish)
 }
 END_TEST
 
+/* runtime_http_serve_conn past its caller's deadline: every read fails
+ * at once, so an h2c connection ends, as an HTTP/1.1 one does - its
+ * reader must not read again for ever, on a core no other fiber gets. */
+static void serve_until_deadline(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	struct runtime_conn *conn;
+
+	runtime_deadline_set(runtime_now() + 200 * MS);
+	if (runtime_conn_open(&conn, fd, 0) < 0) {
+		close(fd);
+		return;
+	}
+	runtime_http_serve_conn(srv, conn);
+	runtime_conn_close(conn);
+	runtime_deadline_set(0);
+}
+
+START_TEST(test_h2_ends_past_the_callers_deadline)
+{
+	static const char hello[] = H2_PREFACE H2_SETTINGS;
+	static char r[4096];
+	int sv[2];
+
+	serve_start();
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(runtime_spawn(rt, serve_until_deadline, (void *)(intptr_t)sv[1]), 0);
+	ck_assert_int_eq(send(sv[0], hello, sizeof(hello) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(hello) - 1);
+	size_t n = read_all(sv[0], r, sizeof(r)); /* until the server closes */
+	ck_assert_msg(frame_find(r, n, 4, 0), "no SETTINGS in %zu bytes", n);
+	ck_assert_int_eq(recv(sv[0], r, 1, MSG_DONTWAIT), 0); /* closed */
+	close(sv[0]);
+	serve_stop();
+}
+END_TEST
+
 /* An idle connection ends after idle_timeout with GOAWAY; a header block
  * begun and never ended ends it after header_timeout. */
 START_TEST(test_h2_timeouts)
@@ -1977,6 +2013,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_h2_streams_over_the_limit_refused);
 	tcase_add_test(tc, test_h2_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_h2_drain_lets_a_body_finish);
+	tcase_add_test(tc, test_h2_ends_past_the_callers_deadline);
 	tcase_add_test(tc, test_h2_timeouts);
 	suite_add_tcase(s, tc);
 	return s;
