@@ -266,14 +266,24 @@ static int read_failed(struct h2_conn *h, ssize_t n)
 	return GO_END; /* the end of stream, or the socket's error */
 }
 
+/*
+ * Read once, and feed what came. A drain's GOAWAY leaves before anything
+ * more is read: the session stops taking streams only once it has sent
+ * one, and a stream taken after it - above its last stream id, which the
+ * client retries elsewhere - would be served twice. So it is decided
+ * only when serve_loop's flush sends it at once, not while the writer is
+ * in the middle of a write (a later round decides it).
+ */
 static int read_some(struct h2_conn *h)
 {
 	struct http_conn *io = h->io;
 
-	if (!h->goaway && (http_stopping(h->srv)))
+	if (!h->goaway && !h->link.flushing && http_stopping(h->srv)) {
 		runtime__h2_goaway(h, NGHTTP2_NO_ERROR);
+		return GO_ON;
+	}
 	if (h->goaway && !h->live)
-		return GO_END; /* just now: conn_end writes the GOAWAY */
+		return GO_END; /* conn_end writes the GOAWAY */
 	runtime__h2_set_idle(h);
 	h->link.reading = true;
 	ssize_t n = runtime_conn_read(h->link.rc, io->in, io->in_size);

@@ -1900,6 +1900,41 @@ START_TEST(test_h2_drain_lets_a_body_finish)
 }
 END_TEST
 
+/* A drain seen while a handler runs: its GOAWAY leaves before anything
+ * more is read, so that a stream the client opened meanwhile - above the
+ * GOAWAY's last stream id, which the client retries elsewhere - is not
+ * served here too (fuzz_h2_server's regression goaway-last-id-raised).
+ * Raw frames: a DATA frame that fills the server's read, then a new
+ * stream's HEADERS in the same write, read only after the drain is seen. */
+START_TEST(test_h2_drain_takes_no_stream_after_its_goaway)
+{
+	static const char open1[] = H2_PREFACE H2_SETTINGS "\0\0\x0c\1\4\0\0\0\1"
+		"\x83\x86\x44\x05/body\x41\x01h"; /* POST /body, its body to come */
+	static const char open3[] = "\0\0\x0c\1\5\0\0\0\3" "\x82\x86\x44\x05/info\x41\x01h";
+	static char more[9 + 16375 + sizeof(open3)], r[4096];
+	struct runtime_http_server_stats st;
+
+	serve_start();
+	int fd = dial();
+	ck_assert_int_eq(send(fd, open1, sizeof(open1) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(open1) - 1);
+	usleep(100 * 1000);
+	ck_assert_int_eq(runtime_drain(rt, 5 * SEC), 0);
+	usleep(100 * 1000);
+	memcpy(more, "\0\x3f\xf7\0\0\0\0\0\1", 9); /* DATA, 16375 bytes: one read */
+	memset(more + 9, 'x', 16375);
+	memcpy(more + 9 + 16375, open3, sizeof(open3) - 1);
+	ck_assert_int_eq(send(fd, more, sizeof(more) - 1, MSG_NOSIGNAL), (ssize_t)sizeof(more) - 1);
+	size_t n = read_all(fd, r, sizeof(r)); /* until the server closes */
+	const unsigned char *goaway = frame_find(r, n, 7, 0);
+	ck_assert_msg(goaway && goaway[3] == 1, "no GOAWAY naming stream 1 in %zu bytes", n);
+	ck_assert_msg(!frame_find(r, n, 1, 3), "stream 3, above the GOAWAY's last, answered");
+	runtime_http_server_stats(srv, &st);
+	ck_assert_uint_eq(st.requests, 1);
+	close(fd);
+	serve_end();
+}
+END_TEST
+
 /* runtime_http_serve_conn past its caller's deadline: every read fails
  * at once, so an h2c connection ends, as an HTTP/1.1 one does - its
  * reader must not read again for ever, on a core no other fiber gets. */
@@ -2013,6 +2048,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_h2_streams_over_the_limit_refused);
 	tcase_add_test(tc, test_h2_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_h2_drain_lets_a_body_finish);
+	tcase_add_test(tc, test_h2_drain_takes_no_stream_after_its_goaway);
 	tcase_add_test(tc, test_h2_ends_past_the_callers_deadline);
 	tcase_add_test(tc, test_h2_timeouts);
 	suite_add_tcase(s, tc);
