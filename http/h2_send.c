@@ -38,7 +38,10 @@ static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len
 }
 
 /* A DATA frame: its head and the fiber's bytes (the read callback below
- * made it fit an empty buffer). */
+ * made it fit an empty buffer). A frame put off (WOULDBLOCK) is sent
+ * after the buffer is written, and its stream may have been cut
+ * meanwhile - its fiber's bytes taken back (o->p NULL): the session then
+ * resets the stream instead. */
 static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const uint8_t *framehd,
                         size_t len, nghttp2_data_source *source, void *user)
 {
@@ -49,6 +52,8 @@ static int on_send_data(nghttp2_session *session, nghttp2_frame *frame, const ui
 	(void)frame;
 	if (FRAME_HEAD + len > H2_OUT - l->out_len)
 		return NGHTTP2_ERR_WOULDBLOCK;
+	if (len > o->len)
+		return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 	memcpy(l->out + l->out_len, framehd, FRAME_HEAD);
 	l->out_len += FRAME_HEAD;
 	if (len) { /* an empty one ends the stream: o->p may be NULL */

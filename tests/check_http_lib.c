@@ -1971,6 +1971,30 @@ START_TEST(test_h2_ends_past_the_callers_deadline)
 }
 END_TEST
 
+/* A handler's bytes taken back while a DATA frame of them waits to be
+ * sent: the client reads nothing, so the writer waits in a write with the
+ * next frame made and put off, and the handler's wait for its bytes to be
+ * framed times out (idle_timeout) and cuts its stream. That frame must
+ * then reset the stream, not be framed from the bytes taken back (a NULL
+ * read: the server crashed). */
+START_TEST(test_h2_cut_while_its_frame_waits)
+{
+	idle_timeout_ns = 300 * MS;
+	serve_start();
+	struct h2t *t = h2t_open_with(port, NULL, 0, 1u << 30); /* windows past FLOOD */
+	h2t_submit(t, "GET", "/flood", no_fields, NULL, 0, false);
+	usleep(700 * 1000);
+	for (int i = 0; i < 1000 && h2t_pump(t, 100); i++)
+		;
+	h2t_close(t);
+	t = h2t_open(port); /* the server lives */
+	ck_assert_int_eq(h2t_ask(t, "GET", "/info", no_fields, NULL, 0)->status, 200);
+	h2t_close(t);
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
 /* An idle connection ends after idle_timeout with GOAWAY; a header block
  * begun and never ended ends it after header_timeout. */
 START_TEST(test_h2_timeouts)
@@ -2050,6 +2074,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_h2_drain_lets_a_body_finish);
 	tcase_add_test(tc, test_h2_drain_takes_no_stream_after_its_goaway);
 	tcase_add_test(tc, test_h2_ends_past_the_callers_deadline);
+	tcase_add_test(tc, test_h2_cut_while_its_frame_waits);
 	tcase_add_test(tc, test_h2_timeouts);
 	suite_add_tcase(s, tc);
 	return s;
