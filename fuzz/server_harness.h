@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * server_harness.h - what fuzz_http_server.c and fuzz_https_server.c
- * share: the runtime that lives for the process on its own thread, the
- * fd scan behind their leak checks, the bounds every input runs under,
- * and the reading of the server's answers and requests that both check
- * the same way. Each target includes it once, after "http.h" and
- * "server.h", with FUZZ_NAME defined to its name (for its messages).
- * Everything is static: it is part of that one file.
+ * server_harness.h - what fuzz_http_server.c (fuzz_http_server and,
+ * with -DFUZZ_H2, fuzz_h2_server) and fuzz_https_server.c share: the
+ * runtime that lives for the process on its own thread, the fd scan
+ * behind their leak checks, the bounds every input runs under, and the
+ * reading of the server's HTTP/1.1 answers and requests that both
+ * HTTP/1.1 targets check the same way. Each target includes it once,
+ * after "http.h" and "server.h", with FUZZ_NAME defined to its name (for
+ * its messages). Everything is static: it is part of that one file.
  */
 #ifndef FUZZ_SERVER_HARNESS_H
 #define FUZZ_SERVER_HARNESS_H
@@ -85,6 +86,7 @@ static void join_or_fail(struct runtime_fiber *f, const char *what)
 		fail("join");
 }
 
+#ifndef FUZZ_H2 /* HTTP/1.1's requests and answers: not fuzz_h2_server's */
 /*
  * A request after which the server may close: one that asks to, and one
  * whose client waits for 100 Continue before a body - if the handler
@@ -134,6 +136,7 @@ static bool final_answer(const char *h, size_t len, uint64_t *length, bool *bodi
 	}
 	return true;
 }
+#endif
 
 /* ---------------------------------------------------------- the runtime */
 

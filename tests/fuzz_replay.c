@@ -5,7 +5,8 @@
  * fuzzers' corpora and every crash they found (fuzz/regressions/) with the
  * ordinary compiler, in the plain, ASan and TSan builds alike. Linked with
  * one target: tests/replay_http_parser, tests/replay_http_server,
- * tests/replay_https_server, tests/replay_http_response.
+ * tests/replay_https_server, tests/replay_http_response,
+ * tests/replay_h2_server (fuzz_http_server.c with -DFUZZ_H2).
  *
  *   replay_http_xxx FILE|DIR...   (a directory: its files, in name order)
  *

@@ -4,7 +4,8 @@
 # fuzzers' seed corpora and every crash they ever found (fuzz/regressions/)
 # runs again through the same LLVMFuzzerTestOneInput, built with the
 # ordinary compiler (tests/replay_http_parser, tests/replay_http_server,
-# tests/replay_https_server, tests/replay_http_response).
+# tests/replay_https_server, tests/replay_http_response,
+# tests/replay_h2_server).
 # An input that crashes, aborts or trips a sanitizer fails the test; when a
 # batch fails, each of its inputs runs alone to name the culprits.
 set -u
@@ -47,5 +48,6 @@ replay replay_http_parser "$fuzz/corpus/http" "$fuzz/regressions/parser"
 replay replay_http_server "$fuzz/corpus/server" "$fuzz/regressions/server"
 replay replay_https_server "$fuzz/corpus/https" "$fuzz/regressions/https"
 replay replay_http_response "$fuzz/corpus/http_response" "$fuzz/regressions/response"
+replay replay_h2_server "$fuzz/corpus/h2" "$fuzz/regressions/h2"
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]
