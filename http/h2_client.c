@@ -39,7 +39,7 @@ void runtime__h2_cstream_unref(struct h2_cstream *s, bool session)
 		nghttp2_rcbuf_decref(s->bufs[i]);
 	free(s->bufs);
 	free(s->in);
-	free(s);
+	runtime__h2_free(s);
 	runtime__h2_cconn_unref(h);
 }
 

@@ -18,7 +18,6 @@
 #include "chars.h"
 #include "decimal.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,15 +224,22 @@ static nghttp2_nv nv_of(const char *name, size_t nlen, const char *value, size_t
 	return (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nlen, vlen, NGHTTP2_NV_FLAG_NONE };
 }
 
-/* :authority, as Host would be. */
+/* :authority, as Host would be, into out (HTTP_HOST_MAX + 10 bytes: a
+ * host of at most HTTP_HOST_MAX, brackets, ":" and a port). */
 static size_t authority(const struct http_url *u, char *out)
 {
-	int n = snprintf(out, HTTP_HOST_MAX + 10, "%s%.*s%s", u->ip6 ? "[" : "", (int)u->host.len,
-	                 u->host.p, u->ip6 ? "]" : "");
+	char *p = out;
 
-	if (!u->default_port)
-		n += snprintf(out + n, (size_t)(HTTP_HOST_MAX + 10 - n), ":%u", u->port);
-	return (size_t)n;
+	if (u->ip6)
+		*p++ = '[';
+	p = (char *)memcpy(p, u->host.p, u->host.len) + u->host.len;
+	if (u->ip6)
+		*p++ = ']';
+	if (!u->default_port) {
+		*p++ = ':';
+		p = http_put_u64(p, u->port);
+	}
+	return (size_t)(p - out);
 }
 
 /* The caller's fields: names lower-cased into own, values after the
@@ -307,12 +313,18 @@ static size_t head_nv(const struct http_exchange *x, const struct http_url *u,
 	return n + caller_fields(x, nv + n, path + plen);
 }
 
+/* A stream, zeroed but for the response's room for fields (2 KiB that
+ * only nheaders of are ever read). */
 static struct h2_cstream *stream_new(struct h2_cconn *h)
 {
-	struct h2_cstream *s = calloc(1, sizeof(*s));
+	const size_t fields = offsetof(struct h2_cstream, res.head.headers);
+	const size_t rest = offsetof(struct h2_cstream, res.head.nheaders);
+	struct h2_cstream *s = runtime__h2_alloc(sizeof(*s));
 
 	if (!s)
 		return NULL;
+	memset(s, 0, fields);
+	memset((char *)s + rest, 0, sizeof(*s) - rest);
 	s->conn = h;
 	s->held = true;
 	s->res.h2 = s;
