@@ -409,6 +409,15 @@ struct runtime_core_stats {
 	uint64_t wakeups_written;   /* eventfd writes that woke it from sleep */
 	uint64_t stream_fallbacks;  /* stream reads done as a plain recv: the
 	                               core's buffers ran low (or no multishot) */
+	uint64_t context_switches;  /* switches between fibers and the loop */
+	uint64_t run_queue;         /* now: fibers ready to run */
+	uint64_t idle_conns;        /* now: streams waiting with no fiber
+	                               (runtime_stream_idle) */
+	uint64_t stacks_cached;     /* now: freed stacks kept with their pages
+	                               (live fibers hold one each besides) */
+	uint64_t cq_overflows;      /* loop turns that left completions in the
+	                               kernel for want of CQ room (io_uring) */
+	uint64_t stalls;            /* stalls the detector reported (stall_ms) */
 };
 
 /*

@@ -35,6 +35,10 @@ struct drain;
 struct core_stats {
 	_Atomic uint64_t spawned, live, sqes, cqes, enters, timers, inbox, wakeups;
 	_Atomic uint64_t stream_fallbacks;
+	/* For the metrics (runtime_metrics_add_runtime): one add each where
+	 * it happens, the cheapest way to have them at a scrape. stalls is
+	 * added to by the stall detector's thread. */
+	_Atomic uint64_t switches, ready, idle, stacks_cached, cq_overflows, stalls;
 };
 
 /* The core's own counter (single writer) plus n. On x86-64 one add to

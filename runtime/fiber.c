@@ -76,6 +76,7 @@ static inline __attribute__((always_inline)) void switch_begin(struct core *c, s
 	c->sched.prev = from;
 #endif
 	to->state = FIBER_RUNNING;
+	stat_add(&c->stats.switches, 1);
 	if (unlikely(c->watch.on))
 		stall_publish(c, to);
 #ifdef RUNTIME_ASAN
@@ -115,6 +116,7 @@ static void make_ready(struct core *c, struct fiber *f)
 {
 	f->state = FIBER_READY;
 	queue_push(&c->sched.ready, &f->runq);
+	stat_add(&c->stats.ready, 1);
 }
 
 /* Many fibers are many cold stack pages: while one runs, the next one's
@@ -135,7 +137,10 @@ static struct fiber *next_ready(struct core *c)
 	struct qnode *n = queue_pop(&c->sched.ready);
 
 	prefetch_ahead(&c->sched.ready);
-	return n ? container_of(n, struct fiber, runq) : NULL;
+	if (!n)
+		return NULL;
+	stat_add(&c->stats.ready, -1);
+	return container_of(n, struct fiber, runq);
 }
 
 /* The next context to run after the current fiber gives up the CPU: the

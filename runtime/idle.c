@@ -41,6 +41,7 @@ static void run_continuation(struct idle *w)
 	int why = w->why;
 
 	w->state = IDLE_NONE;
+	stat_add(&w->dl.timer.core->stats.idle, -1);
 	fn(arg, why);
 }
 
@@ -137,6 +138,7 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 	w->poller = NULL;
 	w->polling = polling;
 	w->state = IDLE_WAITING;
+	stat_add(&c->stats.idle, 1);
 	w->dl.timer.core = c;
 	w->dl.wait = deadline; /* the poller's, or the timer's below */
 	if (polling && runtime__fiber_spawn_here(c, poller_main, w) < 0)
@@ -160,5 +162,7 @@ void runtime__idle_begin(struct core *c, struct idle *w, int fd, uint64_t deadli
 void runtime__idle_forget(struct idle *w)
 {
 	runtime__lazy_drop(&w->dl);
+	if (w->state != IDLE_NONE)
+		stat_add(&w->dl.timer.core->stats.idle, -1);
 	w->state = IDLE_NONE;
 }

@@ -245,6 +245,12 @@ unsigned runtime_stats(const struct runtime *rt, struct runtime_core_stats *core
 			.wakeups_written = atomic_load_explicit(&s->wakeups, memory_order_relaxed),
 			.stream_fallbacks =
 				atomic_load_explicit(&s->stream_fallbacks, memory_order_relaxed),
+			.context_switches = atomic_load_explicit(&s->switches, memory_order_relaxed),
+			.run_queue = atomic_load_explicit(&s->ready, memory_order_relaxed),
+			.idle_conns = atomic_load_explicit(&s->idle, memory_order_relaxed),
+			.stacks_cached = atomic_load_explicit(&s->stacks_cached, memory_order_relaxed),
+			.cq_overflows = atomic_load_explicit(&s->cq_overflows, memory_order_relaxed),
+			.stalls = atomic_load_explicit(&s->stalls, memory_order_relaxed),
 		};
 	}
 	if (pool)

@@ -283,6 +283,7 @@ int runtime__stack_alloc(struct core *c, struct stack *s)
 		return -ENOMEM;
 	if (c->stacks.resident.len) {
 		*s = c->stacks.resident.v[--c->stacks.resident.len];
+		stat_add(&c->stats.stacks_cached, -1);
 		if (c->stacks.resident.len < c->stacks.resident_low)
 			c->stacks.resident_low = (unsigned)c->stacks.resident.len;
 		return 0;
@@ -358,6 +359,7 @@ static void release_unused(struct core *c, unsigned n)
 	memmove(v + from, v + c->stacks.resident_low, (c->stacks.resident.len - c->stacks.resident_low) * sizeof(*v));
 	c->stacks.resident.len -= n;
 	c->stacks.resident_low -= n;
+	stat_add(&c->stats.stacks_cached, -(int64_t)n);
 }
 
 /* A period starts: what stays unused all through it decays. */
@@ -398,6 +400,7 @@ void runtime__stack_free(struct core *c, const struct stack *s)
 {
 	handle_retire(s);
 	c->stacks.resident.v[c->stacks.resident.len++] = *s;
+	stat_add(&c->stats.stacks_cached, 1);
 	if (c->stacks.resident.len > c->rt->cfg.stack_cache && c->stacks.decay.state != TIMER_ARMED)
 		decay_arm(c);
 }

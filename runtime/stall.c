@@ -125,6 +125,7 @@ static void check_core(struct stall_detector *d, unsigned i, uint64_t now, uint6
 	uint64_t id = atomic_load_explicit(&w->fiber_id, memory_order_relaxed);
 	if (id && !s->reported && now - s->since >= limit) {
 		s->reported = true;
+		atomic_fetch_add_explicit(&d->rt->cores[i].stats.stalls, 1, memory_order_relaxed);
 		report(d, i, id, now - s->since, now);
 	}
 }

@@ -995,6 +995,10 @@ static int uring_poll(struct core *c, bool wait)
 		wait = false; /* reaped something: fibers have work */
 	}
 	u->turn_cqes = reap_all(c);
+	/* Completions the CQ had no room for wait in the kernel (NODROP):
+	 * a turn that leaves some behind is counted, a sign the CQ is small. */
+	if (unlikely(IO_URING_READ_ONCE(*u->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW))
+		stat_add(&c->stats.cq_overflows, 1);
 	return 0;
 }
 
