@@ -52,10 +52,10 @@ check_lib() {
 	[ "$soname" = "$name.so.0" ]; result "soname $name.so.0 (got '$soname')" $?
 }
 
-# libruntime: runtime.h and the toolkit's header it includes;
+# libruntime: runtime.h, the toolkit's header it includes, runtime_metrics.h;
 # libruntime-tls: runtime_tls.h; libruntime-http: runtime_http.h.
 check_lib libruntime runtime/libruntime.map RUNTIME_0 "$srcdir/include/runtime.h" \
-	"$srcdir/include/runtime_toolkit.h"
+	"$srcdir/include/runtime_toolkit.h" "$srcdir/include/runtime_metrics.h"
 check_lib libruntime-tls tls/libruntime-tls.map RUNTIME_TLS_0 "$srcdir/include/runtime_tls.h"
 check_lib libruntime-http http/libruntime-http.map RUNTIME_HTTP_0 "$srcdir/include/runtime_http.h"
 
