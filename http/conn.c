@@ -86,6 +86,8 @@ static inline __attribute__((always_inline)) int write_out(struct http_conn *c, 
 		rc = write_on(c, p, len, done);
 	if (rc < 0)
 		c->broken = true;
+	else
+		http_count_n(&c->core->bytes_out, len);
 	return rc < 0 ? (int)rc : 0;
 }
 
@@ -153,8 +155,10 @@ static inline __attribute__((always_inline)) ssize_t fill(struct http_conn *c, u
 		return -ENOBUFS;
 	http_read_deadline(c, deadline);
 	ssize_t n = runtime_conn_read(c->rc, c->in + c->in_len, c->in_size - c->in_len);
-	if (n > 0)
+	if (n > 0) {
 		c->in_len += (size_t)n;
+		http_count_n(&c->core->bytes_in, (uint64_t)n);
+	}
 	return n;
 }
 
@@ -195,6 +199,10 @@ static int next_head(struct http_conn *c, struct http_request *head)
 		 * leave, and so does the next request to come; a head begun
 		 * gets header_timeout from when its first bytes were seen. */
 		uint64_t now = runtime_now();
+		if (c->started) { /* the last request's answer is queued */
+			http_duration(c->core, now - c->started);
+			c->started = 0;
+		}
 		if (avail && !c->head_start)
 			c->head_start = now;
 		uint64_t idle_end = deadline_after(now, cfg->idle_timeout_ns);
@@ -312,6 +320,28 @@ static __attribute__((noinline)) bool h2c(const struct http_conn *c)
 	       runtime__h2_preface(c->in, c->in_len);
 }
 
+/* The metrics of a request parsed: its method's class, and its start,
+ * which ends the one before if a pipelined burst held both (else
+ * next_head's clock read ends it: one clock read a request). */
+static inline void request_timed(struct http_conn *c, const struct http_request *h)
+{
+	uint64_t now = runtime_now();
+
+	http_count(&c->core->methods[http_method_class(h->method.p, h->method.len)]);
+	if (c->started)
+		http_duration(c->core, now - c->started);
+	c->started = now;
+}
+
+/* The connection closes after this request: its duration ends now. */
+static __attribute__((noinline)) int request_last(struct http_conn *c)
+{
+	if (c->started)
+		http_duration(c->core, runtime_now() - c->started);
+	c->started = 0;
+	return -1;
+}
+
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
  * for the next with no fiber, 2: serve HTTP/2. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req,
@@ -333,6 +363,8 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 		return -1;
 	}
 	http_count(&c->core->requests);
+	if (c->timed)
+		request_timed(c, &req->head);
 	request_init(req, c, (size_t)rc);
 	http_response_ready(res, req);
 	rc = srv->cfg.handler(req, res, srv->cfg.arg);
@@ -343,8 +375,8 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 	c->keep = 0;
 	c->head_start = 0;
 	if (c->after_each && after_each(c, req, res, rc) < 0)
-		return -1;
-	return rc < 0 || res->close || c->broken ? -1 : 0;
+		return request_last(c);
+	return rc < 0 || res->close || c->broken ? request_last(c) : 0;
 }
 
 struct http_conn *runtime__http_conn_new(struct runtime_http_server *srv, struct runtime_conn *rc)
@@ -361,6 +393,7 @@ struct http_conn *runtime__http_conn_new(struct runtime_http_server *srv, struct
 	c->idle = -1;
 	c->idle_end = c->wr_end = c->wr_told = 0;
 	c->rd_deadline = HTTP_DEADLINE_UNKNOWN;
+	c->timed = !srv->cfg.no_metrics;
 	c->srv = srv;
 	c->core = core;
 	c->rc = rc;

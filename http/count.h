@@ -14,4 +14,11 @@ static inline void http_count(_Atomic uint64_t *n)
 	                      memory_order_relaxed);
 }
 
+/* As http_count, + k. */
+static inline void http_count_n(_Atomic uint64_t *n, uint64_t k)
+{
+	atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + k,
+	                      memory_order_relaxed);
+}
+
 #endif

@@ -409,4 +409,6 @@ void runtime__h2_stream_start(struct h2_stream *s)
 	h->live++;
 	h->spawned = true;
 	http_count(&h->core->requests);
+	if (!h->srv->cfg.no_metrics)
+		http_count(&h->core->methods[http_method_class(s->method.p, s->method.len)]);
 }

@@ -87,8 +87,16 @@ struct http_head_start {
  * only the core's thread touches - its connection buffers and the response
  * cache, kept here rather than per thread so that neither a second server
  * nor a late dlopen's static TLS is a concern. */
+#define HTTP_METHOD_CLASSES 6   /* GET HEAD POST PUT DELETE, other */
+#define HTTP_DURATION_BUCKETS 16 /* runtime__http_duration_ns; +Inf after */
+
 struct http_core {
 	_Atomic uint64_t requests, rejected, responses[6];
+	/* For the metrics (metrics.c): bytes read and written on HTTP/1.1
+	 * connections; unless no_metrics, requests by method class and
+	 * their durations (head parsed to response queued, ns). */
+	_Atomic uint64_t bytes_in, bytes_out, methods[HTTP_METHOD_CLASSES];
+	_Atomic uint64_t duration[HTTP_DURATION_BUCKETS + 1], duration_ns;
 	struct http_buffers buffers;
 	struct http_head_start head;
 	time_t h2_date_second;       /* HTTP/2's Date value, made again when */
@@ -111,6 +119,35 @@ struct runtime_http_server {
 	                                connections end (the fuzz targets' drain,
 	                                which cannot drain their one runtime) */
 };
+
+/* The upper bounds of the duration buckets, ns (metrics.c). */
+extern const uint64_t runtime__http_duration_ns[HTTP_DURATION_BUCKETS];
+
+/* A method's class: 0 GET, 1 HEAD, 2 POST, 3 PUT, 4 DELETE, 5 other. */
+static inline unsigned http_method_class(const char *p, size_t len)
+{
+	switch (len) {
+	case 3:
+		return memcmp(p, "GET", 3) == 0 ? 0 : memcmp(p, "PUT", 3) == 0 ? 3 : 5;
+	case 4:
+		return memcmp(p, "HEAD", 4) == 0 ? 1 : memcmp(p, "POST", 4) == 0 ? 2 : 5;
+	case 6:
+		return memcmp(p, "DELETE", 6) == 0 ? 4 : 5;
+	}
+	return 5;
+}
+
+/* A request's duration into its core's histogram: most are fast, so the
+ * scan from the smallest bound ends after a compare or two. */
+static inline void http_duration(struct http_core *core, uint64_t ns)
+{
+	unsigned i = 0;
+
+	while (i < HTTP_DURATION_BUCKETS && ns > runtime__http_duration_ns[i])
+		i++;
+	http_count(&core->duration[i]);
+	http_count_n(&core->duration_ns, ns);
+}
 
 static inline bool http_stopping(const struct runtime_http_server *srv)
 {
@@ -143,6 +180,8 @@ struct http_conn {
 	bool after_each;             /* the server's on_response or no_batch:
 	                                work after each answer (conn.c) */
 	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
+	bool timed;                  /* the server keeps metrics (!no_metrics) */
+	uint64_t started;            /* the request's start, 0: none timed */
 	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */
 	uint64_t rd_deadline;        /* what runtime_conn_set_read_deadline was

@@ -146,6 +146,15 @@ uint16_t runtime_http_server_port(const struct runtime_http_server *srv)
 	return srv ? runtime_server_port(srv->base) : 0;
 }
 
+/* 100 us to 10 s, a 1-2.5-5 series: aggregatable, and a fast request's
+ * scan ends at the first bounds. Here, with the server: the fuzz targets
+ * build the server alone. */
+const uint64_t runtime__http_duration_ns[HTTP_DURATION_BUCKETS] = {
+	100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000, 25000000,
+	50000000, 100000000, 250000000, 500000000, 1000000000, 2500000000, 5000000000,
+	10000000000,
+};
+
 static uint64_t load(const _Atomic uint64_t *n)
 {
 	return atomic_load_explicit(n, memory_order_relaxed);

@@ -103,6 +103,9 @@ struct runtime_http_server_config {
 	                               preface is then a bad request: 400) */
 	unsigned h2_max_streams;    /* handlers at once per HTTP/2 connection,
 	                               SETTINGS_MAX_CONCURRENT_STREAMS (100) */
+	int no_metrics;             /* nonzero: no request-duration histogram
+	                               nor method classes (they cost a clock
+	                               read a request); the other counts stay */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */
@@ -532,6 +535,49 @@ struct runtime_http_client_stats {
  * at one instant). Any thread. Zeroed for a NULL cl. */
 RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
                                            struct runtime_http_client_stats *st);
+
+/* =============================================================== metrics */
+
+struct runtime_metrics;
+
+/*
+ * The server's figures into a registry (<runtime_metrics.h>), with a label
+ * server="name": its connections' (runtime_metrics_add_server), and
+ * runtime_http_server_requests_total{method} (GET, HEAD, POST, PUT,
+ * DELETE, other), _responses_total{code} (1xx..5xx), _rejected_total,
+ * _received_bytes_total, _sent_bytes_total (HTTP/1.1) and
+ * _request_duration_seconds, a histogram of 16 buckets from 100 us to
+ * 10 s (HTTP/1.1: head parsed to response queued). The server counts
+ * them per core as it serves; a render sums them. Methods and durations
+ * are not counted with no_metrics. srv must outlive the registry's
+ * renders. Any thread. Returns 0, -EINVAL, -EEXIST (that name again),
+ * -ENOSPC, -ENOMEM.
+ */
+RUNTIME_API int runtime_http_metrics_add_server(struct runtime_metrics *reg,
+                                                const struct runtime_http_server *srv,
+                                                const char *name);
+
+/*
+ * The client's figures, from runtime_http_client_stats, with a label
+ * client="name": runtime_http_client_requests_total, _pool_hits_total (requests on a
+ * pooled connection), _pool_misses_total (new connections),
+ * _retries_total, _pool_dropped_total, _h2_requests_total. cl must
+ * outlive the registry's renders. Any thread. Returns 0, -EINVAL,
+ * -ENOSPC, -ENOMEM.
+ */
+RUNTIME_API int runtime_http_metrics_add_client(struct runtime_metrics *reg,
+                                                const struct runtime_http_client *cl,
+                                                const char *name);
+
+/*
+ * A handler (runtime_http_handler) that answers any request with the
+ * exposition of the registry arg points at (runtime_metrics_render):
+ * 200, Content-Type "text/plain; version=0.0.4; charset=utf-8". Route
+ * "/metrics" to it. Its fiber renders: about 0.1 us per series and
+ * core, on its core. Returns as runtime_http_respond; -ENOMEM (500).
+ */
+RUNTIME_API int runtime_http_metrics_handler(struct runtime_http_request *req,
+                                             struct runtime_http_response *res, void *reg);
 
 #ifdef __cplusplus
 }

@@ -72,9 +72,12 @@ RUNTIME_API void runtime_metrics_destroy(struct runtime_metrics *reg);
 /*
  * Register a metric, in one call. *m is the series to record into; for a
  * metric with labels it is the family, which records nowhere: take a
- * label set's series with runtime_metric_series. Any thread. Returns 0;
- * -EINVAL (a NULL argument, a bad name, label name, type or bucket list),
- * -EEXIST (the name is taken), -ENOSPC (max_cells used up), -ENOMEM.
+ * label set's series with runtime_metric_series. A name registered
+ * before with the same type, label names and buckets gives that metric
+ * again (so that libraries may share a family); with another shape it is
+ * -EEXIST. Any thread. Returns 0; -EINVAL (a NULL argument, a bad name,
+ * label name, type or bucket list), -EEXIST, -ENOSPC (max_cells used
+ * up), -ENOMEM.
  */
 RUNTIME_API int runtime_metrics_register(struct runtime_metrics *reg,
                                          const struct runtime_metric_desc *desc,
@@ -115,6 +118,16 @@ RUNTIME_API void runtime_metric_sub(struct runtime_metric *m, uint64_t n);
 RUNTIME_API void runtime_metric_set(struct runtime_metric *m, int64_t v);
 RUNTIME_API void runtime_metric_observe(struct runtime_metric *m, double v);
 
+/*
+ * A histogram mirroring one kept elsewhere, from a collector: its
+ * shared block's bucket counts become counts[0 .. nbuckets] (not
+ * cumulative, +Inf last) and its sum sum. As _set, a series is meant to
+ * be set or observed into, not both. Any thread; NULL, or not a
+ * histogram: nothing.
+ */
+RUNTIME_API void runtime_metric_set_buckets(struct runtime_metric *m, const uint64_t *counts,
+                                            double sum);
+
 /* The value now, summed over the blocks (a counter's as unsigned, a
  * gauge's signed, a histogram's count). Any thread. 0 for NULL. */
 RUNTIME_API int64_t runtime_metric_value(const struct runtime_metric *m);
@@ -123,11 +136,13 @@ RUNTIME_API int64_t runtime_metric_value(const struct runtime_metric *m);
  * Call fn(reg, arg) at the start of every render, before anything is
  * read: a collector that sets series from counts kept elsewhere (the
  * built-ins are such). It may run on any thread, and in two renders at
- * once; it must not render. Any thread. Returns 0, -EINVAL, -ENOMEM.
+ * once; it must not render. release(arg), if not NULL, runs at
+ * runtime_metrics_destroy (also when this call fails). Any thread.
+ * Returns 0, -EINVAL, -ENOMEM.
  */
 RUNTIME_API int runtime_metrics_on_collect(struct runtime_metrics *reg,
                                            void (*fn)(struct runtime_metrics *reg, void *arg),
-                                           void *arg);
+                                           void *arg, void (*release)(void *arg));
 
 /*
  * The exposition (Prometheus text 0.0.4: "# HELP", "# TYPE", then each

@@ -73,7 +73,11 @@ START_TEST(test_metrics_bad_input)
 	ck_assert_int_eq(runtime_metrics_register(reg, &d, &m), -EINVAL);
 	d.type = RUNTIME_METRIC_COUNTER;
 	ck_assert_int_eq(runtime_metrics_register(reg, &d, &m), 0);
-	ck_assert_int_eq(runtime_metrics_register(reg, &d, &m), -EEXIST);
+	ck_assert_int_eq(runtime_metrics_register(reg, &d, &s), 0);
+	ck_assert_ptr_eq(s, m); /* the same shape: the same family */
+	d.type = RUNTIME_METRIC_GAUGE;
+	ck_assert_int_eq(runtime_metrics_register(reg, &d, &s), -EEXIST);
+	d.type = RUNTIME_METRIC_COUNTER;
 	ck_assert_int_eq(runtime_metric_series(m, NULL, &s), -EINVAL);
 	ck_assert_int_eq(runtime_metric_series(m, (const char *const[]){ NULL }, &s), -EINVAL);
 	ck_assert_int_eq(runtime_metric_series(NULL, ok, &s), -EINVAL);
@@ -84,7 +88,7 @@ START_TEST(test_metrics_bad_input)
 	runtime_metric_observe(s, 1);            /* not a histogram */
 	runtime_metric_sub(s, 1);                /* not a gauge */
 	ck_assert_int_eq(runtime_metric_value(s), 0);
-	ck_assert_int_eq(runtime_metrics_on_collect(reg, NULL, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_metrics_on_collect(reg, NULL, NULL, NULL), -EINVAL);
 	ck_assert_int_eq(runtime_metrics_render(NULL, NULL, 0), -EINVAL);
 	ck_assert_int_eq(runtime_metrics_render(reg, NULL, 5), -EINVAL);
 	ck_assert_int_eq(runtime_metrics_render_alloc(reg, NULL, NULL), -EINVAL);

@@ -244,18 +244,20 @@ static int family_publish(struct runtime_metrics *reg, struct metric_family *f)
 
 static bool same_shape(const struct metric_family *f, const struct runtime_metric_desc *d)
 {
-	if (f->type != d->type || (int)f->nlabels != labels_count(d))
+	if (f->type != d->type || (int)f->nlabels != labels_count(d) ||
+	    f->nbuckets != (d->type == RUNTIME_METRIC_HISTOGRAM ? d->nbuckets : 0))
 		return false;
+	for (unsigned i = 0; i < f->nbuckets; i++)
+		if (f->bounds[i] != d->buckets[i])
+			return false;
 	for (unsigned i = 0; i < f->nlabels; i++)
 		if (strcmp(f->label_names[i], d->labels[i]) != 0)
 			return false;
 	return true;
 }
 
-/* Register d; an existing family of that name is -EEXIST, or (reuse, for
- * the built-ins) returned if it has d's shape. */
-static int do_register(struct runtime_metrics *reg, const struct runtime_metric_desc *d,
-                       struct runtime_metric **m, bool reuse)
+int runtime_metrics_register(struct runtime_metrics *reg, const struct runtime_metric_desc *d,
+                             struct runtime_metric **m)
 {
 	if (!reg || !d || !m || !desc_ok(d))
 		return -EINVAL;
@@ -264,7 +266,7 @@ static int do_register(struct runtime_metrics *reg, const struct runtime_metric_
 		return -ENOMEM;
 	pthread_mutex_lock(&reg->lock);
 	struct metric_family *old = family_find(reg, d->name);
-	int rc = old ? (reuse && same_shape(old, d) ? 1 : -EEXIST) : family_publish(reg, f);
+	int rc = old ? (same_shape(old, d) ? 1 : -EEXIST) : family_publish(reg, f);
 	pthread_mutex_unlock(&reg->lock);
 	if (rc != 0)
 		family_free(f);
@@ -272,18 +274,6 @@ static int do_register(struct runtime_metrics *reg, const struct runtime_metric_
 		return rc;
 	*m = rc == 1 ? &old->root : &f->root;
 	return 0;
-}
-
-int runtime_metrics_register(struct runtime_metrics *reg, const struct runtime_metric_desc *desc,
-                             struct runtime_metric **m)
-{
-	return do_register(reg, desc, m, false);
-}
-
-int runtime__metrics_family(struct runtime_metrics *reg, const struct runtime_metric_desc *d,
-                            struct runtime_metric **m)
-{
-	return do_register(reg, d, m, true);
 }
 
 int runtime_metrics_counter(struct runtime_metrics *reg, const char *name, const char *help,
@@ -387,16 +377,17 @@ int runtime__metrics_series_new(struct runtime_metric *family, const char *const
 	return series_of(family, values, true, series);
 }
 
-int runtime__metrics_collector(struct runtime_metrics *reg,
+int runtime_metrics_on_collect(struct runtime_metrics *reg,
                                void (*fn)(struct runtime_metrics *reg, void *arg), void *arg,
                                void (*free_arg)(void *arg))
 {
 	struct metrics_collector *c;
 
-	if (!reg || !fn)
-		return -EINVAL;
-	if (!(c = calloc(1, sizeof(*c))))
-		return -ENOMEM;
+	if (!reg || !fn || !(c = calloc(1, sizeof(*c)))) {
+		if (free_arg)
+			free_arg(arg);
+		return !reg || !fn ? -EINVAL : -ENOMEM;
+	}
 	c->fn = fn;
 	c->arg = arg;
 	c->free_arg = free_arg;
@@ -408,12 +399,6 @@ int runtime__metrics_collector(struct runtime_metrics *reg,
 	reg->last_collector = c;
 	pthread_mutex_unlock(&reg->lock);
 	return 0;
-}
-
-int runtime_metrics_on_collect(struct runtime_metrics *reg,
-                               void (*fn)(struct runtime_metrics *reg, void *arg), void *arg)
-{
-	return runtime__metrics_collector(reg, fn, arg, NULL);
 }
 
 /* ------------------------------------------------------------ recording */
@@ -503,6 +488,17 @@ void runtime_metric_observe(struct runtime_metric *m, double v)
 		i++;
 	cell_add(m, i, 1);
 	cell_add_double(m, f->nbuckets + 1, v);
+}
+
+void runtime_metric_set_buckets(struct runtime_metric *m, const uint64_t *counts, double sum)
+{
+	if (!m || m->type != RUNTIME_METRIC_HISTOGRAM || !counts)
+		return;
+	_Atomic uint64_t *shared = metrics_block(m->reg, m->reg->ncores) + m->cell;
+	unsigned n = m->family->nbuckets;
+	for (unsigned i = 0; i <= n; i++)
+		atomic_store_explicit(&shared[i], counts[i], memory_order_relaxed);
+	atomic_store_explicit(&shared[n + 1], bits_of(sum), memory_order_relaxed);
 }
 
 uint64_t runtime__metrics_sum(const struct runtime_metric *m, unsigned k)

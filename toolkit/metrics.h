@@ -96,15 +96,9 @@ static inline _Atomic uint64_t *metrics_block(const struct runtime_metrics *reg,
 uint64_t runtime__metrics_sum(const struct runtime_metric *m, unsigned k);
 double runtime__metrics_sum_double(const struct runtime_metric *m, unsigned k);
 
-/* A family of the built-ins: registered, or the one of that name if it
- * has the same shape; and the series of one label value of it. */
-int runtime__metrics_family(struct runtime_metrics *reg, const struct runtime_metric_desc *d,
-                            struct runtime_metric **m);
+/* runtime_metric_series, for a label set not made before. */
 int runtime__metrics_series_new(struct runtime_metric *family, const char *const *values,
                                 struct runtime_metric **series); /* -EEXIST: there */
-/* runtime_metrics_on_collect, the registry freeing arg at destroy. */
-int runtime__metrics_collector(struct runtime_metrics *reg,
-                               void (*fn)(struct runtime_metrics *reg, void *arg), void *arg,
-                               void (*free_arg)(void *arg));
+
 
 #endif

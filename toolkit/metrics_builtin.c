@@ -109,7 +109,7 @@ static int core_family(struct runtime_metrics *reg, const struct core_figure *fi
 	for (unsigned k = 0; rc == 0 && k < reg->ncores; k++) {
 		char core[16];
 		snprintf(core, sizeof(core), "%u", k);
-		rc = runtime_metric_series(family, (const char *const[]){ core }, &series[k]);
+		rc = runtime__metrics_series_new(family, (const char *const[]){ core }, &series[k]);
 	}
 	return rc;
 }
@@ -133,11 +133,11 @@ int runtime_metrics_add_runtime(struct runtime_metrics *reg)
 		                                 .help = offload_figures[i].help };
 		rc = runtime_metrics_register(reg, &d, &rf->offload[i]);
 	}
-	if (rc == 0)
-		rc = runtime__metrics_collector(reg, runtime_collect, rf, free);
-	if (rc < 0)
+	if (rc < 0) {
 		free(rf); /* families made stay, empty or never set: harmless */
-	return rc;
+		return rc;
+	}
+	return runtime_metrics_on_collect(reg, runtime_collect, rf, free);
 }
 
 /* -------------------------------------------------------------- servers */
@@ -195,14 +195,14 @@ int runtime_metrics_add_server(struct runtime_metrics *reg, const struct runtime
 		                                 .name = server_figures[i].name,
 		                                 .help = server_figures[i].help, .labels = labels };
 		struct runtime_metric *family;
-		rc = runtime__metrics_family(reg, &d, &family);
+		rc = runtime_metrics_register(reg, &d, &family);
 		if (rc == 0)
 			rc = runtime__metrics_series_new(family, (const char *const[]){ name },
 			                                 &sf->series[i]);
 	}
-	if (rc == 0)
-		rc = runtime__metrics_collector(reg, server_collect, sf, free);
-	if (rc < 0)
+	if (rc < 0) {
 		free(sf);
-	return rc;
+		return rc;
+	}
+	return runtime_metrics_on_collect(reg, server_collect, sf, free);
 }

@@ -32,5 +32,6 @@ void server_http_config(struct server *sv, struct runtime_http_server_config *cf
 	cfg->server_name = "runtime-demo";
 	cfg->on_response = o->access_log ? access_log : NULL;
 	cfg->no_batch = o->no_batch;
+	cfg->no_metrics = o->no_metrics;
 	cfg->file_copy = o->file_copy;
 }

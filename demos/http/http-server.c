@@ -37,9 +37,11 @@ static void usage(FILE *to)
 	        "                   [--release-after MS|never]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
-	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy\n"
-	        "turn off the receive stream, the listener, response batching, splice.\n"
-	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, files under\n"
+	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy,\n"
+	        "--no-metrics turn off the receive stream, the listener, response batching,\n"
+	        "splice, the request-duration histogram and method counts.\n"
+	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, /metrics\n"
+	        "(Prometheus), files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
@@ -68,6 +70,7 @@ static int parse_options(int argc, char **argv)
 		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
 		{ "plain-recv", 0, NULL, 'P' }, { "plain-accept", 0, NULL, 'A' },
 		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
+		{ "no-metrics", 0, NULL, 'M' },
 		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
@@ -100,6 +103,7 @@ static int parse_options(int argc, char **argv)
 		case 'A': o->plain_accept = true; break;
 		case 'B': o->no_batch = true; break;
 		case 'C': o->file_copy = true; break;
+		case 'M': o->no_metrics = true; break;
 		case 'T': o->tls_cert = optarg; break;
 		case 'K': o->tls_key = optarg; break;
 		case 'H': usage(stdout); return 0;
@@ -128,6 +132,9 @@ static int serve(void)
 	int rc = runtime_http_serve(srv.rt, &cfg, &srv.http);
 	if (rc == 0)
 		srv.opt.port = runtime_http_server_port(srv.http);
+	if (rc == 0 && (rc = runtime_metrics_create(srv.rt, 0, &srv.metrics)) == 0 &&
+	    (rc = runtime_metrics_add_runtime(srv.metrics)) == 0)
+		rc = runtime_http_metrics_add_server(srv.metrics, srv.http, "demo");
 	return rc;
 }
 
@@ -178,6 +185,7 @@ int main(int argc, char **argv)
 	struct runtime_http_server_stats st;
 	runtime_http_server_stats(srv.http, &st);
 	uint64_t requests = st.requests;
+	runtime_metrics_destroy(srv.metrics);
 	runtime_http_server_destroy(srv.http);
 	runtime_destroy(srv.rt);
 	runtime_tls_destroy(srv.tls);

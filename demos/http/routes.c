@@ -4,7 +4,8 @@
  * test), /echo (the request body back), /delay?ms=N (after N ms, on a
  * runtime timer), /limited (a scarce backend behind a resource pool: a
  * short wait for a slot, else 503), /stats (the runtime's counters as
- * JSON), and static files under --root for everything else. Routed by
+ * JSON), /metrics (the runtime's and the server's, for Prometheus:
+ * runtime_http_metrics_handler), and static files under --root for everything else. Routed by
  * the target's path, of an absolute-form target too. The routes with work
  * of their own are kept out of line (noinline), so that route's own frame
  * stays small for the answers it makes at once.
@@ -178,13 +179,15 @@ static int get_only(struct server *srv, struct runtime_http_request *req,
 		return limited(srv, req, res);
 	if (is(path, "/stats"))
 		return stats(srv, res);
+	if (is(path, "/metrics"))
+		return runtime_http_metrics_handler(req, res, srv->metrics);
 	return serve_file(srv, req, res);
 }
 
 static bool get_resource(struct server *srv, struct runtime_http_slice path)
 {
 	return is(path, "/plaintext") || is(path, "/delay") || is(path, "/limited") ||
-	       is(path, "/stats") || file_exists(srv, path);
+	       is(path, "/stats") || is(path, "/metrics") || file_exists(srv, path);
 }
 
 static __attribute__((noinline)) int route_any(struct runtime_http_request *req,

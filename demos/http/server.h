@@ -11,6 +11,7 @@
 
 #include <runtime.h>
 #include <runtime_http.h>
+#include <runtime_metrics.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@ struct options {
 	bool plain_accept;        /* one accept per connection, no listener */
 	bool no_batch;            /* one send per response, even pipelined */
 	bool file_copy;           /* large files read and sent, not spliced */
+	bool no_metrics;          /* no method classes, no duration histogram */
 	const char *tls_cert, *tls_key; /* HTTPS: both, or neither */
 };
 
@@ -47,6 +49,7 @@ struct server {
 	struct runtime_tls_serve tls_serve; /* its handshakes (runtime_serve's layer) */
 	int root_fd;              /* --root, or -1 */
 	struct runtime_sem *backend; /* /limited's slots */
+	struct runtime_metrics *metrics; /* /metrics: the runtime's, the server's */
 };
 
 /* config.c: the library's settings for these options (the serve part
