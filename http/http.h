@@ -17,6 +17,7 @@
 #define RUNTIME_HTTP_INTERNAL_H
 
 #include <runtime_http.h>
+#include <runtime_metrics.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
@@ -120,7 +121,16 @@ struct runtime_http_server {
 	                                which cannot drain their one runtime) */
 };
 
-/* The upper bounds of the duration buckets, ns (metrics.c). */
+struct runtime_metrics;
+struct runtime_metric_desc;
+struct runtime_metric;
+/* The series of d's family for owner="name" (owner: server or client),
+ * and label="value" if label is not NULL (metrics.c). */
+int runtime__http_metric_series(struct runtime_metrics *reg, struct runtime_metric_desc *d,
+                                const char *owner, const char *name, const char *label,
+                                const char *value, struct runtime_metric **out);
+
+/* The upper bounds of the duration buckets, ns (server.c). */
 extern const uint64_t runtime__http_duration_ns[HTTP_DURATION_BUCKETS];
 
 /* A method's class: 0 GET, 1 HEAD, 2 POST, 3 PUT, 4 DELETE, 5 other. */

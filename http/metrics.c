@@ -1,17 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * metrics.c - the HTTP server's and client's figures as metrics, and the
- * handler that serves a registry's exposition. The server counts per
+ * metrics.c - the HTTP server's figures as metrics, and the handler that
+ * serves a registry's exposition (the client's: metrics_client.c). The server counts per
  * core as it serves (struct http_core: plain adds of one writer); a
  * collector sums them at each render and sets the registry's series, so
- * the registry costs a request nothing. The client's come from
- * runtime_http_client_stats: pool hits are requests sent on a pooled
- * connection (reused), misses new connections (connects).
+ * the registry costs a request nothing.
  */
 #include "http.h"
-#include "client.h"
 
-#include <runtime_metrics.h>
 #include <stdlib.h>
 
 static const char *const method_names[HTTP_METHOD_CLASSES] = {
@@ -70,9 +66,9 @@ static void server_collect(struct runtime_metrics *reg, void *arg)
 
 /* The series of d's family for owner="name" (owner: server or client),
  * and label="value" if label is not NULL. */
-static int series(struct runtime_metrics *reg, struct runtime_metric_desc *d, const char *owner,
-                  const char *name, const char *label, const char *value,
-                  struct runtime_metric **out)
+int runtime__http_metric_series(struct runtime_metrics *reg, struct runtime_metric_desc *d,
+                                const char *owner, const char *name, const char *label,
+                                const char *value, struct runtime_metric **out)
 {
 	const char *names[] = { owner, label, NULL };
 	struct runtime_metric *family;
@@ -91,22 +87,22 @@ static int server_families(struct runtime_metrics *reg, struct server_series *ss
 	int rc = 0;
 
 	for (unsigned k = 0; rc == 0 && k < HTTP_METHOD_CLASSES; k++)
-		rc = series(reg, COUNTER("runtime_http_server_requests_total", "Requests by method."),
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_requests_total", "Requests by method."),
 		            "server", name, "method", method_names[k], &ss->methods[k]);
 	for (unsigned k = 1; rc == 0 && k < 6; k++)
-		rc = series(reg, COUNTER("runtime_http_server_responses_total",
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_responses_total",
 		                         "Responses by status class (the parser's refusals too)."),
 		            "server", name, "code", code_names[k], &ss->codes[k]);
 	if (rc == 0)
-		rc = series(reg, COUNTER("runtime_http_server_rejected_total",
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_rejected_total",
 		                         "Requests the parser refused (4xx/5xx)."),
 		            "server", name, NULL, NULL, &ss->rejected);
 	if (rc == 0)
-		rc = series(reg, COUNTER("runtime_http_server_received_bytes_total",
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_received_bytes_total",
 		                         "Bytes read on HTTP/1.1 connections."),
 		            "server", name, NULL, NULL, &ss->bytes_in);
 	if (rc == 0)
-		rc = series(reg, COUNTER("runtime_http_server_sent_bytes_total",
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_sent_bytes_total",
 		                         "Bytes written on HTTP/1.1 connections (files spliced aside)."),
 		            "server", name, NULL, NULL, &ss->bytes_out);
 	for (unsigned i = 0; i < HTTP_DURATION_BUCKETS; i++)
@@ -115,7 +111,7 @@ static int server_families(struct runtime_metrics *reg, struct server_series *ss
 		.type = RUNTIME_METRIC_HISTOGRAM, .name = "runtime_http_server_request_duration_seconds",
 		.help = "HTTP/1.1 requests from their head parsed to their response queued.",
 		.buckets = bounds, .nbuckets = HTTP_DURATION_BUCKETS };
-	return rc == 0 ? series(reg, &d, "server", name, NULL, NULL, &ss->duration) : rc;
+	return rc == 0 ? runtime__http_metric_series(reg, &d, "server", name, NULL, NULL, &ss->duration) : rc;
 }
 
 int runtime_http_metrics_add_server(struct runtime_metrics *reg,
@@ -137,63 +133,6 @@ int runtime_http_metrics_add_server(struct runtime_metrics *reg,
 		return rc;
 	}
 	return runtime_metrics_on_collect(reg, server_collect, ss, free);
-}
-
-/* ------------------------------------------------------------- client */
-
-enum { CL_REQUESTS, CL_CONNECTS, CL_REUSED, CL_RETRIED, CL_DROPPED, CL_H2, CL_FIGURES };
-static const struct {
-	const char *name, *help;
-} client_figures[CL_FIGURES] = {
-	{ "runtime_http_client_requests_total", "Requests sent (each try, each redirect)." },
-	{ "runtime_http_client_pool_misses_total", "New connections made (none pooled)." },
-	{ "runtime_http_client_pool_hits_total", "Requests sent on a pooled connection." },
-	{ "runtime_http_client_retries_total", "Requests retried after a pooled one failed." },
-	{ "runtime_http_client_pool_dropped_total",
-	  "Pooled connections closed when taken (stale, closed, or sent bytes unasked)." },
-	{ "runtime_http_client_h2_requests_total", "Requests sent over HTTP/2." },
-};
-
-struct client_series {
-	const struct runtime_http_client *cl;
-	struct runtime_metric *m[CL_FIGURES];
-};
-
-static void client_collect(struct runtime_metrics *reg, void *arg)
-{
-	struct client_series *cs = arg;
-	struct runtime_http_client_stats st;
-
-	(void)reg;
-	runtime_http_client_stats(cs->cl, &st);
-	const uint64_t v[CL_FIGURES] = { st.requests, st.connects, st.reused,
-	                                 st.retried, st.dropped, st.h2_requests };
-	for (int i = 0; i < CL_FIGURES; i++)
-		runtime_metric_set(cs->m[i], (int64_t)v[i]);
-}
-
-int runtime_http_metrics_add_client(struct runtime_metrics *reg,
-                                    const struct runtime_http_client *cl, const char *name)
-{
-	struct client_series *cs;
-
-	if (!reg || !cl || !name)
-		return -EINVAL;
-	if (!(cs = calloc(1, sizeof(*cs))))
-		return -ENOMEM;
-	cs->cl = cl;
-	int rc = 0;
-	for (int i = 0; rc == 0 && i < CL_FIGURES; i++) {
-		struct runtime_metric_desc d = { .type = RUNTIME_METRIC_COUNTER,
-		                                 .name = client_figures[i].name,
-		                                 .help = client_figures[i].help };
-		rc = series(reg, &d, "client", name, NULL, NULL, &cs->m[i]);
-	}
-	if (rc < 0) {
-		free(cs);
-		return rc;
-	}
-	return runtime_metrics_on_collect(reg, client_collect, cs, free);
 }
 
 /* ------------------------------------------------------------ handler */
