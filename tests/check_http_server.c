@@ -4,8 +4,8 @@
  * every route, keep-alive and pipelining, HTTP/1.0, Expect: 100-continue,
  * static files (types, 304, and no way out of the root), every rejection
  * rule sent as raw bytes (the right status, then the connection closes),
- * limits, slow and half-closed clients, --max-conns, and a graceful stop
- * with a request in flight. Each test starts its own server (port 0: the
+ * limits, slow and half-closed clients, --max-conns, a graceful stop
+ * with a request in flight, and /metrics read as Prometheus would. Each test starts its own server (port 0: the
  * banner says which port) and stops it.
  */
 #include "testutil.h" /* skips and the suite's main; no runtime */
@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -642,6 +643,97 @@ START_TEST(test_http_curl_smoke)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- metrics */
+
+/* One exposition line: a sample (name{labels} value) with a known family,
+ * or a # HELP / # TYPE line. Returns the sample's value (NAN for a
+ * comment); fails the test on anything Prometheus would not read. */
+static double metrics_line(const char *line, char *families, size_t cap)
+{
+	char name[128], type[16];
+
+	if (sscanf(line, "# TYPE %127s %15s", name, type) == 2) {
+		ck_assert_msg(!strcmp(type, "counter") || !strcmp(type, "gauge") ||
+		              !strcmp(type, "histogram"), "type: %s", line);
+		strncat(families, name, cap - strlen(families) - 2);
+		strcat(families, " ");
+		return NAN;
+	}
+	if (!strncmp(line, "# HELP ", 7))
+		return NAN;
+	size_t n = strspn(line, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:");
+	ck_assert_msg(n > 0 && n < sizeof(name), "name: %s", line);
+	memcpy(name, line, n);
+	name[n] = '\0';
+	const char *v = line + n;
+	if (*v == '{') {
+		v = strstr(v, "} ");
+		ck_assert_msg(v, "labels: %s", line);
+		v++;
+	}
+	ck_assert_msg(*v == ' ', "no value: %s", line);
+	char *end;
+	double value = strtod(v + 1, &end);
+	ck_assert_msg(end > v + 1 && *end == '\0', "value: %s", line);
+	/* Its family was typed before it (a histogram's by its base name). */
+	char *suffix = strstr(name, "_bucket");
+	if (!suffix && !(suffix = strstr(name, "_sum")) && !(suffix = strstr(name, "_count")))
+		suffix = name + n;
+	char base[130];
+	snprintf(base, sizeof(base), " %.*s ", (int)(suffix - name), name);
+	char full[130];
+	snprintf(full, sizeof(full), " %s ", name);
+	ck_assert_msg(strstr(families, base) || strstr(families, full), "untyped: %s", line);
+	return value;
+}
+
+/* The value of the sample line starting with prefix ("name{labels} "). */
+static double metrics_value(const char *text, const char *prefix)
+{
+	const char *p = strstr(text, prefix);
+	ck_assert_msg(p, "no %s in:\n%s", prefix, text);
+	return strtod(p + strlen(prefix), NULL);
+}
+
+START_TEST(test_http_metrics_parsed)
+{
+	static char resp[1 << 16], text[1 << 16];
+	char families[8192] = " ";
+
+	start_server(NULL);
+	for (int i = 0; i < 3; i++)
+		raw("GET /plaintext HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	raw("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+	    resp, sizeof(resp));
+	raw("GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "200 OK") &&
+	              strstr(resp, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+	              "%.300s", resp);
+	const char *body = strstr(resp, "\r\n\r\n") + 4;
+	ck_assert_uint_eq(strlen(body), response_len(resp) - (size_t)(body - resp));
+	snprintf(text, sizeof(text), "%s", body);
+	int samples = 0;
+	for (char *save, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		samples += !isnan(metrics_line(line, families, sizeof(families)));
+	ck_assert_int_gt(samples, 50);
+	/* GET /metrics itself is counted (its head is), not yet answered. */
+	ck_assert_double_eq(metrics_value(body, "runtime_http_server_requests_total{server=\"demo\","
+	                                        "method=\"GET\"} "), 4);
+	ck_assert_double_eq(metrics_value(body, "runtime_http_server_requests_total{server=\"demo\","
+	                                        "method=\"POST\"} "), 1);
+	ck_assert_double_eq(metrics_value(body, "runtime_http_server_responses_total{server=\"demo\","
+	                                        "code=\"2xx\"} "), 4);
+	ck_assert_double_eq(metrics_value(body, "runtime_http_server_request_duration_seconds_count"
+	                                        "{server=\"demo\"} "), 4);
+	ck_assert_double_eq(metrics_value(body, "runtime_http_server_request_duration_seconds_bucket"
+	                                        "{server=\"demo\",le=\"+Inf\"} "), 4);
+	ck_assert_double_ge(metrics_value(body, "runtime_server_connections_accepted_total"
+	                                        "{server=\"demo\"} "), 5);
+	ck_assert_double_ge(metrics_value(body, "runtime_fibers_spawned_total{core=\"0\"} "), 5);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
 static Suite *http_suite(void)
 {
 	Suite *s = suite_create("http_server");
@@ -660,6 +752,7 @@ static Suite *http_suite(void)
 	tcase_add_loop_test(tc, test_http_chunked_framing_split_across_reads, 0, 2);
 	tcase_add_test(tc, test_http_graceful_stop);
 	tcase_add_test(tc, test_http_curl_smoke);
+	tcase_add_test(tc, test_http_metrics_parsed);
 	suite_add_tcase(s, tc);
 	return s;
 }
