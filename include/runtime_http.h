@@ -573,8 +573,8 @@ RUNTIME_API int runtime_http_metrics_add_client(struct runtime_metrics *reg,
  * A handler (runtime_http_handler) that answers any request with the
  * exposition of the registry arg points at (runtime_metrics_render):
  * 200, Content-Type "text/plain; version=0.0.4; charset=utf-8". Route
- * "/metrics" to it. Its fiber renders: about 0.1 us per series and
- * core, on its core. Returns as runtime_http_respond; -ENOMEM (500).
+ * "/metrics" to it. Its fiber renders, on its core, without yielding:
+ * about 50 ns a line with 8 cores (runtime_metrics_render). Returns as runtime_http_respond; -ENOMEM (500).
  */
 RUNTIME_API int runtime_http_metrics_handler(struct runtime_http_request *req,
                                              struct runtime_http_response *res, void *reg);
