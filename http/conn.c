@@ -320,12 +320,12 @@ static __attribute__((noinline)) bool h2c(const struct http_conn *c)
 	       runtime__h2_preface(c->in, c->in_len);
 }
 
-/* The metrics of a request parsed: its method's class, and its start,
- * which ends the one before if a pipelined burst held both (else
- * next_head's clock read ends it: one clock read a request). */
+/* The metrics of a request parsed: its method's class, and its start
+ * (the core's turn clock: no read of its own), which ends the one before
+ * if a pipelined burst held both (else next_head's clock read ends it). */
 static inline void request_timed(struct http_conn *c, const struct http_request *h)
 {
-	uint64_t now = runtime_now();
+	uint64_t now = runtime_now_coarse();
 
 	http_count(&c->core->methods[http_method_class(h->method.p, h->method.len)]);
 	if (c->started)

@@ -714,6 +714,15 @@ RUNTIME_API int runtime_dump(struct runtime *rt, FILE *out);
 
 /* CLOCK_MONOTONIC in nanoseconds. Any thread. */
 RUNTIME_API uint64_t runtime_now(void);
+/*
+ * runtime_now() as the calling core read it last: its loop reads the
+ * clock once a turn, before it polls for events, and after a wait the
+ * first call here reads it again - so it is at most a turn old (the run
+ * phase before, microseconds on a busy core), for timestamps where a
+ * clock read each would cost more than it tells. Never ahead of
+ * runtime_now(). Off a core's thread: runtime_now(). Any thread.
+ */
+RUNTIME_API uint64_t runtime_now_coarse(void);
 
 /*
  * Sleep for ns nanoseconds (a timer of the core; UINT64_MAX: until

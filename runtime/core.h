@@ -79,6 +79,8 @@ struct core {
 	                               (engine/uring.h, engine/epoll.c) */
 	unsigned index;
 	uint64_t now;               /* the clock, read once per loop turn */
+	bool now_fresh;             /* now was read since the core last waited
+	                               (else runtime_now_coarse reads it) */
 	struct sched sched;         /* fibers: what runs (fiber.h) */
 	struct core_inbox inbox;    /* other threads' work (inbox.h) */
 	struct timer_set timers;    /* timer.h */

@@ -196,8 +196,10 @@ static int core_loop(struct core *c)
 				return rc;
 		}
 		int rc = c->eng->poll(c, block);
-		if (block)
+		if (block) {
 			runtime__core_awake(c);
+			c->now_fresh = false; /* it waited: now is stale */
+		}
 		if (rc < 0)
 			return rc;
 	}

@@ -345,6 +345,19 @@ static inline void timers_check(const struct timer_set *ts)
  * that is due by the clock, read once for the turn (also when no timer is
  * armed: it dates the waits that begin in the next run phase, for
  * runtime_dump). */
+uint64_t runtime_now_coarse(void)
+{
+	struct core *c = runtime__tls_core;
+
+	if (!c)
+		return runtime_now();
+	if (!c->now_fresh) { /* the core waited since: read once for the turn */
+		c->now = runtime_now();
+		c->now_fresh = true;
+	}
+	return c->now;
+}
+
 void runtime__timers_run(struct core *c)
 {
 	for (struct qnode *n; (n = queue_pop(&c->timers.done));) {
@@ -354,6 +367,7 @@ void runtime__timers_run(struct core *c)
 	}
 	timers_check(&c->timers);
 	c->now = runtime_now();
+	c->now_fresh = true;
 	if (c->now < c->timers.lower)
 		return;
 	for (struct timer *t; (t = first_due(&c->timers)) && t->deadline <= c->now;) {
