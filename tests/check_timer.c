@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,52 @@ START_TEST(test_timer_sleep_lasts_as_asked)
 	ck_assert_int_eq(run_fiber(NULL, sleep_20ms, &s), 0);
 	ck_assert_int_eq(s.rc, 0);
 	ck_assert_uint_ge(s.elapsed, 20 * MS); /* never early; a sleep that never ends hangs */
+}
+END_TEST
+
+/* runtime_now_coarse after the core waited for I/O (no timer fired to
+ * read the clock on the way): the wait is in it, and it is not ahead. */
+struct coarse_state {
+	int fds[2];
+	uint64_t before, coarse, after;
+};
+
+static void *write_later(void *p)
+{
+	struct coarse_state *s = p;
+	usleep(20 * 1000);
+	if (write(s->fds[1], "x", 1) != 1)
+		abort();
+	return NULL;
+}
+
+static void coarse_after_a_wait(void *p)
+{
+	struct coarse_state *s = p;
+	char c;
+	pthread_t t;
+
+	s->before = runtime_now();
+	ck_assert_uint_le(runtime_now_coarse(), runtime_now());
+	ck_assert_int_eq(pthread_create(&t, NULL, write_later, s), 0);
+	ck_assert_int_eq(runtime_read(s->fds[0], &c, 1), 1);
+	s->coarse = runtime_now_coarse();
+	s->after = runtime_now();
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
+START_TEST(test_timer_now_coarse_sees_the_wait)
+{
+	struct coarse_state s = { { -1, -1 }, 0, 0, 0 };
+
+	ck_assert_int_eq(pipe(s.fds), 0);
+	ck_assert_int_eq(run_fiber(NULL, coarse_after_a_wait, &s), 0);
+	ck_assert_uint_ge(s.coarse, s.before + 20 * MS); /* read after the wait */
+	ck_assert_uint_le(s.coarse, s.after);
+	uint64_t off = runtime_now_coarse(); /* not a core's thread */
+	ck_assert_uint_ge(off, s.after);
+	close(s.fds[0]);
+	close(s.fds[1]);
 }
 END_TEST
 
@@ -783,6 +830,7 @@ static Suite *timer_suite(void)
 	tc = tcase_create("sleep");
 	tcase_set_timeout(tc, 10);
 	tcase_add_test(tc, test_timer_sleep_lasts_as_asked);
+	tcase_add_test(tc, test_timer_now_coarse_sees_the_wait);
 	tcase_add_test(tc, test_timer_deadline_cuts_sleep_short);
 	tcase_add_test(tc, test_timer_sleep_zero_and_past_deadline);
 	tcase_add_test(tc, test_timer_lazy_deadline_ends_each_wait_at_its_own);
