@@ -39,9 +39,12 @@ static bool reserve(struct metrics_text *t, size_t n)
 	return true;
 }
 
-/* What does not fit a fixed buffer is counted, not written. */
+/* What does not fit a fixed buffer is counted, not written. Nothing to
+ * put: nothing touched (the buffer may be NULL, for a length query). */
 void runtime__metrics_put(struct metrics_text *t, const char *s, size_t n)
 {
+	if (!n)
+		return;
 	if (reserve(t, n))
 		memcpy(t->p + t->len, s, n);
 	else if (t->len < t->cap)
