@@ -387,6 +387,25 @@ RUNTIME_API int runtime_on_drain(struct runtime *rt, void (*fn)(void *arg), void
  */
 RUNTIME_API int runtime_drain_on_signals(struct runtime *rt, uint64_t grace_ns);
 
+/*
+ * systemd's notification (sd_notify(3), written to the protocol: no
+ * libsystemd). Send state - newline-separated "KEY=value" lines such as
+ * "READY=1", "STOPPING=1", "STATUS=serving", "WATCHDOG=1" - in one
+ * datagram to the unix socket NOTIFY_SOCKET names (an absolute path, or
+ * '@' and an abstract name), read at each call. Never waits: a manager
+ * whose queue is full loses it. The runtime sends some itself: runtime_serve
+ * READY=1 once every core of a server listens (notify_ready), runtime_drain
+ * STOPPING=1, and each run WATCHDOG=1 every half of WATCHDOG_USEC (when
+ * WATCHDOG_PID is absent or this process) from core 0's loop, only while
+ * every core's loop turns - a fiber that never yields stops the pings, so
+ * the manager restarts the service. Any thread; not concurrently with
+ * setenv(3). Returns 1 (sent), 0 (NOTIFY_SOCKET unset or empty: nothing to
+ * do), -EINVAL (NULL or empty state; a NOTIFY_SOCKET that is no unix
+ * address, logged on stderr), or sendto(2)'s error (-EAGAIN,
+ * -ECONNREFUSED, -ENOENT...).
+ */
+RUNTIME_API int runtime_notify(const char *state);
+
 /* Free the runtime. Only after runtime_run() has returned (or never ran),
  * with no other thread still using it (while it runs, or from its own
  * fiber, destroy is refused as misuse and frees nothing). Fibers that never ran are discarded

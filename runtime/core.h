@@ -64,6 +64,15 @@ struct stall_watch {
 	_Atomic int tid;            /* the core's thread, while it runs */
 	_Atomic uint64_t switches;
 	_Atomic uint64_t fiber_id;  /* running now; 0: the core's loop */
+	bool count_turns;           /* the systemd watchdog is on (notify.c) */
+	_Atomic uint64_t turns;     /* loop turns, while count_turns */
+};
+
+/* The systemd watchdog (notify.c): core 0's timer, every period. */
+struct notify_watchdog {
+	uint64_t period;            /* ns; 0: off this run */
+	struct timer timer;
+	uint64_t *seen;             /* each core's turns at the last firing */
 };
 
 /*
@@ -124,6 +133,7 @@ struct runtime {
 	_Atomic unsigned dump_gen;  /* bumped by the dump signal */
 	struct stall_detector *stall;
 	struct drain *drain;        /* runtime_drain (drain.c) */
+	struct notify_watchdog watchdog;
 };
 
 static inline void stall_publish(struct core *c, const struct fiber *to)

@@ -110,6 +110,7 @@ int runtime_drain(struct runtime *rt, uint64_t grace_ns)
 	pthread_mutex_unlock(&d->lock);
 	if (!first)
 		return -EALREADY;
+	runtime_notify("STOPPING=1"); /* a service manager waits for the exit */
 	d->deadline = deadline_add(runtime_now(), grace_ns);
 	if (ch)
 		runtime_chan_close(ch);

@@ -183,6 +183,9 @@ static int may_block(struct core *c, bool *block)
 static int core_loop(struct core *c)
 {
 	while (!stopping(c->rt)) {
+		if (c->watch.count_turns) /* the watchdog's proof of life */
+			atomic_store_explicit(&c->watch.turns, atomic_load_explicit(
+			        &c->watch.turns, memory_order_relaxed) + 1, memory_order_relaxed);
 		runtime__run_ready(c);
 		if (inbox_has_work(c))
 			runtime__inbox_drain(c);
@@ -256,7 +259,9 @@ static int core_main(struct core *c)
 		pin(c);
 	int rc = core_start(c);
 	if (rc == 0) {
+		runtime__watchdog_start(c);
 		rc = core_loop(c);
+		runtime__watchdog_stop(c);
 		core_stop(c);
 	}
 	if (rc < 0)
@@ -327,7 +332,9 @@ int runtime_run(struct runtime *rt)
 	              pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved) == 0;
 	atomic_store(&rt->stop, false);
 	atomic_store_explicit(&rt->running, true, memory_order_release);
-	int rc = runtime__offload_start(rt);
+	int rc = runtime__watchdog_prepare(rt);
+	if (rc == 0)
+		rc = runtime__offload_start(rt);
 	if (rc == 0) {
 		rc = runtime__stall_start(rt);
 		if (rc == 0) {

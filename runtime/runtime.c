@@ -197,6 +197,7 @@ void runtime_destroy(struct runtime *rt)
 		core_free(&rt->cores[i]);
 	runtime__named_free(rt);
 	runtime__drain_free(rt);
+	runtime__watchdog_free(rt);
 	runtime__offload_free(rt);
 	runtime__shutdown_signals_release(rt);
 	runtime__signals_release();

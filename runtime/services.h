@@ -50,6 +50,12 @@ void runtime__signals_drain(struct runtime *rt, bool drain, uint64_t grace_ns);
 int runtime__stall_start(struct runtime *rt);
 void runtime__stall_stop(struct runtime *rt);
 
+/* notify.c: the systemd watchdog, per run */
+int runtime__watchdog_prepare(struct runtime *rt);
+void runtime__watchdog_start(struct core *c);
+void runtime__watchdog_stop(struct core *c);
+void runtime__watchdog_free(struct runtime *rt);
+
 /* named.c */
 int runtime__named_init(struct runtime *rt);
 void runtime__named_free(struct runtime *rt);
