@@ -559,6 +559,14 @@ struct runtime_serve_config {
 	void *layer_arg;       /* its argument */
 	runtime_serve_fn *handler;
 	void *arg;
+	const char *listen_name; /* socket activation (runtime_listen_fds):
+	                          serve on the inherited socket of this name
+	                          (LISTEN_FDNAMES); NULL: on the first one
+	                          untaken whose port is port (any, for port
+	                          0). No socket inherited, or none of that
+	                          port: bind as usual */
+	int notify_ready;      /* nonzero: runtime_notify("READY=1") once
+	                          every core's acceptor runs (default 1) */
 	uint64_t release_after_ns; /* nonzero: a read of a connection marked
 	                          idle (runtime_conn_set_idle) that has waited
 	                          this long - up to twice as long: a sweep per
@@ -566,6 +574,30 @@ struct runtime_serve_config {
 	                          hand the connection to runtime_conn_idle and
 	                          give its stack back (default 0: never) */
 };
+
+/*
+ * systemd's socket activation (sd_listen_fds(3), written to the protocol:
+ * no libsystemd). When LISTEN_PID is this process, take the LISTEN_FDS
+ * sockets it passed at fds 3 .. 3+LISTEN_FDS-1, with their LISTEN_FDNAMES
+ * names, into a process-wide table for runtime_serve, each checked (a
+ * listening stream socket) and marked close-on-exec, and unset the three
+ * variables so that children do not take them (a LISTEN_PID of another
+ * process is dropped so too). runtime_serve calls it; call it first to
+ * know, or to have bad values reported before anything starts. A
+ * runtime_serve with sockets inherited serves on one of them instead of
+ * binding, on every core: the one named listen_name - none untaken of
+ * that name is -ENOENT - or else the first whose port is the config's
+ * (any for port 0); with none of that port it binds as usual. The
+ * server owns the socket from then (it closes it when destroyed); the
+ * config's host is not checked (the manager chose the address), and a
+ * stop or drain leaves the socket listening for the manager. Any thread;
+ * not concurrently with getenv/setenv. Returns the number of sockets
+ * inherited (0: none, or none for us), or -EINVAL (a variable is not a
+ * number, LISTEN_FDS over 4096, LISTEN_FDNAMES does not name each fd, an
+ * fd is not a listening stream socket), -EBADF (an fd is not open),
+ * -ENOMEM; the reason is logged on stderr and nothing is taken.
+ */
+RUNTIME_API int runtime_listen_fds(void);
 
 /* The defaults above, handler NULL. Any thread. */
 RUNTIME_API void runtime_serve_config_init(struct runtime_serve_config *cfg);
@@ -577,7 +609,9 @@ struct runtime_server; /* opaque */
  * and the fibers are spawned (they run with runtime_run). From the
  * creating thread before runtime_run, or a fiber. The server lives until
  * runtime_server_destroy, after runtime_run has returned. Returns 0,
- * -EINVAL (NULL, no handler, a tls context that cannot serve),
+ * -EINVAL (NULL, no handler, a tls context that cannot serve; socket
+ * activation's errors: runtime_listen_fds), -ENOENT (no inherited socket
+ * has listen_name),
  * -ESHUTDOWN (shut down or draining), -ENOMEM,
  * or runtime_tcp_listen's error (-EADDRINUSE...); *srv is NULL and
  * nothing is left open then - except when some of the server's fibers

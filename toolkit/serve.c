@@ -18,6 +18,8 @@
 #include "toolkit.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +35,8 @@ struct core_conns {
 	struct runtime_timer sweep;
 	bool sweeping;              /* sweep armed, or its callback due */
 	bool drain_watched;         /* the watcher waits for the drain */
+	struct runtime_fiber *acceptor; /* inherited socket: the watcher's to cancel */
+	bool ending;                /* inherited socket: the watcher has seen the end */
 } __attribute__((aligned(64)));
 
 struct runtime_server {
@@ -47,6 +51,9 @@ struct runtime_server {
 	void *layer_arg;
 	unsigned ncores;
 	int *fds;                   /* each core's listening socket */
+	bool inherited;             /* fds: one socket activation's socket, dup'ed */
+	bool notify_ready;
+	_Atomic unsigned listening; /* acceptors started: READY=1 at ncores */
 	uint16_t port;
 	struct runtime_chan *stop;  /* closed by runtime_server_stop */
 	_Atomic bool stopped;
@@ -58,7 +65,7 @@ struct runtime_server {
 void runtime_serve_config_init(struct runtime_serve_config *cfg)
 {
 	if (cfg)
-		*cfg = (struct runtime_serve_config){ .nodelay = 1 };
+		*cfg = (struct runtime_serve_config){ .nodelay = 1, .notify_ready = 1 };
 }
 
 /* ------------------------------------------------------------ connections */
@@ -253,10 +260,15 @@ static void acceptor(void *arg)
 	struct runtime_server *srv = arg;
 	struct runtime_listener *l = NULL;
 
+	struct core_conns *cc = &srv->conns[runtime_core_index()];
+
 	if (!srv->plain_accept &&
 	    runtime_listener_open(&l, srv->fds[runtime_core_index()], SOCK_CLOEXEC) < 0)
 		return;
-	while (!atomic_load(&srv->stopped)) {
+	cc->acceptor = runtime_fiber_self();
+	if (atomic_fetch_add(&srv->listening, 1) + 1 == srv->ncores && srv->notify_ready)
+		runtime_notify("READY=1"); /* every core listens */
+	while (!atomic_load(&srv->stopped) && !cc->ending) {
 		struct sockaddr_storage peer;
 		socklen_t len = sizeof(peer);
 		int fd = next_connection(srv, l, &peer, &len);
@@ -272,6 +284,7 @@ static void acceptor(void *arg)
 				break;
 		}
 	}
+	cc->acceptor = NULL;
 	runtime_listener_close(l);
 }
 
@@ -281,6 +294,24 @@ static void close_idle(struct runtime_server *srv)
 	for (struct runtime_conn *c = srv->conns[runtime_core_index()].head; c; c = c->next)
 		if (c->idle && c->rd.fiber)
 			runtime_fiber_expire(c->rd.fiber);
+}
+
+/* A shutdown ends every core's accept on the socket at once; but an
+ * inherited socket is the service manager's too, and one shut down would
+ * stop listening for good - the next start of the service would find it
+ * dead - so there each core's acceptor is cancelled instead (or told, if
+ * it has not run yet: the same core, no race). */
+static void stop_accepting(struct runtime_server *srv)
+{
+	struct core_conns *cc = &srv->conns[runtime_core_index()];
+
+	if (!srv->inherited) {
+		shutdown(srv->fds[runtime_core_index()], SHUT_RD);
+		return;
+	}
+	cc->ending = true;
+	if (cc->acceptor)
+		runtime_fiber_cancel(cc->acceptor);
 }
 
 static void watcher(void *arg)
@@ -298,19 +329,54 @@ static void watcher(void *arg)
 	*watched = ops[1].chan != NULL;
 	int rc = runtime_chan_select(ops, ops[1].chan ? 2 : 1, -1);
 	*watched = false;
-	shutdown(srv->fds[runtime_core_index()], SHUT_RD); /* ends the accept */
+	stop_accepting(srv);
 	if (rc == 1 || runtime_draining(srv->rt))
 		close_idle(srv);
 }
 
 /* ---------------------------------------------------------------- start */
 
+static uint16_t socket_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	return ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+	                                      : ((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* Socket activation: the one inherited socket, shared by every core (a
+ * dup each, so that each core's fd closes on its own; the listeners see
+ * one socket and take turns, listener.c). nodelay sets TCP_NODELAY on
+ * it, for the connections to inherit (as the unit's NoDelay= would). */
+static int share_inherited(struct runtime_server *srv, int fd, int nodelay)
+{
+	int one = 1;
+
+	if (nodelay)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	srv->inherited = true;
+	srv->fds[0] = fd;
+	for (unsigned i = 1; i < srv->ncores; i++)
+		if ((srv->fds[i] = fcntl(fd, F_DUPFD_CLOEXEC, 3)) < 0)
+			return -errno;
+	srv->port = socket_port(fd);
+	return 0;
+}
+
 /* A socket per core, in one SO_REUSEPORT group: the first checks that no
- * other process holds the port (unless share_port), the others join it. */
+ * other process holds the port (unless share_port), the others join it.
+ * Unless socket activation passed a socket for cfg: then that one. */
 static int open_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
 {
 	unsigned flags = RUNTIME_LISTEN_REUSEPORT | (cfg->nodelay ? RUNTIME_LISTEN_NODELAY : 0);
 	uint16_t port = cfg->port;
+	int inherited, rc = runtime__listen_claim(cfg, &inherited);
+
+	if (rc != 0)
+		return rc < 0 ? rc : share_inherited(srv, inherited, cfg->nodelay);
 
 	for (unsigned i = 0; i < srv->ncores; i++) {
 		unsigned own = i == 0 && !cfg->share_port ? RUNTIME_LISTEN_EXCLUSIVE : 0;
@@ -318,11 +384,8 @@ static int open_sockets(struct runtime_server *srv, const struct runtime_serve_c
 		if (fd < 0)
 			return fd;
 		srv->fds[i] = fd;
-		struct sockaddr_storage ss;
-		socklen_t len = sizeof(ss);
-		if (!port && getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
-			port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-			                                      : ((struct sockaddr_in *)&ss)->sin_port);
+		if (!port)
+			port = socket_port(fd);
 	}
 	srv->port = port;
 	return 0;
@@ -367,6 +430,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->plain_accept = cfg->plain_accept;
 	srv->layer = cfg->layer;
 	srv->layer_arg = cfg->layer_arg;
+	srv->notify_ready = cfg->notify_ready;
 	srv->ncores = n;
 	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));

@@ -90,6 +90,9 @@ void runtime__serve_watch(struct runtime_conn *c);
  * the handler waits again. */
 void runtime__serve_resume(struct runtime_conn *c);
 
+/* activation.c: an inherited socket for runtime_serve. */
+int runtime__listen_claim(const struct runtime_serve_config *cfg, int *fd);
+
 /* conn.c: keep addr (len bytes) as the connection's peer; false if it
  * cannot (no memory for a long one): it stays unknown. */
 bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len);
