@@ -579,6 +579,18 @@ RUNTIME_API int runtime_http_metrics_add_client(struct runtime_metrics *reg,
 RUNTIME_API int runtime_http_metrics_handler(struct runtime_http_request *req,
                                              struct runtime_http_response *res, void *reg);
 
+/*
+ * A readiness handler (runtime_http_handler) for load balancers and
+ * systemd-less probes: 200 "ok" while serving, 503 "draining" (and the
+ * connection closes after it) from the moment a drain begins
+ * (runtime_drain; runtime_draining), so that a balancer stops sending
+ * before the sockets close. rt is the runtime to watch; NULL: the
+ * handler's own. Route "/healthz" or "/ready" to it. Returns as
+ * runtime_http_respond.
+ */
+RUNTIME_API int runtime_http_health_handler(struct runtime_http_request *req,
+                                            struct runtime_http_response *res, void *rt);
+
 #ifdef __cplusplus
 }
 #endif

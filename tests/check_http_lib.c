@@ -473,6 +473,12 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return host_of(req, res);
 	if (is(path, "/echobig"))
 		return echo_big(req, res);
+	if (is(path, "/healthz"))
+		return runtime_http_health_handler(req, res, NULL);
+	if (is(path, "/drain-then-health")) { /* a probe that meets a drain */
+		runtime_drain(runtime_current(), 5 * SEC);
+		return runtime_http_health_handler(req, res, rt);
+	}
 	if (is(path, "/nocontent"))
 		return runtime_http_respond(res, 204, NULL, NULL, 0);
 	if (is(path, "/notmodified")) {
@@ -976,6 +982,28 @@ START_TEST(test_drain_lets_a_body_finish)
 	r[0] = '\0';
 	ck_assert(read_until(fd, r, sizeof(r), "helloworld"));
 	ck_assert_msg(strstr(r, "200 OK") && strstr(r, "Connection: close\r\n"), "got: %s", r);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_end();
+}
+END_TEST
+
+/* The readiness handler: 200 while serving, 503 (and the close) once a
+ * drain has begun. */
+START_TEST(test_health_is_503_from_the_drain_on)
+{
+	char r[4096] = "";
+
+	serve_start();
+	int fd = dial();
+	send_str(fd, "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "ok\n"));
+	ck_assert_msg(strstr(r, "HTTP/1.1 200 OK"), "got: %s", r);
+	r[0] = '\0';
+	send_str(fd, "GET /drain-then-health HTTP/1.1\r\nHost: h\r\n\r\n");
+	ck_assert(read_until(fd, r, sizeof(r), "draining\n"));
+	ck_assert_msg(strstr(r, "HTTP/1.1 503 ") && strstr(r, "Connection: close\r\n"),
+	              "got: %s", r);
 	ck_assert(closed_by_server(fd));
 	close(fd);
 	serve_end();
@@ -2043,6 +2071,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_limits_and_stats);
 	tcase_add_test(tc, test_drain_closes_idle);
 	tcase_add_test(tc, test_drain_lets_a_body_finish);
+	tcase_add_test(tc, test_health_is_503_from_the_drain_on);
 	tcase_add_test(tc, test_idle_connections_release_their_fiber);
 	tcase_add_test(tc, test_buffers_stay_warm_then_decay);
 	tcase_add_test(tc, test_released_connection_times_out);
