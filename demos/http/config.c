@@ -19,6 +19,7 @@ void server_http_config(struct server *sv, struct runtime_http_server_config *cf
 	cfg->serve.max_conns = o->max_conns;
 	cfg->serve.plain_recv = o->plain_recv;
 	cfg->serve.plain_accept = o->plain_accept;
+	cfg->serve.listen_name = o->listen_name;
 	sv->tls_serve.tls = sv->tls;
 	if (sv->tls) /* HTTPS: each connection's handshake first */
 		runtime_tls_serve(&cfg->serve, &sv->tls_serve);

@@ -9,6 +9,12 @@
  * stops at once. With --tls-cert and --tls-key it serves HTTPS (ALPN
  * http/1.1; runtime_serve does each handshake); large files then go
  * through user space, not splice.
+ *
+ * Under systemd (examples/runtime-http.service and .socket) it serves on
+ * the socket the manager passes (socket activation; --listen-name picks
+ * it by name), says READY=1 once every core listens, STOPPING=1 at the
+ * drain, and pings the watchdog (WatchdogSec=) while every core turns:
+ * the library does each, the demo only asks for the socket by name.
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -25,6 +31,7 @@
 #define MS 1000000ull
 
 static struct server srv;
+static bool activated; /* systemd passed sockets (runtime_listen_fds) */
 
 /* -------------------------------------------------------------- startup */
 
@@ -37,11 +44,12 @@ static void usage(FILE *to)
 	        "                   [--release-after MS|never]\n"
 	        "                   [--access-log] [--fixed-files] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
+	        "                   [--listen-name NAME]  (systemd's socket of that name)\n"
 	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy,\n"
 	        "--no-metrics turn off the receive stream, the listener, response batching,\n"
 	        "splice, the request-duration histogram and method counts.\n"
 	        "Routes: /plaintext, POST /echo, /delay?ms=N, /limited, /stats, /metrics\n"
-	        "(Prometheus), files under\n"
+	        "(Prometheus), /healthz (503 once draining), files under\n"
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
@@ -72,6 +80,7 @@ static int parse_options(int argc, char **argv)
 		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
 		{ "no-metrics", 0, NULL, 'M' },
 		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
+		{ "listen-name", 1, NULL, 'N' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
@@ -106,6 +115,7 @@ static int parse_options(int argc, char **argv)
 		case 'M': o->no_metrics = true; break;
 		case 'T': o->tls_cert = optarg; break;
 		case 'K': o->tls_key = optarg; break;
+		case 'N': o->listen_name = optarg; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -155,6 +165,9 @@ static int start(void)
 		demo_create_failed("http-server", rc, &cfg);
 		return 1;
 	}
+	if ((rc = runtime_listen_fds()) < 0) /* bad LISTEN_* values: said why */
+		return 1;
+	activated = rc > 0;
 	if ((rc = runtime_drain_on_signals(srv.rt, srv.opt.grace_ms * MS)) < 0 ||
 	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
 		return rc;
@@ -177,8 +190,8 @@ int main(int argc, char **argv)
 	}
 	char engine[600];
 	demo_engine_line(engine, sizeof(engine), srv.rt);
-	printf("http-server: listening on %s:%u%s, %u core%s, root %s, %s\n", srv.opt.host,
-	       srv.opt.port, srv.tls ? " (HTTPS)" : "", srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
+	printf("http-server: listening on %s:%u%s%s, %u core%s, root %s, %s\n", srv.opt.host,
+	       srv.opt.port, srv.tls ? " (HTTPS)" : "", activated ? " (socket activation)" : "", srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
 	       srv.opt.root ? srv.opt.root : "(none)", engine);
 	fflush(stdout);
 	rc = runtime_run(srv.rt);

@@ -181,13 +181,16 @@ static int get_only(struct server *srv, struct runtime_http_request *req,
 		return stats(srv, res);
 	if (is(path, "/metrics"))
 		return runtime_http_metrics_handler(req, res, srv->metrics);
+	if (is(path, "/healthz")) /* 503 from the drain on: balancers stop first */
+		return runtime_http_health_handler(req, res, srv->rt);
 	return serve_file(srv, req, res);
 }
 
 static bool get_resource(struct server *srv, struct runtime_http_slice path)
 {
 	return is(path, "/plaintext") || is(path, "/delay") || is(path, "/limited") ||
-	       is(path, "/stats") || is(path, "/metrics") || file_exists(srv, path);
+	       is(path, "/stats") || is(path, "/metrics") || is(path, "/healthz") ||
+	       file_exists(srv, path);
 }
 
 static __attribute__((noinline)) int route_any(struct runtime_http_request *req,

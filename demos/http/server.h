@@ -39,6 +39,8 @@ struct options {
 	bool file_copy;           /* large files read and sent, not spliced */
 	bool no_metrics;          /* no method classes, no duration histogram */
 	const char *tls_cert, *tls_key; /* HTTPS: both, or neither */
+	const char *listen_name;  /* socket activation: the inherited socket's
+	                             name (LISTEN_FDNAMES); NULL: by port */
 };
 
 struct server {
