@@ -1,0 +1,99 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# systemd_activate.sh - the HTTP demo under systemd's protocols, without
+# systemd: systemd-socket-activate (from the systemd package) holds a
+# listening socket named "http" and starts the demo on the first
+# connection, passing it (LISTEN_FDS, LISTEN_FDNAMES); the demo serves
+# that request and later ones on it with two cores, and answers /healthz.
+# A notify socket (a unix datagram socket bound by python3, NOTIFY_SOCKET)
+# receives READY=1, WATCHDOG=1 (WATCHDOG_USEC set) and, at SIGTERM's
+# drain, STOPPING=1; the demo exits 0. Skips, saying why, without
+# systemd-socket-activate, curl or python3 (fails in CI, where
+# ./build.sh check installs them).
+set -u
+srv=$PWD/demos/http/http-server # the tool runs it from another directory
+dir=$(mktemp -d)
+pid=
+rpid=
+cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	[ -n "$rpid" ] && kill -KILL "$rpid" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# shellcheck source=tests/lib.sh
+. "${srcdir:-.}/tests/lib.sh"
+command -v systemd-socket-activate >/dev/null 2>&1 ||
+	skip_all --installed "no systemd-socket-activate (apt-get install systemd)"
+for tool in curl python3; do
+	command -v "$tool" >/dev/null 2>&1 ||
+		skip_all --installed "no $tool (apt-get install $tool)"
+done
+
+# The notify socket: each datagram a line of $dir/got.
+python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a") as f:
+    while True:
+        f.write(s.recv(4096).decode() + "\n")
+        f.flush()
+' "$dir/notify" "$dir/got" &
+rpid=$!
+for _ in $(seq 200); do [ -S "$dir/notify" ] && break; sleep 0.05; done
+
+# got STATE: the notify socket received STATE (waits up to 60 s).
+got() {
+	for _ in $(seq 600); do
+		grep -qx "$1" "$dir/got" 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+for try in 1 2 3 4 5; do
+	port=$((20000 + RANDOM % 10000))
+	listening "$port" && continue
+	systemd-socket-activate -l "127.0.0.1:$port" --fdname=http \
+		-E NOTIFY_SOCKET="$dir/notify" -E WATCHDOG_USEC=400000 \
+		"$srv" --listen-name http --cores 2 >"$dir/out" 2>"$dir/err" &
+	pid=$!
+	for _ in $(seq 600); do
+		listening "$port" && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	listening "$port" && break
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	pid=
+done
+[ -n "$pid" ]
+result "systemd-socket-activate listens" $?
+[ -n "$pid" ] || { cat "$dir/err"; summary; exit; }
+
+base=http://127.0.0.1:$port
+body=$(curl -s -m 60 "$base/plaintext")
+[ "$body" = "Hello, World!" ]
+result "the first connection starts the demo, which answers it (got '$body')" $?
+grep -q "(socket activation)" "$dir/out"
+result "the demo serves on the socket it was passed" $?
+code=$(curl -s -m 60 -o /dev/null -w '%{http_code}' "$base/healthz")
+[ "$code" = 200 ]
+result "/healthz answers 200 while serving (got $code)" $?
+got READY=1
+result "READY=1 once both cores listen" $?
+got WATCHDOG=1
+result "WATCHDOG=1 with WATCHDOG_USEC set" $?
+kill -TERM "$pid"
+wait "$pid"
+status=$?
+pid=
+[ "$status" -eq 0 ]
+result "SIGTERM drains, and the demo exits 0 (status $status)" $?
+got STOPPING=1
+result "STOPPING=1 at the drain" $?
+[ "$failed" -eq 0 ] || { cat "$dir/out" "$dir/err"; cat "$dir/got"; }
+summary
