@@ -17,7 +17,9 @@
  * moved since the last firing, or the core sleeps in the kernel (an idle
  * core is not stuck). A fiber that never yields stops its core's turns,
  * so the pings stop and systemd restarts the service; a stalled core 0
- * stops the timer itself. The timer keeps no fiber and no work alive.
+ * stops the timer itself. The timer keeps no fiber and no work alive,
+ * and it lingers (c->timers.lingering): a lone core whose fibers all wait
+ * on each other is still found deadlocked.
  */
 #include "core.h"
 #include "services.h"
@@ -125,16 +127,22 @@ static bool cores_alive(struct runtime *rt)
 	return alive;
 }
 
+static void watchdog_arm(struct core *c, struct timer *t)
+{
+	runtime__timer_start(c, t, runtime_now() + c->rt->watchdog.period);
+	c->timers.lingering++;
+}
+
 static void watchdog_fire(struct timer *t, enum runtime_timer_why why)
 {
 	struct runtime *rt = t->core->rt;
-	struct notify_watchdog *w = &rt->watchdog;
 
+	t->core->timers.lingering--;
 	if (why != RUNTIME_TIMER_FIRED)
 		return; /* a shutdown, or the end of the run */
 	if (cores_alive(rt))
 		runtime_notify("WATCHDOG=1");
-	runtime__timer_start(t->core, t, runtime_now() + w->period);
+	watchdog_arm(t->core, t);
 }
 
 /* Before the cores start (the owner thread): read the environment once
@@ -164,13 +172,13 @@ void runtime__watchdog_start(struct core *c)
 		return;
 	w->timer.fire = watchdog_fire;
 	w->timer.on_shutdown = false;
-	runtime__timer_start(c, &w->timer, runtime_now() + w->period);
+	watchdog_arm(c, &w->timer);
 }
 
 void runtime__watchdog_stop(struct core *c)
 {
-	if (c->index == 0 && c->rt->watchdog.period)
-		runtime__timer_stop(&c->rt->watchdog.timer);
+	if (c->index == 0 && c->rt->watchdog.period && runtime__timer_stop(&c->rt->watchdog.timer))
+		c->timers.lingering--;
 }
 
 void runtime__watchdog_free(struct runtime *rt)
