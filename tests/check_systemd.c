@@ -321,6 +321,43 @@ START_TEST(test_watchdog_pings_idle_cores_and_only_its_own)
 }
 END_TEST
 
+static struct runtime_fiber *joiner_a;
+
+static void *joins_a(void *arg)
+{
+	(void)arg;
+	runtime_fiber_join(joiner_a, NULL); /* A joins B, B joins A */
+	return NULL;
+}
+
+static void *joins_b(void *arg)
+{
+	struct runtime_fiber *b;
+
+	(void)arg;
+	if (runtime_fiber_spawn(runtime_current(), &b, joins_a, NULL) == 0)
+		runtime_fiber_join(b, NULL);
+	return NULL;
+}
+
+/* The watchdog's timer is nobody's work: a lone core whose fiber waits
+ * for nothing is still found deadlocked, not kept pinging. */
+START_TEST(test_watchdog_leaves_a_deadlock_found)
+{
+	struct notify_sock n;
+	struct runtime *rt;
+
+	notify_open(&n, false);
+	setenv("WATCHDOG_USEC", "200000", 1);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	ck_assert_int_eq(runtime_fiber_spawn(rt, &joiner_a, joins_b, NULL), 0);
+	ck_assert_int_eq(runtime_run(rt), -EDEADLK);
+	runtime_destroy(rt);
+	notify_close(&n);
+	unsetenv("WATCHDOG_USEC");
+}
+END_TEST
+
 /* ---------------------------------------------------- socket activation */
 
 /* A listening TCP socket on 127.0.0.1 (a free port), or a datagram or
@@ -582,6 +619,7 @@ static Suite *systemd_suite(void)
 	tcase_add_test(tc, test_serve_says_ready_then_stopping);
 	tcase_add_test(tc, test_watchdog_pings_stop_while_a_core_is_stalled);
 	tcase_add_test(tc, test_watchdog_pings_idle_cores_and_only_its_own);
+	tcase_add_test(tc, test_watchdog_leaves_a_deadlock_found);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("activation");
 	tcase_set_timeout(tc, 120);
