@@ -56,15 +56,14 @@ static int parse_count(const char *s, unsigned long long max, unsigned long long
 static int check_fd(int fd)
 {
 	int type = 0, listening = 0;
-	socklen_t len = sizeof(type);
+	socklen_t tlen = sizeof(type), llen = sizeof(listening);
 
 	if (fcntl(fd, F_GETFD) < 0) {
 		fprintf(stderr, "runtime: LISTEN_FDS: fd %d is not open\n", fd);
 		return -EBADF;
 	}
-	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
-	    (len = sizeof(listening), getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len)) < 0 ||
-	    !listening) {
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_STREAM ||
+	    getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &llen) < 0 || !listening) {
 		fprintf(stderr, "runtime: LISTEN_FDS: fd %d is not a listening stream socket\n", fd);
 		return -EINVAL;
 	}

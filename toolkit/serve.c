@@ -13,7 +13,14 @@
  * shuts its core's listening socket down, which ends the acceptor's wait
  * (-EINVAL), and - on a drain - expires the reads of the core's idle
  * connections, which then read -ESHUTDOWN and close; connections in the
- * middle of a request finish it. Everything here uses only public calls.
+ * middle of a request finish it.
+ *
+ * Under socket activation (activation.c) the server takes the inherited
+ * socket instead, one socket shared by every core (each core's acceptor
+ * takes turns on it), and the watcher cancels its acceptor rather than
+ * shut the manager's socket down. Once every core's acceptor runs, the
+ * server says READY=1 (runtime_notify). Everything here uses only public
+ * calls, but for the claim of an inherited socket.
  */
 #include "toolkit.h"
 
@@ -259,7 +266,6 @@ static void acceptor(void *arg)
 {
 	struct runtime_server *srv = arg;
 	struct runtime_listener *l = NULL;
-
 	struct core_conns *cc = &srv->conns[runtime_core_index()];
 
 	if (!srv->plain_accept &&
