@@ -6,8 +6,8 @@
 # connection, passing it (LISTEN_FDS, LISTEN_FDNAMES); the demo serves
 # that request and later ones on it with two cores, and answers /healthz.
 # A notify socket (a unix datagram socket bound by python3, NOTIFY_SOCKET)
-# receives READY=1, WATCHDOG=1 (WATCHDOG_USEC set) and, at SIGTERM's
-# drain, STOPPING=1; the demo exits 0. Skips, saying why, without
+# receives READY=1, the demo's STATUS= line, WATCHDOG=1 (WATCHDOG_USEC
+# set) and, at SIGTERM's drain, STOPPING=1; the demo exits 0. Skips, saying why, without
 # systemd-socket-activate, curl or python3 (fails in CI, where
 # ./build.sh check installs them).
 set -u
@@ -87,6 +87,8 @@ got READY=1
 result "READY=1 once both cores listen" $?
 got WATCHDOG=1
 result "WATCHDOG=1 with WATCHDOG_USEC set" $?
+got "STATUS=serving on port $port, 2 cores"
+result "the demo's STATUS= line" $?
 kill -TERM "$pid"
 wait "$pid"
 status=$?

@@ -194,6 +194,10 @@ int main(int argc, char **argv)
 	       srv.opt.port, srv.tls ? " (HTTPS)" : "", activated ? " (socket activation)" : "", srv.opt.cores, srv.opt.cores == 1 ? "" : "s",
 	       srv.opt.root ? srv.opt.root : "(none)", engine);
 	fflush(stdout);
+	char status[64]; /* systemctl status shows it; READY=1 comes from the server */
+	snprintf(status, sizeof(status), "STATUS=serving on port %u, %u core%s", srv.opt.port,
+	         srv.opt.cores, srv.opt.cores == 1 ? "" : "s");
+	runtime_notify(status);
 	rc = runtime_run(srv.rt);
 	struct runtime_http_server_stats st;
 	runtime_http_server_stats(srv.http, &st);
