@@ -53,7 +53,7 @@ got() {
 	return 1
 }
 
-for try in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
 	port=$((20000 + RANDOM % 10000))
 	listening "$port" && continue
 	systemd-socket-activate -l "127.0.0.1:$port" --fdname=http \
