@@ -31,14 +31,17 @@ for tool in curl python3; do
 		skip_all --installed "no $tool (apt-get install $tool)"
 done
 
-# The notify socket: each datagram a line of $dir/got.
+# The notify socket: each datagram a line of $dir/got, until "quit".
 python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 with open(sys.argv[2], "a") as f:
     while True:
-        f.write(s.recv(4096).decode() + "\n")
+        m = s.recv(4096).decode()
+        if m == "quit":
+            break
+        f.write(m + "\n")
         f.flush()
 ' "$dir/notify" "$dir/got" &
 rpid=$!
@@ -98,4 +101,8 @@ result "SIGTERM drains, and the demo exits 0 (status $status)" $?
 got STOPPING=1
 result "STOPPING=1 at the drain" $?
 [ "$failed" -eq 0 ] || { cat "$dir/out" "$dir/err"; cat "$dir/got"; }
+python3 -c 'import socket, sys
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"quit", sys.argv[1])' "$dir/notify"
+wait "$rpid" # it ends by itself: no "Killed" after the tally
+rpid=
 summary
