@@ -81,10 +81,14 @@ static bool name_is(struct http_slice s, const char *lit)
 
 /* The accepted head, scanned again: CR only in CRLF, no other controls,
  * no line starting with whitespace, one SP between the request line's
- * parts, ending in an empty line. */
+ * parts, ending in an empty line. Any empty lines before the request
+ * line are skipped (RFC 9112 2.2), not only one. */
 static void check_head_bytes(const char *b, size_t n, const struct http_request *req)
 {
-	size_t start = n >= 2 && b[0] == '\r' ? 2 : 0;
+	size_t start = 0;
+
+	while (start + 2 <= n && b[start] == '\r' && b[start + 1] == '\n')
+		start += 2;
 
 	CHECK(n >= 4 && memcmp(b + n - 4, "\r\n\r\n", 4) == 0);
 	for (size_t i = 0; i < n; i++) {
