@@ -93,8 +93,7 @@ struct h2_stream {
 	int refuse;                  /* a status the library answers, 0: none */
 	struct runtime_fiber *fiber; /* the handler's, while it runs */
 	/* The head: nghttp2's buffers for names and values, held. */
-	nghttp2_rcbuf **bufs;
-	unsigned nbufs, bufs_cap;
+	struct h2_held head_bufs;
 	size_t head_size;
 	struct http_slice scheme, authority, path, method; /* pseudo-fields */
 	/* The request body: bytes come in [in_off, in_len). */

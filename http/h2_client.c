@@ -35,9 +35,7 @@ void runtime__h2_cstream_unref(struct h2_cstream *s, bool session)
 		h->streams = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	for (unsigned i = 0; i < s->nbufs; i++)
-		nghttp2_rcbuf_decref(s->bufs[i]);
-	free(s->bufs);
+	runtime__h2_held_free(&s->head_bufs);
 	free(s->in);
 	runtime__h2_free(s);
 	runtime__h2_cconn_unref(h);

@@ -68,8 +68,7 @@ struct h2_cstream {
 	int error;                   /* what ended it early, 0: nothing */
 	struct h2_out out;           /* the request body; out.waiter: the
 	                                requester, parked for anything */
-	nghttp2_rcbuf **bufs;        /* the head's names and values, held */
-	unsigned nbufs, bufs_cap;
+	struct h2_held head_bufs;    /* the head's names and values */
 	size_t head_size;
 	char *in;                    /* body bytes come in [in_off, in_len) */
 	size_t in_off, in_len, in_cap;

@@ -46,12 +46,24 @@ struct h2_out {
 	struct runtime_fiber *waiter; /* parked on the stream, for anything */
 };
 
+/* The buffers of a head's names and values (nghttp2's), held for as
+ * long as its slices are read: a server's request, a client's response. */
+struct h2_held {
+	nghttp2_rcbuf **bufs;
+	unsigned n, cap;
+};
+
 /* h2_mem.c: HTTP/2's memory, blocks up to 8 KiB cached per thread.
  * runtime__h2_free takes only runtime__h2_alloc's blocks. */
 nghttp2_mem *runtime__h2_mem(void); /* nghttp2 copies it */
 void *runtime__h2_alloc(size_t size);
 void runtime__h2_free(void *p);
 size_t runtime__h2_mem_cached(void); /* bytes the calling thread keeps */
+/* Hold buf (false: no memory); let go of all (drop: the array stays for
+ * another head; free: it goes too). */
+bool runtime__h2_hold(struct h2_held *h, nghttp2_rcbuf *buf);
+void runtime__h2_held_drop(struct h2_held *h);
+void runtime__h2_held_free(struct h2_held *h);
 
 /* h2_send.c */
 void runtime__h2_send_callbacks(nghttp2_session_callbacks *cb);

@@ -205,3 +205,34 @@ nghttp2_mem *runtime__h2_mem(void)
 	static nghttp2_mem mem = { NULL, mem_malloc, mem_free, mem_calloc, mem_realloc };
 	return &mem;
 }
+
+/* ------------------------------------------------------ a head's buffers */
+
+bool runtime__h2_hold(struct h2_held *h, nghttp2_rcbuf *buf)
+{
+	if (h->n == h->cap) {
+		unsigned cap = h->cap ? 2 * h->cap : 16;
+		nghttp2_rcbuf **bufs = realloc(h->bufs, cap * sizeof(*bufs));
+		if (!bufs)
+			return false;
+		h->bufs = bufs;
+		h->cap = cap;
+	}
+	nghttp2_rcbuf_incref(buf);
+	h->bufs[h->n++] = buf;
+	return true;
+}
+
+void runtime__h2_held_drop(struct h2_held *h)
+{
+	for (unsigned i = 0; i < h->n; i++)
+		nghttp2_rcbuf_decref(h->bufs[i]);
+	h->n = 0;
+}
+
+void runtime__h2_held_free(struct h2_held *h)
+{
+	runtime__h2_held_drop(h);
+	free(h->bufs);
+	*h = (struct h2_held){ NULL, 0, 0 };
+}

@@ -64,9 +64,7 @@ void runtime__h2_stream_unref(struct h2_stream *s, bool session)
 		h->streams = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	for (unsigned i = 0; i < s->nbufs; i++)
-		nghttp2_rcbuf_decref(s->bufs[i]);
-	free(s->bufs);
+	runtime__h2_held_free(&s->head_bufs);
 	free(s->in);
 	runtime__h2_free(s);
 }
@@ -84,21 +82,6 @@ static void wake(struct h2_stream *s)
 }
 
 /* ------------------------------------------------------------------ heads */
-
-static bool hold(struct h2_stream *s, nghttp2_rcbuf *buf)
-{
-	if (s->nbufs == s->bufs_cap) {
-		unsigned cap = s->bufs_cap ? 2 * s->bufs_cap : 16;
-		nghttp2_rcbuf **bufs = realloc(s->bufs, cap * sizeof(*bufs));
-		if (!bufs)
-			return false;
-		s->bufs = bufs;
-		s->bufs_cap = cap;
-	}
-	nghttp2_rcbuf_incref(buf);
-	s->bufs[s->nbufs++] = buf;
-	return true;
-}
 
 static struct http_slice slice_of(nghttp2_rcbuf *buf)
 {
@@ -145,7 +128,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
 	struct http_request *head = &s->req.head;
 	if (s->head_size > lim->head_max || (n.p[0] != ':' && head->nheaders >= lim->headers_max))
 		s->refuse = 431;
-	else if (!hold(s, value) || !hold(s, name))
+	else if (!runtime__h2_hold(&s->head_bufs, value) || !runtime__h2_hold(&s->head_bufs, name))
 		s->refuse = 503;
 	else if (n.p[0] == ':')
 		pseudo(s, n, v);

@@ -37,21 +37,6 @@ static void wake(struct h2_cstream *s)
 		runtime_fiber_unpark(s->out.waiter);
 }
 
-static bool hold(struct h2_cstream *s, nghttp2_rcbuf *buf)
-{
-	if (s->nbufs == s->bufs_cap) {
-		unsigned cap = s->bufs_cap ? 2 * s->bufs_cap : 16;
-		nghttp2_rcbuf **bufs = realloc(s->bufs, cap * sizeof(*bufs));
-		if (!bufs)
-			return false;
-		s->bufs = bufs;
-		s->bufs_cap = cap;
-	}
-	nghttp2_rcbuf_incref(buf);
-	s->bufs[s->nbufs++] = buf;
-	return true;
-}
-
 /* A field of the response's head (trailers are dropped, as HTTP/1.1's
  * chunked decoder drops them); past the client's limits, -EMSGSIZE. */
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghttp2_rcbuf *name,
@@ -71,7 +56,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, nghtt
 	}
 	s->head_size += n.len + v.len + 4;
 	if (s->head_size > lim->head_max || head->nheaders >= lim->headers_max ||
-	    !hold(s, name) || !hold(s, value)) {
+	    !runtime__h2_hold(&s->head_bufs, name) || !runtime__h2_hold(&s->head_bufs, value)) {
 		s->head_bad = true;
 		return 0;
 	}
@@ -107,9 +92,7 @@ static void head_ready(struct h2_cstream *s, bool end)
 	struct http_response *head = &s->res.head;
 
 	if (head->status < 200) {
-		for (unsigned i = 0; i < s->nbufs; i++)
-			nghttp2_rcbuf_decref(s->bufs[i]);
-		s->nbufs = 0;
+		runtime__h2_held_drop(&s->head_bufs);
 		head->nheaders = 0;
 		s->head_size = 0;
 		return;
