@@ -1313,6 +1313,21 @@ typedef void runtime_stream_idle_fn(void *arg, int why);
 RUNTIME_API int runtime_stream_idle(struct runtime_stream *s, uint64_t deadline_ns,
                                     runtime_stream_idle_fn *fn, void *arg);
 
+/*
+ * Stop the stream's watch on the socket and wait until the kernel's recv
+ * has ended for good, keeping what it brought: afterwards no byte of the
+ * socket's can land in the stream any more, and every byte not queued
+ * here is still in the socket - which may then move (to another process,
+ * over SCM_RIGHTS) with nothing lost. A later read queues again as
+ * usual. Fiber context, a fiber of the stream's core, no other reading
+ * it. Returns 0 (nothing queued: the socket holds all that is unread), 1
+ * (bytes, the end of stream or an error came: read them), or -ECANCELED,
+ * -ETIMEDOUT (the fiber's deadline: the recv may not have ended), -EINVAL
+ * (NULL), -EBUSY (it waits in runtime_stream_idle), -EPERM (another
+ * core's, closed, or another fiber reads it).
+ */
+RUNTIME_API int runtime_stream_stop(struct runtime_stream *s);
+
 /* Stop reading and free the stream: its buffers go back at once, and the
  * kernel's recv is cancelled behind the scenes (it never blocks). Does not
  * close the socket. Returns 0 (also for NULL), -EBUSY (another fiber is
@@ -1361,6 +1376,20 @@ RUNTIME_API int runtime_listener_open(struct runtime_listener **out, int fd, int
  */
 RUNTIME_API int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
                                         socklen_t *addrlen);
+
+/*
+ * Stop the kernel's accepting and wait until it has ended for good:
+ * afterwards every connection the listener took is queued here (take
+ * them with runtime_listener_accept, which returns the queued without
+ * waiting, and arms again only once they are gone) and every other one
+ * waits in the socket's backlog - so that the socket can pass to another
+ * listener or process with no connection lost. Fiber context, a fiber of
+ * its core, none accepting on it. Returns the number queued (0 or more),
+ * or -ECANCELED, -ETIMEDOUT (the fiber's deadline: the accept may not
+ * have ended), -EINVAL (NULL), -EPERM (another core's, closed, or another
+ * fiber accepts on it).
+ */
+RUNTIME_API int runtime_listener_stop(struct runtime_listener *l);
 
 /* Stop accepting and free the listener; connections it accepted and did
  * not hand out are closed. Does not close the listening socket. Returns 0

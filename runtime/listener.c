@@ -266,6 +266,22 @@ int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
 	}
 }
 
+int runtime_listener_stop(struct runtime_listener *l)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, __func__);
+
+	if (!l)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if (l->m.core != f->core || l->m.closed || l->m.waiter || l->accepting)
+		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
+		                       "closed, or another fiber accepts on it");
+	rc = runtime__mshot_quiesce(&l->m, f, f->deadline);
+	return rc < 0 ? rc : (int)l->len;
+}
+
 int runtime_listener_close(struct runtime_listener *l)
 {
 	if (!l)

@@ -56,6 +56,7 @@ void runtime__mshot_arm(struct mshot *m);
 void runtime__mshot_stop(struct mshot *m);
 void runtime__mshot_close(struct mshot *m);
 int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline);
+int runtime__mshot_quiesce(struct mshot *m, struct fiber *f, uint64_t deadline);
 void runtime__mshot_deliver(struct mshot *m, int res, unsigned flags);
 void runtime__mshot_quiet(struct mshot *m);
 /* runtime__mshot_deliver's full way, for a result of any kind. */

@@ -80,6 +80,21 @@ int runtime__mshot_wait(struct mshot *m, struct fiber *f, uint64_t deadline)
 	return rc;
 }
 
+/* Stop m's request and wait (fiber f, m's core, no other waiter) until
+ * its terminal result has come: then nothing of m's is in the kernel, and
+ * what the request brought is queued by its owner. Returns 0, or the
+ * wait's -ETIMEDOUT (deadline) or -ECANCELED: m may still be armed then. */
+int runtime__mshot_quiesce(struct mshot *m, struct fiber *f, uint64_t deadline)
+{
+	runtime__mshot_stop(m);
+	while (m->armed) {
+		int rc = runtime__mshot_wait(m, f, deadline);
+		if (rc < 0 && m->armed)
+			return rc;
+	}
+	return 0;
+}
+
 /* One result of m's request: the lifecycle's part, the owner's
  * (ops->cqe), then the waiting fiber resumed. */
 void runtime__mshot_result(struct mshot *m, int res, unsigned flags)

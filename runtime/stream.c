@@ -552,6 +552,23 @@ int runtime_stream_fd(const struct runtime_stream *s)
 	return s ? s->m.fd : -EINVAL;
 }
 
+int runtime_stream_stop(struct runtime_stream *s)
+{
+	struct fiber *f;
+	int rc = runtime__blocking_begin(&f, __func__);
+
+	if (!s)
+		return -EINVAL;
+	if (rc)
+		return rc;
+	if ((rc = recv_check(s, f)) != 0)
+		return rc;
+	rc = runtime__mshot_quiesce(&s->m, f, f->deadline);
+	if (rc < 0)
+		return rc;
+	return s->queued || s->end ? 1 : 0;
+}
+
 int runtime_stream_close(struct runtime_stream *s)
 {
 	if (!s)

@@ -9,13 +9,14 @@
  * buffer and loses none as its wait expires, a stream that is not read stops pulling, exhausted
  * buffers fall back to plain recvs, a burst that filled most of the pool
  * leaves it resident no longer than two seconds, cancel and deadlines end a waiting
- * read, close gives the socket back (the peer sees EOF), errors and EOF
- * are sticky, and misuse gets a clear error.
+ * read, close gives the socket back (the peer sees EOF), a stop leaves
+ * what is unread in the socket, errors and EOF are sticky, and misuse
+ * gets a clear error.
  *
  * Listeners (runtime_listener_*): a burst is accepted with no SQE per
  * connection, more connections than the queue holds all arrive, an error
  * such as EMFILE is returned once and accepting resumes, close closes what
- * was queued, a non-blocking listening socket works, fixed files work, and
+ * was queued, a stop loses no connection, a non-blocking listening socket works, fixed files work, and
  * cancel, deadlines and misuse behave as for streams.
  */
 #include "testutil.h"
@@ -649,6 +650,60 @@ START_TEST(test_stream_left_open_is_freed_with_the_run)
 }
 END_TEST
 
+/* runtime_stream_stop: once it returns, the kernel's recv has ended: what
+ * the peer sends next stays in the socket (a plain recv finds it), bytes
+ * queued before stay for the stream's reads (1), a read arms again, and
+ * the end of stream is something to read too. */
+static bool socket_has(int fd, const char *want)
+{
+	char got[16] = { 0 };
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+	if (poll(&pf, 1, 10000) != 1)
+		return false;
+	runtime_sleep(20 * MS); /* the rest of a write, if it trickles */
+	ssize_t n = recv(fd, got, sizeof(got) - 1, MSG_DONTWAIT);
+	return n == (ssize_t)strlen(want) && memcmp(got, want, (size_t)n) == 0;
+}
+
+static void stop_main(void *p)
+{
+	int fd[2];
+	struct runtime_stream *s;
+	char c[2];
+
+	(void)p;
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_stream_open(&s, fd[1]), 0);
+	ck_assert_int_eq(runtime_stream_stop(NULL), -EINVAL);
+	ck_assert_int_eq(runtime_stream_stop(s), 0); /* never armed */
+	ck_assert_int_eq(write(fd[0], "a", 1), 1);
+	ck_assert_int_eq(runtime_stream_recv(s, c, 1), 1); /* armed now */
+	ck_assert_int_eq(runtime_stream_stop(s), 0);
+	ck_assert_int_eq(write(fd[0], "bc", 2), 2);
+	ck_assert_msg(socket_has(fd[1], "bc"), "a stopped stream still pulled the socket");
+	ck_assert_int_eq(write(fd[0], "de", 2), 2);
+	ck_assert_int_eq(runtime_stream_recv(s, c, 1), 1); /* arms again */
+	ck_assert_int_eq(c[0], 'd');
+	for (int i = 0; i < 2000 && runtime_stream_buffered(s) == 0; i++)
+		runtime_sleep(MS); /* "e" comes with "d" or just after */
+	ck_assert_int_eq(runtime_stream_stop(s), 1); /* "e" queued: read it */
+	ck_assert_int_eq(runtime_stream_recv(s, c, 2), 1);
+	ck_assert_int_eq(c[0], 'e');
+	ck_assert_int_eq(shutdown(fd[0], SHUT_WR), 0);
+	ck_assert_int_eq(runtime_stream_recv(s, c, 1), 0);
+	ck_assert_int_eq(runtime_stream_stop(s), 1); /* the end, to read again */
+	ck_assert_int_eq(runtime_stream_close(s), 0);
+	runtime_close(fd[0]);
+	runtime_close(fd[1]);
+}
+
+START_TEST(test_stream_stop_leaves_what_is_unread_in_the_socket)
+{
+	ck_assert_int_eq(run_fiber(NULL, stop_main, NULL), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- misuse */
 
 struct elsewhere {
@@ -920,6 +975,50 @@ START_TEST(test_listener_close_closes_what_it_queued)
 }
 END_TEST
 
+/* runtime_listener_stop: what the listener took stays queued for accept
+ * (handed out without waiting), the rest stays in the backlog for
+ * whoever accepts there next: none of the clients is lost. */
+static void listener_stop_main(void *p)
+{
+	static struct clients cl = { .n = 20 };
+	int lfd = runtime_tcp_listen("127.0.0.1", 0, 64, 0);
+	struct runtime_listener *l;
+	pthread_t th;
+	int fds[20], got = 0;
+
+	(void)p;
+	ck_assert_int_ge(lfd, 0);
+	cl.port = bound_port(lfd);
+	ck_assert_int_eq(runtime_listener_open(&l, lfd, SOCK_CLOEXEC), 0);
+	ck_assert_int_eq(runtime_listener_stop(NULL), -EINVAL);
+	ck_assert_int_eq(pthread_create(&th, NULL, connect_all, &cl), 0);
+	fds[got++] = runtime_listener_accept(l, NULL, NULL);
+	ck_assert_int_ge(fds[0], 0);
+	pthread_join(th, NULL);
+	runtime_sleep(50 * MS); /* let the kernel queue some here */
+	int queued = runtime_listener_stop(l);
+	ck_assert_int_ge(queued, 0);
+	uint64_t sqes = sqes_so_far();
+	for (int i = 0; i < queued; i++)
+		ck_assert_int_ge(fds[got++] = runtime_listener_accept(l, NULL, NULL), 0);
+	ck_assert_int_eq(sqes_so_far(), sqes); /* handed out, no accept made */
+	ck_assert_int_eq(runtime_listener_close(l), 0);
+	int fd;
+	while (got < cl.n && (fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0)
+		fds[got++] = fd; /* the backlog has the rest */
+	ck_assert_int_eq(got, cl.n);
+	for (int i = 0; i < got; i++)
+		runtime_close(fds[i]);
+	runtime_close(lfd);
+	close_all(&cl);
+}
+
+START_TEST(test_listener_stop_loses_no_connection)
+{
+	ck_assert_int_eq(run_fiber(NULL, listener_stop_main, NULL), 0);
+}
+END_TEST
+
 /* A non-blocking listening socket, fixed files, cancel, a deadline and a
  * shut-down socket. */
 static void *cancelled_accept(void *arg)
@@ -1185,6 +1284,7 @@ static Suite *multishot_suite(void)
 	tcase_add_test(tc, test_stream_pool_decays_after_a_burst);
 	tcase_add_test(tc, test_stream_cancel_deadline_and_close);
 	tcase_add_test(tc, test_stream_reset_is_a_sticky_error);
+	tcase_add_test(tc, test_stream_stop_leaves_what_is_unread_in_the_socket);
 	tcase_add_test(tc, test_stream_left_open_is_freed_with_the_run);
 	tcase_add_test(tc, test_stream_misuse_gets_clear_errors);
 	suite_add_tcase(s, tc);
@@ -1195,6 +1295,7 @@ static Suite *multishot_suite(void)
 	tcase_add_test(tc, test_listener_more_than_its_queue_all_arrive);
 	tcase_add_test(tc, test_listener_emfile_once_then_resumes);
 	tcase_add_test(tc, test_listener_close_closes_what_it_queued);
+	tcase_add_test(tc, test_listener_stop_loses_no_connection);
 	tcase_add_test(tc, test_listener_nonblocking_fixed_cancel_deadline_shutdown);
 	tcase_add_test(tc, test_listener_misuse_gets_clear_errors);
 	tcase_add_test(tc, test_listener_shared_socket_spreads_over_cores);
