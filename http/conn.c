@@ -229,6 +229,8 @@ static int next_head(struct http_conn *c, struct http_request *head)
 			return -408; /* a head that trickles in: slowloris */
 		if (n == -ENOBUFS)
 			return -431;
+		if (n == -ESHUTDOWN && !avail && runtime_conn_handover(c->rc) == 1)
+			continue; /* a restart's: bytes came as it began, serve them */
 		if (n <= 0)
 			return -1;
 	}

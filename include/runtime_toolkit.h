@@ -634,6 +634,9 @@ struct runtime_server_stats {
 	                          (TLS: handshakes that failed), closed
 	                          unserved */
 	unsigned live;         /* open now */
+	uint64_t moved_in;     /* idle connections a predecessor handed over
+	                          (a restart: runtime_restart_enable) */
+	uint64_t moved_out;    /* idle connections handed to a successor */
 };
 
 /* A snapshot (each figure read atomically). Any thread. Zeroed for NULL. */
@@ -647,6 +650,78 @@ RUNTIME_API int runtime_server_stop(struct runtime_server *srv);
 /* Close the sockets and free the server: after runtime_run has returned
  * (its fibers have ended). NULL: nothing. */
 RUNTIME_API void runtime_server_destroy(struct runtime_server *srv);
+
+/* -------------------------------------------------------------- restarts */
+
+/*
+ * A restart that loses nothing (as nginx's binary upgrade, and more): on
+ * the signal (SIGUSR2) or runtime_restart, the process starts its
+ * successor - the program on disk now, with this process's arguments -
+ * and hands it every server's listening sockets (SCM_RIGHTS over a unix
+ * socket pair; the successor finds it in RUNTIME_HANDOVER_FD, and its
+ * runtime_serve takes the sockets of its port instead of binding). Once
+ * every server of the successor's that took sockets accepts on them, it
+ * reports ready; then this process stops accepting (leaving the sockets
+ * listening: connections waiting in their backlogs go to the successor),
+ * hands its idle HTTP/1.1 keep-alive connections over (a connection with
+ * no request in progress and no byte read ahead: runtime_conn_handover;
+ * clients keep their pooled connections) and drains (runtime_drain with
+ * grace_ns): requests in progress finish, their connections closing
+ * after the answer. A successor that fails to start, exits, or is not
+ * ready within ready_timeout_ns (it is killed then) leaves this process
+ * serving, the reason logged on stderr; a request while a restart is
+ * under way is logged and dropped. TLS and HTTP/2 connections are not
+ * handed over (their state is this process's): they end as at a drain.
+ * The successor must serve at least the ports it is handed, or it never
+ * reports ready. Under systemd, the unit needs NotifyAccess=all (the
+ * successor says READY=1 with STATUS=took over); its main PID changes.
+ */
+struct runtime_restart_config {
+	const char *path;          /* the successor's program; NULL: this
+	                              process's (its path when enabled) */
+	char *const *argv;         /* its arguments (copied); NULL: this
+	                              process's (/proc/self/cmdline) */
+	uint64_t ready_timeout_ns; /* 0: 30 s */
+	uint64_t grace_ns;         /* the drain after the handover; 0: 30 s */
+	int signal;                /* the signal that restarts (default
+	                              SIGUSR2); 0: none, runtime_restart only */
+};
+
+/* The defaults above. NULL: nothing. */
+RUNTIME_API void runtime_restart_config_init(struct runtime_restart_config *cfg);
+
+/*
+ * Restart on cfg->signal (a handler is installed for it) and on
+ * runtime_restart; cfg NULL: the defaults. Spawns the restarter on core 0
+ * (it ends at the drain). Once per process, from the thread that runs rt
+ * before runtime_run (or a fiber). Returns 0, -EINVAL (NULL rt, a bad
+ * signal), -EBUSY (enabled already), -ENOENT (this program's path cannot
+ * be read), -ENOMEM, or -errno of eventfd(2), sigaction(2) or the spawn.
+ */
+RUNTIME_API int runtime_restart_enable(struct runtime *rt,
+                                       const struct runtime_restart_config *cfg);
+
+/* Ask for a restart (as the signal does): the restarter starts one unless
+ * one is under way. Any thread, even a signal handler. Returns 0, or
+ * -ENOTCONN (not enabled). */
+RUNTIME_API int runtime_restart(void);
+
+/*
+ * Hand an idle connection of runtime_serve's to the successor during a
+ * restart's handover: what a protocol calls at a boundary between its
+ * messages, when a read returned -ESHUTDOWN and it holds nothing of the
+ * peer's (the HTTP/1.1 server does, between requests). The connection's
+ * receive stream is stopped first (runtime_stream_stop): if bytes came
+ * meanwhile, nothing moves and the caller reads them (1). After 0 the
+ * socket is the successor's: close the connection (runtime_conn_close),
+ * which can no longer reach the peer. A fiber of its core, none other
+ * reading or writing it. Returns 0, 1, -ENOTCONN (no handover under way,
+ * or not a connection of runtime_serve's), -EPROTONOSUPPORT (a layer,
+ * such as TLS, holds its state), -EBUSY (another fiber reads or writes
+ * it), -ECONNRESET (the peer has closed: nothing to move), or -errno of
+ * the stop or of sendmsg(2) (then close it as usual).
+ */
+RUNTIME_API int runtime_conn_handover(struct runtime_conn *conn);
 
 /* ---------------------------------------------------------- rate limits */
 

@@ -6,7 +6,8 @@
  * deadlines that another fiber moves (runtime_conn_*, runtime_fiber_expire
  * under them), and the graceful drain (runtime_drain and its channel,
  * hooks and signals): idle connections close, busy ones finish, the run
- * ends with the last of them, and what outlives the grace is cancelled.
+ * ends with the last of them, and what outlives the grace is cancelled;
+ * restarts' calls outside a restart (tests/restart.sh runs real ones).
  * Clients are plain threads with blocking sockets.
  */
 #include "testutil.h"
@@ -1345,6 +1346,66 @@ START_TEST(test_shutdown_on_signals_after_drain_on_signals)
 }
 END_TEST
 
+/* --------------------------------------------------------------- restarts */
+
+/* Without a restart under way a connection stays (runtime_conn_handover
+ * says why), and runtime_restart has nobody to ask before
+ * runtime_restart_enable. */
+static void handover_idle_main(void *arg)
+{
+	struct runtime_conn *c;
+	int fd[2];
+
+	(void)arg;
+	ck_assert_int_eq(runtime_conn_handover(NULL), -EINVAL);
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], 0), 0);
+	ck_assert_int_eq(runtime_conn_handover(c), -ENOTCONN);
+	ck_assert_int_eq(write(fd[0], "x", 1), 1);
+	char b;
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 1); /* still ours */
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(fd[0]);
+}
+
+START_TEST(test_conn_handover_without_a_restart)
+{
+	ck_assert_int_eq(runtime_restart(), -ENOTCONN);
+	ck_assert_int_eq(run_fiber(NULL, handover_idle_main, NULL), 0);
+}
+END_TEST
+
+static void drain_soon(void *arg)
+{
+	runtime_sleep(20 * MS);
+	ck_assert_int_eq(runtime_drain(arg, 1000 * MS), 0);
+}
+
+/* runtime_restart_enable: bad input, once per process; its restarter
+ * keeps the run going until the drain, and ends with it. A restart asked
+ * for with no server to hand over is logged, and the process runs on. */
+START_TEST(test_restart_enable_once_and_ends_at_the_drain)
+{
+	struct runtime_restart_config cfg;
+	struct runtime *rt;
+
+	runtime_restart_config_init(NULL);
+	runtime_restart_config_init(&cfg);
+	ck_assert_int_eq(cfg.signal, SIGUSR2);
+	ck_assert_int_eq(runtime_restart_enable(NULL, &cfg), -EINVAL);
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	cfg.signal = -1;
+	ck_assert_int_eq(runtime_restart_enable(rt, &cfg), -EINVAL);
+	cfg.signal = 0; /* runtime_restart only */
+	ck_assert_int_eq(runtime_restart_enable(rt, &cfg), 0);
+	ck_assert_int_eq(runtime_restart_enable(rt, &cfg), -EBUSY);
+	ck_assert_int_eq(runtime_restart(), 0); /* nothing to hand over */
+	ck_assert_int_eq(runtime_spawn(rt, drain_soon, rt), 0);
+	ck_assert_int_eq(runtime_run(rt), 0);
+	runtime_destroy(rt);
+}
+END_TEST
+
 static Suite *serve_suite(void)
 {
 	Suite *s = suite_create("serve");
@@ -1380,6 +1441,11 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_drain_cancels_what_outlives_the_grace);
 	tcase_add_test(tc, test_drain_on_signals_then_shutdown);
 	tcase_add_test(tc, test_shutdown_on_signals_after_drain_on_signals);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("restart");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_conn_handover_without_a_restart);
+	tcase_add_test(tc, test_restart_enable_once_and_ends_at_the_drain);
 	suite_add_tcase(s, tc);
 	return s;
 }

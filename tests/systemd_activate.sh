@@ -7,7 +7,8 @@
 # that request and later ones on it with two cores, and answers /healthz.
 # A notify socket (a unix datagram socket bound by python3, NOTIFY_SOCKET)
 # receives READY=1, the demo's STATUS= line, WATCHDOG=1 (WATCHDOG_USEC
-# set) and, at SIGTERM's drain, STOPPING=1; the demo exits 0. Skips, saying why, without
+# set); SIGUSR2 restarts the demo, whose successor takes the socket over
+# and says READY=1 with its MAINPID=; at SIGTERM's drain, STOPPING=1. Skips, saying why, without
 # systemd-socket-activate, curl or python3 (fails in CI, where
 # ./build.sh check installs them).
 set -u
@@ -46,6 +47,15 @@ with open(sys.argv[2], "a") as f:
 ' "$dir/notify" "$dir/got" &
 rpid=$!
 for _ in $(seq 200); do [ -S "$dir/notify" ] && break; sleep 0.05; done
+
+# alive PID: PID runs (a zombie does not: the successor is nobody's
+# child to reap once its parent has exited).
+alive() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
 
 # got STATE: the notify socket received STATE (waits up to 60 s).
 got() {
@@ -92,12 +102,28 @@ got WATCHDOG=1
 result "WATCHDOG=1 with WATCHDOG_USEC set" $?
 got "STATUS=serving on port $port, 2 cores"
 result "the demo's STATUS= line" $?
-kill -TERM "$pid"
+
+# A restart without loss (SIGUSR2, as the unit's ExecReload= sends): the
+# successor takes the activated socket over and says so, with its pid.
+kill -USR2 "$pid"
+got "STATUS=took over"
+result "SIGUSR2: a successor takes the socket over and says READY=1 again" $?
 wait "$pid"
 status=$?
-pid=
 [ "$status" -eq 0 ]
-result "SIGTERM drains, and the demo exits 0 (status $status)" $?
+result "the old process drains and exits 0 (status $status)" $?
+new=$(sed -n 's/^MAINPID=//p' "$dir/got" | tail -1)
+[ -n "$new" ] && [ "$new" != "$pid" ] && alive "$new"
+result "MAINPID= names the successor ($new)" $?
+pid=${new:-}
+body=$(curl -s -m 60 "$base/plaintext")
+[ "$body" = "Hello, World!" ]
+result "the successor serves on the activated socket (got '$body')" $?
+kill -TERM "$pid"
+for _ in $(seq 600); do alive "$pid" || break; sleep 0.1; done
+! alive "$pid" && grep -q "stopped after" "$dir/err"
+result "SIGTERM drains the successor, which stops" $?
+pid=
 got STOPPING=1
 result "STOPPING=1 at the drain" $?
 [ "$failed" -eq 0 ] || { cat "$dir/out" "$dir/err"; cat "$dir/got"; }

@@ -28,7 +28,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -772,6 +774,45 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 	else if (c->layer)
 		c->layer->idle(c, c->layer_state);
 	return rc;
+}
+
+/* ------------------------------------------------ moving to a successor */
+
+/* The socket has gone to the successor: c's fd is made to name an
+ * unconnected socket, so that nothing this process still does with c (a
+ * read, a linger's shutdown) can touch the connection; the close closes
+ * that one. */
+static void leave_shell(struct runtime_conn *c)
+{
+	int shell = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (shell >= 0) {
+		dup3(shell, c->fd, O_CLOEXEC);
+		close(shell);
+	}
+}
+
+int runtime_conn_handover(struct runtime_conn *c)
+{
+	int rc = mine(c), sock = runtime__handover_target();
+
+	if (rc < 0)
+		return rc;
+	if (sock < 0 || !c->server)
+		return -ENOTCONN; /* no successor takes connections now */
+	if (c->layer)
+		return -EPROTONOSUPPORT; /* its state (TLS) is this process's */
+	if (c->rd.fiber || c->wr.fiber || c->waiting)
+		return -EBUSY;
+	if (c->rx && (rc = runtime_stream_stop(c->rx)) != 0) {
+		if (rc == 1 && !runtime_stream_buffered(c->rx))
+			return -ECONNRESET; /* the peer's end came: nothing to move */
+		return rc; /* 1: bytes came meanwhile: serve them */
+	}
+	if ((rc = runtime__serve_hand_over(c, sock)) < 0)
+		return rc;
+	leave_shell(c);
+	return 0;
 }
 
 /* Lingering close: after the last reply, the peer must be able to read

@@ -142,7 +142,8 @@ int runtime_metrics_add_runtime(struct runtime_metrics *reg)
 
 /* -------------------------------------------------------------- servers */
 
-enum { SRV_ACCEPTED, SRV_REFUSED, SRV_ERRORS, SRV_LAYER_FAILED, SRV_OPEN, SRV_FIGURES };
+enum { SRV_ACCEPTED, SRV_REFUSED, SRV_ERRORS, SRV_LAYER_FAILED, SRV_OPEN, SRV_MOVED_IN,
+       SRV_MOVED_OUT, SRV_FIGURES };
 static const struct {
 	const char *name, *help;
 	enum runtime_metric_type type;
@@ -157,6 +158,10 @@ static const struct {
 	  "Connections the accept-time layer refused (TLS: failed handshakes).",
 	  RUNTIME_METRIC_COUNTER },
 	{ "runtime_server_connections_open", "Connections open now.", RUNTIME_METRIC_GAUGE },
+	{ "runtime_server_connections_taken_over_total",
+	  "Idle connections a predecessor handed over at a restart.", RUNTIME_METRIC_COUNTER },
+	{ "runtime_server_connections_handed_over_total",
+	  "Idle connections handed to a successor at a restart.", RUNTIME_METRIC_COUNTER },
 };
 
 struct server_figures {
@@ -176,6 +181,8 @@ static void server_collect(struct runtime_metrics *reg, void *arg)
 	runtime_metric_set(sf->series[SRV_ERRORS], (int64_t)st.errors);
 	runtime_metric_set(sf->series[SRV_LAYER_FAILED], (int64_t)st.layer_failed);
 	runtime_metric_set(sf->series[SRV_OPEN], st.live);
+	runtime_metric_set(sf->series[SRV_MOVED_IN], (int64_t)st.moved_in);
+	runtime_metric_set(sf->series[SRV_MOVED_OUT], (int64_t)st.moved_out);
 }
 
 int runtime_metrics_add_server(struct runtime_metrics *reg, const struct runtime_server *srv,

@@ -27,6 +27,8 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,9 +44,18 @@ struct core_conns {
 	struct runtime_timer sweep;
 	bool sweeping;              /* sweep armed, or its callback due */
 	bool drain_watched;         /* the watcher waits for the drain */
-	struct runtime_fiber *acceptor; /* inherited socket: the watcher's to cancel */
-	bool ending;                /* inherited socket: the watcher has seen the end */
+	bool ending;                /* a stop that leaves the sockets listening
+	                               (inherited, or handed over): seen */
 } __attribute__((aligned(64)));
+
+/* A listening socket's acceptor: socket index runs on core index %
+ * ncores (a successor with fewer cores than its predecessor had sockets
+ * serves them all). */
+struct accept_slot {
+	struct runtime_server *srv;
+	unsigned index;
+	struct runtime_fiber *fiber; /* while it accepts: the watcher's to expire */
+};
 
 struct runtime_server {
 	struct runtime *rt;
@@ -57,17 +68,26 @@ struct runtime_server {
 	runtime_serve_layer_fn *layer; /* accept-time, or NULL */
 	void *layer_arg;
 	unsigned ncores;
-	int *fds;                   /* each core's listening socket */
-	bool inherited;             /* fds: one socket activation's socket, dup'ed */
+	unsigned nfds;              /* listening sockets: ncores, or more handed */
+	int *fds;                   /* the listening sockets */
+	struct accept_slot *slots;  /* their acceptors */
+	bool inherited;             /* fds: one inherited socket, dup'ed */
+	bool handed;                /* the predecessor's sockets (handover.c) */
 	bool notify_ready;
-	_Atomic unsigned listening; /* acceptors started: READY=1 at ncores */
+	_Atomic unsigned listening; /* acceptors started: READY=1 at nfds */
 	uint16_t port;
+	struct handover_msg key;    /* the listening address, for a successor */
 	struct runtime_chan *stop;  /* closed by runtime_server_stop */
 	_Atomic bool stopped;
-	_Atomic unsigned live;
-	_Atomic uint64_t accepted, refused, errors, layer_failed;
+	_Atomic unsigned live, next_core;
+	_Atomic uint64_t accepted, refused, errors, layer_failed, moved_in, moved_out;
 	struct core_conns *conns;
+	struct runtime_server *next_live; /* in the process's list (registry) */
 };
+
+/* Every server of the process, for a restart's handover (runtime__serve_offer). */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct runtime_server *registry;
 
 void runtime_serve_config_init(struct runtime_serve_config *cfg)
 {
@@ -144,9 +164,10 @@ static void conn_fiber(void *arg)
 	conn_end(srv, c);
 }
 
-/* A connection accepted on this core: served, or refused over the cap. */
+/* A connection accepted on this core (or handed over by a predecessor:
+ * adopted): served, or refused over the cap. */
 static void admit(struct runtime_server *srv, int fd, const struct sockaddr_storage *peer,
-                  socklen_t len)
+                  socklen_t len, bool adopted)
 {
 	struct runtime_conn *c;
 
@@ -168,7 +189,7 @@ static void admit(struct runtime_server *srv, int fd, const struct sockaddr_stor
 	c->server = srv;
 	c->watch.on = srv->release_after != 0;
 	conns_add(srv, c);
-	atomic_fetch_add(&srv->accepted, 1);
+	atomic_fetch_add(adopted ? &srv->moved_in : &srv->accepted, 1);
 	if (runtime_spawn(srv->rt, conn_fiber, c) < 0) { /* out of memory, or a shutdown */
 		conns_remove(srv, c);
 		runtime_conn_close(c);
@@ -253,36 +274,68 @@ void runtime__serve_watch(struct runtime_conn *c)
 
 /* ------------------------------------------------------------ each core */
 
-static int next_connection(struct runtime_server *srv, struct runtime_listener *l,
+static int next_connection(struct accept_slot *a, struct runtime_listener *l,
                            struct sockaddr_storage *peer, socklen_t *len)
 {
-	if (srv->plain_accept)
-		return runtime_accept(srv->fds[runtime_core_index()], (struct sockaddr *)peer, len,
+	if (a->srv->plain_accept)
+		return runtime_accept(a->srv->fds[a->index], (struct sockaddr *)peer, len,
 		                      SOCK_CLOEXEC);
 	return runtime_listener_accept(l, (struct sockaddr *)peer, len);
 }
 
+/* The acceptor's end: the kernel's accepting stopped, and what the
+ * listener took served, not closed - a stop that leaves the socket
+ * listening (a handover) must lose nothing, and a drain serves them. */
+static void take_queued(struct runtime_server *srv, struct runtime_listener *l)
+{
+	int n = l ? runtime_listener_stop(l) : 0;
+
+	while (n-- > 0) {
+		struct sockaddr_storage peer;
+		socklen_t len = sizeof(peer);
+		int fd = runtime_listener_accept(l, (struct sockaddr *)&peer, &len);
+		if (fd >= 0 && !atomic_load(&srv->stopped))
+			admit(srv, fd, &peer, len, false);
+		else if (fd >= 0)
+			runtime_close(fd);
+	}
+	runtime_listener_close(l);
+}
+
+/* Every acceptor runs: READY=1 to the manager (a successor's with its
+ * pid, the service's main one from now), READY to a predecessor. */
+static void all_accepting(struct runtime_server *srv)
+{
+	char state[64];
+
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=took over\nMAINPID=%d", (int)getpid());
+	if (srv->notify_ready)
+		runtime_notify(srv->handed ? state : "READY=1");
+	if (srv->handed)
+		runtime__handover_listening(srv->rt, srv);
+}
+
 static void acceptor(void *arg)
 {
-	struct runtime_server *srv = arg;
+	struct accept_slot *a = arg;
+	struct runtime_server *srv = a->srv;
 	struct runtime_listener *l = NULL;
 	struct core_conns *cc = &srv->conns[runtime_core_index()];
 
-	if (!srv->plain_accept &&
-	    runtime_listener_open(&l, srv->fds[runtime_core_index()], SOCK_CLOEXEC) < 0)
+	if (!srv->plain_accept && runtime_listener_open(&l, srv->fds[a->index], SOCK_CLOEXEC) < 0)
 		return;
-	cc->acceptor = runtime_fiber_self();
-	if (atomic_fetch_add(&srv->listening, 1) + 1 == srv->ncores && srv->notify_ready)
-		runtime_notify("READY=1"); /* every core listens */
+	a->fiber = runtime_fiber_self();
+	if (atomic_fetch_add(&srv->listening, 1) + 1 == srv->nfds)
+		all_accepting(srv);
 	while (!atomic_load(&srv->stopped) && !cc->ending) {
 		struct sockaddr_storage peer;
 		socklen_t len = sizeof(peer);
-		int fd = next_connection(srv, l, &peer, &len);
+		int fd = next_connection(a, l, &peer, &len);
 		if (fd >= 0 && !atomic_load(&srv->stopped)) {
-			admit(srv, fd, &peer, len);
+			admit(srv, fd, &peer, len, false);
 		} else if (fd >= 0) {
 			runtime_close(fd);
-		} else if (fd == -ECANCELED || fd == -EINVAL) {
+		} else if (cc->ending || fd == -ECANCELED || fd == -EINVAL) {
 			break; /* shut down, or the socket was (a stop, a drain) */
 		} else {
 			atomic_fetch_add(&srv->errors, 1); /* out of fds or memory: */
@@ -290,11 +343,12 @@ static void acceptor(void *arg)
 				break;
 		}
 	}
-	cc->acceptor = NULL;
-	runtime_listener_close(l);
+	a->fiber = NULL;
+	take_queued(srv, l);
 }
 
-/* On a drain: connections waiting for their next request close now. */
+/* On a drain: connections waiting for their next request close now (or,
+ * in a handover, move to the successor: runtime_conn_handover). */
 static void close_idle(struct runtime_server *srv)
 {
 	for (struct runtime_conn *c = srv->conns[runtime_core_index()].head; c; c = c->next)
@@ -302,22 +356,26 @@ static void close_idle(struct runtime_server *srv)
 			runtime_fiber_expire(c->rd.fiber);
 }
 
-/* A shutdown ends every core's accept on the socket at once; but an
- * inherited socket is the service manager's too, and one shut down would
- * stop listening for good - the next start of the service would find it
- * dead - so there each core's acceptor is cancelled instead (or told, if
- * it has not run yet: the same core, no race). */
+/*
+ * A shutdown ends every accept on the core's sockets at once; but an
+ * inherited socket is the service manager's too, and one handed over is
+ * the successor's: shut down, it would stop listening for good. There
+ * each of the core's acceptors is told, and woken (an expire: it then
+ * takes what its listener holds, and the successor accepts the rest).
+ */
 static void stop_accepting(struct runtime_server *srv)
 {
-	struct core_conns *cc = &srv->conns[runtime_core_index()];
+	unsigned core = runtime_core_index();
+	struct core_conns *cc = &srv->conns[core];
+	bool keep_listening = srv->inherited || runtime__handover_target() >= 0;
 
-	if (!srv->inherited) {
-		shutdown(srv->fds[runtime_core_index()], SHUT_RD);
-		return;
+	cc->ending = keep_listening;
+	for (unsigned i = core; i < srv->nfds; i += srv->ncores) {
+		if (!keep_listening)
+			shutdown(srv->fds[i], SHUT_RD);
+		else if (srv->slots[i].fiber)
+			runtime_fiber_expire(srv->slots[i].fiber);
 	}
-	cc->ending = true;
-	if (cc->acceptor)
-		runtime_fiber_cancel(cc->acceptor);
 }
 
 static void watcher(void *arg)
@@ -353,14 +411,34 @@ static uint16_t socket_port(int fd)
 	                                      : ((struct sockaddr_in *)&ss)->sin_port);
 }
 
-/* Socket activation: the one inherited socket, shared by every core (a
- * dup each, so that each core's fd closes on its own; the listeners see
- * one socket and take turns, listener.c). nodelay sets TCP_NODELAY on
- * it, for the connections to inherit (as the unit's NoDelay= would). */
+/* Room for n listening sockets (-1 each) and their acceptors. */
+static int set_nfds(struct runtime_server *srv, unsigned n)
+{
+	srv->fds = malloc(n * sizeof(*srv->fds));
+	srv->slots = calloc(n, sizeof(*srv->slots));
+	if (!srv->fds || !srv->slots)
+		return -ENOMEM;
+	srv->nfds = n;
+	for (unsigned i = 0; i < n; i++) {
+		srv->fds[i] = -1;
+		srv->slots[i] = (struct accept_slot){ .srv = srv, .index = i };
+	}
+	return 0;
+}
+
+/* One inherited socket (socket activation, or a predecessor's shared
+ * one), shared by every core (a dup each, so that each core's fd closes
+ * on its own; the listeners see one socket and take turns, listener.c).
+ * nodelay sets TCP_NODELAY on it, for the connections to inherit (as the
+ * unit's NoDelay= would). */
 static int share_inherited(struct runtime_server *srv, int fd, int nodelay)
 {
 	int one = 1;
 
+	if (set_nfds(srv, srv->ncores) < 0) {
+		close(fd);
+		return -ENOMEM;
+	}
 	if (nodelay)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	srv->inherited = true;
@@ -372,18 +450,38 @@ static int share_inherited(struct runtime_server *srv, int fd, int nodelay)
 	return 0;
 }
 
+/* n sockets of a core each (SO_REUSEPORT) from a predecessor: each gets
+ * an acceptor; cores beyond them join the group with a socket of their
+ * own. */
+static int take_handed(struct runtime_server *srv, const struct runtime_serve_config *cfg,
+                       const int *fds, unsigned n)
+{
+	unsigned flags = RUNTIME_LISTEN_REUSEPORT | (cfg->nodelay ? RUNTIME_LISTEN_NODELAY : 0);
+	int rc = set_nfds(srv, n > srv->ncores ? n : srv->ncores);
+
+	for (unsigned i = 0; i < n; i++)
+		if (rc == 0)
+			srv->fds[i] = fds[i];
+		else
+			close(fds[i]);
+	srv->port = socket_port(fds[0]);
+	for (unsigned i = n; i < srv->nfds && rc == 0; i++) {
+		int fd = runtime_tcp_listen(cfg->host, srv->port, cfg->backlog, flags);
+		srv->fds[i] = fd;
+		rc = fd < 0 ? fd : 0;
+	}
+	return rc;
+}
+
 /* A socket per core, in one SO_REUSEPORT group: the first checks that no
- * other process holds the port (unless share_port), the others join it.
- * Unless socket activation passed a socket for cfg: then that one. */
-static int open_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
+ * other process holds the port (unless share_port), the others join it. */
+static int bind_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
 {
 	unsigned flags = RUNTIME_LISTEN_REUSEPORT | (cfg->nodelay ? RUNTIME_LISTEN_NODELAY : 0);
 	uint16_t port = cfg->port;
-	int inherited, rc = runtime__listen_claim(cfg, &inherited);
 
-	if (rc != 0)
-		return rc < 0 ? rc : share_inherited(srv, inherited, cfg->nodelay);
-
+	if (set_nfds(srv, srv->ncores) < 0)
+		return -ENOMEM;
 	for (unsigned i = 0; i < srv->ncores; i++) {
 		unsigned own = i == 0 && !cfg->share_port ? RUNTIME_LISTEN_EXCLUSIVE : 0;
 		int fd = runtime_tcp_listen(cfg->host, port, cfg->backlog, flags | own);
@@ -397,23 +495,45 @@ static int open_sockets(struct runtime_server *srv, const struct runtime_serve_c
 	return 0;
 }
 
-/* Every core's watcher, then its acceptor. A spawn can fail only for want
- * of memory (or a shutdown): then the server is stopped, the fibers that
- * did start end by themselves, and the caller still destroys it. */
-/* Spawn each core's fibers. Returns how many started; *rc the error that
- * stopped it (the server is stopped then: those started end by
- * themselves). */
+/* The predecessor's sockets for cfg (a restart), else socket
+ * activation's, else sockets of our own. */
+static int open_sockets(struct runtime_server *srv, const struct runtime_serve_config *cfg)
+{
+	int fds[HANDOVER_FDS_MAX], inherited, rc;
+	unsigned n;
+	bool shared;
+
+	if (runtime__handover_claim(srv, cfg, fds, &n, &shared) == 1) {
+		srv->handed = true;
+		rc = shared ? share_inherited(srv, fds[0], cfg->nodelay) : take_handed(srv, cfg, fds, n);
+	} else if ((rc = runtime__listen_claim(cfg, &inherited)) != 0) {
+		rc = rc < 0 ? rc : share_inherited(srv, inherited, cfg->nodelay);
+	} else {
+		rc = bind_sockets(srv, cfg);
+	}
+	if (rc == 0 && srv->inherited && cfg->listen_name)
+		snprintf(srv->key.name, sizeof(srv->key.name), "%s", cfg->listen_name);
+	socklen_t len = sizeof(srv->key.key);
+	if (rc == 0 && getsockname(srv->fds[0], (struct sockaddr *)&srv->key.key, &len) == 0)
+		srv->key.keylen = (uint16_t)len;
+	return rc;
+}
+
+/* Every core's watcher, then its sockets' acceptors. Returns how many
+ * started; *rc the error that stopped it (a spawn fails only for want of
+ * memory, or a shutdown: then the server is stopped, those started end
+ * by themselves, and the caller still destroys it). */
 static unsigned start_fibers(struct runtime_server *srv, int *rc)
 {
 	unsigned started = 0;
 
 	*rc = 0;
-	for (unsigned i = 0; i < srv->ncores && *rc == 0; i++) {
+	for (unsigned i = 0; i < srv->ncores && *rc == 0; i++)
 		if ((*rc = runtime_spawn_on(srv->rt, i, watcher, srv)) == 0)
 			started++;
-		if (*rc == 0 && (*rc = runtime_spawn_on(srv->rt, i, acceptor, srv)) == 0)
+	for (unsigned i = 0; i < srv->nfds && *rc == 0; i++)
+		if ((*rc = runtime_spawn_on(srv->rt, i % srv->ncores, acceptor, &srv->slots[i])) == 0)
 			started++;
-	}
 	if (*rc < 0)
 		runtime_server_stop(srv);
 	return started;
@@ -438,18 +558,38 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->layer_arg = cfg->layer_arg;
 	srv->notify_ready = cfg->notify_ready;
 	srv->ncores = n;
-	srv->fds = malloc(n * sizeof(*srv->fds));
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
-	if (!srv->fds || !srv->conns || runtime_chan_create(&srv->stop, 1, 0) < 0) {
+	if (!srv->conns || runtime_chan_create(&srv->stop, 1, 0) < 0) {
 		runtime_server_destroy(srv);
 		return NULL;
 	}
 	memset(srv->conns, 0, n * sizeof(*srv->conns));
 	for (unsigned i = 0; i < n; i++)
 		srv->conns[i].srv = srv;
-	for (unsigned i = 0; i < n; i++)
-		srv->fds[i] = -1;
 	return srv;
+}
+
+/* At the end: a successor's servers claim in the order they were made. */
+static void registry_add(struct runtime_server *srv)
+{
+	struct runtime_server **p = &registry;
+
+	pthread_mutex_lock(&registry_lock);
+	while (*p)
+		p = &(*p)->next_live;
+	*p = srv;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_remove(struct runtime_server *srv)
+{
+	pthread_mutex_lock(&registry_lock);
+	for (struct runtime_server **p = &registry; *p; p = &(*p)->next_live)
+		if (*p == srv) {
+			*p = srv->next_live;
+			break;
+		}
+	pthread_mutex_unlock(&registry_lock);
 }
 
 int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
@@ -470,11 +610,82 @@ int runtime_serve(struct runtime *rt, const struct runtime_serve_config *cfg,
 		runtime_server_destroy(srv);
 		return rc;
 	}
-	if (start_fibers(srv, &rc) > 0 || rc == 0)
+	if (start_fibers(srv, &rc) > 0 || rc == 0) {
+		registry_add(srv);
 		*out = srv; /* a fiber uses it: destroyed after the run */
-	else
+	} else {
 		runtime_server_destroy(srv);
+	}
 	return rc;
+}
+
+/* ------------------------------------------------------ the handover */
+
+int runtime__serve_offer(int sock)
+{
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&registry_lock);
+	for (struct runtime_server *srv = registry; srv; srv = srv->next_live) {
+		if (atomic_load(&srv->stopped) || !srv->key.keylen)
+			continue;
+		struct handover_msg m = srv->key;
+		m.kind = HANDOVER_LISTENERS;
+		m.shared = srv->inherited;
+		unsigned n = srv->inherited ? 1 : srv->nfds;
+		if ((rc = runtime__handover_send(sock, &m, srv->fds, n)) < 0)
+			break;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (rc == 0)
+		rc = runtime__handover_send(sock, &(struct handover_msg){ .kind = HANDOVER_END },
+		                            NULL, 0);
+	return rc;
+}
+
+int runtime__serve_hand_over(struct runtime_conn *c, int sock)
+{
+	struct handover_msg m = c->server->key;
+
+	m.kind = HANDOVER_CONN;
+	int rc = runtime__handover_send(sock, &m, &c->fd, 1);
+	if (rc == 0)
+		atomic_fetch_add(&c->server->moved_out, 1);
+	return rc;
+}
+
+struct adoption {
+	struct runtime_server *srv;
+	int fd;
+};
+
+static void adopt_here(void *arg)
+{
+	struct adoption *a = arg;
+	struct sockaddr_storage peer;
+	socklen_t len = sizeof(peer);
+
+	if (getpeername(a->fd, (struct sockaddr *)&peer, &len) < 0)
+		len = 0;
+	if (atomic_load(&a->srv->stopped))
+		runtime_close(a->fd);
+	else
+		admit(a->srv, a->fd, &peer, len, true);
+	free(a);
+}
+
+void runtime__serve_adopt(struct runtime_server *srv, int fd)
+{
+	struct adoption *a = malloc(sizeof(*a));
+	unsigned core = atomic_fetch_add(&srv->next_core, 1) % srv->ncores;
+
+	if (a) {
+		*a = (struct adoption){ srv, fd };
+		if (runtime_spawn_on(srv->rt, core, adopt_here, a) == 0)
+			return;
+		free(a);
+	}
+	close(fd);
 }
 
 /* ----------------------------------------------------------- the handle */
@@ -496,6 +707,8 @@ void runtime_server_stats(const struct runtime_server *srv, struct runtime_serve
 	st->refused = atomic_load(&srv->refused);
 	st->errors = atomic_load(&srv->errors);
 	st->layer_failed = atomic_load(&srv->layer_failed);
+	st->moved_in = atomic_load(&srv->moved_in);
+	st->moved_out = atomic_load(&srv->moved_out);
 }
 
 int runtime_server_stop(struct runtime_server *srv)
@@ -511,11 +724,13 @@ void runtime_server_destroy(struct runtime_server *srv)
 {
 	if (!srv)
 		return;
-	for (unsigned i = 0; srv->fds && i < srv->ncores; i++)
+	registry_remove(srv);
+	for (unsigned i = 0; srv->fds && i < srv->nfds; i++)
 		if (srv->fds[i] >= 0)
 			close(srv->fds[i]);
 	runtime_chan_destroy(srv->stop);
 	free(srv->fds);
+	free(srv->slots);
 	free(srv->conns);
 	free(srv);
 }

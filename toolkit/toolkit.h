@@ -93,6 +93,60 @@ void runtime__serve_resume(struct runtime_conn *c);
 /* activation.c: an inherited socket for runtime_serve. */
 int runtime__listen_claim(const struct runtime_serve_config *cfg, int *fd);
 
+/* ------------------------------------------- restarts (handover.c) */
+
+#define HANDOVER_FDS_MAX 64u        /* sockets in one message: a server's */
+
+enum handover_kind {
+	HANDOVER_LISTENERS = 1,     /* old -> new: a server's listening sockets */
+	HANDOVER_END,               /* old -> new: no more listeners */
+	HANDOVER_READY,             /* new -> old: every server accepts */
+	HANDOVER_CONN,              /* old -> new: an idle connection */
+};
+
+/* One datagram of the link (handover.c); the key names the server by the
+ * address its listening sockets have. */
+struct handover_msg {
+	uint32_t magic;
+	uint8_t kind;               /* enum handover_kind */
+	uint8_t shared;             /* LISTENERS: one socket every core shares */
+	uint16_t keylen;
+	struct sockaddr_storage key;
+	char name[256];             /* LISTENERS: socket activation's name
+	                               (listen_name), "" for none */
+};
+
+/* Send m (its magic set here) and n fds; waits up to 5 s for room (a
+ * fiber). 0 or -errno. */
+int runtime__handover_send(int sock, const struct handover_msg *m, const int *fds, unsigned n);
+/* Receive one message and up to *n fds (*n: how many came; close-on-exec),
+ * waiting up to timeout_ns (< 0: none; a fiber's wait, or poll(2) outside
+ * one). sizeof(*m), 0 when the other side has gone, or -errno (-EPROTO:
+ * no message of ours, its fds closed). */
+ssize_t runtime__handover_recv(int sock, struct handover_msg *m, int *fds, unsigned *n,
+                               int64_t timeout_ns);
+/* The old process: the ready successor's link (-1: none), from which on
+ * idle connections move (runtime_conn_handover) and the servers stop
+ * accepting without shutting their sockets down. */
+void runtime__handover_begin(int sock);
+int runtime__handover_target(void);
+/* The successor: the predecessor's listening sockets for a server of
+ * cfg's - the socket named cfg->listen_name, else one of cfg->port (0:
+ * any) - taken into fds (*n of them; *shared: one socket for every
+ * core): 1; 0 if none. */
+int runtime__handover_claim(struct runtime_server *srv, const struct runtime_serve_config *cfg,
+                            int *fds, unsigned *n, bool *shared);
+/* The successor: srv (which claimed sockets) accepts on every core; READY
+ * goes to the predecessor once every server that claimed some does. */
+void runtime__handover_listening(struct runtime *rt, struct runtime_server *srv);
+/* serve.c: a connection handed over joins srv, on one of its cores. */
+void runtime__serve_adopt(struct runtime_server *srv, int fd);
+/* serve.c: every live server's listeners over sock, then END. 0, or
+ * -ENOENT (no server), or -errno. */
+int runtime__serve_offer(int sock);
+/* serve.c: c's socket to the successor over sock (counted). 0 or -errno. */
+int runtime__serve_hand_over(struct runtime_conn *c, int sock);
+
 /* conn.c: keep addr (len bytes) as the connection's peer; false if it
  * cannot (no memory for a long one): it stays unknown. */
 bool runtime__conn_peer_set(struct runtime_conn *c, const void *addr, socklen_t len);

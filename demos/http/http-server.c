@@ -15,6 +15,11 @@
  * it by name), says READY=1 once every core listens, STOPPING=1 at the
  * drain, and pings the watchdog (WatchdogSec=) while every core turns:
  * the library does each, the demo only asks for the socket by name.
+ *
+ * On SIGUSR2 it restarts without loss (runtime_restart_enable): its
+ * successor - this program as it is on disk now, or --restart-with's -
+ * takes its listening sockets and idle keep-alive connections, and it
+ * drains once the successor serves.
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -45,6 +50,7 @@ static void usage(FILE *to)
 	        "                   [--access-log] [--fixed-files] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "                   [--listen-name NAME]  (systemd's socket of that name)\n"
+	        "                   [--restart-with PROGRAM] [--ready-timeout MS]  (SIGUSR2)\n"
 	        "Measuring aids: --plain-recv, --plain-accept, --no-batch, --file-copy,\n"
 	        "--no-metrics turn off the receive stream, the listener, response batching,\n"
 	        "splice, the request-duration histogram and method counts.\n"
@@ -53,6 +59,7 @@ static void usage(FILE *to)
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
+	        "ready-timeout 30000, "
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
 }
 
@@ -81,6 +88,7 @@ static int parse_options(int argc, char **argv)
 		{ "no-metrics", 0, NULL, 'M' },
 		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
 		{ "listen-name", 1, NULL, 'N' },
+		{ "restart-with", 1, NULL, 'W' }, { "ready-timeout", 1, NULL, 'Y' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
@@ -89,7 +97,8 @@ static int parse_options(int argc, char **argv)
 
 	*o = (struct options){ .host = "0.0.0.0", .port = 8080, .cores = 1, .limit = 4,
 		.max_conns = 10000, .body_max = 1 << 20, .header_timeout_ms = 10000,
-		.idle_timeout_ms = 60000, .grace_ms = 5000, .release_after_ms = 10 };
+		.idle_timeout_ms = 60000, .grace_ms = 5000, .release_after_ms = 10,
+		.ready_timeout_ms = 30000 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
@@ -116,6 +125,9 @@ static int parse_options(int argc, char **argv)
 		case 'T': o->tls_cert = optarg; break;
 		case 'K': o->tls_key = optarg; break;
 		case 'N': o->listen_name = optarg; break;
+		case 'W': o->restart_with = optarg; break;
+		case 'Y': ok = demo_number(optarg, 1u << 30, &o->ready_timeout_ms) &&
+		                 o->ready_timeout_ms; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -168,7 +180,13 @@ static int start(void)
 	if ((rc = runtime_listen_fds()) < 0) /* bad LISTEN_* values: said why */
 		return 1;
 	activated = rc > 0;
+	struct runtime_restart_config restart;
+	runtime_restart_config_init(&restart);
+	restart.path = srv.opt.restart_with;
+	restart.ready_timeout_ns = srv.opt.ready_timeout_ms * MS;
+	restart.grace_ns = srv.opt.grace_ms * MS;
 	if ((rc = runtime_drain_on_signals(srv.rt, srv.opt.grace_ms * MS)) < 0 ||
+	    (rc = runtime_restart_enable(srv.rt, &restart)) < 0 ||
 	    (rc = runtime_sem_create(&srv.backend, srv.opt.limit, 0)) < 0)
 		return rc;
 	return serve();
