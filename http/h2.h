@@ -100,6 +100,8 @@ struct h2_stream {
 	char *in;
 	size_t in_off, in_len, in_cap;
 	uint64_t in_total;
+	uint64_t started;            /* runtime_now_coarse at its head, for the
+	                                duration histogram; 0: not timed */
 	struct h2_out out;           /* the response body; out.waiter: the
 	                                handler, parked for body bytes or for
 	                                its own to be framed */

@@ -112,6 +112,7 @@ static struct h2_conn *conn_new(struct runtime_http_server *srv, struct runtime_
 	h->link.write_timeout_ns = srv->cfg.idle_timeout_ns;
 	h->link.start_writer = start_writer;
 	h->core = runtime__http_core(srv);
+	h->link.sent = &h->core->bytes_out;
 	h->max_streams = srv->cfg.h2_max_streams ? srv->cfg.h2_max_streams : H2_MAX_STREAMS;
 	h->idle = -1;
 	h->rd_deadline = HTTP_DEADLINE_UNKNOWN;
@@ -288,7 +289,10 @@ static int read_some(struct h2_conn *h)
 	h->link.reading = true;
 	ssize_t n = runtime_conn_read(h->link.rc, io->in, io->in_size);
 	h->link.reading = false;
-	return n > 0 ? feed(h, io->in, (size_t)n) : read_failed(h, n);
+	if (n <= 0)
+		return read_failed(h, n);
+	http_count_n(&h->core->bytes_in, (uint64_t)n);
+	return feed(h, io->in, (size_t)n);
 }
 
 /* Read, feed, let the handlers run, write their answers, until the

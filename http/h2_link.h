@@ -10,6 +10,7 @@
 
 #include <nghttp2/nghttp2.h>
 #include <runtime_toolkit.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -28,6 +29,7 @@ struct h2_link {
 	char *out;                   /* H2_OUT bytes (NULL: none now) */
 	size_t out_len;
 	uint64_t write_timeout_ns;   /* a write's bound, from its start */
+	_Atomic uint64_t *sent;      /* counts the bytes written; NULL: none */
 	void (*start_writer)(struct h2_link *l);
 	bool reading;                /* the reader waits for input */
 	bool flushing;               /* a fiber writes the output now */

@@ -119,7 +119,11 @@ static int write_out(struct h2_link *l)
 	uint64_t now = runtime_now(), ns = l->write_timeout_ns;
 
 	runtime_conn_set_write_deadline(l->rc, ns > UINT64_MAX - now ? UINT64_MAX : now + ns);
-	ssize_t rc = runtime_conn_write(l->rc, l->out, l->out_len, NULL);
+	size_t done = 0;
+	ssize_t rc = runtime_conn_write(l->rc, l->out, l->out_len, &done);
+	if (l->sent && done)
+		atomic_store_explicit(l->sent, atomic_load_explicit(l->sent, memory_order_relaxed) +
+		                      done, memory_order_relaxed); /* the core's own */
 	l->out_len = 0;
 	return rc < 0 ? (int)rc : 0;
 }

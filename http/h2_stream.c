@@ -371,6 +371,8 @@ static void finish(struct h2_stream *s)
 
 	answer_rest(s);
 	drop_body(s);
+	if (s->started)
+		http_duration(h->core, runtime_now() - s->started);
 	if (cfg->on_response)
 		cfg->on_response(&s->req, &s->res, cfg->arg);
 	h->live--;
@@ -409,6 +411,8 @@ void runtime__h2_stream_start(struct h2_stream *s)
 	h->live++;
 	h->spawned = true;
 	http_count(&h->core->requests);
-	if (!h->srv->cfg.no_metrics)
+	if (!h->srv->cfg.no_metrics) {
 		http_count(&h->core->methods[http_method_class(s->method.p, s->method.len)]);
+		s->started = runtime_now_coarse();
+	}
 }
