@@ -19,7 +19,11 @@ struct server_series {
 	const struct runtime_http_server *srv;
 	struct runtime_metric *methods[HTTP_METHOD_CLASSES], *codes[6];
 	struct runtime_metric *rejected, *bytes_in, *bytes_out, *duration;
+	struct runtime_metric *tls[3];  /* handshakes full, resumed, failed
+	                                   (a TLS server's; else NULL) */
 };
+
+static const char *const handshake_names[3] = { "full", "resumed", "failed" };
 
 static uint64_t load(const _Atomic uint64_t *n)
 {
@@ -62,6 +66,13 @@ static void server_collect(struct runtime_metrics *reg, void *arg)
 	runtime_metric_set(ss->bytes_in, (int64_t)in);
 	runtime_metric_set(ss->bytes_out, (int64_t)out);
 	duration_collect(srv, ss->duration);
+	if (ss->tls[0]) {
+		struct runtime_tls_stats ts;
+		runtime_tls_stats(srv->tls.tls, &ts);
+		runtime_metric_set(ss->tls[0], (int64_t)(ts.handshakes - ts.resumed));
+		runtime_metric_set(ss->tls[1], (int64_t)ts.resumed);
+		runtime_metric_set(ss->tls[2], (int64_t)ts.failed);
+	}
 }
 
 /* The series of d's family for owner="name" (owner: server or client),
@@ -99,17 +110,21 @@ static int server_families(struct runtime_metrics *reg, struct server_series *ss
 		            "server", name, NULL, NULL, &ss->rejected);
 	if (rc == 0)
 		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_received_bytes_total",
-		                         "Bytes read on HTTP/1.1 connections."),
+		                         "Bytes read on HTTP/1.1 and HTTP/2 connections."),
 		            "server", name, NULL, NULL, &ss->bytes_in);
 	if (rc == 0)
 		rc = runtime__http_metric_series(reg, COUNTER("runtime_http_server_sent_bytes_total",
-		                         "Bytes written on HTTP/1.1 connections (files spliced aside)."),
+		                         "Bytes written on HTTP/1.1 and HTTP/2 connections (files spliced aside)."),
 		            "server", name, NULL, NULL, &ss->bytes_out);
+	for (unsigned k = 0; rc == 0 && ss->srv->tls.tls && k < 3; k++)
+		rc = runtime__http_metric_series(reg, COUNTER("runtime_tls_handshakes_total",
+		                         "TLS handshakes of the server's context, by result."),
+		            "server", name, "result", handshake_names[k], &ss->tls[k]);
 	for (unsigned i = 0; i < HTTP_DURATION_BUCKETS; i++)
 		bounds[i] = (double)runtime__http_duration_ns[i] / 1e9;
 	struct runtime_metric_desc d = {
 		.type = RUNTIME_METRIC_HISTOGRAM, .name = "runtime_http_server_request_duration_seconds",
-		.help = "HTTP/1.1 requests from their head parsed to their response queued.",
+		.help = "Requests from their head parsed to their response queued (HTTP/2: to the handler's end).",
 		.buckets = bounds, .nbuckets = HTTP_DURATION_BUCKETS };
 	return rc == 0 ? runtime__http_metric_series(reg, &d, "server", name, NULL, NULL, &ss->duration) : rc;
 }

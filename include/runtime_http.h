@@ -545,9 +545,11 @@ struct runtime_metrics;
  * server="name": its connections' (runtime_metrics_add_server), and
  * runtime_http_server_requests_total{method} (GET, HEAD, POST, PUT,
  * DELETE, other), _responses_total{code} (1xx..5xx), _rejected_total,
- * _received_bytes_total, _sent_bytes_total (HTTP/1.1) and
+ * _received_bytes_total, _sent_bytes_total (HTTP/1.1 and HTTP/2) and
  * _request_duration_seconds, a histogram of 16 buckets from 100 us to
- * 10 s (HTTP/1.1: head parsed to response queued). The server counts
+ * 10 s (head parsed to response queued; an HTTP/2 stream's to its
+ * handler's end); for a TLS server runtime_tls_handshakes_total{result}
+ * (full, resumed, failed: runtime_tls_stats of its context). The server counts
  * them per core as it serves; a render sums them. Methods and durations
  * are not counted with no_metrics. srv must outlive the registry's
  * renders. Any thread. Returns 0, -EINVAL, -EEXIST (that name again),

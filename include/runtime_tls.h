@@ -201,6 +201,19 @@ RUNTIME_API int runtime_conn_tls_error(struct runtime_conn *conn, char *buf, siz
 RUNTIME_API void *runtime_conn_tls_ssl(struct runtime_conn *conn);
 RUNTIME_API void *runtime_tls_ssl_ctx(struct runtime_tls *tls);
 
+/* The handshakes of a context's connections, server's or client's as the
+ * context is, since its creation. */
+struct runtime_tls_stats {
+	uint64_t handshakes;     /* done: full and resumed */
+	uint64_t resumed;        /* of them, resumed sessions (no certificate
+	                            sent or checked) */
+	uint64_t failed;         /* failed: refused either way, timed out, a
+	                            peer that hung up, a shutdown's cancel */
+};
+
+/* A snapshot (each figure read atomically). Any thread. Zeroed for NULL. */
+RUNTIME_API void runtime_tls_stats(const struct runtime_tls *tls, struct runtime_tls_stats *st);
+
 /*
  * Serving TLS with runtime_serve (or runtime_http_serve): each
  * connection's server handshake (runtime_conn_tls_accept) is done on its

@@ -374,9 +374,22 @@ START_TEST(test_tls_resumption_and_ticket_rotation)
 		usleep(4200 * 1000);
 		ck_assert_int_eq(resumed(server, client), 0);
 		ck_assert_int_eq(resumed(server, client), 1);
+		/* runtime_tls_stats: 5 handshakes, 3 resumed, on either side */
+		struct runtime_tls_stats ss, cs;
+		runtime_tls_stats(server, &ss);
+		runtime_tls_stats(client, &cs);
+		ck_assert_uint_eq(ss.handshakes, 5);
+		ck_assert_uint_eq(ss.resumed, 3);
+		ck_assert_uint_eq(ss.failed, 0);
+		ck_assert_uint_eq(cs.handshakes, 5);
+		ck_assert_uint_eq(cs.resumed, 3);
 		runtime_tls_destroy(server);
 		runtime_tls_destroy(client);
 	}
+	struct runtime_tls_stats none = { .failed = 7 };
+	runtime_tls_stats(NULL, &none);
+	ck_assert_uint_eq(none.failed, 0);
+	runtime_tls_stats(NULL, NULL);
 }
 END_TEST
 

@@ -248,6 +248,32 @@ static void keep_renewed(struct tls_session *t)
 		SSL_SESSION_free(sess);
 }
 
+/* runtime_tls_stats's counts. */
+static void count_handshake(struct tls_session *t, int rc)
+{
+	struct runtime_tls *tls = t->tls;
+
+	if (rc < 0) {
+		atomic_fetch_add_explicit(&tls->failed, 1, memory_order_relaxed);
+		return;
+	}
+	atomic_fetch_add_explicit(&tls->handshakes, 1, memory_order_relaxed);
+	if (SSL_session_reused(t->ssl))
+		atomic_fetch_add_explicit(&tls->resumed, 1, memory_order_relaxed);
+}
+
+void runtime_tls_stats(const struct runtime_tls *tls, struct runtime_tls_stats *st)
+{
+	if (!st)
+		return;
+	*st = (struct runtime_tls_stats){ 0 };
+	if (!tls)
+		return;
+	st->handshakes = atomic_load(&tls->handshakes);
+	st->resumed = atomic_load(&tls->resumed);
+	st->failed = atomic_load(&tls->failed);
+}
+
 /* The handshake under the context's timeout, or an earlier deadline. */
 static int handshake_timed(struct tls_session *t)
 {
@@ -263,6 +289,7 @@ static int handshake_timed(struct tls_session *t)
 	runtime_deadline_set(limit);
 	int rc = handshake(t);
 	runtime_deadline_set(own);
+	count_handshake(t, rc);
 	if (rc == 0) {
 		const unsigned char *alpn;
 		unsigned len;
