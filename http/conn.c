@@ -329,7 +329,7 @@ static inline void request_timed(struct http_conn *c, const struct http_request 
 {
 	uint64_t now = runtime_now_coarse();
 
-	http_count(&c->core->methods[http_method_class(h->method.p, h->method.len)]);
+	http_count(&c->core->methods[http1_method_class(h->method.p, h->method.len)]);
 	if (c->started)
 		http_duration(c->core, now - c->started);
 	c->started = now;
