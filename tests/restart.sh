@@ -31,6 +31,22 @@ for tool in curl python3; do
 	command -v "$tool" >/dev/null 2>&1 || skip_all --installed "no $tool (apt-get install $tool)"
 done
 
+# alive PID: PID runs (a zombie does not: a successor is nobody's child
+# to reap once its parent has exited).
+alive() {
+	local st
+	st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	st=${st##*) }
+	[ "${st%% *}" != Z ]
+}
+
+# ended PID: SIGTERM, then wait (60 s at most) until it has exited.
+ended() {
+	kill -TERM "$1" 2>/dev/null
+	for _ in $(seq 600); do alive "$1" || return 0; sleep 0.1; done
+	return 1
+}
+
 # current: the pid serving now - the last successor the log names ready
 # and alive, else the first process.
 current() {
@@ -144,10 +160,34 @@ answered=$(sed -n 's/^ *requests *\([0-9]*\) answered.*/\1/p' "$dir/load")
 result "requests were answered ($answered)" $?
 pid=$(current)
 
+# ---------------------------------------------------------------- HTTPS
+
+# A TLS server's socket moves too; its connections (TLS state is the old
+# process's) end as at a drain, and clients reconnect to the successor.
+ended "$pid"
+pid=
+if ! command -v openssl >/dev/null 2>&1; then
+	missing "HTTPS restart" openssl
+elif test_certs "$dir" restart-ca 2>/dev/null; then
+	mv "$dir/log" "$dir/log.tls0"
+	start_server "$dir/log" "$srv" --cores 2 --tls-cert "$dir/leaf.crt" \
+		--tls-key "$dir/leaf.key" --root "$dir"
+	first=$pid
+	url=https://127.0.0.1:$port/plaintext
+	before=$(curl -s -m 60 --cacert "$dir/ca.crt" "$url")
+	kill -USR2 "$pid"
+	restarted 1
+	after=$(curl -s -m 60 --cacert "$dir/ca.crt" "$url")
+	pid=$(current)
+	[ "$before" = "Hello, World!" ] && [ "$after" = "Hello, World!" ] && [ "$pid" != "$first" ]
+	result "HTTPS: the successor serves on the handed TLS socket ('$before', '$after')" $?
+else
+	result "test certificates made" 1
+fi
+
 # ------------------------------------------------------- bad successors
 
-kill -TERM "$pid"
-wait "$pid" 2>/dev/null
+ended "$pid"
 pid=
 mv "$dir/log" "$dir/log.1"
 start_server "$dir/log" "$srv" --cores 2 --restart-with /bin/false --root "$dir"
@@ -192,9 +232,8 @@ pid=$(current)
 body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
 [ "$body" = "Hello, World!" ] && [ "$pid" != "$first" ]
 result "the successor serves" $?
-kill -TERM "$pid"
-logged "stopped after"
-result "the successor drains on SIGTERM and stops" $?
+ended "$pid"
+result "the successor drains on SIGTERM and exits" $?
 pid=
 ! grep -E "Sanitizer|runtime error" "$dir"/log*
 result "no generation reported a sanitizer finding or a leak at its exit" $?
