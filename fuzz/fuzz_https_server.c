@@ -384,10 +384,11 @@ static void write_raw(const struct job *j)
 	}
 }
 
-/* The server's bytes as TLS records: a header's type, major version and
- * length are checked when it is whole, its body skipped. Not the minor
- * version: OpenSSL answers a record of a version it does not speak with
- * an alert in that version (03 0c, say). */
+/* The server's bytes as TLS records: a header's type, major version (2
+ * or 3) and length are checked when it is whole, its body skipped. Not
+ * the minor version, nor 2 against 3: OpenSSL answers a hello of a
+ * version it does not speak with an alert in that version (03 0c, say,
+ * or 02 03: regressions/https/alert-in-hello-version-0203). */
 struct records {
 	uint8_t head[5];
 	size_t head_len;
@@ -410,8 +411,8 @@ static void check_records(struct records *r, const uint8_t *p, size_t n)
 			continue;
 		r->head_len = 0;
 		r->body_left = (size_t)r->head[3] << 8 | r->head[4];
-		if (r->head[0] < 20 || r->head[0] > 23 || r->head[1] != 3 || !r->body_left ||
-		    r->body_left > RECORD_MAX) {
+		if (r->head[0] < 20 || r->head[0] > 23 || r->head[1] < 2 || r->head[1] > 3 ||
+		    !r->body_left || r->body_left > RECORD_MAX) {
 			fprintf(stderr, "fuzz_https_server: record header %02x %02x %02x %02x %02x\n",
 			        r->head[0], r->head[1], r->head[2], r->head[3], r->head[4]);
 			fail("the server sent a malformed TLS record");
