@@ -37,7 +37,13 @@ static struct runtime_http_server *srv;
 static pthread_t runner;
 static uint16_t port;
 static _Atomic int seen_error; /* a body error a handler saw */
-static char file_path[64], big_path[64];
+static char file_path[64], big_path[64], span_path[64];
+#define SPAN_FILE (3 << 20) /* /span's file: byte i is span_byte(i) */
+
+static char span_byte(size_t i)
+{
+	return (char)('A' + (i * 7) % 26);
+}
 #define BIG_FILE (64 * 1024) /* read and sent in steps, each with its deadline */
 #define FLOOD (32u << 20)     /* more than the sockets hold */
 
@@ -402,6 +408,24 @@ static int slow_ones(struct runtime_http_request *req, struct runtime_http_respo
 	return text(res, 200, "slept");
 }
 
+/* /span?OFF,LEN[,cold]: that range of span_path's file; cold: dropped
+ * from the page cache first. */
+static int span(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	char arg[64];
+	unsigned long long off = 0, len = 0;
+
+	snprintf(arg, sizeof(arg), "%.*s", (int)q.len, q.p);
+	sscanf(arg, "%llu,%llu", &off, &len);
+	int fd = open(span_path, O_RDONLY | O_CLOEXEC);
+	if (strstr(arg, "cold"))
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	int rc = runtime_http_respond_file(res, 200, "text/plain", fd, off, len);
+	close(fd);
+	return rc;
+}
+
 /* /gate answers once gate_open requests have come in, all told (10 s at
  * most): that many are served at once, each with its connection buffer.
  * The answer, GATE_BODY bytes ending in "through", is copied into the
@@ -485,6 +509,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		ck_assert_int_eq(runtime_http_start(res, 304, NULL, 1234), 0);
 		return runtime_http_end(res);
 	}
+	if (is(path, "/span"))
+		return span(req, res);
 	if (is(path, "/file")) {
 		int fd = open(file_path, O_RDONLY | O_CLOEXEC);
 		int rc = runtime_http_respond_file(res, 200, "text/plain", fd, 2, 5);
@@ -711,6 +737,55 @@ static void ask(int fd, const char *req, char *r, size_t cap)
 	}
 	ck_assert_uint_eq(strlen(r), want);
 }
+
+/* A file's range comes whole and right by each way a file goes: the
+ * batch (small), sendfile (cached), sendfile after the offload pool
+ * brought it in (cold; without cachestat(2), reads and splices), and to a
+ * client that reads slowly (sendfile meets a full socket and waits). */
+static void span_check(int fd, unsigned long long off, unsigned long long len, const char *how,
+                       bool slow)
+{
+	static char r[SPAN_FILE + 4096];
+	char req[128];
+
+	snprintf(req, sizeof(req), "GET /span?%llu,%llu%s HTTP/1.1\r\nHost: h\r\n\r\n", off,
+	         len, how);
+	if (slow) {
+		send_str(fd, req);
+		usleep(300 * 1000); /* the socket fills: the server waits for room */
+		r[0] = '\0';
+		ck_assert(read_until(fd, r, sizeof(r), "\r\n\r\n"));
+		size_t head = (size_t)(strstr(r, "\r\n\r\n") + 4 - r), got = strlen(r);
+		while (got < head + len) {
+			ssize_t n = recv(fd, r + got, 65536, 0);
+			ck_assert_int_gt(n, 0);
+			got += (size_t)n;
+			r[got] = '\0';
+		}
+	} else {
+		ask(fd, req, r, sizeof(r));
+	}
+	const char *body = strstr(r, "\r\n\r\n") + 4;
+	ck_assert_uint_eq(strlen(body), len);
+	for (size_t i = 0; i < len; i++)
+		ck_assert_msg(body[i] == span_byte(off + i), "byte %zu of %llu,%llu%s", i, off, len,
+		              how);
+}
+
+START_TEST(test_file_ranges_by_every_way)
+{
+	serve_start();
+	int fd = dial();
+	span_check(fd, 3, 100, "", false);           /* into the batch */
+	span_check(fd, 5, 20000, "", false);         /* sendfile */
+	span_check(fd, 7, 1000000, "", false);       /* sendfile, large */
+	span_check(fd, 11, 20000, ",cold", false);   /* warmed (or read in steps) */
+	span_check(fd, 13, 300000, ",cold", false);  /* spliced */
+	span_check(fd, 17, SPAN_FILE - 17, "", true); /* sendfile waits for room */
+	close(fd);
+	serve_stop();
+}
+END_TEST
 
 /* The answer r: its head is exactly the start (status line to the Date
  * field, whose value is any), then rest; its body tails' len bytes. */
@@ -2057,6 +2132,7 @@ static Suite *suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_request_parts);
+	tcase_add_test(tc, test_file_ranges_by_every_way);
 	tcase_add_test(tc, test_heads_in_pieces);
 	tcase_add_test(tc, test_body_stream);
 	tcase_add_test(tc, test_continue_on_first_read);
@@ -2124,8 +2200,16 @@ int main(int argc, char **argv)
 	    write(fd, big, sizeof(big)) != (ssize_t)sizeof(big))
 		return 99;
 	close(fd);
+	static char spanbuf[SPAN_FILE];
+	for (size_t i = 0; i < SPAN_FILE; i++)
+		spanbuf[i] = span_byte(i);
+	if ((fd = mkstemp(strcpy(span_path, "/tmp/check_http_lib.XXXXXX"))) < 0 ||
+	    write(fd, spanbuf, sizeof(spanbuf)) != (ssize_t)sizeof(spanbuf) || fsync(fd) < 0)
+		return 99; /* fsync: written back, so that /span's cold can drop it */
+	close(fd);
 	int rc = test_run(suite());
 	unlink(file_path);
 	unlink(big_path);
+	unlink(span_path);
 	return rc;
 }
