@@ -2,7 +2,8 @@
 /*
  * check_http_server.c - demos/http/http-server end to end, over loopback:
  * every route, keep-alive and pipelining, HTTP/1.0, Expect: 100-continue,
- * static files (types, 304, and no way out of the root), every rejection
+ * static files (types, 304 by date and by ETag, byte ranges, and no way
+ * out of the root), every rejection
  * rule sent as raw bytes (the right status, then the connection closes),
  * limits, slow and half-closed clients, --max-conns, a graceful stop
  * with a request in flight, and /metrics read as Prometheus would. Each test starts its own server (port 0: the
@@ -401,6 +402,36 @@ START_TEST(test_http_static_files)
 	ck_assert_uint_eq(n - (size_t)(body - resp), 300000);
 	for (int i = 0; i < 300000; i++)
 		ck_assert_int_eq(body[i], 'a' + i % 26);
+	/* One byte range (206, of big.bin's bytes), an unsatisfiable one
+	 * (416), several (the whole file); ETag and If-None-Match (304). */
+	static const struct { const char *range; const char *want; size_t from, len; } ranges[] = {
+		{ "bytes=10-19", "206 Partial Content", 10, 10 },
+		{ "bytes=-7", "206 Partial Content", 300000 - 7, 7 },
+		{ "bytes=299990-", "206 Partial Content", 299990, 10 },
+		{ "bytes=300000-", "416 Range Not Satisfiable", 0, 0 },
+		{ "bytes=0-1,5-6", "200 OK", 0, 300000 },
+	};
+	for (size_t i = 0; i < sizeof(ranges) / sizeof(ranges[0]); i++) {
+		snprintf(req, sizeof(req), "GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: %s\r\n"
+		         "Connection: close\r\n\r\n", ranges[i].range);
+		n = raw(req, resp, sizeof(resp));
+		ck_assert_msg(strstr(resp, ranges[i].want), "%s: %.200s", ranges[i].range, resp);
+		body = strstr(resp, "\r\n\r\n") + 4;
+		if (!ranges[i].len)
+			continue;
+		ck_assert_uint_eq(n - (size_t)(body - resp), ranges[i].len);
+		for (size_t k = 0; k < ranges[i].len; k++)
+			ck_assert_int_eq(body[k], 'a' + (int)((ranges[i].from + k) % 26));
+	}
+	ck_assert_msg(strstr(resp, "Accept-Ranges: bytes"), "%.300s", resp);
+	const char *et = strstr(resp, "ETag: ");
+	ck_assert_ptr_nonnull(et);
+	char tag[64];
+	sscanf(et + 6, "%63[^\r]", tag);
+	snprintf(req, sizeof(req), "GET /big.bin HTTP/1.1\r\nHost: x\r\nIf-None-Match: %s\r\n"
+	         "Connection: close\r\n\r\n", tag);
+	raw(req, resp, sizeof(resp));
+	ck_assert_msg(strstr(resp, "304 Not Modified"), "%.200s", resp);
 	/* No way out of the root. */
 	static const char *const escapes[] = {
 		"/../etc/passwd", "/%2e%2e/etc/passwd", "/a/..%2fetc/passwd", "/escape",

@@ -4,16 +4,20 @@
  * percent-decoded strictly and may not climb out of the root: "." and ".."
  * segments, encoded slashes and NUL are refused, and the open itself is
  * confined (openat2 with RESOLVE_BENEATH, so no symlink leads out either).
- * Content-Type comes from the extension; Last-Modified and
- * If-Modified-Since are honoured. The body goes out through
- * runtime_http_respond_file (splice for large files; --file-copy turns
- * that off).
+ * Content-Type comes from the extension; Last-Modified, a weak ETag (size
+ * and mtime), If-None-Match and If-Modified-Since (304), and a single byte
+ * range (Range, If-Range: 206, or 416) are honoured; several ranges get
+ * the whole file, as RFC 9110 lets. The body goes out through
+ * runtime_http_respond_file (sendfile or splice; --file-copy turns that
+ * off).
  */
 #define _GNU_SOURCE
 #include "server.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
@@ -124,21 +128,124 @@ static bool not_modified(const struct runtime_http_request *req, time_t mtime)
 	return end && !*end && timegm(&tm) >= mtime;
 }
 
+/* A field's value as a string (at most cap - 1 bytes), or NULL. */
+static const char *field(const struct runtime_http_request *req, const char *name, char *buf,
+                         size_t cap)
+{
+	const struct runtime_http_slice *v = runtime_http_header(req, name);
+
+	if (!v || v->len >= cap)
+		return NULL;
+	memcpy(buf, v->p, v->len);
+	buf[v->len] = '\0';
+	return buf;
+}
+
+/* If-None-Match names the file's version (tag, weakly compared), or is
+ * "*": the client's copy is current. 1 if so, 0 if not, -1 if absent
+ * (then If-Modified-Since decides: RFC 9110, 13.2.2). */
+static int none_match(const struct runtime_http_request *req, const char *tag)
+{
+	char buf[512];
+	const char *v = field(req, "If-None-Match", buf, sizeof(buf));
+
+	if (!v)
+		return -1;
+	return strcmp(v, "*") == 0 || strstr(v, tag + 2) != NULL; /* tag + 2: without W/ */
+}
+
+/* Decimal digits at *p (at least one, no sign), advancing *p: false if
+ * none or too large. */
+static bool digits(const char **p, unsigned long long *out)
+{
+	char *end;
+
+	if (**p < '0' || **p > '9')
+		return false;
+	errno = 0;
+	*out = strtoull(*p, &end, 10);
+	*p = end;
+	return errno == 0;
+}
+
+/*
+ * A single byte range of Range (bytes=A-B, A-, -N; RFC 9110, 14.1.2) in a
+ * file of size: 1 with *off and *len set, 0 to send the whole file (none,
+ * several, one that does not parse, or an If-Range that is not tag), -1
+ * if it is unsatisfiable (416).
+ */
+static int byte_range(const struct runtime_http_request *req, const char *tag, uint64_t size,
+                      uint64_t *off, uint64_t *len)
+{
+	char buf[128], ifr[128];
+	const char *p = field(req, "Range", buf, sizeof(buf));
+	const char *cond = field(req, "If-Range", ifr, sizeof(ifr));
+	unsigned long long a = 0, b = UINT64_MAX;
+
+	if (!p || strncmp(p, "bytes=", 6) || strchr(p, ',') || (cond && strcmp(cond, tag)))
+		return 0;
+	p += 6;
+	bool suffix = *p == '-';
+	if (!suffix && (!digits(&p, &a) || *p != '-'))
+		return 0;
+	p++;
+	if ((*p || suffix) && (!digits(&p, &b) || *p || (!suffix && b < a)))
+		return 0; /* does not parse: ignored, as RFC 9110 lets */
+	if (suffix) { /* the last b bytes */
+		if (!b || !size)
+			return -1;
+		a = b >= size ? 0 : size - b;
+		b = size - 1;
+	}
+	if (a >= size)
+		return -1;
+	*off = a;
+	*len = (b >= size ? size - 1 : b) - a + 1;
+	return 1;
+}
+
+/* The body: the whole file (200), one range of it (206), or the 416. */
+static int send_body(struct runtime_http_request *req, struct runtime_http_response *res, int fd,
+                     uint64_t size, const char *type, const char *tag)
+{
+	char span[80];
+	uint64_t off = 0, len = size;
+	int r = runtime_http_method(req).len == 3 ? byte_range(req, tag, size, &off, &len) : 0;
+
+	if (r < 0) {
+		snprintf(span, sizeof(span), "bytes */%llu", (unsigned long long)size);
+		runtime_http_set_header(res, "Content-Range", span);
+		return runtime_http_respond(res, 416, "text/plain", "416 Range Not Satisfiable\n", 26);
+	}
+	if (r > 0) {
+		snprintf(span, sizeof(span), "bytes %llu-%llu/%llu", (unsigned long long)off,
+		         (unsigned long long)(off + len - 1), (unsigned long long)size);
+		runtime_http_set_header(res, "Content-Range", span);
+	}
+	return runtime_http_respond_file(res, r ? 206 : 200, type, fd, off, len) < 0 ? -1 : 0;
+}
+
 static int send_file(struct runtime_http_request *req, struct runtime_http_response *res, int fd,
                      uint64_t size, const char *type, time_t mtime)
 {
-	char stamp[40];
+	char stamp[40], tag[48];
 	struct tm tm;
 
 	gmtime_r(&mtime, &tm);
 	strftime(stamp, sizeof(stamp), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	snprintf(tag, sizeof(tag), "W/\"%llx-%llx\"", (unsigned long long)size,
+	         (unsigned long long)mtime); /* weak: size and time, as nginx's */
 	runtime_http_set_header(res, "Last-Modified", stamp);
-	if (not_modified(req, mtime)) { /* the length a 200 would have, no body */
+	runtime_http_set_header(res, "ETag", tag);
+	runtime_http_set_header(res, "Accept-Ranges", "bytes");
+	int match = none_match(req, tag);
+	if (match > 0 || (match < 0 && not_modified(req, mtime))) {
+		/* the length a 200 would have, no body */
 		if (runtime_http_start(res, 304, type, (int64_t)size) < 0)
 			return -1;
 		return runtime_http_end(res);
 	}
-	return runtime_http_respond_file(res, 200, type, fd, 0, size) < 0 ? -1 : 0;
+	return send_body(req, res, fd, size, type, tag);
 }
 
 static int not_found(struct runtime_http_response *res, int status)
