@@ -8,7 +8,8 @@
 #  - under http-load (64 connections, 30 s) with a restart every 2 s, no
 #    request fails, none is retried, no connection errs;
 #  - bad successors leave the old process serving, the reason logged: one
-#    that exits at once, one never ready (killed after --ready-timeout);
+#    that exits at once, one never ready (killed after --ready-timeout),
+#    one that says something else on the link (killed);
 #  - a second SIGUSR2 during a handover starts no second successor.
 # Every generation logs to the same file, which says each successor's
 # pid. Skips, saying why, without python3 or curl (fails in CI).
@@ -78,10 +79,12 @@ logged() {
 	return 1
 }
 
-# A successor that never reports ready, and one that takes a second.
+# A successor that never reports ready, one that says something else on
+# the link, and one that takes a second.
 printf '#!/bin/sh\nexec sleep 600\n' >"$dir/never-ready"
+printf '#!/bin/sh\nexec python3 -c "import os, time\nos.write(int(os.environ[\x27RUNTIME_HANDOVER_FD\x27]), b\x27junk\x27)\ntime.sleep(600)"\n' >"$dir/junk"
 printf '#!/bin/sh\nsleep 1\nexec "%s" "$@"\n' "$srv" >"$dir/slow"
-chmod +x "$dir/never-ready" "$dir/slow"
+chmod +x "$dir/never-ready" "$dir/junk" "$dir/slow"
 
 # ----------------------------------------------- an idle connection moves
 
@@ -215,6 +218,18 @@ wait "$pid" 2>/dev/null
 pid=
 
 mv "$dir/log" "$dir/log.3"
+start_server "$dir/log" "$srv" --cores 2 --restart-with "$dir/junk" --root "$dir"
+kill -USR2 "$pid"
+logged "spoke no handover, killed (signal 9): serving on"
+result "a successor that says something else on the link is killed, and logged" $?
+body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
+[ "$body" = "Hello, World!" ] && ! pgrep -f "RUNTIME_HANDOVER_FD" >/dev/null
+result "the old process serves on, and that successor is gone" $?
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null
+pid=
+
+mv "$dir/log" "$dir/log.4"
 start_server "$dir/log" "$srv" --cores 2 --restart-with "$dir/slow" --root "$dir"
 first=$pid
 kill -USR2 "$pid"

@@ -213,7 +213,9 @@ static void reap(pid_t pid, const char *why)
 }
 
 /* Wait for the successor's READY on link. 0, or the reason it failed
- * (logged, the successor gone). */
+ * (logged). A successor that does not say READY is killed whatever else
+ * it did - closed the link, sent something else, took too long - so
+ * that it cannot go on accepting on the sockets beside this process. */
 static int await_ready(const struct restarter *r, int link, pid_t pid)
 {
 	struct handover_msg m;
@@ -222,13 +224,12 @@ static int await_ready(const struct restarter *r, int link, pid_t pid)
 
 	if (got > 0 && m.kind == HANDOVER_READY)
 		return 0;
-	if (got == -ETIMEDOUT || got == -ECANCELED) {
-		kill(pid, SIGKILL);
-		reap(pid, got == -ETIMEDOUT ? "was not ready in time, killed" : "was killed");
-		return (int)got;
-	}
-	reap(pid, "exited before it was ready");
-	return got < 0 ? (int)got : -ECHILD;
+	bool gone = got == 0 || got == -ECONNRESET; /* the link's end: it exited */
+	kill(pid, SIGKILL); /* nothing if it has exited */
+	reap(pid, gone ? "exited before it was ready" :
+	          got == -ETIMEDOUT ? "was not ready in time, killed" :
+	          got > 0 || got == -EPROTO ? "spoke no handover, killed" : "was stopped");
+	return gone ? -ECHILD : got < 0 ? (int)got : -EPROTO;
 }
 
 /* ------------------------------------------------------------ a restart */
