@@ -227,6 +227,15 @@ static int accept_shared(struct runtime_listener *l, struct sockaddr *addr,
 	return fd;
 }
 
+/* May fiber f take l's queue (accept, stop)? 0, or -EPERM (misuse, as fn). */
+static int taker_check(const struct runtime_listener *l, const struct fiber *f, const char *fn)
+{
+	if (l->m.core != f->core || l->m.closed || l->m.waiter || l->accepting)
+		return runtime__misuse(-EPERM, fn, "the listener is another core's, "
+		                       "closed, or another fiber accepts on it");
+	return 0;
+}
+
 int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
                             socklen_t *addrlen)
 {
@@ -235,11 +244,8 @@ int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
 
 	if (!l || (addr && !addrlen))
 		return -EINVAL;
-	if (rc)
+	if (rc || (rc = taker_check(l, f, __func__)) != 0)
 		return rc;
-	if (l->m.core != f->core || l->m.closed || l->m.waiter || l->accepting)
-		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
-		                       "closed, or another fiber accepts on it");
 	if ((rc = runtime__fault_accept()) < 0)
 		return rc;
 	for (;;) {
@@ -273,11 +279,8 @@ int runtime_listener_stop(struct runtime_listener *l)
 
 	if (!l)
 		return -EINVAL;
-	if (rc)
+	if (rc || (rc = taker_check(l, f, __func__)) != 0)
 		return rc;
-	if (l->m.core != f->core || l->m.closed || l->m.waiter || l->accepting)
-		return runtime__misuse(-EPERM, __func__, "the listener is another core's, "
-		                       "closed, or another fiber accepts on it");
 	rc = runtime__mshot_quiesce(&l->m, f, f->deadline);
 	return rc < 0 ? rc : (int)l->len;
 }
