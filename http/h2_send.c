@@ -13,6 +13,7 @@
  * read, the link's writer (runtime__h2_kick starts it).
  */
 #include "h2_link.h"
+#include "count.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -122,8 +123,7 @@ static int write_out(struct h2_link *l)
 	size_t done = 0;
 	ssize_t rc = runtime_conn_write(l->rc, l->out, l->out_len, &done);
 	if (l->sent && done)
-		atomic_store_explicit(l->sent, atomic_load_explicit(l->sent, memory_order_relaxed) +
-		                      done, memory_order_relaxed); /* the core's own */
+		http_count_n(l->sent, done); /* the core's own counter */
 	l->out_len = 0;
 	return rc < 0 ? (int)rc : 0;
 }
