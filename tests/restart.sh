@@ -190,44 +190,39 @@ fi
 
 # ------------------------------------------------------- bad successors
 
+# bad_successor N TEXT LOGGED SERVES GONE FLAGS...: the demo with FLAGS
+# (its successor's), then SIGUSR2: the log says TEXT (result LOGGED),
+# and the old process serves on with no process matching GONE left
+# (result SERVES). The log before it is kept as log.N.
+bad_successor() {
+	local n=$1 text=$2 logged_what=$3 serves_what=$4 gone=$5 body
+	shift 5
+	mv "$dir/log" "$dir/log.$n"
+	start_server "$dir/log" "$srv" --cores 2 --root "$dir" "$@"
+	kill -USR2 "$pid"
+	logged "$text"
+	result "$logged_what" $?
+	body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
+	[ "$body" = "Hello, World!" ] && kill -0 "$pid" && ! pgrep -f "$gone" >/dev/null
+	result "$serves_what" $?
+	kill -TERM "$pid"
+	wait "$pid" 2>/dev/null
+	pid=
+}
+
 ended "$pid"
 pid=
-mv "$dir/log" "$dir/log.1"
-start_server "$dir/log" "$srv" --cores 2 --restart-with /bin/false --root "$dir"
-kill -USR2 "$pid"
-logged "exited before it was ready (exit status 1): serving on"
-result "a successor that exits at once is logged" $?
-body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
-[ "$body" = "Hello, World!" ] && kill -0 "$pid"
-result "and the old process serves on" $?
-kill -TERM "$pid"
-wait "$pid" 2>/dev/null
-pid=
-
-mv "$dir/log" "$dir/log.2"
-start_server "$dir/log" "$srv" --cores 2 --restart-with "$dir/never-ready" \
-	--ready-timeout 1000 --root "$dir"
-kill -USR2 "$pid"
-logged "was not ready in time, killed (signal 9): serving on"
-result "a successor never ready is killed after --ready-timeout, and logged" $?
-body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
-[ "$body" = "Hello, World!" ] && ! pgrep -f "sleep 600" >/dev/null
-result "the old process serves on, and the successor is gone" $?
-kill -TERM "$pid"
-wait "$pid" 2>/dev/null
-pid=
-
-mv "$dir/log" "$dir/log.3"
-start_server "$dir/log" "$srv" --cores 2 --restart-with "$dir/junk" --root "$dir"
-kill -USR2 "$pid"
-logged "spoke no handover, killed (signal 9): serving on"
-result "a successor that says something else on the link is killed, and logged" $?
-body=$(curl -s -m 60 "http://127.0.0.1:$port/plaintext")
-[ "$body" = "Hello, World!" ] && ! pgrep -f "RUNTIME_HANDOVER_FD" >/dev/null
-result "the old process serves on, and that successor is gone" $?
-kill -TERM "$pid"
-wait "$pid" 2>/dev/null
-pid=
+bad_successor 1 "exited before it was ready (exit status 1): serving on" \
+	"a successor that exits at once is logged" "and the old process serves on" \
+	"^/bin/false" --restart-with /bin/false
+bad_successor 2 "was not ready in time, killed (signal 9): serving on" \
+	"a successor never ready is killed after --ready-timeout, and logged" \
+	"the old process serves on, and the successor is gone" "sleep 600" \
+	--restart-with "$dir/never-ready" --ready-timeout 1000
+bad_successor 3 "spoke no handover, killed (signal 9): serving on" \
+	"a successor that says something else on the link is killed, and logged" \
+	"the old process serves on, and that successor is gone" "RUNTIME_HANDOVER_FD" \
+	--restart-with "$dir/junk"
 
 mv "$dir/log" "$dir/log.4"
 start_server "$dir/log" "$srv" --cores 2 --restart-with "$dir/slow" --root "$dir"
