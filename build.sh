@@ -39,8 +39,9 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev 
 # HTTP/2 against curl, nghttp, h2load and python3-h2's hpack
 # (tests/h2_interop.sh); the demo's /metrics through promtool
 # (tests/metrics_promtool.sh); the demo under systemd-socket-activate
-# (tests/systemd_activate.sh)
-check_packages="gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go prometheus systemd"
+# (tests/systemd_activate.sh); restarts, with ss showing who holds a
+# moved connection (tests/restart.sh)
+check_packages="iproute2 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go prometheus systemd"
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"
