@@ -217,10 +217,16 @@ static int hand_out(struct runtime_listener *l, struct sockaddr *addr, socklen_t
 /* On a socket shared with another core: one plain accept. The multishot,
  * if it ran before the sharing began, is stopped; what it queued still
  * goes out first. */
-static int accept_shared(struct runtime_listener *l, struct sockaddr *addr,
+static int accept_shared(struct runtime_listener *l, struct fiber *f, struct sockaddr *addr,
                          socklen_t *addrlen)
 {
-	runtime__mshot_stop(&l->m);
+	/* Until its last result the multishot may still take a connection,
+	 * which a plain accept would leave queued here, unanswered. */
+	int rc = runtime__mshot_quiesce(&l->m, f, f->deadline);
+	if (rc < 0)
+		return rc;
+	if (l->len)
+		return hand_out(l, addr, addrlen);
 	l->accepting = true;
 	int fd = runtime_accept(l->m.fd, addr, addrlen, l->m.flags);
 	l->accepting = false;
@@ -252,7 +258,7 @@ int runtime_listener_accept(struct runtime_listener *l, struct sockaddr *addr,
 		if (l->len)
 			return hand_out(l, addr, addrlen);
 		if (shared(l) && !l->error)
-			return accept_shared(l, addr, addrlen);
+			return accept_shared(l, f, addr, addrlen);
 		if (l->error) {
 			rc = l->error;
 			l->error = 0;
