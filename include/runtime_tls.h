@@ -77,6 +77,13 @@ struct runtime_tls_config {
 	                          under a key replaced this often, the old one
 	                          still accepted for as long (default 1 h);
 	                          0: no tickets */
+	int keep_ssl;          /* server: nonzero keeps OpenSSL's SSL object
+	                          for the connection's life. By default a
+	                          TLS 1.3 connection that asked for no client
+	                          certificate drops it after the handshake
+	                          (some 11 KiB; the runtime protects the
+	                          records itself) and runtime_conn_tls_ssl
+	                          returns NULL from then on */
 };
 
 /* The defaults above. Any thread. */
@@ -193,10 +200,12 @@ RUNTIME_API int runtime_conn_tls_error(struct runtime_conn *conn, char *buf, siz
 
 /*
  * OpenSSL's objects, for what this header does not offer: the SSL * of a
- * TLS connection (NULL otherwise) and the SSL_CTX * every handshake starts
- * on (the first certificate's: the same pointer before and after
- * runtime_tls_add_cert; a setting made on it, a protocol version say,
- * applies to every connection). Change nothing that does I/O on them.
+ * TLS connection (NULL otherwise, and for a server's TLS 1.3 connection
+ * past its handshake unless its context has keep_ssl) and the SSL_CTX *
+ * every handshake starts on (the first certificate's: the same pointer
+ * before and after runtime_tls_add_cert; a setting made on it, a protocol
+ * version say, applies to every connection). Change nothing that does
+ * I/O on them.
  */
 RUNTIME_API void *runtime_conn_tls_ssl(struct runtime_conn *conn);
 RUNTIME_API void *runtime_tls_ssl_ctx(struct runtime_tls *tls);

@@ -55,6 +55,15 @@ void runtime__tls_block_put(struct out *o)
 	o->len = o->off = 0;
 }
 
+uint8_t *runtime__tls_out_reserve(struct tls_session *t, size_t need)
+{
+	struct out *o = &t->out[t->fill];
+
+	if (!o->buf && !(o->buf = block_get()))
+		return NULL;
+	return o->len + need <= OUT_BLOCK ? (uint8_t *)o->buf + o->len : NULL;
+}
+
 /* ----------------------------------------------------------------- BIO */
 
 /* Up to len of the bytes this session can hand OpenSSL now. */

@@ -236,6 +236,7 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t); /* runtime_tls_serve may offer some */
 	SSL_CTX_set_client_hello_cb(ctx, note_name, NULL);
+	SSL_CTX_set_keylog_callback(ctx, runtime__tls13_keylog); /* tls13.c takes over */
 	SSL_CTX_set_tlsext_servername_callback(ctx, pick_cert);
 	SSL_CTX_set_tlsext_servername_arg(ctx, t);
 	if (!t->tickets) {
@@ -281,6 +282,7 @@ static int take_config(struct runtime_tls *t, const struct runtime_tls_config *c
 	t->verify = true;
 	t->client_certs = cfg->client_certs;
 	t->tls13_only = cfg->tls13_only != 0;
+	t->keep_ssl = cfg->keep_ssl != 0;
 	t->handshake_timeout_ns = cfg->handshake_timeout_ns;
 	t->ticket_rotation_ns = cfg->ticket_rotation_ns;
 	if ((cfg->ciphers && !(t->ciphers = strdup(cfg->ciphers))) ||

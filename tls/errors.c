@@ -77,6 +77,14 @@ void runtime__tls_failure(struct tls_failure *f, SSL *ssl, int ssl_error, int ra
 	ERR_clear_error();
 }
 
+void runtime__tls_failure_reason(struct tls_failure *f, int reason)
+{
+	unsigned long e = ERR_PACK(ERR_LIB_SSL, 0, reason);
+
+	*f = (struct tls_failure){ .err = errno_of(e, X509_V_OK), .ssl_err = e,
+		                   .verify = X509_V_OK };
+}
+
 /* Words for a failure that OpenSSL did not describe. */
 static const char *plain_words(const struct tls_failure *f)
 {

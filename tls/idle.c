@@ -68,8 +68,14 @@ static void sweep(struct runtime_timer *timer, void *arg, enum runtime_timer_why
 
 void runtime__tls_free_buffers(struct tls_session *t)
 {
-	if (!t->buffers_freed)
+	if (t->buffers_freed)
+		return;
+	if (t->ssl) {
 		t->buffers_freed = SSL_free_buffers(t->ssl) == 1;
+	} else {
+		runtime__tls13_idle(t); /* its cipher contexts, and an empty buffer */
+		t->buffers_freed = true;
+	}
 }
 
 void runtime__tls_wait_begin(struct tls_session *t)

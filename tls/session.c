@@ -37,8 +37,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define FEED_SIZE 2048           /* one socket read, on the reader's stack */
-
 /* -------------------------------------------------------- OpenSSL's calls */
 
 /*
@@ -47,8 +45,6 @@
  * page a fiber's stack touches stays its memory for as long as the
  * connection lives. The BIO never parks, so no SSL call ever waits.
  */
-enum ssl_op { CALL_HANDSHAKE, CALL_READ, CALL_WRITE, CALL_SHUTDOWN };
-
 struct ssl_call {
 	enum ssl_op op;
 	SSL *ssl;
@@ -71,9 +67,8 @@ static void ssl_call_here(void *arg)
 	}
 }
 
-/* One SSL call: its return value, and *done its bytes (read, write). */
-static int ssl_call(struct tls_session *t, enum ssl_op op, const void *buf, size_t len,
-                    size_t *done)
+int runtime__tls_ssl_call(struct tls_session *t, enum ssl_op op, const void *buf, size_t len,
+                          size_t *done)
 {
 	struct ssl_call k = { op, t->ssl, (void *)buf, len, 0, 0 };
 
@@ -121,9 +116,14 @@ static int fill(struct tls_session *t, char *feed, size_t size)
 		t->feed_len = (size_t)n;
 		return 0;
 	}
-	if (n == 0 || !transient((int)n))
-		t->raw_end = n == 0 ? 1 : (int)n;
-	return n == 0 ? 0 : note(t, (int)n);
+	return runtime__tls_read_end(t, (int)n);
+}
+
+int runtime__tls_read_end(struct tls_session *t, int n)
+{
+	if (n == 0 || !transient(n))
+		t->raw_end = n == 0 ? 1 : n;
+	return n == 0 ? 0 : note(t, n);
 }
 
 /* Park while another fiber flushes (it sends what we added too). */
@@ -160,7 +160,7 @@ static int send_block(struct tls_session *t, struct out *o)
  * or drain leaves the rest for the next flush; the socket's error ends
  * writing for good.
  */
-static int flush(struct tls_session *t)
+int runtime__tls_flush(struct tls_session *t)
 {
 	int rc = wait_flusher(t);
 
@@ -194,7 +194,7 @@ static int wait_for(struct tls_session *t, int ssl_error, char *feed)
 	if (ssl_error == SSL_ERROR_WANT_READ)
 		return fill(t, feed, FEED_SIZE);
 	if (ssl_error == SSL_ERROR_WANT_WRITE)
-		return flush(t);
+		return runtime__tls_flush(t);
 	return t->failure.err;
 }
 
@@ -223,8 +223,8 @@ static int handshake(struct tls_session *t)
 	char feed[FEED_SIZE];
 
 	for (;;) {
-		int e = verdict(t, ssl_call(t, CALL_HANDSHAKE, NULL, 0, NULL));
-		int rc = runtime__tls_keep_feed(t) ? flush(t) : -ENOMEM; /* a flight, or an alert */
+		int e = verdict(t, runtime__tls_ssl_call(t, CALL_HANDSHAKE, NULL, 0, NULL));
+		int rc = runtime__tls_keep_feed(t) ? runtime__tls_flush(t) : -ENOMEM; /* a flight, or an alert */
 		if (e == SSL_ERROR_NONE)
 			return rc;
 		if (fatal(e))
@@ -296,8 +296,13 @@ static int handshake_timed(struct tls_session *t)
 		SSL_get0_alpn_selected(t->ssl, &alpn, &len);
 		if (len && !(t->alpn = strndup((const char *)alpn, len)))
 			return note(t, -ENOMEM); /* not handshaken: unusable */
+		if ((rc = runtime__tls13_take(t)) < 0)
+			return note(t, rc);
 		t->handshaken = true;
-		keep_renewed(t);
+		if (t->ssl)
+			keep_renewed(t);
+		else /* tls13.c's KeyUpdate; a failure sticks, for the writes */
+			runtime__tls_flush(t);
 	}
 	return rc;
 }
@@ -323,15 +328,20 @@ static ssize_t tls_read(struct runtime_conn *c, void *state, void *buf, size_t l
 	if (!len)
 		return 0;
 	t->reader = runtime_fiber_self();
+	if (t->v13) {
+		rc = runtime__tls13_read(t, buf, len);
+		t->reader = NULL;
+		return rc;
+	}
 	for (;;) {
 		size_t n = 0;
-		int e = ssl_call(t, CALL_READ, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
+		int e = runtime__tls_ssl_call(t, CALL_READ, buf, len, &n) ? SSL_ERROR_NONE : verdict(t, 0);
 		if (!runtime__tls_keep_feed(t)) {
 			rc = note(t, -ENOMEM);
 			break;
 		}
 		if (t->out[t->fill].len && !t->flushing)
-			flush(t); /* what reading made: an alert, a key update (a failure sticks) */
+			runtime__tls_flush(t); /* what reading made: an alert, a key update (a failure sticks) */
 		if (e == SSL_ERROR_NONE || e == SSL_ERROR_ZERO_RETURN) {
 			rc = (ssize_t)n; /* 0: the peer's close_notify */
 			break;
@@ -345,15 +355,10 @@ static ssize_t tls_read(struct runtime_conn *c, void *state, void *buf, size_t l
 
 static __thread char gathered[PLAIN_MAX]; /* small iovecs made one record */
 
-struct cursor {
-	int i;                       /* the iovec */
-	size_t off;                  /* bytes of it taken */
-};
-
 /* The next record's plaintext: in place when one iovec holds it, else
  * small iovecs copied together (one record, not one each). Use it before
  * anything parks: the copy is the thread's. */
-static size_t next_record(const struct iovec *iov, int iovcnt, struct cursor *k,
+static size_t next_record(const struct iovec *iov, int iovcnt, struct tls_cursor *k,
                           const char **p)
 {
 	size_t n = 0;
@@ -381,34 +386,45 @@ static size_t next_record(const struct iovec *iov, int iovcnt, struct cursor *k,
 }
 
 /* Room in the output block for one more record, with its overhead. */
-static bool room_for_record(const struct tls_session *t)
+bool runtime__tls_room_for_record(const struct tls_session *t)
 {
 	return t->out[t->fill].len + PLAIN_MAX + 512 <= OUT_BLOCK;
 }
 
-/* Records into the output block while it has room, then one flush. The
- * room is checked first, so SSL_write never waits on the block: nothing
- * parks between gathering a record and encrypting it. */
-static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int iovcnt)
+/* OpenSSL's records into the output block while it has room: the bytes
+ * taken, or the failure. The room is checked first, so SSL_write never
+ * waits on the block: nothing parks between gathering a record and
+ * encrypting it. */
+static ssize_t ssl_records(struct tls_session *t, const struct iovec *iov, int iovcnt)
 {
-	struct cursor k = { 0, 0 };
+	struct tls_cursor k = { 0, 0 };
 	size_t taken = 0, n, w;
 	const char *p;
-	int rc;
 
-	if (!room_for_record(t) && (rc = flush(t)) < 0) /* what a cut flush left */
-		return rc;
-	while (room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
-		if (!ssl_call(t, CALL_WRITE, p, n, &w)) {
+	while (runtime__tls_room_for_record(t) && (n = next_record(iov, iovcnt, &k, &p)) > 0) {
+		if (!runtime__tls_ssl_call(t, CALL_WRITE, p, n, &w)) {
 			/* The block had room: no verdict here is one to wait for
 			 * (a renegotiation's WANT_READ is refused as well). */
 			int e = verdict(t, 0);
-			t->write_err = fatal(e) ? t->failure.err : note(t, -EPROTO);
-			return t->write_err;
+			return fatal(e) ? t->failure.err : note(t, -EPROTO);
 		}
 		taken += w;
 	}
-	rc = flush(t);
+	return (ssize_t)taken;
+}
+
+/* Records into the output block while it has room, then one flush. */
+static ssize_t write_records(struct tls_session *t, const struct iovec *iov, int iovcnt)
+{
+	ssize_t taken;
+	int rc;
+
+	if (!runtime__tls_room_for_record(t) && (rc = runtime__tls_flush(t)) < 0)
+		return rc; /* what a cut flush left */
+	taken = t->v13 ? runtime__tls13_seal_records(t, iov, iovcnt) : ssl_records(t, iov, iovcnt);
+	if (taken < 0)
+		return t->write_err = t->failure.err == taken ? (int)taken : note(t, (int)taken);
+	rc = runtime__tls_flush(t);
 	if (rc < 0 && !(taken && transient(rc)))
 		return rc;
 	return (ssize_t)taken; /* taken, if not all sent yet: the next flush goes on */
@@ -431,6 +447,15 @@ static ssize_t tls_writev(struct runtime_conn *c, void *state, const struct iove
 	return rc;
 }
 
+/* A close_notify into the output block. */
+static void send_close_notify(struct tls_session *t)
+{
+	if (t->v13)
+		runtime__tls13_close_notify(t);
+	else
+		runtime__tls_ssl_call(t, CALL_SHUTDOWN, NULL, 0, NULL);
+}
+
 /* close_notify, then the socket's half-close. */
 static int tls_close_write(struct runtime_conn *c, void *state)
 {
@@ -441,9 +466,9 @@ static int tls_close_write(struct runtime_conn *c, void *state)
 		return -EPERM;
 	if (t->handshaken && !t->sent_close && !t->write_err) {
 		t->writer = runtime_fiber_self();
-		ssl_call(t, CALL_SHUTDOWN, NULL, 0, NULL); /* 0: sent; the peer's to come */
+		send_close_notify(t); /* the peer's to come */
 		t->sent_close = true;
-		rc = flush(t);
+		rc = runtime__tls_flush(t);
 		t->writer = NULL;
 	}
 	return rc < 0 ? rc : runtime_sock_shutdown(runtime_conn_fd(c), SHUT_WR);
@@ -455,6 +480,8 @@ static int tls_pending(const struct runtime_conn *c, const void *state)
 
 	(void)c;
 
+	if (t->v13 && !t->ssl)
+		return runtime__tls13_pending(t);
 	return SSL_has_pending(t->ssl) || t->extra_off < t->extra_len;
 }
 
@@ -463,6 +490,7 @@ static int tls_pending(const struct runtime_conn *c, const void *state)
 static void session_free(struct tls_session *t)
 {
 	runtime__tls_wait_end(t);
+	runtime__tls13_free(t);
 	SSL_free(t->ssl); /* and its BIO */
 	runtime__tls_block_put(&t->out[0]);
 	runtime__tls_block_put(&t->out[1]);
@@ -499,7 +527,7 @@ static int tls_close(struct runtime_conn *c, void *state)
 	if (t->reader || t->writer || t->flushing)
 		return -EBUSY;
 	if (t->handshaken && !t->sent_close && !t->write_err) {
-		ssl_call(t, CALL_SHUTDOWN, NULL, 0, NULL);
+		send_close_notify(t);
 		send_now(t);
 	}
 	session_free(t);
@@ -581,6 +609,8 @@ int runtime__tls_accept(struct runtime_conn *c, struct runtime_tls *tls,
 	if (rc < 0 || (rc = attach(c, tls, &t)) < 0)
 		return rc;
 	SSL_set_accept_state(t->ssl);
+	if (!runtime__tls13_prepare(t))
+		return note(t, -ENOMEM);
 	t->alpn_offer = alpn; /* the caller's: for the handshake only */
 	t->alpn_offer_len = alpn_len;
 	rc = handshake_timed(t);
@@ -680,6 +710,12 @@ int runtime_conn_tls_info(struct runtime_conn *c, struct runtime_tls_info *info)
 		return -EINVAL;
 	if (!t || !t->handshaken)
 		return -ENOTCONN;
+	if (!t->ssl) { /* tls13.c's */
+		*info = (struct runtime_tls_info){ .version = "TLSv1.3", .cipher = t->info_cipher,
+			                           .alpn = t->alpn, .server_name = t->sni,
+			                           .resumed = t->info_resumed };
+		return 0;
+	}
 	X509 *peer = SSL_get0_peer_certificate(t->ssl);
 	*info = (struct runtime_tls_info){
 		.version = SSL_get_version(t->ssl),

@@ -13,6 +13,8 @@
  *   certs.c    certificates and keys into a context
  *   resume.c   resumption: ticket keys (server), sessions by host (client)
  *   session.c  one connection: handshake, read, write, close_notify
+ *   tls13.c    a TLS 1.3 server's connection after its handshake, on
+ *              record.c's record protection instead of OpenSSL's SSL
  *   bio.c      the BIO under a session, and its output blocks
  *   idle.c     record buffers freed from sessions that wait long
  *   errors.c   OpenSSL's failures as -errno and as words
@@ -27,6 +29,8 @@
 
 #include <openssl/ssl.h>
 #include <stdatomic.h>
+
+#include "record.h"
 #include <stdbool.h>
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -49,6 +53,7 @@ struct runtime_tls {
 	bool verify;                /* a client checks the server's certificate */
 	int client_certs;           /* a server's RUNTIME_TLS_CLIENT_CERT_* */
 	bool tls13_only;
+	bool keep_ssl;              /* a server keeps OpenSSL's SSL (tls13.c) */
 	char *ciphers, *ca_file;    /* copies, for each certificate's SSL_CTX */
 	unsigned char *alpn;        /* wire format: length-prefixed names */
 	size_t alpn_len;
@@ -72,6 +77,7 @@ struct tls_failure {
 
 #define OUT_BLOCK (64u * 1024)   /* encrypted bytes to send */
 #define PLAIN_MAX (16u * 1024)   /* plaintext per SSL_write: one record */
+#define FEED_SIZE 2048           /* one socket read, on the reader's stack */
 
 struct out {
 	char *buf;                   /* NULL: none held */
@@ -79,8 +85,11 @@ struct out {
 	size_t off;                  /* of them, sent */
 };
 
+struct tls13;
+
 struct tls_session {
-	SSL *ssl;
+	SSL *ssl;                    /* NULL once tls13.c took over */
+	struct tls13 *v13;           /* tls13.c's state, or NULL */
 	struct runtime_tls *tls;
 	struct runtime_conn *conn;
 	/* reading */
@@ -110,12 +119,48 @@ struct tls_session {
 	size_t alpn_offer_len;
 	char *resume_key;            /* a client's: "host:port" */
 	char *sni;                   /* a server's: the name the client asked for */
+	const char *info_cipher;     /* kept as the SSL went (tls13.c) */
+	bool info_resumed;
 };
+
+/* session.c: one SSL call, on the core's stack: its return value, *done
+ * its bytes; output sent; a socket read's end or failure (n <= 0): 0 at
+ * the end, else -errno, recorded; whether one more record fits the block. */
+enum ssl_op { CALL_HANDSHAKE, CALL_READ, CALL_WRITE, CALL_SHUTDOWN };
+int runtime__tls_ssl_call(struct tls_session *t, enum ssl_op op, const void *buf, size_t len,
+                          size_t *done);
+int runtime__tls_flush(struct tls_session *t);
+int runtime__tls_read_end(struct tls_session *t, int n);
+bool runtime__tls_room_for_record(const struct tls_session *t);
+
+/* Where an iovec walk is: the iovec, and the bytes of it taken. */
+struct tls_cursor {
+	int i;
+	size_t off;
+};
+
+/* tls13.c: a server session's record layer after a TLS 1.3 handshake.
+ * prepare: before the handshake (false: no memory); keylog: OpenSSL's
+ * key log callback; take: after it, the SSL freed if it can go (0, or
+ * -errno: the connection fails). The rest stand in for the SSL calls. */
+bool runtime__tls13_prepare(struct tls_session *t);
+void runtime__tls13_keylog(const SSL *ssl, const char *line);
+int runtime__tls13_take(struct tls_session *t);
+void runtime__tls13_free(struct tls_session *t);
+ssize_t runtime__tls13_read(struct tls_session *t, void *buf, size_t len);
+ssize_t runtime__tls13_seal_records(struct tls_session *t, const struct iovec *iov, int iovcnt);
+int runtime__tls13_close_notify(struct tls_session *t);
+bool runtime__tls13_pending(const struct tls_session *t);
+void runtime__tls13_idle(struct tls_session *t);
 
 /* bio.c: the BIO that hands OpenSSL the session's bytes and takes its
  * output into blocks (NULL: no memory); a block back to the thread's
  * cache; what an SSL call left of the feed, kept (false: no memory). */
 BIO_METHOD *runtime__tls_bio_method(void);
+/* Room for need more bytes at the end of the filling block (got from the
+ * cache if there is none): where, or NULL (no memory, or not that much
+ * room left). The caller adds what it wrote to the block's len. */
+uint8_t *runtime__tls_out_reserve(struct tls_session *t, size_t need);
 void runtime__tls_block_put(struct out *o);
 bool runtime__tls_keep_feed(struct tls_session *t);
 
@@ -161,6 +206,9 @@ const char *runtime__tls_resume_key_of(SSL *ssl);
  * from the thread's OpenSSL error queue (then cleared). raw_end: the
  * socket's end as the session saw it (1 EOF, < 0 an error, 0 open). */
 void runtime__tls_failure(struct tls_failure *f, SSL *ssl, int ssl_error, int raw_end);
+/* A failure found without OpenSSL: reason is one of its SSL library's
+ * (SSL_R_*, or SSL_AD_REASON_OFFSET + a peer's alert). */
+void runtime__tls_failure_reason(struct tls_failure *f, int reason);
 int runtime__tls_failure_text(const struct tls_failure *f, char *buf, size_t size);
 /* The thread's text for runtime_tls_error_text: set from OpenSSL's error
  * queue (cleared) with what was being done, or from words alone. */
