@@ -236,7 +236,8 @@ static int configure(struct runtime_tls *t, SSL_CTX *ctx)
 	SSL_CTX_set_session_id_context(ctx, sid_ctx, sizeof(sid_ctx) - 1);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, t); /* runtime_tls_serve may offer some */
 	SSL_CTX_set_client_hello_cb(ctx, note_name, NULL);
-	SSL_CTX_set_keylog_callback(ctx, runtime__tls13_keylog); /* tls13.c takes over */
+	if (!t->keep_ssl && t->client_certs == RUNTIME_TLS_CLIENT_CERT_NONE)
+		SSL_CTX_set_keylog_callback(ctx, runtime__tls13_keylog); /* tls13.c takes over */
 	SSL_CTX_set_tlsext_servername_callback(ctx, pick_cert);
 	SSL_CTX_set_tlsext_servername_arg(ctx, t);
 	if (!t->tickets) {

@@ -218,13 +218,19 @@ static int verdict(struct tls_session *t, int ret)
 	return e;
 }
 
+static int handshake_done(struct tls_session *t);
+
 static int handshake(struct tls_session *t)
 {
 	char feed[FEED_SIZE];
 
 	for (;;) {
 		int e = verdict(t, runtime__tls_ssl_call(t, CALL_HANDSHAKE, NULL, 0, NULL));
-		int rc = runtime__tls_keep_feed(t) ? runtime__tls_flush(t) : -ENOMEM; /* a flight, or an alert */
+		int rc = runtime__tls_keep_feed(t) ? 0 : note(t, -ENOMEM);
+		if (rc == 0 && e == SSL_ERROR_NONE)
+			rc = handshake_done(t);
+		if (rc == 0)
+			rc = runtime__tls_flush(t); /* a flight, or an alert */
 		if (e == SSL_ERROR_NONE)
 			return rc;
 		if (fatal(e))
@@ -248,6 +254,23 @@ static void keep_renewed(struct tls_session *t)
 		SSL_SESSION_free(sess);
 }
 
+/* The handshake just ended well: what the connection keeps of it, before
+ * its last flight goes out with tls13.c's KeyUpdate (the SSL may go then).
+ * 0, or -errno (recorded). */
+static int handshake_done(struct tls_session *t)
+{
+	const unsigned char *alpn;
+	unsigned len;
+	int rc;
+
+	SSL_get0_alpn_selected(t->ssl, &alpn, &len);
+	if (len && !(t->alpn = strndup((const char *)alpn, len)))
+		return note(t, -ENOMEM); /* not handshaken: unusable */
+	t->info_resumed = SSL_session_reused(t->ssl);
+	keep_renewed(t);
+	return (rc = runtime__tls13_take(t)) < 0 ? note(t, rc) : 0;
+}
+
 /* runtime_tls_stats's counts. */
 static void count_handshake(struct tls_session *t, int rc)
 {
@@ -258,7 +281,7 @@ static void count_handshake(struct tls_session *t, int rc)
 		return;
 	}
 	atomic_fetch_add_explicit(&tls->handshakes, 1, memory_order_relaxed);
-	if (SSL_session_reused(t->ssl))
+	if (t->info_resumed)
 		atomic_fetch_add_explicit(&tls->resumed, 1, memory_order_relaxed);
 }
 
@@ -290,20 +313,7 @@ static int handshake_timed(struct tls_session *t)
 	int rc = handshake(t);
 	runtime_deadline_set(own);
 	count_handshake(t, rc);
-	if (rc == 0) {
-		const unsigned char *alpn;
-		unsigned len;
-		SSL_get0_alpn_selected(t->ssl, &alpn, &len);
-		if (len && !(t->alpn = strndup((const char *)alpn, len)))
-			return note(t, -ENOMEM); /* not handshaken: unusable */
-		if ((rc = runtime__tls13_take(t)) < 0)
-			return note(t, rc);
-		t->handshaken = true;
-		if (t->ssl)
-			keep_renewed(t);
-		else /* tls13.c's KeyUpdate; a failure sticks, for the writes */
-			runtime__tls_flush(t);
-	}
+	t->handshaken = rc == 0;
 	return rc;
 }
 

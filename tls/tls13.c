@@ -130,20 +130,16 @@ static bool can_take(struct tls_session *t)
 	struct tls13 *v = t->v13;
 	const SSL_CIPHER *c = SSL_get_current_cipher(t->ssl);
 
-	if (!c || SSL_version(t->ssl) != TLS1_3_VERSION || !v->have_rd || !v->have_wr)
+	if (!c || SSL_version(t->ssl) != TLS1_3_VERSION || !v->have_rd || !v->have_wr ||
+	    SSL_get_verify_mode(t->ssl) != SSL_VERIFY_NONE) /* a peer certificate to keep */
 		return false;
 	v->suite = runtime__rec_suite_of(SSL_CIPHER_get_protocol_id(c));
-	return v->suite && !SSL_has_pending(t->ssl) && !t->out[0].len && !t->out[1].len;
+	return v->suite && !SSL_has_pending(t->ssl);
 }
 
-/* What runtime_conn_tls_info tells, kept: the SSL goes. */
-static void keep_info(struct tls_session *t)
-{
-	t->info_cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(t->ssl)); /* static */
-	t->info_resumed = SSL_session_reused(t->ssl);
-}
-
-/* OpenSSL's KeyUpdate out, so that our writes start a new secret at 0. */
+/* OpenSSL's KeyUpdate, after what it wrote so far (its tickets), so that
+ * our writes start a new secret at 0. It goes out with the handshake's
+ * last flight. */
 static int hand_over_writes(struct tls_session *t)
 {
 	if (!SSL_key_update(t->ssl, SSL_KEY_UPDATE_NOT_REQUESTED) ||
@@ -167,7 +163,7 @@ int runtime__tls13_take(struct tls_session *t)
 		return 0;
 	}
 	if ((rc = hand_over_writes(t)) < 0)
-		return rc; /* its KeyUpdate goes with the next flush */
+		return rc;
 	if (!runtime__rec_dir_set(&v->rd, v->suite, v->rd.secret) ||
 	    !runtime__rec_dir_set(&v->wr, v->suite, v->wr.secret) ||
 	    !runtime__rec_dir_update(&v->wr, v->suite))
@@ -178,7 +174,7 @@ int runtime__tls13_take(struct tls_session *t)
 	free(t->extra);
 	t->extra = NULL;
 	t->extra_len = t->extra_off = 0;
-	keep_info(t);
+	t->info_cipher = SSL_CIPHER_get_name(SSL_get_current_cipher(t->ssl)); /* static */
 	SSL_free(t->ssl);
 	t->ssl = NULL;
 	return 0;
