@@ -81,8 +81,11 @@ logged() {
 
 # A successor that never reports ready, one that says something else on
 # the link, and one that takes a second.
-printf '#!/bin/sh\nexec sleep 600\n' >"$dir/never-ready"
-printf '#!/bin/sh\nexec python3 -c "import os, time\nos.write(int(os.environ[\x27RUNTIME_HANDOVER_FD\x27]), b\x27junk\x27)\ntime.sleep(600)"\n' >"$dir/junk"
+# Each names its own path in its arguments, which is what "gone" looks for
+# (pgrep -f): nothing else on the machine matches it.
+printf '#!/bin/sh\nexec python3 -c "import time; time.sleep(600)" "%s"\n' "$dir/never-ready" \
+	>"$dir/never-ready"
+printf '#!/bin/sh\nexec python3 -c "import os, time\nos.write(int(os.environ[\x27RUNTIME_HANDOVER_FD\x27]), b\x27junk\x27)\ntime.sleep(600)" "%s"\n' "$dir/junk" >"$dir/junk"
 printf '#!/bin/sh\nsleep 1\nexec "%s" "$@"\n' "$srv" >"$dir/slow"
 chmod +x "$dir/never-ready" "$dir/junk" "$dir/slow"
 
@@ -217,11 +220,11 @@ bad_successor 1 "exited before it was ready (exit status 1): serving on" \
 	"^/bin/false" --restart-with /bin/false
 bad_successor 2 "was not ready in time, killed (signal 9): serving on" \
 	"a successor never ready is killed after --ready-timeout, and logged" \
-	"the old process serves on, and the successor is gone" "sleep 600" \
+	"the old process serves on, and the successor is gone" "time.sleep.*$dir/never-ready" \
 	--restart-with "$dir/never-ready" --ready-timeout 1000
 bad_successor 3 "spoke no handover, killed (signal 9): serving on" \
 	"a successor that says something else on the link is killed, and logged" \
-	"the old process serves on, and that successor is gone" "RUNTIME_HANDOVER_FD" \
+	"the old process serves on, and that successor is gone" "junk.*$dir/junk" \
 	--restart-with "$dir/junk"
 
 mv "$dir/log" "$dir/log.4"
