@@ -46,6 +46,9 @@ struct tls13 {
 	uint8_t hs[5], hs_len;       /* a KeyUpdate coming in pieces */
 	uint8_t *in;                 /* ciphertext not yet a whole record */
 	size_t in_len, in_off;
+	const uint8_t *feed;         /* one read's bytes, on the reader's stack:
+	                                during runtime__tls13_read only */
+	size_t feed_len;
 	uint8_t *plain;              /* a record's plaintext the reader left */
 	size_t plain_len, plain_off;
 };
@@ -411,74 +414,116 @@ static int append(struct tls13 *v, const void *p, size_t n)
 	return 0;
 }
 
-/* More of the record being gathered (want: the bytes it lacks): those
- * queued in the stream, else the next read's - into the buffer if it
- * holds some of the record, else onto the stack, so that a reader waiting
- * for a record to begin holds no buffer. 1, 0 at the socket's end, or
- * -errno. */
-static int gather(struct tls_session *t, uint8_t *feed, size_t want)
+/* Where the next record's bytes are: the gathering buffer while it holds
+ * some, else this read's feed, else the stream's queue (in place). */
+enum source { FROM_IN, FROM_FEED, FROM_STREAM };
+
+static enum source source_of(struct tls_session *t, const uint8_t **p, size_t *avail)
 {
 	struct tls13 *v = t->v13;
-	bool started = v->in_off < v->in_len;
-	const void *p;
-	ssize_t n = runtime_conn_raw_peek(t->conn, &p);
-	int rc;
+	const void *q = NULL;
+	ssize_t n;
 
-	if (n > 0) {
-		n = (ssize_t)MIN((size_t)n, want);
-		if ((rc = append(v, p, (size_t)n)) < 0)
-			return rc;
-		runtime_conn_raw_consume(t->conn, (size_t)n);
-		return 1;
+	if (v->in_off < v->in_len) {
+		*p = v->in + v->in_off;
+		*avail = v->in_len - v->in_off;
+		return FROM_IN;
 	}
-	if (started)
-		append(v, NULL, 0); /* compacted: room for want at the end */
-	runtime__tls_wait_begin(t);
-	n = runtime_conn_raw_read(t->conn, started ? v->in + v->in_len : feed,
-	                          started ? want : FEED_SIZE);
-	runtime__tls_wait_end(t);
-	if (n <= 0)
-		return runtime__tls_read_end(t, (int)n);
-	if (started)
-		v->in_len += (size_t)n;
-	else if ((rc = append(v, feed, (size_t)n)) < 0)
-		return rc;
-	return 1;
+	if (v->feed_len) {
+		*p = v->feed;
+		*avail = v->feed_len;
+		return FROM_FEED;
+	}
+	n = runtime_conn_raw_peek(t->conn, &q);
+	*p = q;
+	*avail = n > 0 ? (size_t)n : 0;
+	return FROM_STREAM;
 }
 
-/* The next whole record: in place in the stream's queue, else gathered.
- * 1 (*rec, *len), 0 at the socket's end, or -errno. */
-static int next_record(struct tls_session *t, uint8_t *feed, const uint8_t **rec, size_t *len,
-                       bool *in_place)
+/* One wait for the peer's bytes into buf: their count, 0 at the socket's
+ * end, or -errno (recorded). */
+static int wait_read(struct tls_session *t, void *buf, size_t len)
+{
+	runtime__tls_wait_begin(t);
+	ssize_t n = runtime_conn_raw_read(t->conn, buf, len);
+	runtime__tls_wait_end(t);
+	return n > 0 ? (int)n : runtime__tls_read_end(t, (int)n);
+}
+
+/* More of the record that starts at p (avail of its need bytes there):
+ * a start outside the gathering buffer moves into it; the buffer takes
+ * what the stream queued, else the next read. With nothing at all, the
+ * read goes to the feed, on the reader's stack: a reader waiting for a
+ * record to begin holds no buffer, and a record that comes whole is
+ * opened where it landed. 1, 0 at the socket's end, or -errno. */
+static int gather(struct tls_session *t, uint8_t *feed, enum source src, const uint8_t *p,
+                  size_t avail, size_t need)
 {
 	struct tls13 *v = t->v13;
+	const void *q;
+	int rc;
 
+	if (src != FROM_IN && avail) { /* all of it is this record's */
+		if ((rc = append(v, p, avail)) < 0)
+			return rc;
+		if (src == FROM_FEED)
+			v->feed_len = 0;
+		else
+			runtime_conn_raw_consume(t->conn, avail);
+		return 1;
+	}
+	if (src == FROM_STREAM) {
+		if ((rc = wait_read(t, feed, FEED_SIZE)) > 0) {
+			v->feed = feed;
+			v->feed_len = (size_t)rc;
+		}
+		return rc > 0 ? 1 : rc;
+	}
+	ssize_t n = runtime_conn_raw_peek(t->conn, &q);
+	size_t want = need - avail;
+	if (n > 0) {
+		n = (ssize_t)MIN((size_t)n, want);
+		if ((rc = append(v, q, (size_t)n)) == 0)
+			runtime_conn_raw_consume(t->conn, (size_t)n);
+		return rc < 0 ? rc : 1;
+	}
+	append(v, NULL, 0); /* compacted: room for want at the end */
+	if ((rc = wait_read(t, v->in + v->in_len, want)) > 0)
+		v->in_len += (size_t)rc;
+	return rc > 0 ? 1 : rc;
+}
+
+/* The next whole record, and where it is. 1 (*rec, *len), 0 at the
+ * socket's end, or -errno. */
+static int next_record(struct tls_session *t, uint8_t *feed, const uint8_t **rec, size_t *len,
+                       enum source *src)
+{
 	for (int rc;;) {
-		size_t have = v->in_len - v->in_off, avail = have;
-		const void *p = v->in + v->in_off;
-		ssize_t queued = have ? 0 : runtime_conn_raw_peek(t->conn, &p);
-		if (!have)
-			avail = queued > 0 ? (size_t)queued : 0;
+		const uint8_t *p;
+		size_t avail;
+		*src = source_of(t, &p, &avail);
 		size_t need = avail >= REC_HEADER ? runtime__rec_length(p) : REC_HEADER;
 		if (need > REC_MAX)
 			return fail_with(t, REC_ALERT_RECORD_OVERFLOW);
 		if (avail >= need) {
 			*rec = p;
 			*len = need;
-			*in_place = !have;
 			return 1;
 		}
-		if ((rc = gather(t, feed, need - have)) <= 0)
+		if ((rc = gather(t, feed, *src, p, avail, need)) <= 0)
 			return rc;
 	}
 }
 
-static void consume(struct tls_session *t, size_t len, bool in_place)
+static void consume(struct tls_session *t, size_t len, enum source src)
 {
 	struct tls13 *v = t->v13;
 
-	if (in_place) {
+	if (src == FROM_STREAM) {
 		runtime_conn_raw_consume(t->conn, len);
+	} else if (src == FROM_FEED) {
+		v->feed += len;
+		v->feed_len -= len;
 	} else if ((v->in_off += len) == v->in_len) {
 		v->in_off = v->in_len = 0;
 	}
@@ -503,15 +548,15 @@ static ssize_t open_one(struct tls_session *t, uint8_t *feed, void *buf, size_t 
 	struct tls13 *v = t->v13;
 	const uint8_t *rec = NULL;
 	size_t rec_len = 0, n;
-	bool in_place = false;
+	enum source src = FROM_IN;
 	uint8_t type;
-	int rc = next_record(t, feed, &rec, &rec_len, &in_place);
+	int rc = next_record(t, feed, &rec, &rec_len, &src);
 
 	if (rc <= 0) /* the socket's end, with no close_notify: OpenSSL's words */
 		return rc == 0 ? fail(t, 0, SSL_R_UNEXPECTED_EOF_WHILE_READING) : rc;
 	uint8_t *out = len >= rec_len - REC_HEADER - REC_TAG ? buf : opened;
 	int alert = runtime__rec_open(&v->rd, v->suite, rec, rec_len, out, &n, &type);
-	consume(t, rec_len, in_place);
+	consume(t, rec_len, src);
 	return alert ? fail_with(t, alert) : inner(t, type, out, n, buf, len);
 }
 
@@ -524,10 +569,15 @@ ssize_t runtime__tls13_read(struct tls_session *t, void *buf, size_t len)
 	if (v->plain)
 		return take_plain(v, buf, len);
 	do {
-		if (v->peer_closed)
-			return t->failure.err && !t->failure.in_handshake ? t->failure.err : 0;
+		if (v->peer_closed) {
+			rc = t->failure.err && !t->failure.in_handshake ? t->failure.err : 0;
+			break;
+		}
 		rc = open_one(t, feed, buf, len);
 	} while (rc == READ_ON);
+	if (v->feed_len && append(v, v->feed, v->feed_len) < 0) /* the feed goes with the stack */
+		rc = fail(t, REC_ALERT_INTERNAL_ERROR, ERR_R_MALLOC_FAILURE);
+	v->feed_len = 0;
 	return rc;
 }
 
