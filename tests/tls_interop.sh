@@ -14,6 +14,22 @@
 #  - Python's ssl: certificate and host name checked, version, ALPN, the
 #    answer ended by close_notify (ssl raises on a bare close); another
 #    host name refused;
+#  - Go's crypto/tls (a program written here, standard library only, built
+#    with go build), TLS 1.2 and 1.3: certificate verified, version, ALPN;
+#    on ONE keep-alive connection GET, 200 KB POSTed to /echo and back
+#    byte-exact, GET, 1 KB POSTed, GET - records flowing after the
+#    server's TLS 1.3 KeyUpdate - then a second connection resumes the
+#    session; through the echo demo 200 KB back exactly;
+#  - nginx as a reverse proxy (plain HTTP in front, the HTTPS demo behind
+#    it: proxy_ssl_protocols TLSv1.3, proxy_ssl_verify with the test CA and
+#    name, keep-alive upstream connections): curl through it, GETs and a
+#    200 KB POST echoed exactly, all on one upstream TLS connection (ss
+#    shows the same one); with another CA to trust, nginx refuses (502);
+#  - h2o 2.2 as a reverse proxy likewise (proxy.ssl.verify-peer with the
+#    test CA; its proxy has no TLS version setting: it speaks TLS 1.3 by
+#    default, as a trace of openssl s_server offering 1.2 and 1.3 shows,
+#    and over TLS 1.3 it checks the chain but not the host name); another
+#    CA refused (502);
 #  - testssl.sh on the HTTPS demo with an RSA certificate (-p -s -U -e) and
 #    with an ECDSA one (-e), its JSON findings judged: only TLS 1.2 and
 #    1.3; no NULL, anonymous, export, low, 3DES or CBC suite - every suite
@@ -22,26 +38,30 @@
 #    vulnerability checks ran and none says VULNERABLE or potentially so;
 #    nothing rated LOW or worse, no scan problem. The scans run in the
 #    background while the rest goes on.
-# The runtime's client (examples/tls_client) against openssl s_server -www
-# and nginx, TLS 1.2 and 1.3 each, twice in a row: the second connection
-# resumes the first's session, as both sides say (s_server's answer,
-# nginx's log), also by a ticket alone (s_server -no_cache); against our
-# own HTTPS demo likewise. It refuses a server whose certificate comes from
-# another CA, names another host, or has expired - saying which - and the
-# server gets the right alert; a TLS 1.3-only client refuses a TLS 1.2
-# server. At the end the demos still answer and stop cleanly (exit 0).
+# The runtime's client (examples/tls_client) against openssl s_server -www,
+# a Go crypto/tls HTTPS server, nginx and h2o, TLS 1.2 and 1.3 each (h2o
+# held to TLS 1.2 by an OpenSSL configuration file), twice in a row: the
+# second connection resumes the first's session, as both sides say
+# (s_server's and Go's answers, nginx's and h2o's logs), also by a ticket
+# alone (s_server -no_cache); against our own HTTPS demo likewise. It
+# refuses a server whose certificate comes from another CA, names another
+# host, or has expired - saying which - and the server gets the right
+# alert; a TLS 1.3-only client refuses a TLS 1.2 server. At the end the
+# demos still answer and stop cleanly (exit 0).
 #
 # Certificates are made here with the openssl CLI (a CA and leaves it
 # signs; the expired one through "openssl ca", which takes any dates on
 # OpenSSL 3.0) in a temporary directory, removed at the end with every
 # process this started (trap). nginx runs as whoever runs this: one
 # process (master_process off, so no user to switch to), every path in the
-# temporary directory. Servers take free ports themselves (port 0) and say
-# which; nginx gets free ones picked here.
+# temporary directory; h2o likewise (one thread; as root it is told to stay
+# root); Go builds with its caches in the temporary directory. Servers take
+# free ports themselves (port 0) and say which; nginx and h2o get free ones
+# picked here.
 #
 # Without the openssl CLI nothing can run: SKIP (77). Without curl,
-# python3, nginx or testssl, their checks are skipped, saying so, and the
-# whole test reports SKIP (77) unless something failed - as
+# python3, go, nginx, h2o, ss or testssl, their checks are skipped, saying
+# so, and the whole test reports SKIP (77) unless something failed - as
 # tests/gdb_fibers.sh does for gdb; ./build.sh check installs them all,
 # and in CI (CI=true) a missing one is a failure.
 # It asserts behaviour, not speed; the time bounds are only there so that
@@ -453,6 +473,216 @@ if [ -n "$https_port" ] && have python3 python3 "Python's ssl client against the
 		eval '[ "$rc" -ne 0 ] && has_err "CERTIFICATE_VERIFY_FAILED" && has_err "Hostname mismatch"'
 fi
 
+# -------------------------------------------------------------------- Go
+# 200 KB of random bytes, POSTed to /echo by Go, and through nginx and h2o.
+head -c 204800 /dev/urandom >"$tmp/post"
+cat >"$tmp/peer.go" <<'EOF'
+// A peer in Go's crypto/tls, standard library only.
+//
+// client PORT CA_FILE 1.2|1.3 BODY_FILE: one connection to 127.0.0.1:PORT
+// for "localhost", the certificate checked against CA_FILE, that TLS
+// version only, ALPN http/1.1 offered; on it, one after another, GET
+// /plaintext, POST /echo with BODY_FILE, GET /plaintext, POST /echo with
+// its first 1000 bytes, GET /plaintext. Prints what the handshake agreed
+// on and a line per answer; then a second connection, which should resume
+// the first's session, and one GET on it.
+//
+// stream PORT CA_FILE 1.2|1.3 FILE: one connection likewise (no ALPN), FILE
+// written on it while as many bytes are read back; says if they are the
+// same.
+//
+// server 1.2|1.3 CERT_FILE KEY_FILE: HTTPS on 127.0.0.1, a free port (it
+// prints "listening on 127.0.0.1:PORT"), that TLS version only; every
+// request is answered "hello from Go: TLSv1.x, resumed yes|no, ALPN x".
+//
+// Exits 1 at the first error, saying it on stderr.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+)
+
+var versions = map[string]uint16{"1.2": tls.VersionTLS12, "1.3": tls.VersionTLS13}
+var names = map[uint16]string{tls.VersionTLS12: "TLSv1.2", tls.VersionTLS13: "TLSv1.3"}
+
+func die(err error) {
+	fmt.Fprintln(os.Stderr, "go peer:", err)
+	os.Exit(1)
+}
+
+func read(name string) []byte {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		die(err)
+	}
+	return b
+}
+
+// dial: a TLS connection to 127.0.0.1:port, its handshake done.
+func dial(port string, conf *tls.Config) *tls.Conn {
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp",
+		"127.0.0.1:"+port, conf)
+	if err != nil {
+		die(err)
+	}
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	s := c.ConnectionState()
+	fmt.Printf("tls: %s, %s, ALPN %s, verified %t, resumed %t\n", names[s.Version],
+		tls.CipherSuiteName(s.CipherSuite), s.NegotiatedProtocol, len(s.VerifiedChains) > 0,
+		s.DidResume)
+	return c
+}
+
+// config: for "localhost", verified against caFile's CA, that version only.
+func config(caFile, version string) *tls.Config {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(read(caFile)) {
+		die(fmt.Errorf("no certificate in %s", caFile))
+	}
+	return &tls.Config{RootCAs: roots, ServerName: "localhost",
+		MinVersion: versions[version], MaxVersion: versions[version]}
+}
+
+// exchange: one request on the connection, its answer read whole; prints
+// a line on it.
+func exchange(n int, c net.Conn, br *bufio.Reader, method, path string, body []byte) {
+	req, err := http.NewRequest(method, "https://localhost"+path, bytes.NewReader(body))
+	if err != nil {
+		die(err)
+	}
+	if err = req.Write(c); err != nil {
+		die(fmt.Errorf("%s %s: %w", method, path, err))
+	}
+	res, err := http.ReadResponse(br, req)
+	if err != nil {
+		die(fmt.Errorf("%s %s: the answer: %w", method, path, err))
+	}
+	got, err := io.ReadAll(res.Body)
+	if err != nil {
+		die(fmt.Errorf("%s %s: the body: %w", method, path, err))
+	}
+	res.Body.Close()
+	what := fmt.Sprintf("%q", got)
+	if method == "POST" {
+		what = fmt.Sprintf("%d bytes, the same as sent: %t", len(got), bytes.Equal(got, body))
+	}
+	fmt.Printf("answer %d: %s %s: %s, keep-alive %t, %s\n", n, method, path, res.Status,
+		!res.Close, what)
+}
+
+func client(port, caFile, version, bodyFile string) {
+	body := read(bodyFile)
+	conf := config(caFile, version)
+	conf.NextProtos = []string{"http/1.1"}
+	conf.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	c := dial(port, conf)
+	br := bufio.NewReader(c)
+	exchange(1, c, br, "GET", "/plaintext", nil)
+	exchange(2, c, br, "POST", "/echo", body)
+	exchange(3, c, br, "GET", "/plaintext", nil)
+	exchange(4, c, br, "POST", "/echo", body[:1000])
+	exchange(5, c, br, "GET", "/plaintext", nil)
+	if err := c.Close(); err != nil { // close_notify
+		die(err)
+	}
+	c = dial(port, conf)
+	exchange(6, c, bufio.NewReader(c), "GET", "/plaintext", nil)
+	c.Close()
+}
+
+func stream(port, caFile, version, file string) {
+	data := read(file)
+	c := dial(port, config(caFile, version))
+	go func() {
+		if _, err := c.Write(data); err != nil {
+			die(err)
+		}
+	}()
+	got := make([]byte, len(data))
+	if _, err := io.ReadFull(c, got); err != nil {
+		die(fmt.Errorf("the echo: %w", err))
+	}
+	fmt.Printf("echoed %d bytes, the same as sent: %t\n", len(got), bytes.Equal(got, data))
+	c.Close()
+}
+
+func server(version, certFile, keyFile string) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		die(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		die(err)
+	}
+	fmt.Printf("listening on %s\n", l.Addr())
+	srv := &http.Server{
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert},
+			MinVersion: versions[version], MaxVersion: versions[version]},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			resumed := map[bool]string{true: "yes", false: "no"}[r.TLS.DidResume]
+			fmt.Fprintf(w, "hello from Go: %s, resumed %s, ALPN %s\n", names[r.TLS.Version],
+				resumed, r.TLS.NegotiatedProtocol)
+		}),
+	}
+	die(srv.ServeTLS(l, "", ""))
+}
+
+func main() {
+	a := os.Args
+	switch {
+	case len(a) == 6 && a[1] == "client" && versions[a[4]] != 0:
+		client(a[2], a[3], a[4], a[5])
+	case len(a) == 6 && a[1] == "stream" && versions[a[4]] != 0:
+		stream(a[2], a[3], a[4], a[5])
+	case len(a) == 5 && a[1] == "server" && versions[a[2]] != 0:
+		server(a[2], a[3], a[4])
+	default:
+		die(fmt.Errorf("usage: client|stream PORT CA 1.2|1.3 FILE | server 1.2|1.3 CERT KEY"))
+	}
+}
+EOF
+# Built once, its caches here (no network: the standard library only).
+goes=
+if have go golang-go "Go's crypto/tls, client of our servers and server of the runtime's client"; then
+	mkdir -p "$tmp/go/cache" "$tmp/go/path"
+	run env GOCACHE="$tmp/go/cache" GOPATH="$tmp/go/path" GOENV=off GOPROXY=off \
+		GOTOOLCHAIN=local GO111MODULE=off go build -o "$tmp/go/peer" "$tmp/peer.go"
+	check "a Go program with crypto/tls builds (go build, the standard library only)" \
+		eval '[ "$rc" -eq 0 ] && [ -x "$tmp/go/peer" ]'
+	[ "$rc" -eq 0 ] && goes=yes
+fi
+if [ -n "$goes" ] && [ -n "$https_port" ]; then
+	for v in 1.3 1.2; do
+		run "$tmp/go/peer" client "$https_port" "$cacert" "$v" "$tmp/post"
+		seen=$(sed -n '1s/^tls: \(.*\), verified .*/\1/p' "$tmp/out") # what Go saw
+		check "Go crypto/tls client (TLS $v only): ${seen:-no handshake}, certificate verified; on one keep-alive connection GET, 200 KB POSTed to /echo back exact, GET, 1 KB POST, GET; then resumed" \
+			eval '[ "$rc" -eq 0 ] && quiet && [ "$(grep -c "^tls: " "$tmp/out")" -eq 2 ] &&
+			sed -n 1p "$tmp/out" | grep -q "^tls: TLSv$v, .*, ALPN http/1\.1, verified true, resumed false$" &&
+			sed -n 7p "$tmp/out" | grep -q "^tls: TLSv$v, .*, ALPN http/1\.1, verified true, resumed true$" &&
+			[ "$(grep -c "^answer [1356]: GET /plaintext: 200 OK, keep-alive true, \"Hello, World!\"$" "$tmp/out")" -eq 4 ] &&
+			has "^answer 2: POST /echo: 200 OK, keep-alive true, 204800 bytes, the same as sent: true$" &&
+			has "^answer 4: POST /echo: 200 OK, keep-alive true, 1000 bytes, the same as sent: true$"'
+	done
+fi
+if [ -n "$goes" ] && [ -n "$echo_port" ]; then
+	for v in 1.3 1.2; do
+		run "$tmp/go/peer" stream "$echo_port" "$cacert" "$v" "$tmp/post"
+		check "Go crypto/tls (TLS $v only) through the TLS echo demo: TLSv$v, verified, 200 KB back exactly" \
+			eval '[ "$rc" -eq 0 ] && quiet && has "^tls: TLSv$v, .*, verified true, resumed false$" &&
+			has "^echoed 204800 bytes, the same as sent: true$"'
+	done
+fi
+
 # ------------------------------------------ the runtime's client: servers
 # s_server NAME CERT ARGS...: openssl s_server -www (its answer says
 # "New, TLSv1.3, ..." or "Reused, ...": the server's view of the session)
@@ -517,6 +747,26 @@ refused expired old "an expired certificate" \
 	"certificate verify failed: certificate has expired (Key has expired)" \
 	"alert certificate expired"
 
+# A Go crypto/tls HTTPS server (net/http), TLS 1.2 only, then 1.3 only:
+# its answer says what it saw (version, resumed, ALPN).
+if [ -n "$goes" ]; then
+	for v in 1.2 1.3; do
+		if ! start "go-server-$v" 'listening on 127\.0\.0\.1:' "$tmp/go/peer" server "$v" \
+			"$c/ec.crt" "$c/ec.key"; then
+			fail "the Go crypto/tls server (TLS $v only) starts"
+			continue
+		fi
+		run "$client" --cacert "$cacert" --twice "localhost:$bg_port" /
+		check "tls_client against a Go crypto/tls server (TLS $v only): TLSv$v, ALPN http/1.1, then resumed (Go agrees)" \
+			eval '[ "$rc" -eq 0 ] && quiet &&
+			has "^tls 1: TLSv$v, .*, ALPN http/1\.1, resumed no$" &&
+			has "^tls 2: TLSv$v, .*, ALPN http/1\.1, resumed yes$" &&
+			has "^hello from Go: TLSv$v, resumed no, ALPN http/1\.1$" &&
+			has "^hello from Go: TLSv$v, resumed yes, ALPN http/1\.1$"'
+		stop "$bg_pid"
+	done
+fi
+
 # The runtime's client and server together.
 if [ -n "$https_port" ]; then
 	run "$client" --cacert "$cacert" --twice "localhost:$https_port" /plaintext
@@ -526,13 +776,93 @@ if [ -n "$https_port" ]; then
 		has "^tls 2: TLSv1\.3, .*, ALPN http/1\.1, resumed yes$"'
 fi
 
+# ----------------------------------------------------- reverse proxies
+# nginx and h2o as TLS clients: reverse proxies, plain HTTP in front, the
+# HTTPS demo behind them, curl through them.
+printf 'Hello, World!' >"$tmp/hello"
+# via PORT PATH [FILE]: curl GETs http://127.0.0.1:PORT/PATH (or POSTs
+# FILE there); true if the answer is 200 and its body "Hello, World!" (or
+# FILE's bytes exactly). A line on it in $tmp/out, curl's stderr in
+# $tmp/err.
+via() {
+	local port=$1 path=$2 want=$tmp/hello code
+	shift 2
+	if [ $# -gt 0 ]; then
+		want=$1
+		set -- -H 'Expect:' --data-binary "@$1"
+	fi
+	rm -f "$tmp/got"
+	code=$(curl -sS --max-time "$bound" -o "$tmp/got" -w '%{http_code}' "$@" \
+		"http://127.0.0.1:$port$path" </dev/null 2>>"$tmp/err")
+	if [ "$code" = 200 ] && cmp -s "$want" "$tmp/got"; then
+		echo "$path: 200, $(stat -c %s "$tmp/got") bytes, right" >>"$tmp/out"
+	else
+		echo "$path: ${code:-no answer}, $(stat -c %s "$tmp/got" 2>/dev/null || echo 0) bytes, WRONG" \
+			>>"$tmp/out"
+		return 1
+	fi
+}
+# upstream_conns PID: the local ends of PID's established TCP connections
+# to the HTTPS demo (ss), a line each.
+upstream_conns() {
+	ss -Htnp state established "( dport = :$https_port )" 2>/dev/null |
+		awk -v pid="pid=$1," 'index($0, pid) { print $3 }' | sort
+}
+# proxied NAME PORT PID WHAT: through NAME, a reverse proxy (process PID)
+# on 127.0.0.1:PORT in front of the HTTPS demo, WHAT saying how it speaks
+# to it: GET /plaintext, GET, 200 KB POSTed to /echo, GET, GET - each on a
+# connection of its own to NAME, which can keep its upstream one. Checks
+# the answers; and, with ss, that one upstream connection carried them
+# all: the same one after the first request as after the last.
+proxied() {
+	local name=$1 port=$2 pid=$3 what=$4 ok=yes first last
+	: >"$tmp/out"
+	: >"$tmp/err"
+	via "$port" /plaintext || ok=
+	first=$(upstream_conns "$pid")
+	via "$port" /plaintext || ok=
+	via "$port" /echo "$tmp/post" || ok=
+	via "$port" /plaintext || ok=
+	via "$port" /plaintext || ok=
+	last=$(upstream_conns "$pid")
+	check "$name as a TLS client ($what) in front of the HTTPS demo: curl through it, 4 GETs answered, 200 KB POSTed to /echo back exact" \
+		[ -n "$ok" ]
+	if have ss iproute2 "whether $name kept its upstream TLS connection"; then
+		printf 'upstream connections after the first request: %s; after the last: %s\n' \
+			"$(printf '%s' "${first:-none}" | tr '\n' ' ')" \
+			"$(printf '%s' "${last:-none}" | tr '\n' ' ')" >>"$tmp/out"
+		check "$name kept one upstream TLS connection to the HTTPS demo for all 5 requests (ss: the same one after the first and the last)" \
+			eval '[ -n "$first" ] && [ "$first" = "$last" ] && [ "$(echo "$first" | wc -l)" -eq 1 ]'
+	fi
+}
+# refused_via PORT PATH LOG REGEX: curl GETs PATH through a proxy that
+# trusts another CA: 502, and the proxy's error LOG has a line matching
+# REGEX (then in $tmp/out).
+refused_via() {
+	local i
+	run curl -sS --max-time "$bound" -o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$1$2"
+	for ((i = 0; i < 50; i++)); do
+		grep -q -e "$4" "$3" 2>/dev/null && break
+		sleep 0.1
+	done
+	grep -e "$4" "$3" >>"$tmp/out" 2>/dev/null
+	[ "$rc" -eq 0 ] && [ "$(head -n 1 "$tmp/out")" = 502 ] && grep -q -e "$4" "$3"
+}
+# OpenSSL's words for a chain that does not lead to a CA trusted.
+unchained='unable to \(get local issuer certificate\|verify the first certificate\)'
+
 # ----------------------------------------------------------------- nginx
 # nginx_start: nginx in the foreground, one process (no master, so no
 # user to switch to: it runs as whoever runs this), everything in
 # $tmp/nginx, serving "hello from nginx" with TLS 1.2 only on port p12 and
 # TLS 1.3 only on p13, free ports picked here (again if taken meanwhile).
 # Its access log says per request: port, protocol, reused ("r" or "."),
-# ALPN. Sets ng_pid, p12, p13.
+# ALPN. With the HTTPS demo up, it also proxies plain HTTP on port pp to
+# it: TLS 1.3 only, the certificate verified against the test CA and for
+# the name localhost, upstream connections kept (keepalive, HTTP/1.1, no
+# Connection header passed on); under /other-ca/ trusting another CA, on
+# a connection of its own (no keepalive, no session reused). Sets ng_pid,
+# p12, p13, pp.
 nginx_conf() {
 	local d=$1
 	cat <<-EOF
@@ -564,8 +894,31 @@ nginx_conf() {
 		        ssl_protocols TLSv1.3;
 		        location / { return 200 "hello from nginx\n"; }
 		    }
-		}
 	EOF
+	[ -n "$https_port" ] && cat <<-EOF
+		    upstream demo {
+		        server 127.0.0.1:$https_port;
+		        keepalive 4;
+		    }
+		    server {
+		        listen 127.0.0.1:$pp;
+		        client_max_body_size 1m;
+		        proxy_http_version 1.1;
+		        proxy_set_header Connection "";
+		        proxy_ssl_protocols TLSv1.3;
+		        proxy_ssl_verify on;
+		        proxy_ssl_trusted_certificate $cacert;
+		        proxy_ssl_name localhost;
+		        proxy_ssl_server_name on;
+		        location / { proxy_pass https://demo; }
+		        location /other-ca/ {
+		            proxy_pass https://127.0.0.1:$https_port/;
+		            proxy_ssl_trusted_certificate $c/other.crt;
+		            proxy_ssl_session_reuse off;
+		        }
+		    }
+	EOF
+	echo "}"
 }
 free_port() {
 	local p
@@ -579,14 +932,16 @@ nginx_start() {
 	local d=$tmp/nginx i
 	mkdir -p "$d"
 	for _ in 1 2 3 4 5; do
-		p12=$(free_port) && p13=$(free_port) && [ "$p12" != "$p13" ] || continue
+		p12=$(free_port) && p13=$(free_port) && pp=$(free_port) &&
+			[ "$p12" != "$p13" ] && [ "$pp" != "$p12" ] && [ "$pp" != "$p13" ] || continue
 		nginx_conf "$d" >"$d/nginx.conf"
 		"$nginx" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" </dev/null >"$d/out" 2>&1 &
 		ng_pid=$!
 		pids="$pids $ng_pid"
 		for ((i = 0; i < bound * 10; i++)); do
 			kill -0 "$ng_pid" 2>/dev/null || break
-			listening "$p12" && listening "$p13" && return 0
+			listening "$p12" && listening "$p13" && { [ -z "$https_port" ] || listening "$pp"; } &&
+				return 0
 			sleep 0.1
 		done
 		kill -KILL "$ng_pid" 2>/dev/null
@@ -596,19 +951,19 @@ nginx_start() {
 	sed 's/^/    /' "$d/out" "$d/error.log" 2>/dev/null
 	return 1
 }
-# logged PORT N: until nginx's access log has N lines for PORT (it writes
-# each after its answer has gone), at most the bound.
+# logged PORT N [LOG]: until nginx's access log (or LOG) has N lines for
+# PORT (it writes each after its answer has gone), at most the bound.
 logged() {
 	local i
 	for ((i = 0; i < bound * 10; i++)); do
-		[ "$(grep -c "^$1 " "$tmp/nginx/access.log" 2>/dev/null)" -ge "$2" ] && return 0
+		[ "$(grep -c "^$1 " "${3:-$tmp/nginx/access.log}" 2>/dev/null)" -ge "$2" ] && return 0
 		sleep 0.1
 	done
 	return 1
 }
 # Debian's nginx is in /usr/sbin, off a plain user's PATH.
 nginx=$(PATH=$PATH:/usr/sbin:/sbin command -v nginx)
-if have "${nginx:-nginx}" nginx "the runtime's client against nginx"; then
+if have "${nginx:-nginx}" nginx "the runtime's client against nginx, nginx proxying to the HTTPS demo"; then
 	if nginx_start; then
 		for v in 1.2 1.3; do
 			if [ "$v" = 1.2 ]; then port=$p12; else port=$p13; fi
@@ -621,9 +976,159 @@ if have "${nginx:-nginx}" nginx "the runtime's client against nginx"; then
 				[ "$(grep "^$port " "$tmp/nginx/access.log")" = "$port TLSv$v . http/1.1
 $port TLSv$v r http/1.1" ]'
 		done
+		if [ -n "$https_port" ] && have curl curl "curl through nginx to the HTTPS demo"; then
+			proxied nginx "$pp" "$ng_pid" "TLS 1.3 only, the certificate verified for localhost"
+			check "nginx trusting another CA refuses the HTTPS demo's certificate (502, its log: upstream SSL certificate verify error)" \
+				refused_via "$pp" /other-ca/plaintext "$tmp/nginx/error.log" \
+				"upstream SSL certificate verify error: ([0-9]*:$unchained)"
+		fi
 		stop "$ng_pid"
 	else
 		fail "nginx starts (as this user, in a temporary directory)"
+	fi
+fi
+
+# ------------------------------------------------------------------- h2o
+# h2o_conf DIR: h2o in the foreground, one thread, everything in DIR, on
+# free ports picked here: plain HTTP on hp, HTTPS (the ECDSA certificate)
+# on hs; its access log says per request: port, status, TLS version,
+# session reused (1 or 0), protocol. It serves "hello from h2o" at /hello.
+# With the HTTPS demo up it proxies / to it, the certificate checked
+# against the test CA (proxy.ssl.verify-peer, proxy.ssl.cafile; h2o 2.2
+# checks the host name over TLS 1.2 only - and cannot match an IP address
+# - so the chain is what is checked), /other-ca/ likewise but trusting
+# another CA; and /probe/ to openssl s_server (probe_port), which offers
+# TLS 1.2 and 1.3 and traces the handshake: it shows which version h2o's
+# proxy speaks, h2o having no setting for it. As root, h2o would switch to
+# nobody: it is told to stay.
+h2o_conf() {
+	local d=$1
+	[ "$(id -u)" -eq 0 ] && echo "user: root"
+	cat <<-EOF
+		pid-file: $d/h2o.pid
+		error-log: $d/error.log
+		num-threads: 1
+		access-log:
+		  path: $d/access.log
+		  format: "%{local}p %s %{ssl.protocol-version}x %{ssl.session-reused}x %H"
+		listen:
+		  host: 127.0.0.1
+		  port: $hp
+		listen:
+		  host: 127.0.0.1
+		  port: $hs
+		  ssl:
+		    certificate-file: $c/ec.crt
+		    key-file: $c/ec.key
+		hosts:
+		  default:
+		    paths:
+		      /hello:
+		        file.file: $tmp/hello-h2o
+	EOF
+	[ -n "$probe_port" ] && cat <<-EOF
+		      /probe/:
+		        proxy.reverse.url: "https://127.0.0.1:$probe_port/"
+		        proxy.ssl.verify-peer: ON
+		        proxy.ssl.cafile: $cacert
+	EOF
+	[ -n "$https_port" ] && cat <<-EOF
+		      /other-ca/:
+		        proxy.reverse.url: "https://127.0.0.1:$https_port/"
+		        proxy.ssl.verify-peer: ON
+		        proxy.ssl.cafile: $c/other.crt
+		      /:
+		        proxy.reverse.url: "https://127.0.0.1:$https_port/"
+		        proxy.ssl.verify-peer: ON
+		        proxy.ssl.cafile: $cacert
+		        proxy.timeout.keepalive: 30000
+	EOF
+}
+# h2o_start DIR [VAR=VALUE...]: h2o as h2o_conf says, in its environment
+# VAR=VALUE...; sets h2o_pid, hp and hs.
+h2o_start() {
+	local d=$1 i
+	shift
+	mkdir -p "$d"
+	for _ in 1 2 3 4 5; do
+		hp=$(free_port) && hs=$(free_port) && [ "$hp" != "$hs" ] || continue
+		h2o_conf "$d" >"$d/h2o.conf"
+		env "$@" "$h2o" -c "$d/h2o.conf" </dev/null >"$d/out" 2>&1 &
+		h2o_pid=$!
+		pids="$pids $h2o_pid"
+		for ((i = 0; i < bound * 10; i++)); do
+			kill -0 "$h2o_pid" 2>/dev/null || break
+			listening "$hp" && listening "$hs" && return 0
+			sleep 0.1
+		done
+		kill -KILL "$h2o_pid" 2>/dev/null
+		wait "$h2o_pid" 2>/dev/null
+	done
+	echo "tls_interop: h2o did not start:"
+	sed 's/^/    /' "$d/out" "$d/error.log" 2>/dev/null
+	return 1
+}
+# tls_client_h2o V DIR: the runtime's client twice against h2o's HTTPS
+# port, which speaks TLS V: the answers, and h2o's log agrees.
+tls_client_h2o() {
+	local v=$1 log=$2/access.log
+	run "$client" --cacert "$cacert" --twice "localhost:$hs" /hello
+	logged "$hs" 2 "$log"
+	check "tls_client against h2o (TLS $v): TLSv$v, ALPN http/1.1, then resumed (h2o's log agrees)" \
+		eval '[ "$rc" -eq 0 ] && quiet && [ "$(grep -c "^hello from h2o$" "$tmp/out")" -eq 2 ] &&
+		has "^tls 1: TLSv$v, .*, ALPN http/1\.1, resumed no$" &&
+		has "^tls 2: TLSv$v, .*, ALPN http/1\.1, resumed yes$" &&
+		[ "$(grep "^$hs " "$log")" = "$hs 200 TLSv$v 0 HTTP/1.1
+$hs 200 TLSv$v 1 HTTP/1.1" ]'
+}
+h2o=$(command -v h2o)
+if have "${h2o:-h2o}" h2o "the runtime's client against h2o, h2o proxying to the HTTPS demo"; then
+	echo "hello from h2o" >"$tmp/hello-h2o"
+	# The probe: s_server -HTTP serves a file from its directory, the
+	# answer's head included (a Content-Length: h2o 2.2 waits out its I/O
+	# timeout on an answer that ends at the close); -msg traces the
+	# handshake.
+	printf 'HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 6\r\n\r\nprobe\n' \
+		>"$tmp/probe.http"
+	probe_port=
+	if start probe 'ACCEPT 127\.0\.0\.1:' env -C "$tmp" openssl s_server -accept 127.0.0.1:0 \
+		-HTTP -msg -cert "$c/ec.crt" -key "$c/ec.key"; then
+		probe_pid=$bg_pid probe_port=$bg_port
+	else
+		fail "openssl s_server (for h2o's proxy to speak to) did not start"
+	fi
+	if h2o_start "$tmp/h2o"; then
+		tls_client_h2o 1.3 "$tmp/h2o"
+		if have curl curl "curl through h2o"; then
+			if [ -n "$probe_port" ]; then
+				run curl -sS --max-time "$bound" "http://127.0.0.1:$hp/probe/probe.http"
+				check "h2o's proxy (no TLS version setting in h2o 2.2) speaks TLS 1.3 to a server offering 1.2 and 1.3 (s_server -msg: ServerHello, EncryptedExtensions), the answer through it" \
+					eval '[ "$rc" -eq 0 ] && [ "$(cat "$tmp/out")" = probe ] &&
+					grep -q "^>>> TLS 1\.3, Handshake \[length [0-9a-f]*\], ServerHello$" "$tmp/probe.log" &&
+					grep -q "^>>> TLS 1\.3, Handshake \[length [0-9a-f]*\], EncryptedExtensions$" "$tmp/probe.log"'
+			fi
+			if [ -n "$https_port" ]; then
+				proxied h2o "$hp" "$h2o_pid" "TLS 1.3, its proxy's default: not settable in h2o 2.2; the chain verified"
+				check "h2o trusting another CA refuses the HTTPS demo's certificate (502, its log: the chain does not verify)" \
+					refused_via "$hp" /other-ca/plaintext "$tmp/h2o/error.log" \
+					"\[lib/core/proxy\.c\] in request:.*plaintext:$unchained$"
+			fi
+		fi
+		stop "$h2o_pid"
+	else
+		fail "h2o starts (as this user, in a temporary directory)"
+	fi
+	[ -n "$probe_port" ] && stop "$probe_pid"
+	# h2o 2.2 ignores max-version: TLS 1.2 only through OpenSSL's
+	# configuration (its system_default section), in h2o's environment.
+	printf '%s\n' "openssl_conf = conf" "[conf]" "ssl_conf = ssl" "[ssl]" \
+		"system_default = tls12" "[tls12]" "MaxProtocol = TLSv1.2" >"$tmp/tls12.cnf"
+	probe_port=
+	if h2o_start "$tmp/h2o-tls12" OPENSSL_CONF="$tmp/tls12.cnf"; then
+		tls_client_h2o 1.2 "$tmp/h2o-tls12"
+		stop "$h2o_pid"
+	else
+		fail "h2o starts held to TLS 1.2 (OPENSSL_CONF)"
 	fi
 fi
 
