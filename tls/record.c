@@ -212,8 +212,8 @@ int runtime__rec_open(struct rec_dir *d, const struct rec_suite *s, const uint8_
 
 	if (rec[0] != REC_APPLICATION_DATA)
 		return REC_ALERT_UNEXPECTED_MESSAGE; /* nothing plain after the handshake */
-	if (ct_len > REC_CIPHER_MAX)
-		return REC_ALERT_RECORD_OVERFLOW;
+	if (ct_len > REC_CIPHER_MAX || ct_len > REC_PLAIN_MAX + 1 + REC_TAG)
+		return REC_ALERT_RECORD_OVERFLOW; /* padding included (RFC 8446 5.4) */
 	if (ct_len <= REC_TAG || !(ctx = begin(d, s, 0, rec)))
 		return REC_ALERT_BAD_RECORD_MAC;
 	memcpy(tag, rec + len - REC_TAG, REC_TAG);
@@ -225,8 +225,6 @@ int runtime__rec_open(struct rec_dir *d, const struct rec_suite *s, const uint8_
 	ssize_t at = strip_padding(out, ct_len - REC_TAG);
 	if (at < 0)
 		return REC_ALERT_UNEXPECTED_MESSAGE;
-	if ((size_t)at > REC_PLAIN_MAX)
-		return REC_ALERT_RECORD_OVERFLOW;
 	*type = out[at];
 	*plain_len = (size_t)at;
 	return 0;
