@@ -29,10 +29,38 @@
  *             bytes sent k + 1 times in one SSL_write (REPEAT_MAX at
  *             most): many pipelined requests, full records, the
  *             server's buffers filled, from a small input,
+ *       0xFA  is one record the client seals itself, with a valid tag
+ *             and the inner content the input chooses (TLS 1.3: see
+ *             "sealed pieces"; ignored in TLS 1.2, where the server's
+ *             records are OpenSSL's own),
  *   and an empty piece is a pause with OPT_SLOW (once). This is the layer
  *   under the HTTP server: pipelined requests, large answers in many
  *   records, reads that time out, drains, key updates, truncation.
  *   At most MAX_PIECES pieces: the last holds the rest, 0xFF included.
+ *
+ *   Sealed pieces: 0xFA t p c... is a record whose inner plaintext (RFC
+ *   8446 5.2) is c... || t || zero padding of p bytes (p < 0x80), else of
+ *   (p - 0x7F) * 256 (to reach the records' bounds from a short input),
+ *   cut to what a record can hold; t and p missing are 23 (application
+ *   data) and 0. The client learns its CLIENT_TRAFFIC_SECRET_0 from
+ *   OpenSSL's key log; at its first sealed piece it has OpenSSL send a
+ *   KeyUpdate (not requested: the last record OpenSSL writes) and goes on
+ *   with the next keys at sequence 0, counting the KeyUpdates 0xFD made
+ *   before (tls/record.c, built into the target and its replay); from
+ *   then on it seals every write itself: plaintext as application data,
+ *   0xFD as a KeyUpdate asking for the server's, 0xFC as close_notify. What
+ *   a sealed record is to the server is what RFC 8446 says a server must
+ *   make of it (sealed_of): application data (empty or padded too: its
+ *   content is the client's plaintext like any other, its requests owed
+ *   their answers), close_notify, user_canceled (read on) and KeyUpdates
+ *   (spanning records or not, each ending its record: the client's keys
+ *   move on after it) keep the rules; anything else breaks them - another
+ *   alert or a malformed one, another content type or handshake message,
+ *   a record of nothing but padding, an inner plaintext over 2^14 + 1
+ *   bytes, a KeyUpdate asking for 2 or with bytes after it in its record,
+ *   any record amid a KeyUpdate. This is the server's own TLS 1.3 record
+ *   layer (tls/tls13.c) under hostile but authenticated content, which
+ *   neither OpenSSL's client nor raw bytes reach.
  *
  * Besides the sanitizers' findings, these abort:
  *   - a connection that does not end within HANG_NS (a hang);
@@ -45,9 +73,13 @@
  *     http/1.1 (then it must fail, -ENOPROTOOPT); runtime_conn_tls_info
  *     disagreeing with the client (version, ALPN, SNI, resumed); the
  *     wrong certificate for the SNI name; no resumption where it must
- *     resume, or one under another name than the session's; a server
- *     stream that does not decrypt (a bad record, an alert) unless the
- *     client broke the protocol; answers that are not well-formed
+ *     resume, or one under another name than the session's; a TLS 1.3
+ *     client whose key log gave no secret for its suite (the harness's
+ *     bug); a server stream that does not decrypt (a bad record, an
+ *     alert) unless the client broke the protocol - sealed pieces that
+ *     keep the rules do not, and a key or sequence number of the
+ *     client's own out of step shows as the server's bad_record_mac;
+ *     answers that are not well-formed
  *     HTTP/1.1 framed by Content-Length (204 and 304 may go without),
  *     more answers than requests (+1), a .bin file whose body is not its
  *     content, or a request that came whole (before one that may end the
@@ -78,7 +110,14 @@
  * from tls/, toolkit/conn.c, http/ and demos/http alone (built with it
  * for this target; the rest of the runtime is not): the fuzzer finds its
  * way through OpenSSL's parser only by what those see (how the handshake
- * ended, which reason, how many reads). Not reached: client certificates,
+ * ended, which reason, how many reads). Sealed pieces: their content
+ * never holds 0xFF (the pieces' marker: no content type or KeyUpdate
+ * request 0xFF), and content over 2^14 bytes (record_overflow once
+ * opened) needs an input that long; the client's write direction is
+ * taken over once, never given back (what OpenSSL would write after it,
+ * an alert when the server's stream broke, is dropped); sealed records
+ * after close_notify are dropped, as plaintext is; a tag that does not
+ * verify comes only from raw pieces. Not reached: client certificates,
  * a context with several ALPN protocols, ticket rotation, a second
  * connection at once, what the server never does (reads and writes from
  * two fibers) and the runtime's own drain; the epoll engine only in make
@@ -102,6 +141,7 @@
 #include "server_harness.h"
 
 #include "https_client.h"
+#include "record.h"  /* tls/: sealed pieces' limits and content types */
 #include "tlsutil.h"
 
 #include <ctype.h>
@@ -120,7 +160,10 @@
 #define REKEY_PIECE 0xFD
 #define CLOSE_PIECE 0xFC
 #define REPEAT_PIECE 0xFB
+#define SEALED_PIECE 0xFA
 #define REPEAT_MAX (64 * 1024)    /* a repeat piece's plaintext at most */
+#define INNER_MAX (REC_CIPHER_MAX - REC_TAG) /* a sealed record's inner
+                                                plaintext at most */
 #define PAUSE_NS (5 * MS)         /* OPT_SLOW's one pause */
 #define HANDSHAKE_NS (5000 * MS)  /* the server's handshake timeout */
 #define HANDSHAKE_SLOW_NS (2 * MS) /* ... raw with OPT_SLOW */
@@ -514,19 +557,154 @@ static void plain_of(const struct piece *pc, struct text *out)
 }
 
 /*
+ * Sealed pieces (TLS 1.3). A piece 0xFA t p c... is one record the client
+ * seals itself, whose inner plaintext is c... || t || p zero bytes (p <
+ * 0x80), or (p - 0x7F) * 256 of them (from 0x80: a record of up to
+ * 2^14 + 256 bytes from a short input); missing bytes: t 23
+ * (application data), p 0. It is cut to what a record can hold
+ * (INNER_MAX), the padding first. What it is to the server is what RFC
+ * 8446 says a server must make of it (5.1-5.4, 6, 4.6.3), worked out by
+ * sealed_of below, with the client's handshake bytes of earlier records
+ * (a KeyUpdate may span records) - so that the checks on the answers
+ * hold unless it breaks the protocol.
+ */
+struct hs_model {
+	uint8_t b[5];                /* a KeyUpdate begun in an earlier record */
+	unsigned len;
+};
+
+struct sealed {
+	uint8_t inner[INNER_MAX];    /* the record's inner plaintext */
+	size_t len;
+	const uint8_t *content;      /* as the server finds it, past the padding */
+	size_t content_len;
+	bool data;                   /* application data: the server may pass
+	                                content on (it must, unless broke) */
+	bool close;                  /* close_notify: the client's last */
+	bool rekey;                  /* it ends a KeyUpdate: the keys move on */
+	bool broke;                  /* the client broke the protocol */
+};
+
+static size_t padding_of(uint8_t p)
+{
+	return p < 0x80 ? p : ((size_t)p - 0x7F) * 256;
+}
+
+/* A sealed record's handshake content, a KeyUpdate's bytes (the only
+ * message a client may send after its Finished; it must end its record).
+ * False: the protocol broken (the server fails: m starts again, for
+ * what no longer matters). */
+static bool handshake_of(struct hs_model *m, const uint8_t *p, size_t n, bool *rekey)
+{
+	bool ok = n > 0; /* no empty handshake fragments */
+
+	for (size_t i = 0; ok && i < n; i++) {
+		m->b[m->len++] = p[i];
+		ok = !(m->len == 1 && m->b[0] != 24) &&
+		     !(m->len == 4 && (m->b[1] || m->b[2] || m->b[3] != 1)) &&
+		     (m->len < 5 || (i == n - 1 && m->b[4] <= 1)); /* past a key change; 0 or 1 */
+		if (ok && m->len == 5) {
+			m->len = 0;
+			*rekey = true;
+		}
+	}
+	if (!ok)
+		m->len = 0;
+	return ok;
+}
+
+/* The sealed piece pc (TLS 1.3), given the client's handshake bytes m of
+ * earlier records (updated), into s. */
+static void sealed_of(const struct piece *pc, struct hs_model *m, struct sealed *s)
+{
+	uint8_t type = pc->n > 1 ? pc->p[1] : REC_APPLICATION_DATA;
+	size_t n = pc->n > 3 ? min_size(pc->n - 3, INNER_MAX - 1) : 0, at;
+
+	if (n)
+		memcpy(s->inner, pc->p + 3, n);
+	s->inner[n++] = type;
+	s->len = n + min_size(pc->n > 2 ? padding_of(pc->p[2]) : 0, INNER_MAX - n);
+	memset(s->inner + n, 0, s->len - n);
+	for (at = s->len; at && !s->inner[at - 1]; at--)
+		;
+	s->content = s->inner;
+	s->content_len = at ? at - 1 : 0;
+	s->data = s->close = s->rekey = false;
+	/* The inner plaintext's bound, padding included (5.4): the server may
+	 * take it or refuse it (record_overflow). */
+	s->broke = s->len > REC_PLAIN_MAX + 1;
+	if (!at || s->content_len > REC_PLAIN_MAX) { /* no type; too long */
+		s->broke = true;
+		return;
+	}
+	type = s->inner[at - 1];
+	if (m->len && type != REC_HANDSHAKE) /* amid a handshake message */
+		s->broke = true;
+	switch (type) {
+	case REC_APPLICATION_DATA: /* empty ones included (5.1) */
+		s->data = true;
+		break;
+	case REC_ALERT: /* close_notify, or user_canceled (the server reads on) */
+		s->close = s->content_len == 2 && s->content[0] == 1 &&
+		           s->content[1] == REC_ALERT_CLOSE_NOTIFY;
+		if (!s->close && (s->content_len != 2 || s->content[0] != 1 ||
+		                  s->content[1] != REC_ALERT_USER_CANCELED))
+			s->broke = true; /* fatal, or malformed */
+		break;
+	case REC_HANDSHAKE:
+		if (!handshake_of(m, s->content, s->content_len, &s->rekey))
+			s->broke = true;
+		break;
+	default:
+		s->broke = true; /* unexpected_message */
+	}
+}
+
+static bool is_tls13(const struct job *j)
+{
+	return !(j->cl & OPT_CL_TLS12);
+}
+
+/* Whether piece pc (not a sealed one) puts records on the wire: amid a
+ * KeyUpdate the client's records break the protocol (raw bytes do
+ * anyway). */
+static bool sends_records(const struct piece *pc)
+{
+	return pc->n && (pc->p[0] != REPEAT_PIECE || pc->n >= 3);
+}
+
+/*
  * The plaintext SSL_write will get, in order, into out: plain, repeated
- * and rekeying pieces, up to a close_notify or a TLS 1.2 renegotiation
- * (after which the client writes no more). Sets j->broke if a raw piece
- * or a renegotiation comes first.
+ * and rekeying pieces and sealed application data, up to a close_notify
+ * (sealed or not) or a TLS 1.2 renegotiation (after which the client
+ * writes no more). Sets j->broke if a raw piece, a renegotiation or a
+ * sealed piece that breaks the protocol comes first. Sealed data that
+ * breaks it counts as plaintext: the server may take it or fail, and
+ * either way the requests before it frame as they do.
  */
 static void plaintext(struct job *j, struct text *out)
 {
+	static struct sealed s;
+	struct hs_model m = { .len = 0 };
 	size_t at = 0;
 	unsigned count = 0;
 	struct piece pc;
 
 	while (next_piece(j, &at, &count, &pc)) {
 		uint8_t first = pc.n ? pc.p[0] : 0;
+		if (first == SEALED_PIECE) {
+			if (!is_tls13(j))
+				continue; /* TLS 1.2: ignored */
+			sealed_of(&pc, &m, &s);
+			j->broke |= s.broke;
+			if (s.data)
+				append(out, s.content, s.content_len);
+			if (s.close)
+				break;
+			continue;
+		}
+		if (m.len && sends_records(&pc))
+			j->broke = true;
 		if (first == CLOSE_PIECE)
 			break;
 		if (first == RAW_PIECE || (first == REKEY_PIECE && (j->cl & OPT_CL_TLS12))) {
@@ -551,8 +729,22 @@ static int write_plain(struct job *j, const struct piece *pc)
 	return rc;
 }
 
-/* One piece through the client: 0 or -errno (the server closed). */
-static int send_piece(struct job *j, const struct piece *pc, bool *may_pause)
+/* A sealed piece through the client (TLS 1.3; ignored in TLS 1.2). */
+static int write_sealed(struct job *j, const struct piece *pc, struct hs_model *m)
+{
+	static struct sealed s;
+
+	if (!is_tls13(j))
+		return 0;
+	sealed_of(pc, m, &s);
+	return fuzz_client_seal(&j->client, s.inner, s.len,
+	                        (s.rekey ? FUZZ_SEAL_REKEY : 0) | (s.close ? FUZZ_SEAL_CLOSE : 0) |
+	                        (s.broke ? FUZZ_SEAL_BROKE : 0));
+}
+
+/* One piece through the client: 0 or -errno (the server closed); m: the
+ * client's handshake bytes, as plaintext() saw them. */
+static int send_piece(struct job *j, const struct piece *pc, bool *may_pause, struct hs_model *m)
 {
 	struct fuzz_client *c = &j->client;
 	int rc;
@@ -563,6 +755,10 @@ static int send_piece(struct job *j, const struct piece *pc, bool *may_pause)
 		*may_pause = false;
 		return __real_runtime_sleep(PAUSE_NS);
 	}
+	if (pc->p[0] == SEALED_PIECE)
+		return write_sealed(j, pc, m);
+	if (m->len && sends_records(pc))
+		c->broke = true; /* amid a KeyUpdate */
 	switch (pc->p[0]) {
 	case RAW_PIECE:
 		return fuzz_client_raw(c, pc->p + 1, pc->n - 1);
@@ -581,12 +777,13 @@ static int send_piece(struct job *j, const struct piece *pc, bool *may_pause)
 static void write_pieces(struct job *j)
 {
 	bool may_pause = j->opt & OPT_SLOW;
+	struct hs_model m = { .len = 0 };
 	size_t at = 0;
 	unsigned count = 0;
 	struct piece pc;
 
 	while (next_piece(j, &at, &count, &pc)) {
-		int rc = send_piece(j, &pc, &may_pause);
+		int rc = send_piece(j, &pc, &may_pause, &m);
 		if (rc == -ETIMEDOUT)
 			fail("the server stopped reading (hang)");
 		if (rc < 0)
@@ -904,6 +1101,8 @@ static void converse(struct job *j)
 	struct runtime_fiber *rd;
 	struct text plain = { NULL, 0, 0 };
 
+	if (is_tls13(j) && !fuzz_client_can_seal(&j->client))
+		fail("the client's key log gave no CLIENT_TRAFFIC_SECRET_0 for its suite");
 	plaintext(j, &plain);
 	frame_requests(j, plain.p, plain.len);
 	free(plain.p);
@@ -1124,6 +1323,7 @@ static void make_tls(void)
 	if (!(client_ctx = SSL_CTX_new(TLS_client_method())))
 		fail("no client context");
 	SSL_CTX_set_verify(client_ctx, SSL_VERIFY_NONE, NULL); /* the name is checked by hand */
+	fuzz_client_ctx_init(client_ctx); /* the key log: sealed pieces' secret */
 }
 
 /* One exchange per version, whose sessions OPT_CL_RESUME resumes: made

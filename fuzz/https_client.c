@@ -4,10 +4,13 @@
  * an OpenSSL SSL between two memory BIOs, pumped through the socket by
  * the calling fiber. Sending copies the output BIO's bytes out and empties
  * it before the send parks, so that a reader adding to it meanwhile (an
- * alert) never sees its bytes moved; they go with the next send.
+ * alert) never sees its bytes moved; they go with the next send. In TLS
+ * 1.3 it may seal its records itself (tls/record.c), from the secret the
+ * key log gave: https_client.h.
  */
 #define _GNU_SOURCE
 #include "https_client.h"
+#include "record.h"  /* tls/: runtime__rec_*, compiled into the target */
 
 #include <errno.h>
 #include <openssl/err.h>
@@ -18,6 +21,13 @@
 #include <string.h>
 
 #define RAW_READ 4096 /* one socket read */
+
+/* The client's write direction once it seals its records. */
+struct fuzz_sealer {
+	const struct rec_suite *suite;
+	struct rec_dir wr;
+	uint8_t rec[REC_MAX];        /* the record being sent */
+};
 
 static const char *const suites13[] = {
 	"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA20_POLY1305_SHA256",
@@ -51,6 +61,43 @@ static bool offer(SSL *ssl, SSL_SESSION *sess)
 	return ok;
 }
 
+static int hex_value(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0'
+	     : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	     : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* "CLIENT_TRAFFIC_SECRET_0 <client random> <secret>" (NSS's key log
+ * format): the secret, into the client's; the other lines are not ours. */
+static void keylog(const SSL *ssl, const char *line)
+{
+	static const char label[] = "CLIENT_TRAFFIC_SECRET_0 ";
+	struct fuzz_client *c = SSL_get_app_data(ssl);
+	const char *hex;
+	size_t len;
+
+	if (!c || strncmp(line, label, sizeof(label) - 1) != 0 ||
+	    !(hex = strchr(line + sizeof(label) - 1, ' ')))
+		return;
+	len = strlen(++hex);
+	c->secret_len = 0;
+	if (len % 2 || len / 2 > sizeof(c->secret))
+		return;
+	for (size_t i = 0; i < len / 2; i++) {
+		int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return;
+		c->secret[i] = (uint8_t)(hi << 4 | lo);
+	}
+	c->secret_len = len / 2;
+}
+
+void fuzz_client_ctx_init(SSL_CTX *ctx)
+{
+	SSL_CTX_set_keylog_callback(ctx, keylog);
+}
+
 int fuzz_client_init(struct fuzz_client *c, SSL_CTX *ctx, int fd, const struct fuzz_client_opts *o)
 {
 	*c = (struct fuzz_client){ .fd = fd };
@@ -61,6 +108,7 @@ int fuzz_client_init(struct fuzz_client *c, SSL_CTX *ctx, int fd, const struct f
 		return -1;
 	}
 	SSL_set_bio(c->ssl, c->in, c->out); /* the SSL owns both now */
+	SSL_set_app_data(c->ssl, c);        /* for the key log */
 	SSL_set_connect_state(c->ssl);
 	if (!set_version(c->ssl, o) || (o->sni && !SSL_set_tlsext_host_name(c->ssl, o->sni)) ||
 	    (o->alpn && SSL_set_alpn_protos(c->ssl, o->alpn, o->alpn_len) != 0) ||
@@ -75,6 +123,13 @@ void fuzz_client_free(struct fuzz_client *c)
 {
 	SSL_free(c->ssl); /* and its BIOs */
 	c->ssl = NULL;
+	if (c->sealer) {
+		runtime__rec_dir_wipe(&c->sealer->wr);
+		free(c->sealer);
+		c->sealer = NULL;
+	}
+	OPENSSL_cleanse(c->secret, sizeof(c->secret));
+	c->secret_len = 0;
 	ERR_clear_error();
 }
 
@@ -94,6 +149,10 @@ int fuzz_client_flush(struct fuzz_client *c)
 	char *data, *copy;
 	long n;
 
+	if (c->sealer) { /* OpenSSL's keys are not the server's any more */
+		(void)BIO_reset(c->out);
+		return c->send_err;
+	}
 	while (!c->send_err && (n = BIO_get_mem_data(c->out, &data)) > 0) {
 		if (!(copy = malloc((size_t)n)))
 			return c->send_err = -ENOMEM;
@@ -138,12 +197,105 @@ int fuzz_client_handshake(struct fuzz_client *c)
 	}
 }
 
-int fuzz_client_write(struct fuzz_client *c, const void *p, size_t n)
+/* ------------------------------------------------ sealing (TLS 1.3) */
+
+static const struct rec_suite *suite_of(const struct fuzz_client *c)
 {
-	size_t done;
+	const SSL_CIPHER *ci = c->ssl ? SSL_get_current_cipher(c->ssl) : NULL;
+
+	return ci ? runtime__rec_suite_of(SSL_CIPHER_get_protocol_id(ci)) : NULL;
+}
+
+bool fuzz_client_can_seal(const struct fuzz_client *c)
+{
+	const struct rec_suite *s = suite_of(c);
+
+	return s && SSL_version(c->ssl) == TLS1_3_VERSION && c->secret_len == s->hash_len;
+}
+
+static int seal_failed(struct fuzz_client *c, const char *what)
+{
+	snprintf(c->why, sizeof(c->why), "seal: %s", what);
+	return -EPROTO;
+}
+
+/* The write direction taken from OpenSSL: its KeyUpdate out (the last
+ * record it writes), then ours from the generation after it, at 0. */
+static int take_over(struct fuzz_client *c)
+{
+	const struct rec_suite *suite = suite_of(c);
+	struct fuzz_sealer *s;
+	bool ok;
+	int rc;
+
+	if (!fuzz_client_can_seal(c))
+		return seal_failed(c, "no TLS 1.3 secret from the key log");
+	ERR_clear_error();
+	if (!SSL_key_update(c->ssl, SSL_KEY_UPDATE_NOT_REQUESTED) || SSL_do_handshake(c->ssl) != 1)
+		return failed(c, "key update");
+	c->updates++;
+	if ((rc = fuzz_client_flush(c)) < 0)
+		return rc;
+	if (!(s = calloc(1, sizeof(*s))))
+		return -ENOMEM;
+	s->suite = suite;
+	c->sealer = s;
+	ok = runtime__rec_dir_set(&s->wr, suite, c->secret);
+	for (unsigned i = 0; ok && i < c->updates; i++)
+		ok = runtime__rec_dir_update(&s->wr, suite);
+	return ok ? 0 : seal_failed(c, "the keys");
+}
+
+/* One record of type with content p[0..n) sealed (the keys move on after
+ * it if rekey) and sent. */
+static int send_sealed(struct fuzz_client *c, uint8_t type, const void *p, size_t n, bool rekey)
+{
+	struct fuzz_sealer *s = c->sealer;
+	struct iovec iov = { (void *)p, n };
+	ssize_t m = runtime__rec_seal(&s->wr, s->suite, type, &iov, 1, n, s->rec);
+
+	if (m < 0)
+		return seal_failed(c, strerror((int)-m));
+	if (rekey && !runtime__rec_dir_update(&s->wr, s->suite))
+		return seal_failed(c, "the next keys");
+	ssize_t rc = runtime_send_all(c->fd, s->rec, (size_t)m, NULL);
+	if (rc < 0)
+		c->send_err = (int)rc;
+	return c->send_err;
+}
+
+int fuzz_client_seal(struct fuzz_client *c, const uint8_t *inner, size_t n, unsigned flags)
+{
+	int rc;
 
 	if (c->closed || c->send_err || !n)
 		return c->send_err;
+	if (!c->sealer && (rc = take_over(c)) < 0)
+		return rc;
+	if (flags & FUZZ_SEAL_BROKE)
+		c->broke = true; /* before the server can answer it */
+	if (flags & FUZZ_SEAL_CLOSE)
+		c->closed = true;
+	/* the inner plaintext whole: all but its last byte as the content */
+	return send_sealed(c, inner[n - 1], inner, n - 1, flags & FUZZ_SEAL_REKEY);
+}
+
+/* ------------------------------------------------------------ sending */
+
+int fuzz_client_write(struct fuzz_client *c, const void *p, size_t n)
+{
+	size_t done;
+	int rc;
+
+	if (c->closed || c->send_err || !n)
+		return c->send_err;
+	for (size_t off = 0; c->sealer && off < n; off += done) {
+		done = n - off < REC_PLAIN_MAX ? n - off : REC_PLAIN_MAX;
+		if ((rc = send_sealed(c, REC_APPLICATION_DATA, (const char *)p + off, done, false)) < 0)
+			return rc;
+	}
+	if (c->sealer)
+		return 0;
 	ERR_clear_error();
 	if (!SSL_write_ex(c->ssl, p, n, &done) || done != n)
 		return failed(c, "write"); /* a memory BIO takes everything */
@@ -164,12 +316,17 @@ int fuzz_client_raw(struct fuzz_client *c, const void *p, size_t n)
 
 int fuzz_client_rekey(struct fuzz_client *c)
 {
+	static const uint8_t update[5] = { 24, 0, 0, 1, 1 }; /* KeyUpdate, update_requested */
+
 	if (c->closed || c->send_err)
 		return c->send_err;
+	if (c->sealer)
+		return send_sealed(c, REC_HANDSHAKE, update, sizeof(update), true);
 	ERR_clear_error();
 	if (SSL_version(c->ssl) == TLS1_3_VERSION) {
 		if (!SSL_key_update(c->ssl, SSL_KEY_UPDATE_REQUESTED) || SSL_do_handshake(c->ssl) != 1)
 			return failed(c, "key update");
+		c->updates++; /* OpenSSL's write keys moved on */
 	} else {
 		c->broke = true; /* the server has renegotiation off */
 		if (!SSL_renegotiate(c->ssl))
@@ -183,9 +340,13 @@ int fuzz_client_rekey(struct fuzz_client *c)
 
 int fuzz_client_close_notify(struct fuzz_client *c)
 {
+	static const uint8_t close_notify[2] = { 1, REC_ALERT_CLOSE_NOTIFY };
+
 	if (c->closed || c->send_err)
 		return c->send_err;
 	c->closed = true;
+	if (c->sealer)
+		return send_sealed(c, REC_ALERT, close_notify, sizeof(close_notify), false);
 	ERR_clear_error();
 	(void)SSL_shutdown(c->ssl); /* 0: sent, the server's not come yet */
 	ERR_clear_error();
