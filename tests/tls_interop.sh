@@ -928,8 +928,24 @@ free_port() {
 	done
 	return 1
 }
+# came_up PID PORT...: until PID listens on every PORT (at most the
+# bound); else PID is killed and reaped, and it returns 1.
+came_up() {
+	local pid=$1 i p up
+	shift
+	for ((i = 0; i < bound * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		up=1
+		for p in "$@"; do listening "$p" || { up=; break; }; done
+		[ -n "$up" ] && return 0
+		sleep 0.1
+	done
+	kill -KILL "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	return 1
+}
 nginx_start() {
-	local d=$tmp/nginx i
+	local d=$tmp/nginx
 	mkdir -p "$d"
 	for _ in 1 2 3 4 5; do
 		p12=$(free_port) && p13=$(free_port) && pp=$(free_port) &&
@@ -938,14 +954,7 @@ nginx_start() {
 		"$nginx" -p "$d" -c "$d/nginx.conf" -e "$d/error.log" </dev/null >"$d/out" 2>&1 &
 		ng_pid=$!
 		pids="$pids $ng_pid"
-		for ((i = 0; i < bound * 10; i++)); do
-			kill -0 "$ng_pid" 2>/dev/null || break
-			listening "$p12" && listening "$p13" && { [ -z "$https_port" ] || listening "$pp"; } &&
-				return 0
-			sleep 0.1
-		done
-		kill -KILL "$ng_pid" 2>/dev/null
-		wait "$ng_pid" 2>/dev/null
+		came_up "$ng_pid" "$p12" "$p13" ${https_port:+"$pp"} && return 0
 	done
 	echo "tls_interop: nginx did not start:"
 	sed 's/^/    /' "$d/out" "$d/error.log" 2>/dev/null
@@ -1047,7 +1056,7 @@ h2o_conf() {
 # h2o_start DIR [VAR=VALUE...]: h2o as h2o_conf says, in its environment
 # VAR=VALUE...; sets h2o_pid, hp and hs.
 h2o_start() {
-	local d=$1 i
+	local d=$1
 	shift
 	mkdir -p "$d"
 	for _ in 1 2 3 4 5; do
@@ -1056,13 +1065,7 @@ h2o_start() {
 		env "$@" "$h2o" -c "$d/h2o.conf" </dev/null >"$d/out" 2>&1 &
 		h2o_pid=$!
 		pids="$pids $h2o_pid"
-		for ((i = 0; i < bound * 10; i++)); do
-			kill -0 "$h2o_pid" 2>/dev/null || break
-			listening "$hp" && listening "$hs" && return 0
-			sleep 0.1
-		done
-		kill -KILL "$h2o_pid" 2>/dev/null
-		wait "$h2o_pid" 2>/dev/null
+		came_up "$h2o_pid" "$hp" "$hs" && return 0
 	done
 	echo "tls_interop: h2o did not start:"
 	sed 's/^/    /' "$d/out" "$d/error.log" 2>/dev/null
