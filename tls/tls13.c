@@ -42,7 +42,7 @@ struct tls13 {
 	struct rec_dir rd, wr;
 	bool have_rd, have_wr;       /* the key log gave their secrets */
 	bool update_owed;            /* the peer asked for our KeyUpdate */
-	bool peer_closed;            /* its close_notify came */
+	bool read_over;              /* close_notify or a failure: reads end */
 	uint8_t hs[5], hs_len;       /* a KeyUpdate coming in pieces */
 	uint8_t *in;                 /* ciphertext not yet a whole record */
 	size_t in_len, in_off;
@@ -286,7 +286,7 @@ static int fail(struct tls_session *t, uint8_t alert, int reason)
 			runtime__tls_flush(t); /* a failure of its own sticks */
 	}
 	runtime__tls_failure_reason(&t->failure, reason);
-	t->v13->peer_closed = true; /* nothing more is read */
+	t->v13->read_over = true;
 	if (!t->write_err)
 		t->write_err = t->failure.err;
 	return t->failure.err;
@@ -347,7 +347,7 @@ static int alert_bytes(struct tls_session *t, const uint8_t *p, size_t n)
 	if (p[1] == REC_ALERT_USER_CANCELED)
 		return 1;
 	if (p[1] == REC_ALERT_CLOSE_NOTIFY) {
-		t->v13->peer_closed = true;
+		t->v13->read_over = true;
 		return 0;
 	}
 	return fail(t, 0, SSL_AD_REASON_OFFSET + p[1]); /* every other alert is fatal */
@@ -569,7 +569,7 @@ ssize_t runtime__tls13_read(struct tls_session *t, void *buf, size_t len)
 	if (v->plain)
 		return take_plain(v, buf, len);
 	do {
-		if (v->peer_closed) {
+		if (v->read_over) {
 			rc = t->failure.err && !t->failure.in_handshake ? t->failure.err : 0;
 			break;
 		}
