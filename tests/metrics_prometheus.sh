@@ -35,11 +35,9 @@ result "the demo starts" $?
 [ -n "$pid" ] || { summary; exit; }
 demo=$port
 
-# Prometheus on a free port, scraping the demo every second.
-for _ in 1 2 3 4 5; do
-	pport=$((30000 + RANDOM % 10000))
-	listening "$pport" || break
-done
+# Prometheus scraping the demo every second, on a port below the
+# ephemeral range; another one if a parallel test took it first (Prometheus
+# then exits: "bind: address already in use").
 cat >"$dir/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -49,9 +47,29 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$demo']
 EOF
-prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
-	--web.listen-address="127.0.0.1:$pport" --log.level=warn >"$dir/prom.log" 2>&1 &
-ppid_=$!
+start_prometheus() {
+	local try
+	for try in 1 2 3 4 5; do
+		pport=$((20000 + RANDOM % 10000))
+		listening "$pport" && continue
+		prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data.$try" \
+			--web.listen-address="127.0.0.1:$pport" --log.level=warn >>"$dir/prom.log" 2>&1 &
+		ppid_=$!
+		for _ in $(seq 600); do
+			listening "$pport" && return 0
+			kill -0 "$ppid_" 2>/dev/null || break
+			sleep 0.05
+		done
+		kill -KILL "$ppid_" 2>/dev/null
+		wait "$ppid_" 2>/dev/null
+		ppid_=
+	done
+	return 1
+}
+start_prometheus
+status=$?
+result "Prometheus starts" $status
+[ "$status" -eq 0 ] || { cat "$dir/prom.log"; summary; exit; }
 "$load" -c 2 -d 60 --rate 200 "http://127.0.0.1:$demo/plaintext" >"$dir/load.log" 2>&1 &
 lpid=$!
 
