@@ -47,7 +47,7 @@ static void usage(FILE *to)
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
 	        "                   [--release-after MS|never]\n"
-	        "                   [--access-log] [--fixed-files] [--help]\n"
+	        "                   [--access-log] [--fixed-files] [--stall-ms MS] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "                   [--listen-name NAME]  (systemd's socket of that name)\n"
 	        "                   [--restart-with PROGRAM] [--ready-timeout MS]  (SIGUSR2)\n"
@@ -59,7 +59,8 @@ static void usage(FILE *to)
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
-	        "ready-timeout 30000, "
+	        "ready-timeout 30000, stall-ms 0 (none; else a fiber that runs this long\n"
+	        "without yielding is reported on stderr: runtime_config.stall_ms), "
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
 }
 
@@ -89,6 +90,7 @@ static int parse_options(int argc, char **argv)
 		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
 		{ "listen-name", 1, NULL, 'N' },
 		{ "restart-with", 1, NULL, 'W' }, { "ready-timeout", 1, NULL, 'Y' },
+		{ "stall-ms", 1, NULL, 'S' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
@@ -128,6 +130,7 @@ static int parse_options(int argc, char **argv)
 		case 'W': o->restart_with = optarg; break;
 		case 'Y': ok = demo_number(optarg, 1u << 30, &o->ready_timeout_ms) &&
 		                 o->ready_timeout_ms; break;
+		case 'S': ok = demo_number(optarg, 1u << 30, &v); o->stall_ms = (unsigned)v; break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -173,6 +176,8 @@ static int start(void)
 	cfg.cores = srv.opt.cores;
 	cfg.fixed_files = srv.opt.fixed_files;
 	cfg.engine = srv.opt.engine;
+	if (srv.opt.stall_ms)
+		cfg.stall_ms = srv.opt.stall_ms;
 	if ((rc = runtime_create(&srv.rt, &cfg)) < 0) {
 		demo_create_failed("http-server", rc, &cfg);
 		return 1;

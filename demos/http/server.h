@@ -29,6 +29,7 @@ struct options {
 	uint64_t grace_ms;        /* shutdown: time for requests in flight */
 	const char *restart_with; /* SIGUSR2's successor; NULL: this program */
 	uint64_t ready_timeout_ms; /* for the successor to serve */
+	unsigned stall_ms;        /* runtime_config.stall_ms (0: the build's) */
 	uint64_t release_after_ms; /* quiet this long: no fiber stack (0: at once;
 	                              UINT64_MAX: never) */
 	bool access_log;
