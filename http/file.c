@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * file.c - a response whose body is a file: small ones through the batch
- * (read from the core when cached: preadv2 RWF_NOWAIT); mid-sized ones
- * (to 256 KiB) by sendfile(2) from the core - one copy, in the kernel, as
- * nginx's sendfile - a range the page cache lacks some of (cachestat(2),
- * Linux 6.5) read in by the offload pool first, so that the core never
- * waits for the disk; large ones spliced to the socket through a pipe
- * (each splice a trip through io-wq). Over TLS or HTTP/2, or without
- * cachestat, mid-sized ones are read and sent in steps (the reads on
- * io_uring: a miss waits in the kernel). Measured (bench-files, server
- * CPU per request against nginx's): sendfile takes 64 KiB from 2.5x to
- * 1.0x and 256 KiB from 3.1x to 1.0x; at 1 MiB the splice is at 0.95x,
- * where a sendfile from the core of a file written moments before cost
- * 4x (a cost of the kernel's we have not explained: nginx's same
- * sendfile does not pay it), so the splice stays.
- */
+ * (read from the core when cached: preadv2 RWF_NOWAIT); larger ones by
+ * sendfile(2) from the core - one copy, in the kernel, as nginx's
+ * sendfile - a megabyte at a time, a step the page cache lacks some of
+ * (cachestat(2), Linux 6.5) read in by the offload pool first, so that
+ * the core never waits for the disk. Without cachestat, up to 256 KiB are
+ * read and sent in steps (the reads on io_uring: a miss waits in the
+ * kernel) and larger ones spliced to the socket through a pipe (each
+ * splice a trip through io-wq); over TLS or HTTP/2, read and sent.
+ * Measured (bench-files, server CPU per request against nginx's):
+ * sendfile takes 64 KiB from 2.5x to 1.0x and 256 KiB from 3.1x to 1.0x;
+ * at 1 MiB it is at 1.15x where the splice was at 1.25x (its io-wq
+ * worker's wake-ups). At 256 KiB and more both servers are at the
+ * kernel's sendfile and TCP floor: at the same fixed request rate the
+ * two cost the same (0.98x-1.05x); unbounded, the demo's higher rate
+ * costs the loopback more per request. */
 #define _GNU_SOURCE
 #include "http.h"
 
@@ -31,7 +32,9 @@
 #endif
 
 #define SMALL_FILE (16 * 1024)  /* up to this, into the batch */
-#define COPY_MAX (256 * 1024)   /* up to this, read and sent; above, spliced */
+#define COPY_MAX (256 * 1024)   /* without cachestat: up to this, read and
+                                   sent; above, spliced */
+#define KERNEL_STEP (1 << 20)   /* a sendfile's range, checked in the cache */
 #define STEP (64 * 1024)        /* a pipe's default capacity; a read's size */
 #define SPLICE_PIPE (1 << 20)   /* the capacity asked for a splice's pipe */
 
@@ -160,13 +163,16 @@ static int warm_up(int fd, uint64_t off, uint64_t len)
 }
 
 /* The socket does not block a sendfile: it answers -EAGAIN, and the
- * fiber waits for room (the runtime's own calls wait as before). */
-static int nonblocking(int sock)
+ * fiber waits for room (the runtime's own calls wait as before). Once
+ * per connection. */
+static int nonblocking(struct http_conn *c, int sock)
 {
+	if (c->sock_nonblocking)
+		return 0;
 	int fl = fcntl(sock, F_GETFL);
-
 	if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0))
 		return -errno;
+	c->sock_nonblocking = true;
 	return 0;
 }
 
@@ -175,7 +181,7 @@ static int nonblocking(int sock)
 static int sendfile_out(struct runtime_http_response *res, int fd, uint64_t off, uint64_t len)
 {
 	struct http_conn *c = res->conn;
-	int sock = runtime_conn_fd(c->rc), rc = nonblocking(sock);
+	int sock = runtime_conn_fd(c->rc), rc = nonblocking(c, sock);
 	off_t pos = (off_t)off;
 	uint64_t end = off + len;
 
@@ -194,15 +200,24 @@ static int sendfile_out(struct runtime_http_response *res, int fd, uint64_t off,
 	return rc;
 }
 
-/* fd's bytes [off, off + len) by sendfile from the core, warmed on the
- * offload pool first unless the page cache held all of them a moment ago
- * (all): the core never waits for the disk. */
+/* fd's bytes [off, off + len) by sendfile from the core, KERNEL_STEP at
+ * a time; a step the page cache lacks some of (all, for the first) is
+ * read in on the offload pool first: the core never waits for the disk,
+ * and a file larger than memory is never warmed all at once. */
 static int kernel_out(struct runtime_http_response *res, int fd, uint64_t off, uint64_t len,
                       bool all)
 {
-	int rc = all ? 0 : warm_up(fd, off, len);
+	int rc = 0;
+	bool first = true;
 
-	return rc < 0 ? rc : sendfile_out(res, fd, off, len);
+	for (uint64_t end = off + len, n; rc == 0 && off < end; off += n, first = false) {
+		n = end - off < KERNEL_STEP ? end - off : KERNEL_STEP;
+		bool in_cache = first ? all : cached(fd, off, n) == 1;
+		if (!in_cache && (rc = warm_up(fd, off, n)) < 0)
+			break;
+		rc = sendfile_out(res, fd, off, n);
+	}
+	return rc;
 }
 
 /* A read of fd from the core when the page cache has it all (a plain
@@ -258,7 +273,8 @@ int runtime_http_respond_file(struct runtime_http_response *res, int status, con
 	}
 	bool layered = runtime_conn_layer(c->rc, NULL) != NULL; /* TLS: no splice */
 	bool in_kernel = !layered && !c->srv->cfg.file_copy;
-	int all = in_kernel && len > SMALL_FILE && len <= COPY_MAX ? cached(fd, off, len) : -1;
+	int all = in_kernel && len > SMALL_FILE ?
+	          cached(fd, off, len < KERNEL_STEP ? len : KERNEL_STEP) : -1;
 	if (all >= 0) {
 		write_deadline(c);
 		rc = runtime__http_flush(c) < 0 ? -EPIPE : kernel_out(res, fd, off, len, all);

@@ -202,6 +202,7 @@ struct http_conn {
 	                                work after each answer (conn.c) */
 	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
 	bool timed;                  /* the server keeps metrics (!no_metrics) */
+	bool sock_nonblocking;       /* file.c made the socket O_NONBLOCK */
 	uint64_t started;            /* the request's start, 0: none timed */
 	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */

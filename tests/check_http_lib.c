@@ -739,9 +739,10 @@ static void ask(int fd, const char *req, char *r, size_t cap)
 }
 
 /* A file's range comes whole and right by each way a file goes: the
- * batch (small), sendfile (cached), sendfile after the offload pool
- * brought it in (cold; without cachestat(2), reads and splices), and to a
- * client that reads slowly (sendfile meets a full socket and waits). */
+ * batch (small), sendfile (cached; a megabyte a step), sendfile after the
+ * offload pool brought each step in (cold; without cachestat(2), reads
+ * and splices), and to a client that reads slowly (sendfile meets a full
+ * socket and waits). */
 static void span_check(int fd, unsigned long long off, unsigned long long len, const char *how,
                        bool slow)
 {
@@ -779,8 +780,10 @@ START_TEST(test_file_ranges_by_every_way)
 	span_check(fd, 3, 100, "", false);           /* into the batch */
 	span_check(fd, 5, 20000, "", false);         /* sendfile */
 	span_check(fd, 7, 1000000, "", false);       /* sendfile, large */
+	span_check(fd, 19, 2500000, "", false);      /* sendfile, three steps */
 	span_check(fd, 11, 20000, ",cold", false);   /* warmed (or read in steps) */
-	span_check(fd, 13, 300000, ",cold", false);  /* spliced */
+	span_check(fd, 13, 300000, ",cold", false);  /* warmed (or spliced) */
+	span_check(fd, 23, 2200000, ",cold", false); /* each step warmed (or spliced) */
 	span_check(fd, 17, SPAN_FILE - 17, "", true); /* sendfile waits for room */
 	close(fd);
 	serve_stop();
