@@ -240,6 +240,21 @@ RUNTIME_API ssize_t runtime_http_decode(struct runtime_http_slice s, char *out, 
  * set, or 0 if absent. A key without '=' has an empty value. */
 RUNTIME_API int runtime_http_query_param(struct runtime_http_slice query, const char *key,
                                          struct runtime_http_slice *value);
+/*
+ * A path ("/a/./b//%7e%2E%2e/c") in one canonical form, into out (cap
+ * bytes; the result is NUL-terminated): escapes of unreserved characters
+ * decoded and the rest written with upper-case hex (RFC 3986 6.2.2), so
+ * "%2e%2e" is "..", then repeated slashes made one and "." and ".."
+ * segments removed (5.2.4; ".." at the root stays at the root): "/a/c".
+ * A path that ends in '/', "." or ".." keeps a final '/'. "%2F" stays an
+ * escape: data, not a separator. What a proxy or router checks is then
+ * what the upstream or the file system sees. Returns the length (never
+ * more than path's), or -EINVAL if path does not start with '/', holds a
+ * bad escape, an encoded NUL, a space, a control character, '?' or '#'
+ * (pass the path, not the target), -ENOBUFS if out is too small. Any
+ * thread; out may not overlap path.
+ */
+RUNTIME_API ssize_t runtime_http_path_clean(struct runtime_http_slice path, char *out, size_t cap);
 
 /* ------------------------------------------------------------ responses */
 

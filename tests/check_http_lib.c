@@ -1423,6 +1423,84 @@ START_TEST(test_decode_helpers)
 }
 END_TEST
 
+/* runtime_http_path_clean on a C string. */
+static ssize_t clean(const char *path, char *out, size_t cap)
+{
+	return runtime_http_path_clean((struct runtime_http_slice){ path, strlen(path) }, out, cap);
+}
+
+/* Dot segments (RFC 3986 5.2.4 and 5.4's examples, made absolute), repeated
+ * slashes, escapes of unreserved characters (the ".." a proxy must not
+ * pass on), reserved ones kept, and every refusal. */
+START_TEST(test_path_clean)
+{
+	static const struct { const char *in, *want; } cases[] = {
+		{ "/", "/" },                   { "/a", "/a" },
+		{ "/a/", "/a/" },               { "/a/b/c/./../../g", "/a/g" },
+		{ "/a/b/../c", "/a/c" },        { "/api/a/../b", "/api/b" },
+		{ "/..", "/" },                 { "/../../etc/passwd", "/etc/passwd" },
+		{ "/a/..", "/" },               { "/a/b/..", "/a/" },
+		{ "/a/.", "/a/" },              { "/./a", "/a" },
+		{ "//a///b//", "/a/b/" },       { "/a/...", "/a/..." },
+		{ "/a/..b/.c", "/a/..b/.c" },   { "/a/%2e%2E/b", "/b" },
+		{ "/a/%2e/b", "/a/b" },         { "/%7e%41%5f", "/~A_" },
+		{ "/a%2fb/../c", "/c" },        { "/a/%2f/..", "/a/" },
+		{ "/%2F%3a%3A", "/%2F%3A%3A" }, { "/a%20b", "/a%20b" },
+		{ "/x.html", "/x.html" },       { "/a/b/c/../../../../d/", "/d/" },
+	};
+	char out[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ssize_t n = clean(cases[i].in, out, sizeof(out));
+		ck_assert_msg(n == (ssize_t)strlen(cases[i].want) && !strcmp(out, cases[i].want),
+		              "%s: got %zd '%s', want '%s'", cases[i].in, n, n >= 0 ? out : "",
+		              cases[i].want);
+	}
+	static const char *const refused[] = {
+		"", "a/b", "/a b", "/a%zz", "/a%4", "/a%00b", "/a?b", "/a#b", "/a\tb", "/\x7f",
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		ck_assert_msg(clean(refused[i], out, sizeof(out)) == -EINVAL, "'%s'", refused[i]);
+	ck_assert_int_eq(clean("/abc", out, 4), -ENOBUFS);     /* no room for the NUL */
+	ck_assert_int_eq(clean("/abc", out, 5), 4);
+	ck_assert_int_eq(clean("/%7e", out, 3), 2);            /* decoded: shorter */
+	ck_assert_int_eq(runtime_http_path_clean((struct runtime_http_slice){ NULL, 0 }, out, 8),
+	                 -EINVAL);
+	ck_assert_int_eq(clean("/a", NULL, 8), -EINVAL);
+}
+END_TEST
+
+/* Random paths of '/', '.', 'a' and escapes: the result starts with '/',
+ * holds no empty, "." or ".." segment, is no longer than its path, and
+ * is its own clean form. */
+START_TEST(test_path_clean_random)
+{
+	static const char *const parts[] = { "/", "/", ".", ".", "a", "%2e", "%2F", "%61" };
+	char in[128], out[128], again[128];
+	unsigned seed = 12345;
+
+	for (int round = 0; round < 20000; round++) {
+		size_t n = 0;
+		in[n++] = '/';
+		for (int k = (int)((seed = seed * 1103515245 + 12345) >> 16) % 24; k > 0; k--) {
+			const char *p = parts[((seed = seed * 1103515245 + 12345) >> 16) % 8];
+			memcpy(in + n, p, strlen(p));
+			n += strlen(p);
+		}
+		in[n] = '\0';
+		ssize_t len = clean(in, out, sizeof(out));
+		ck_assert_msg(len >= 1 && (size_t)len <= n && out[0] == '/', "%s", in);
+		ck_assert_msg(!strstr(out, "//") && !strstr(out, "/./") && !strstr(out, "/../"),
+		              "%s -> %s", in, out);
+		size_t tail = strlen(out);
+		ck_assert_msg(!(tail >= 2 && !strcmp(out + tail - 2, "/.")) &&
+		              !(tail >= 3 && !strcmp(out + tail - 3, "/..")), "%s -> %s", in, out);
+		ck_assert_int_eq(clean(out, again, sizeof(again)), len);
+		ck_assert_str_eq(again, out);
+	}
+}
+END_TEST
+
 #define S(lit) (lit), sizeof(lit) - 1
 
 /* test_two_servers' handler: a one-byte body of the type its server has. */
@@ -2159,6 +2237,8 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_linger_ends_at_the_idle_deadline);
 	tcase_add_test(tc, test_body_errors_answered_for_the_handler);
 	tcase_add_test(tc, test_decode_helpers);
+	tcase_add_test(tc, test_path_clean);
+	tcase_add_test(tc, test_path_clean_random);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);
