@@ -448,7 +448,7 @@ static void serve_http1(struct http_conn *c)
 
 	req.conn = c; /* the links of the one request and response: set once */
 	req.h2 = NULL;
-	http_response_init(&res, c, &req, c->core);
+	http_response_init(&res, c, &req, c->core, srv);
 	c->swept = swept(srv, c->may_idle);
 	c->after_each = srv->cfg.on_response || srv->cfg.no_batch;
 	c->first = true;

@@ -34,6 +34,7 @@ static struct h2_stream *stream_new(struct h2_conn *h, int32_t id)
 	s->req.h2 = s;
 	s->req.body_error = 0;
 	s->req.answered = false;
+	s->res.spill = NULL; /* freed with the stream (never inited or not) */
 	struct http_request *head = &s->req.head; /* all but the fields' room */
 	head->method = head->target = head->host = (struct http_slice){ "", 0 };
 	head->query = head->nheaders = 0;
@@ -66,6 +67,7 @@ void runtime__h2_stream_unref(struct h2_stream *s, bool session)
 		s->next->prev = s->prev;
 	runtime__h2_held_free(&s->head_bufs);
 	free(s->in);
+	http_response_release(&s->res); /* nghttp2 is done with its fields */
 	runtime__h2_free(s);
 }
 
@@ -234,7 +236,7 @@ static void request_ready(struct h2_conn *h, struct h2_stream *s, bool end)
 	if (!s->refuse)
 		s->refuse = request_head(s);
 	s->req.continued = !s->req.head.expect_continue;
-	http_response_init(&s->res, NULL, &s->req, h->core);
+	http_response_init(&s->res, NULL, &s->req, h->core, h->srv);
 	s->res.h2 = s;
 	http_response_ready(&s->res, &s->req);
 	if (s->refuse) {

@@ -160,7 +160,7 @@ static const char *date_now(struct http_core *core)
  * names lowered in place as HTTP/2 wants them. */
 static size_t fields_nv(struct runtime_http_response *res, nghttp2_nv *nv)
 {
-	char *p = res->fields, *end = p + res->fields_len;
+	char *p = http_fields(res), *end = p + res->fields_len;
 	size_t n = 0;
 
 	while (p < end) {
@@ -174,12 +174,13 @@ static size_t fields_nv(struct runtime_http_response *res, nghttp2_nv *nv)
 	return n;
 }
 
-static size_t fields_count(const struct runtime_http_response *res)
+static size_t fields_count(struct runtime_http_response *res)
 {
+	const char *f = http_fields(res);
 	size_t n = 0;
 
 	for (size_t i = 0; i < res->fields_len; i++)
-		n += res->fields[i] == '\n';
+		n += f[i] == '\n';
 	return n;
 }
 

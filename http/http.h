@@ -20,6 +20,7 @@
 #include <runtime_metrics.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,7 +29,9 @@
 
 #define HTTP_IN_SIZE (16 * 1024)  /* a connection's read buffer */
 #define HTTP_OUT_SIZE (16 * 1024) /* its batch of responses */
-#define HTTP_FIELDS_MAX 4096      /* a response's own fields */
+#define HTTP_FIELDS_INLINE 4096   /* a response's own fields, in place */
+#define HTTP_FIELDS_OUT_DEFAULT (64 * 1024) /* and in all (fields_out_max) */
+#define HTTP_FIELDS_OUT_MOST (16u << 20)
 #define HTTP_HEAD_MAX_MAX (1 << 20)
 
 #define HTTP_HOT 8 /* connection buffers a core keeps resident for good */
@@ -279,8 +282,26 @@ struct runtime_http_response {
 	int64_t length;              /* declared, -1: chunked or to close */
 	uint64_t sent;               /* body bytes */
 	size_t fields_len;
-	char fields[HTTP_FIELDS_MAX];
+	size_t fields_max;           /* the server's fields_out_max */
+	char *spill;                 /* fields past HTTP_FIELDS_INLINE, all of
+	                                them (NULL: in fields[]); freed when
+	                                the next request makes it ready */
+	size_t spill_cap;
+	char fields[HTTP_FIELDS_INLINE];
 };
+
+/* The response's own fields, "Name: value\r\n" each: fields_len bytes. */
+static inline char *http_fields(struct runtime_http_response *res)
+{
+	return res->spill ? res->spill : res->fields;
+}
+
+static inline void http_response_release(struct runtime_http_response *res)
+{
+	free(res->spill);
+	res->spill = NULL;
+	res->spill_cap = 0;
+}
 
 /* conn.c */
 /* Serve rc; the caller closes it after - unless may_idle (runtime_serve's
@@ -338,6 +359,8 @@ static inline void http_response_ready(struct runtime_http_response *res,
 	res->status = 0;
 	res->sent = 0;
 	res->fields_len = 0;
+	if (__builtin_expect(res->spill != NULL, 0))
+		http_response_release(res); /* the last head is out */
 }
 
 /* A response's links (conn, req, core). A connection's requests each
@@ -345,12 +368,16 @@ static inline void http_response_ready(struct runtime_http_response *res,
  * per request, once its head is read (conn.c): before, req's head is not
  * there to read. */
 static inline void http_response_init(struct runtime_http_response *res, struct http_conn *c,
-                                      struct runtime_http_request *req, struct http_core *core)
+                                      struct runtime_http_request *req, struct http_core *core,
+                                      const struct runtime_http_server *srv)
 {
 	res->conn = c;
 	res->h2 = NULL;
 	res->req = req;
 	res->core = core;
+	res->fields_max = srv->cfg.fields_out_max;
+	res->spill = NULL;
+	res->spill_cap = 0;
 }
 
 #endif

@@ -151,6 +151,30 @@ static bool reserved(const char *name)
 	return false;
 }
 
+/* Room for n more bytes of fields: in place up to HTTP_FIELDS_INLINE,
+ * then all of them on the heap, doubled as they grow. 0, -ENOBUFS past
+ * the server's fields_out_max, or -ENOMEM. */
+static int fields_room(struct runtime_http_response *res, size_t n)
+{
+	size_t want = res->fields_len + n;
+
+	if (n > res->fields_max || want > res->fields_max)
+		return -ENOBUFS;
+	if (want <= (res->spill ? res->spill_cap : HTTP_FIELDS_INLINE))
+		return 0;
+	size_t cap = 2 * HTTP_FIELDS_INLINE;
+	while (cap < want)
+		cap *= 2;
+	char *p = realloc(res->spill, cap);
+	if (!p)
+		return -ENOMEM;
+	if (!res->spill)
+		memcpy(p, res->fields, res->fields_len);
+	res->spill = p;
+	res->spill_cap = cap;
+	return 0;
+}
+
 int runtime_http_set_header(struct runtime_http_response *res, const char *name, const char *value)
 {
 	if (!res || !name || !value || !*name)
@@ -165,13 +189,14 @@ int runtime_http_set_header(struct runtime_http_response *res, const char *name,
 	if (res->state != RES_NONE)
 		return -EALREADY;
 	size_t nl = strlen(name), vl = strlen(value);
-	if (nl + vl + 4 > HTTP_FIELDS_MAX - res->fields_len)
-		return -ENOBUFS;
-	char *p = put(res->fields + res->fields_len, name, nl);
+	int rc = fields_room(res, nl + vl + 4);
+	if (rc < 0)
+		return rc;
+	char *start = http_fields(res), *p = put(start + res->fields_len, name, nl);
 	p = PUT_LIT(p, ": ");
 	p = put(p, value, vl);
 	p = PUT_LIT(p, "\r\n");
-	res->fields_len = (size_t)(p - res->fields);
+	res->fields_len = (size_t)(p - start);
 	return 0;
 }
 
@@ -283,7 +308,7 @@ static inline bool tail_fits(const struct runtime_http_response *res, const char
 
 /* The head of any other answer, after its start and type line (to bytes
  * of hs->text), at p: its status line, framing and fields. Its end. */
-static __attribute__((noinline)) char *put_head_rest(const struct runtime_http_response *res,
+static __attribute__((noinline)) char *put_head_rest(struct runtime_http_response *res,
                                                      char *p, const struct http_head_start *hs,
                                                      size_t to)
 {
@@ -302,13 +327,34 @@ static __attribute__((noinline)) char *put_head_rest(const struct runtime_http_r
 	p = put_framing(res, p);
 	p = put_connection(res, p);
 	if (res->fields_len) /* mostly none: no call to copy nothing */
-		p = put(p, res->fields, res->fields_len);
+		p = put(p, http_fields(res), res->fields_len);
 	return PUT_LIT(p, "\r\n");
 }
 
 /* A head's bytes at most, but for its own fields: a status line, Server,
  * Date, Content-Type, framing, Connection and the empty line. */
 #define HEAD_ROOM (160 + HTTP_TYPE_MAX + 32 + HTTP_SERVER_FIELD_MAX)
+
+/* A head whose fields do not fit in the batch (over HTTP_OUT_SIZE -
+ * HEAD_ROOM): the batch goes first, then the head, made on the heap. */
+static __attribute__((noinline)) int put_big_head(struct runtime_http_response *res,
+                                                  const char *type)
+{
+	struct http_head_start *hs = head_start(res);
+	size_t to = hs->len;
+
+	if (type && !set_type(hs, type))
+		return -EINVAL;
+	to += type ? hs->type_len : 0;
+	char *head = malloc(HEAD_ROOM + res->fields_len);
+	if (!head)
+		return -ENOMEM;
+	size_t len = (size_t)(put_head_rest(res, head, hs, to) - head);
+	int rc = runtime__http_flush(res->conn) < 0 ||
+	         runtime__http_write_out(res->conn, head, len) < 0 ? -EPIPE : 0;
+	free(head);
+	return rc;
+}
 
 /* The status line and fields into the batch: nothing is kept of them
  * unless all is well. 0 or -errno. A 200 with a type starts with one
@@ -318,6 +364,8 @@ static int put_head(struct runtime_http_response *res, const char *type)
 {
 	struct http_conn *c = res->conn;
 
+	if (__builtin_expect(res->fields_len > HTTP_OUT_SIZE - HEAD_ROOM, 0))
+		return put_big_head(res, type);
 	if (HTTP_OUT_SIZE - c->out_len < HEAD_ROOM + res->fields_len && runtime__http_flush(c) < 0)
 		return -EPIPE;
 	char *p = c->out + c->out_len;
@@ -632,7 +680,7 @@ int runtime__http_refuse(struct http_conn *c, int status)
 	char body[64];
 	int n = runtime__http_status_text(status, body, sizeof(body));
 
-	http_response_init(&res, c, NULL, c->core);
+	http_response_init(&res, c, NULL, c->core, c->srv);
 	http_response_ready(&res, NULL);
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)

@@ -22,6 +22,7 @@ void runtime_http_server_config_init(struct runtime_http_server_config *cfg)
 	cfg->idle_timeout_ns = 60 * SEC;
 	cfg->release_after_ns = 10 * 1000 * 1000;
 	cfg->server_name = "runtime";
+	cfg->fields_out_max = HTTP_FIELDS_OUT_DEFAULT;
 }
 
 /* The limits, defaults filled in. -EINVAL for what the parser cannot
@@ -63,11 +64,14 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 	if (!out)
 		return -EINVAL;
 	*out = NULL;
-	if (!rt || !cfg || !cfg->handler || !cfg->header_timeout_ns)
+	if (!rt || !cfg || !cfg->handler || !cfg->header_timeout_ns ||
+	    cfg->fields_out_max > HTTP_FIELDS_OUT_MOST)
 		return -EINVAL;
 	if (!(srv = calloc(1, sizeof(*srv))))
 		return -ENOMEM;
 	srv->cfg = *cfg;
+	if (!srv->cfg.fields_out_max)
+		srv->cfg.fields_out_max = HTTP_FIELDS_OUT_DEFAULT;
 	srv->rt = rt;
 	srv->ncores = runtime_cores(rt);
 	if ((rc = limits(&cfg->limits, &srv->limits)) < 0 ||

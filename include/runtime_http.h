@@ -106,6 +106,12 @@ struct runtime_http_server_config {
 	int no_metrics;             /* nonzero: no request-duration histogram
 	                               nor method classes (they cost a clock
 	                               read a request); the other counts stay */
+	size_t fields_out_max;      /* a response's own fields in bytes, each
+	                               "Name: value" and CRLF (64 KiB; 0: that;
+	                               at most 16 MiB, else -EINVAL): more and
+	                               runtime_http_set_header says -ENOBUFS.
+	                               Up to 4 KiB they live in the response,
+	                               more on the heap until the next request */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */
@@ -265,7 +271,9 @@ RUNTIME_API ssize_t runtime_http_path_clean(struct runtime_http_slice path, char
  * are the library's, and so are Upgrade, Trailer, Keep-Alive and Host,
  * whose meaning it would have to carry out (-EPERM). Returns 0, -EINVAL
  * (bad name or value), -EALREADY (the response has started), -ENOBUFS
- * (the fields of one response exceed 4 KiB). Handler's fiber.
+ * (the fields of one response would exceed the server's fields_out_max,
+ * 64 KiB by default), -ENOMEM (fields past 4 KiB go on the heap).
+ * Handler's fiber.
  */
 RUNTIME_API int runtime_http_set_header(struct runtime_http_response *res, const char *name,
                                         const char *value);

@@ -60,6 +60,7 @@ static void (*on_response)(const struct runtime_http_request *req,
 static int no_batch;
 static uint64_t body_max = 4096;
 static unsigned max_streams;
+static size_t fields_out_max; /* 0: the default (64 KiB) */
 
 static void *run(void *arg)
 {
@@ -72,6 +73,7 @@ static void *run(void *arg)
 	cfg.handler = handler;
 	cfg.limits.body_max = body_max;
 	cfg.h2_max_streams = max_streams;
+	cfg.fields_out_max = fields_out_max;
 	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
@@ -262,6 +264,37 @@ static int fields(struct runtime_http_request *req, struct runtime_http_response
 	ck_assert_int_eq(text(res, 200, "again"), -EALREADY);
 	ck_assert_int_eq(runtime_http_start(res, 200, NULL, 1), -EALREADY);
 	return 0;
+}
+
+/* /bigfields?N: fields "X-Big-<i>: <BIG_VALUE bytes of 'a' + i % 26>" set
+ * until N bytes are (or set_header fails); the body says how many and
+ * the last set_header's return. */
+#define BIG_VALUE 1000
+
+static void big_value(char *v, unsigned i)
+{
+	memset(v, 'a' + (int)(i % 26), BIG_VALUE);
+	v[BIG_VALUE] = '\0';
+}
+
+static int big_fields(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_slice q = runtime_http_query(req);
+	size_t want = strtoul(q.len ? q.p : "0", NULL, 10), set = 0;
+	char name[32], value[BIG_VALUE + 1], out[64];
+	unsigned i = 0;
+	int rc = 0;
+
+	while (set < want && rc == 0) {
+		snprintf(name, sizeof(name), "X-Big-%u", i);
+		big_value(value, i);
+		if ((rc = runtime_http_set_header(res, name, value)) == 0) {
+			set += strlen(name) + BIG_VALUE + 4;
+			i++;
+		}
+	}
+	snprintf(out, sizeof(out), "%u %d", i, rc);
+	return text(res, 200, out);
 }
 
 static int streams(struct runtime_http_request *req, struct runtime_http_response *res,
@@ -465,6 +498,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		return text(res, 200, "not read");
 	if (is(path, "/fields"))
 		return fields(req, res);
+	if (is(path, "/bigfields"))
+		return big_fields(req, res);
 	if (is(path, "/chunked") || is(path, "/length") || is(path, "/short") || is(path, "/abandon"))
 		return streams(req, res, path);
 	if (is(path, "/types"))
@@ -1423,6 +1458,101 @@ START_TEST(test_decode_helpers)
 }
 END_TEST
 
+/* What /bigfields?want sets under a limit of max bytes: how many fields,
+ * and the last set_header's return. */
+static unsigned big_count(size_t want, size_t max, int *rc)
+{
+	size_t set = 0;
+	unsigned i = 0;
+
+	*rc = 0;
+	while (set < want) {
+		size_t n = (i < 10 ? 7 : i < 100 ? 8 : 9) + BIG_VALUE + 4; /* "X-Big-<i>: v\r\n" */
+		if (set + n > max) {
+			*rc = -ENOBUFS;
+			break;
+		}
+		set += n;
+		i++;
+	}
+	return i;
+}
+
+/* head's first head_len bytes hold X-Big-0 .. X-Big-<count - 1>, each
+ * whole, and no more: as HTTP/1.1 writes them, or (h2) as h2t records
+ * them ("name: value\n", names in lower case), after the library's. */
+static void big_fields_in(const char *head, size_t head_len, unsigned count, bool h2)
+{
+	char field[64 + BIG_VALUE];
+
+	for (unsigned i = 0; i <= count; i++) {
+		int n = snprintf(field, sizeof(field), h2 ? "\nx-big-%u: " : "\r\nX-Big-%u: ", i);
+		big_value(field + n, i);
+		strcat(field, h2 ? "\n" : "\r\n");
+		const char *at = strstr(head, field);
+		if (i < count)
+			ck_assert_msg(at && (size_t)(at - head) < head_len, "X-Big-%u missing", i);
+		else
+			ck_assert_msg(!at, "X-Big-%u is one too many", i);
+	}
+}
+
+/* One /bigfields?want on fd: the fields and the body as big_count says. */
+static void big_fields_check(int fd, size_t want, size_t max)
+{
+	static char r[128 * 1024];
+	char req[80], body[32];
+	int rc;
+	unsigned count = big_count(want, max, &rc);
+
+	snprintf(req, sizeof(req), "GET /bigfields?%zu HTTP/1.1\r\nHost: h\r\n\r\n", want);
+	ask(fd, req, r, sizeof(r));
+	const char *end = strstr(r, "\r\n\r\n");
+	snprintf(body, sizeof(body), "%u %d", count, rc);
+	ck_assert_msg(!strcmp(end + 4, body), "%zu: got '%s', want '%s'", want, end + 4, body);
+	big_fields_in(r, (size_t)(end + 2 - r), count, false);
+}
+
+/* A response's fields in place (3 KiB), on the heap (10 KiB, into the
+ * batch), past the batch (60 KiB: the head written on its own), and past
+ * the 64 KiB default (-ENOBUFS): every field whole, and the connection
+ * goes on after each (a request after one with big fields has none of
+ * them). A smaller fields_out_max holds; one over 16 MiB is refused. */
+START_TEST(test_response_fields_of_any_size)
+{
+	static const size_t wants[] = { 3000, 10000, 60000, 70000, 0, 20000 };
+	char r[4096];
+
+	serve_start();
+	int fd = dial();
+	for (size_t i = 0; i < sizeof(wants) / sizeof(wants[0]); i++)
+		big_fields_check(fd, wants[i], 64 * 1024);
+	ask(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ck_assert_msg(!strstr(r, "X-Big") && strstr(r, "/info\n"), "%s", r);
+	close(fd);
+	serve_stop();
+
+	fields_out_max = 2500;
+	serve_start();
+	fd = dial();
+	big_fields_check(fd, 10000, 2500);
+	close(fd);
+	serve_stop();
+	fields_out_max = 0;
+
+	struct runtime *r2;
+	struct runtime_http_server *s2;
+	struct runtime_http_server_config cfg;
+	ck_assert_int_eq(runtime_create(&r2, NULL), 0);
+	runtime_http_server_config_init(&cfg);
+	ck_assert_uint_eq(cfg.fields_out_max, 64 * 1024);
+	cfg.handler = handler;
+	cfg.fields_out_max = (16u << 20) + 1;
+	ck_assert_int_eq(runtime_http_server_create(r2, &cfg, &s2), -EINVAL);
+	runtime_destroy(r2);
+}
+END_TEST
+
 /* runtime_http_path_clean on a C string. */
 static ssize_t clean(const char *path, char *out, size_t cap)
 {
@@ -1840,6 +1970,19 @@ START_TEST(test_h2_responses)
 	ck_assert(h2t_has(a, "content-length: 5\n") && !strcmp(a->body, "23456"));
 	a = h2t_ask(t, "GET", "/bigfile", no_fields, NULL, 0);
 	ck_assert_uint_eq(a->body_len, BIG_FILE);
+	/* Fields past 4 KiB (on the heap) and past 64 KiB (-ENOBUFS). */
+	static const size_t wants[] = { 10000, 60000, 70000 };
+	for (size_t i = 0; i < sizeof(wants) / sizeof(wants[0]); i++) {
+		char path[40], body[32];
+		int rc;
+		unsigned count = big_count(wants[i], 64 * 1024, &rc);
+		snprintf(path, sizeof(path), "/bigfields?%zu", wants[i]);
+		a = h2t_ask(t, "GET", path, no_fields, NULL, 0);
+		snprintf(body, sizeof(body), "%u %d", count, rc);
+		ck_assert_msg(a->status == 200 && a->body && !strcmp(a->body, body), "%s: %d %s",
+		              path, a->status, a->body ? a->body : "");
+		big_fields_in(a->fields, a->fields_len, count, true); /* after the library's */
+	}
 	a = h2t_ask(t, "GET", "/fields", no_fields, NULL, 0);
 	ck_assert_msg(h2t_has(a, "x-fine: yes  it is\n") && !strstr(a->fields, "injected") &&
 	              !strstr(a->fields, "x-reserved") && !strcmp(a->body, "-22 -22 -1 0"),
@@ -2239,6 +2382,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_decode_helpers);
 	tcase_add_test(tc, test_path_clean);
 	tcase_add_test(tc, test_path_clean_random);
+	tcase_add_test(tc, test_response_fields_of_any_size);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);

@@ -28,7 +28,7 @@ struct h2t_answer {
 	int32_t id;
 	int status;                 /* the final one; 0: none yet */
 	int interim;                /* a 1xx seen (100) */
-	char fields[4096];          /* "name: value\n" each, of the final head */
+	char fields[80 * 1024];     /* "name: value\n" each, of the final head */
 	size_t fields_len;
 	char *body;
 	size_t body_len, body_cap;
