@@ -49,6 +49,14 @@
  *   sem_get_post_ns      runtime_sem_get + post by one fiber
  *   ratelimit_try_ns     runtime_ratelimit_try_take of one token that is
  *                        there (a rate no caller can exhaust), one thread
+ *   ratelimit_keyed_hot_ns   runtime_ratelimit_keyed_try_take of one key
+ *                        ("10.0.0.0"), one thread
+ *   ratelimit_keyed_100k_ns  the same over 100,000 keys in turn, all held
+ *                        (max_keys 100,000: every call finds its key)
+ *   ratelimit_keyed_evict_ns the same over 1,000,000 keys in turn with
+ *                        max_keys 100,000: every call evicts one
+ *   ratelimit_keyed_2threads_ns  two threads on 100,000 keys held, wall
+ *                        time per call of each (they share the shards)
  *   chan_pingpong_ns     round trip over two unbuffered channels between two
  *                        fibers of one core (Go's go_chan_pingpong_ns shape)
  *   chan_xcore_pingpong_ns   the same between fibers on two cores, each core
@@ -94,6 +102,7 @@
 
 #include <liburing.h>
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -748,6 +757,66 @@ static double ratelimit_try(void)
 	return ns;
 }
 
+/* Keys "10.<k / 65536>.<k / 256 % 256>.<k % 256>", made before the timing
+ * (16 bytes each, lengths in [15]). */
+static char (*keyed_keys)[16];
+
+static void keyed_make(unsigned nkeys)
+{
+	keyed_keys = malloc((size_t)nkeys * sizeof(*keyed_keys));
+	for (unsigned k = 0; k < nkeys; k++)
+		keyed_keys[k][15] = (char)snprintf(keyed_keys[k], 15, "10.%u.%u.%u", k >> 16,
+		                                   (k >> 8) & 255, k & 255);
+}
+
+/* n keyed tries of key first, first + step, ... modulo nkeys: ns each. */
+static double keyed_run(struct runtime_ratelimit_keyed *rl, long n, unsigned nkeys,
+                        unsigned first, unsigned step)
+{
+	uint64_t t0 = runtime_now();
+
+	for (long i = 0; i < n; i++) {
+		const char *key = keyed_keys[(first + (unsigned long)i * step) % nkeys];
+		runtime_ratelimit_keyed_try_take(rl, key, (size_t)key[15], 1, NULL);
+	}
+	return (double)(runtime_now() - t0) / (double)n;
+}
+
+static struct runtime_ratelimit_keyed *keyed_shared;
+static long keyed_n;
+static double keyed_ns[2];
+
+static void *keyed_thread(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	keyed_ns[id] = keyed_run(keyed_shared, keyed_n, 100000, (unsigned)id * 50000, 7);
+	return NULL;
+}
+
+/* The keyed limiter's costs (no runtime needed). */
+static void bench_ratelimit_keyed(void)
+{
+	struct runtime_ratelimit_keyed *rl;
+	const long n = scaled(4000000);
+
+	keyed_make(1000000);
+	runtime_ratelimit_keyed_create(&rl, 1e12, 1000, 100000);
+	printf("ratelimit_keyed_hot_ns=%.2f\n", keyed_run(rl, n, 1, 0, 0));
+	keyed_run(rl, 100000, 100000, 0, 1); /* every key in */
+	printf("ratelimit_keyed_100k_ns=%.2f\n", keyed_run(rl, n, 100000, 0, 7));
+	keyed_shared = rl;
+	keyed_n = n / 2;
+	pthread_t th[2];
+	for (intptr_t i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, keyed_thread, (void *)i);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	printf("ratelimit_keyed_2threads_ns=%.2f\n", (keyed_ns[0] + keyed_ns[1]) / 2);
+	printf("ratelimit_keyed_evict_ns=%.2f\n", keyed_run(rl, n, 1000000, 0, 1));
+	runtime_ratelimit_keyed_destroy(rl);
+	free(keyed_keys);
+}
+
 static struct runtime_chan *ping, *pong;
 
 static void echoer(void *arg)
@@ -816,6 +885,7 @@ static void bench_sync(void)
 	run_one(sem_main, NULL);
 	printf("sem_get_post_ns=%.2f\n", sync_ns);
 	printf("ratelimit_try_ns=%.2f\n", ratelimit_try());
+	bench_ratelimit_keyed();
 	chan_pingpong(1, scaled(2000000), "chan_pingpong_ns");
 	run_one(select2_main, NULL);
 	printf("select2_ns=%.1f\n", sync_ns);

@@ -770,6 +770,42 @@ RUNTIME_API int runtime_ratelimit_take(struct runtime_ratelimit *rl, unsigned n,
  * 0. */
 RUNTIME_API int64_t runtime_ratelimit_available(const struct runtime_ratelimit *rl);
 
+/*
+ * Token buckets by key (a client's address, an API key: any bytes, at
+ * most RUNTIME_RATELIMIT_KEY_MAX of them), each as runtime_ratelimit's:
+ * rate tokens per second, at most burst at once, full when first seen.
+ * One limiter serves every core and thread. Memory is bounded: at most
+ * max_keys keys are held (about 130 bytes each, made at create), in shards
+ * that each evict their least recently used key when full; a key evicted
+ * and seen again starts full. A call hashes its key under a secret made
+ * at create (a client cannot aim its keys at one chain), then holds one
+ * shard's spinlock for a lookup and a few operations: one lock, no other
+ * atomic, nothing allocated. Callers that need waiting use a
+ * runtime_ratelimit per key of their own.
+ */
+#define RUNTIME_RATELIMIT_KEY_MAX 64
+#define RUNTIME_RATELIMIT_KEYS_MOST (1u << 24)
+struct runtime_ratelimit_keyed; /* opaque */
+
+/* rate as runtime_ratelimit_create's; burst >= 1; max_keys 1 to
+ * RUNTIME_RATELIMIT_KEYS_MOST. Any thread. 0, -EINVAL or -ENOMEM. */
+RUNTIME_API int runtime_ratelimit_keyed_create(struct runtime_ratelimit_keyed **rl, double rate,
+                                               unsigned burst, size_t max_keys);
+/* Free it (NULL: nothing). Every thread's call must have returned. */
+RUNTIME_API void runtime_ratelimit_keyed_destroy(struct runtime_ratelimit_keyed *rl);
+/*
+ * Take n tokens from key[0..len)'s bucket if they are there now: 0, else
+ * -EAGAIN (nothing taken) and, if wait_ns is not NULL, the nanoseconds
+ * until they would be (e.g. for a Retry-After field). n 0 takes nothing.
+ * -EINVAL: NULL rl or key, len over RUNTIME_RATELIMIT_KEY_MAX, n over
+ * burst. Any thread; never waits but for the shard's lock.
+ */
+RUNTIME_API int runtime_ratelimit_keyed_try_take(struct runtime_ratelimit_keyed *rl,
+                                                 const void *key, size_t len, unsigned n,
+                                                 uint64_t *wait_ns);
+/* The keys held now (max_keys at most). Any thread; a snapshot. */
+RUNTIME_API size_t runtime_ratelimit_keyed_keys(struct runtime_ratelimit_keyed *rl);
+
 #ifdef __cplusplus
 }
 #endif

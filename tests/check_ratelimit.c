@@ -9,6 +9,12 @@
  * burst + rate * elapsed between them. Rates are chosen so that what is
  * asserted is behaviour: a bucket that must stay empty refills one token
  * in 1000 s, and elapsed time only ever loosens a bound.
+ *
+ * The keyed limiter: bad input; keys (binary ones, and one a prefix of
+ * another) with buckets of their own and the wait until a take fits;
+ * exactly max_keys held, the least recently used evicted (and full when
+ * seen again); a refill after the wait it named; and two threads on the
+ * same keys never past burst + rate * elapsed for each.
  */
 #include "testutil.h"
 
@@ -289,6 +295,157 @@ START_TEST(test_ratelimit_two_cores_and_a_thread_never_exceed_the_rate)
 }
 END_TEST
 
+/* ------------------------------------------------------------ keyed */
+
+static int keyed_take(struct runtime_ratelimit_keyed *rl, const char *key, unsigned n,
+                      uint64_t *wait)
+{
+	return runtime_ratelimit_keyed_try_take(rl, key, strlen(key), n, wait);
+}
+
+START_TEST(test_ratelimit_keyed_bad_input)
+{
+	struct runtime_ratelimit_keyed *rl;
+	char long_key[RUNTIME_RATELIMIT_KEY_MAX + 1] = { 0 };
+
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 1, 1, 0), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 1, 0, 10), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 0, 1, 10), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 1e13, 1, 10), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 1, 1, RUNTIME_RATELIMIT_KEYS_MOST + 1ul),
+	                 -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(NULL, 1, 1, 10), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, SLOW, 2, 10), 0);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(NULL, "a", 1, 1, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, NULL, 0, 1, NULL), -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, long_key, sizeof(long_key), 1, NULL),
+	                 -EINVAL);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, long_key, sizeof(long_key) - 1, 1,
+	                                                  NULL), 0);
+	ck_assert_int_eq(keyed_take(rl, "a", 3, NULL), -EINVAL); /* > burst */
+	ck_assert_int_eq(keyed_take(rl, "a", 0, NULL), 0);
+	ck_assert_uint_eq(runtime_ratelimit_keyed_keys(rl), 1);  /* n 0: not even looked up */
+	runtime_ratelimit_keyed_destroy(rl);
+	runtime_ratelimit_keyed_destroy(NULL);
+}
+END_TEST
+
+START_TEST(test_ratelimit_keyed_buckets_of_their_own)
+{
+	struct runtime_ratelimit_keyed *rl;
+	static const unsigned char v6[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 1 };
+	uint64_t wait = 0;
+
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, SLOW, 3, 1000), 0);
+	ck_assert_int_eq(keyed_take(rl, "10.0.0.1", 2, NULL), 0);
+	ck_assert_int_eq(keyed_take(rl, "10.0.0.1", 1, NULL), 0);
+	ck_assert_int_eq(keyed_take(rl, "10.0.0.1", 1, &wait), -EAGAIN);
+	ck_assert_msg(wait > 999 * 1000000000ull && wait <= 1000 * 1000000000ull, "wait %llu ns",
+	              (unsigned long long)wait); /* one token in 1000 s, less what passed */
+	ck_assert_int_eq(keyed_take(rl, "10.0.0.2", 3, NULL), 0);   /* its own bucket */
+	ck_assert_int_eq(keyed_take(rl, "10.0.0.", 3, NULL), 0);    /* a prefix: another key */
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, "10.0.0.1", 9, 3, NULL), 0); /* +NUL */
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, v6, sizeof(v6), 3, NULL), 0);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, v6, sizeof(v6), 1, NULL), -EAGAIN);
+	ck_assert_int_eq(runtime_ratelimit_keyed_try_take(rl, "", 0, 3, NULL), 0); /* empty key */
+	ck_assert_uint_eq(runtime_ratelimit_keyed_keys(rl), 6);
+	runtime_ratelimit_keyed_destroy(rl);
+}
+END_TEST
+
+START_TEST(test_ratelimit_keyed_bounded_and_lru)
+{
+	struct runtime_ratelimit_keyed *rl;
+	char key[32];
+
+	/* 16 keys: one shard, so the eviction order is exactly LRU. */
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, SLOW, 1, 16), 0);
+	for (int i = 0; i < 16; i++) {
+		snprintf(key, sizeof(key), "k%d", i);
+		ck_assert_int_eq(keyed_take(rl, key, 1, NULL), 0); /* each emptied */
+	}
+	ck_assert_int_eq(keyed_take(rl, "k0", 1, NULL), -EAGAIN); /* k0 used: k1 is the oldest */
+	ck_assert_int_eq(keyed_take(rl, "k16", 1, NULL), 0);      /* evicts k1 */
+	ck_assert_uint_eq(runtime_ratelimit_keyed_keys(rl), 16);
+	ck_assert_int_eq(keyed_take(rl, "k0", 1, NULL), -EAGAIN); /* kept: still empty */
+	ck_assert_int_eq(keyed_take(rl, "k1", 1, NULL), 0);       /* new again: full (evicts k2) */
+	ck_assert_int_eq(keyed_take(rl, "k3", 1, NULL), -EAGAIN); /* kept */
+	ck_assert_int_eq(keyed_take(rl, "k2", 1, NULL), 0);       /* was evicted */
+	runtime_ratelimit_keyed_destroy(rl);
+
+	/* Many shards: never more than max_keys, and all of them used. */
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, SLOW, 1, 10000), 0);
+	for (int i = 0; i < 50000; i++) {
+		snprintf(key, sizeof(key), "client-%d", i);
+		ck_assert_int_eq(keyed_take(rl, key, 1, NULL), 0); /* all new: full */
+		ck_assert_uint_le(runtime_ratelimit_keyed_keys(rl), 10000);
+	}
+	ck_assert_uint_eq(runtime_ratelimit_keyed_keys(rl), 10000);
+	ck_assert_int_eq(keyed_take(rl, "client-49999", 1, NULL), -EAGAIN); /* the newest: held */
+	runtime_ratelimit_keyed_destroy(rl);
+}
+END_TEST
+
+START_TEST(test_ratelimit_keyed_refills_after_the_wait_it_names)
+{
+	struct runtime_ratelimit_keyed *rl;
+	uint64_t wait = 0;
+
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, 100, 1, 10), 0); /* 10 ms a token */
+	ck_assert_int_eq(keyed_take(rl, "x", 1, NULL), 0);
+	ck_assert_int_eq(keyed_take(rl, "x", 1, &wait), -EAGAIN);
+	ck_assert_msg(wait > 0 && wait <= 10 * MS, "wait %llu ns", (unsigned long long)wait);
+	struct timespec ts = { 0, (long)wait };
+	while (nanosleep(&ts, &ts) != 0)
+		;
+	ck_assert_int_eq(keyed_take(rl, "x", 1, NULL), 0);
+	runtime_ratelimit_keyed_destroy(rl);
+}
+END_TEST
+
+#define KEYED_RATE 2000.0
+#define KEYED_BURST 20
+#define KEYED_KEYS 8
+
+static struct {
+	struct runtime_ratelimit_keyed *rl;
+	_Atomic uint64_t taken[KEYED_KEYS];
+	uint64_t end;
+} keyed;
+
+static void *keyed_taker(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; runtime_now() < keyed.end; i++) {
+		char key[8] = { 'k', (char)('0' + i % KEYED_KEYS) };
+		if (runtime_ratelimit_keyed_try_take(keyed.rl, key, 2, 1, NULL) == 0)
+			atomic_fetch_add(&keyed.taken[i % KEYED_KEYS], 1);
+	}
+	return NULL;
+}
+
+START_TEST(test_ratelimit_keyed_two_threads_never_exceed_the_rate)
+{
+	pthread_t th[2];
+	uint64_t start = runtime_now();
+
+	ck_assert_int_eq(runtime_ratelimit_keyed_create(&keyed.rl, KEYED_RATE, KEYED_BURST, 100), 0);
+	keyed.end = start + 300 * MS;
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, keyed_taker, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	double elapsed = (double)(runtime_now() - start) / 1e9;
+	for (int k = 0; k < KEYED_KEYS; k++) {
+		uint64_t n = atomic_load(&keyed.taken[k]);
+		ck_assert_msg((double)n <= KEYED_BURST + KEYED_RATE * elapsed + 1,
+		              "key %d: %llu taken in %.3f s", k, (unsigned long long)n, elapsed);
+		ck_assert_uint_ge(n, KEYED_BURST); /* at least its first burst */
+	}
+	runtime_ratelimit_keyed_destroy(keyed.rl);
+}
+END_TEST
+
 static Suite *ratelimit_suite(void)
 {
 	Suite *s = suite_create("ratelimit");
@@ -300,6 +457,11 @@ static Suite *ratelimit_suite(void)
 	tcase_add_test(tc, test_ratelimit_waiters_served_in_arrival_order);
 	tcase_add_test(tc, test_ratelimit_timeout_and_cancel_give_reservations_back);
 	tcase_add_test(tc, test_ratelimit_two_cores_and_a_thread_never_exceed_the_rate);
+	tcase_add_test(tc, test_ratelimit_keyed_bad_input);
+	tcase_add_test(tc, test_ratelimit_keyed_buckets_of_their_own);
+	tcase_add_test(tc, test_ratelimit_keyed_bounded_and_lru);
+	tcase_add_test(tc, test_ratelimit_keyed_refills_after_the_wait_it_names);
+	tcase_add_test(tc, test_ratelimit_keyed_two_threads_never_exceed_the_rate);
 	suite_add_tcase(s, tc);
 	return s;
 }
