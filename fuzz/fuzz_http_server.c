@@ -654,7 +654,7 @@ static void make_server(struct job *j)
 	srv.opt.no_batch = opt & OPT_NO_BATCH;
 #endif
 	srv.opt.file_copy = opt & OPT_FILE_COPY;
-	srv.opt.access_log = opt & OPT_ACCESS_LOG;
+	srv.opt.access_log = opt & OPT_ACCESS_LOG ? RUNTIME_HTTP_LOG_JSON : 0;
 	srv.opt.header_timeout_ms = srv.opt.idle_timeout_ms = timeout;
 	server_http_config(&srv, &cfg);
 #ifdef FUZZ_H2

@@ -36,6 +36,24 @@ uint64_t runtime__http_deadline_in(uint64_t ns)
 	return deadline_after(runtime_now(), ns);
 }
 
+/* The minimum rate's due time for the body's next byte: body_got bytes
+ * must have come by body_since + grace + body_got / rate. */
+uint64_t runtime__http_body_deadline(const struct runtime_http_server *srv,
+                                     struct runtime_http_request *req)
+{
+	uint64_t now = runtime_now(), idle = deadline_after(now, srv->cfg.idle_timeout_ns);
+	uint64_t rate = srv->cfg.body_min_rate;
+
+	if (!req->body_since)
+		req->body_since = now;
+	if (!rate)
+		return idle;
+	unsigned __int128 due = (unsigned __int128)(req->body_got + 1) * 1000000000u / rate;
+	uint64_t start = deadline_after(req->body_since, srv->cfg.body_rate_grace_ns);
+	uint64_t by = due > UINT64_MAX ? UINT64_MAX : deadline_after(start, (uint64_t)due);
+	return by < idle ? by : idle;
+}
+
 struct http_core *runtime__http_core(struct runtime_http_server *srv)
 {
 	return &srv->cores[runtime_core_index() % srv->ncores];
@@ -267,6 +285,10 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	req->continued = !h->expect_continue;
 	req->answered = false;
 	req->body_error = 0;
+	req->body_since = req->body_got = 0;
+	req->start = c->head_start ? c->head_start : runtime_now_coarse();
+	req->bytes_in = head_len;
+	req->data = NULL;
 	if (h->body == HTTP_BODY_CHUNKED)
 		runtime__http_chunked_init(&req->chunked, &c->srv->limits);
 }
@@ -283,8 +305,7 @@ static __attribute__((noinline)) int after_each(struct http_conn *c,
 {
 	const struct runtime_http_server_config *cfg = &c->srv->cfg;
 
-	if (cfg->on_response)
-		cfg->on_response(req, res, cfg->arg);
+	runtime__http_responded(c->srv, req, res);
 	return rc == 0 && cfg->no_batch && runtime__http_flush(c) < 0 ? -1 : 0;
 }
 
@@ -450,7 +471,7 @@ static void serve_http1(struct http_conn *c)
 	req.h2 = NULL;
 	http_response_init(&res, c, &req, c->core, srv);
 	c->swept = swept(srv, c->may_idle);
-	c->after_each = srv->cfg.on_response || srv->cfg.no_batch;
+	c->after_each = srv->cfg.on_response || srv->cfg.no_batch || srv->cfg.access_log_format;
 	c->first = true;
 	bool at_once = c->may_idle && srv->cfg.release_after_ns == 0;
 	while ((rc_one = serve_one(c, &req, &res)) >= 0) {

@@ -34,6 +34,7 @@ static struct h2_stream *stream_new(struct h2_conn *h, int32_t id)
 	s->req.h2 = s;
 	s->req.body_error = 0;
 	s->req.answered = false;
+	s->req.body_since = s->req.body_got = 0;
 	s->res.spill = NULL; /* freed with the stream (never inited or not) */
 	struct http_request *head = &s->req.head; /* all but the fields' room */
 	head->method = head->target = head->host = (struct http_slice){ "", 0 };
@@ -236,11 +237,16 @@ static void request_ready(struct h2_conn *h, struct h2_stream *s, bool end)
 	if (!s->refuse)
 		s->refuse = request_head(s);
 	s->req.continued = !s->req.head.expect_continue;
+	s->req.start = runtime_now_coarse();
+	s->req.bytes_in = s->head_size;
+	s->req.data = NULL;
 	http_response_init(&s->res, NULL, &s->req, h->core, h->srv);
 	s->res.h2 = s;
 	http_response_ready(&s->res, &s->req);
 	if (s->refuse) {
 		runtime__h2_refuse(s, s->refuse);
+		if (h->srv->cfg.on_response || h->srv->cfg.access_log_format)
+			runtime__http_responded(h->srv, &s->req, &s->res);
 	} else if (h->live >= h->max_streams) { /* handlers of reset streams count */
 		if (runtime__h2_calm(h, 10))
 			nghttp2_submit_rst_stream(h->link.session, NGHTTP2_FLAG_NONE, s->id,

@@ -31,13 +31,22 @@ static int64_t park_timeout(const struct h2_stream *s)
 }
 
 /* Park until the stream changes (bytes, its end, its bytes framed), at
- * most idle_timeout. 0, -ETIMEDOUT or -ECANCELED. */
-static int wait_for(struct h2_stream *s)
+ * most timeout_ns (negative: none). 0, -ETIMEDOUT or -ECANCELED. */
+static int wait_for(struct h2_stream *s, int64_t timeout_ns)
 {
 	s->out.waiter = runtime_fiber_self();
-	int rc = runtime_park(park_timeout(s));
+	int rc = runtime_park(timeout_ns);
 	s->out.waiter = NULL;
 	return rc;
+}
+
+/* A body read's wait: until the minimum rate's due time or idle_timeout. */
+static int64_t body_timeout(struct h2_stream *s)
+{
+	uint64_t by = runtime__http_body_deadline(s->conn->srv, &s->req), now = runtime_now();
+
+	return by == UINT64_MAX ? -1 : by <= now ? 0 : (int64_t)(by - now > INT64_MAX ? INT64_MAX
+	                                                                             : by - now);
 }
 
 /* The response cannot be whole: the stream is reset (its client sees the
@@ -65,7 +74,8 @@ static int wait_out(struct h2_stream *s)
 
 	resume(s);
 	while (s->out.len && rc == 0)
-		rc = s->reset || !s->in_session || s->conn->link.broken ? -EPIPE : wait_for(s);
+		rc = s->reset || !s->in_session || s->conn->link.broken ? -EPIPE
+		                                                         : wait_for(s, park_timeout(s));
 	if (!s->out.len)
 		return 0;
 	cut(s);
@@ -116,7 +126,7 @@ ssize_t runtime__h2_body_read(struct runtime_http_request *req, void *buf, size_
 	while (s->in_off == s->in_len && len) {
 		if (s->in_end)
 			return 0;
-		int rc = s->reset || !s->in_session ? -EPIPE : wait_for(s);
+		int rc = s->reset || !s->in_session ? -EPIPE : wait_for(s, body_timeout(s));
 		if (rc < 0)
 			return body_fail(s, rc);
 		if (s->req.body_error)
@@ -125,6 +135,8 @@ ssize_t runtime__h2_body_read(struct runtime_http_request *req, void *buf, size_
 	size_t n = s->in_len - s->in_off < len ? s->in_len - s->in_off : len;
 	memcpy(buf, s->in + s->in_off, n);
 	s->in_off += n;
+	s->req.body_got += n;
+	s->req.bytes_in += n;
 	credit(s, n);
 	return (ssize_t)n;
 }
@@ -374,8 +386,8 @@ static void finish(struct h2_stream *s)
 	drop_body(s);
 	if (s->started)
 		http_duration(h->core, runtime_now() - s->started);
-	if (cfg->on_response)
-		cfg->on_response(&s->req, &s->res, cfg->arg);
+	if (cfg->on_response || cfg->access_log_format)
+		runtime__http_responded(h->srv, &s->req, &s->res);
 	h->live--;
 	runtime__h2_set_idle(h);
 	runtime__h2_kick(&h->link);

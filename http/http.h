@@ -267,6 +267,11 @@ struct runtime_http_request {
 	bool body_done, continued;
 	bool answered;               /* a response has started: no 100 any more */
 	int body_error;              /* sticky: the first body error */
+	uint64_t body_since;         /* the body's first read (0: none yet) */
+	uint64_t body_got;           /* body bytes the handler has read */
+	uint64_t start;              /* its head's first byte seen, or parsed */
+	uint64_t bytes_in;           /* head and body bytes read (h2: decoded) */
+	void *data;                  /* the user's (runtime_http_request_data) */
 };
 
 enum http_res_state { RES_NONE, RES_STREAM, RES_DONE };
@@ -281,6 +286,7 @@ struct runtime_http_response {
 	int status;
 	int64_t length;              /* declared, -1: chunked or to close */
 	uint64_t sent;               /* body bytes */
+	uint64_t head_bytes;         /* its head's (HTTP/1.1; h2: 0) */
 	size_t fields_len;
 	size_t fields_max;           /* the server's fields_out_max */
 	char *spill;                 /* fields past HTTP_FIELDS_INLINE, all of
@@ -314,6 +320,10 @@ int runtime__http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline);
 void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
+/* When a read of req's body must be done: idle_timeout from now, or
+ * sooner if the body would fall below body_min_rate by then. */
+uint64_t runtime__http_body_deadline(const struct runtime_http_server *srv,
+                                     struct runtime_http_request *req);
 struct http_core *runtime__http_core(struct runtime_http_server *srv);
 
 struct http_conn *runtime__http_conn_new(struct runtime_http_server *srv, struct runtime_conn *rc);
@@ -346,6 +356,12 @@ bool runtime__http_field_value_ok(const char *v, size_t n);
 /* request.c */
 int runtime__http_body_discard(struct runtime_http_request *req);
 
+/* access_log.c: after every response, refusals too: the access log line
+ * (access_log_format), then on_response. */
+void runtime__http_responded(const struct runtime_http_server *srv,
+                             const struct runtime_http_request *req,
+                             const struct runtime_http_response *res);
+
 /* A response's request for its answer: what it says of HEAD and the
  * connection's fate (req NULL: the library's own answers, which close),
  * the rest unanswered. Its framing (length, chunked, no_body) is left:
@@ -358,6 +374,7 @@ static inline void http_response_ready(struct runtime_http_response *res,
 	res->close = !req || !req->head.keep_alive;
 	res->status = 0;
 	res->sent = 0;
+	res->head_bytes = 0;
 	res->fields_len = 0;
 	if (__builtin_expect(res->spill != NULL, 0))
 		http_response_release(res); /* the last head is out */

@@ -178,6 +178,7 @@ static size_t take_length(struct runtime_http_request *req, char *dst, size_t le
 	n = n < len ? n : len;
 	memcpy(dst, c->in + c->in_off, n);
 	c->in_off += n;
+	req->bytes_in += n;
 	req->body_left -= n;
 	req->body_done = !req->body_left;
 	return n;
@@ -195,6 +196,7 @@ static ssize_t take_chunked(struct runtime_http_request *req, char *dst, size_t 
 	if (rc < 0)
 		return rc;
 	c->in_off += used;
+	req->bytes_in += used;
 	req->body_done = rc == 1;
 	return (ssize_t)made;
 }
@@ -207,10 +209,11 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	size_t want = len < req->body_left ? len : (size_t)req->body_left;
 
 	runtime__http_not_idle(c);
-	http_read_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
+	http_read_deadline(c, runtime__http_body_deadline(c->srv, req));
 	ssize_t n = runtime_conn_read(c->rc, dst, want);
 	if (n > 0) {
 		req->body_left -= (uint64_t)n;
+		req->bytes_in += (uint64_t)n;
 		req->body_done = !req->body_left;
 	}
 	return n;
@@ -237,12 +240,14 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 				continue; /* chunked framing only: what follows is read, not an end */
 		} else if (req->head.body == HTTP_BODY_LENGTH && len >= BODY_DIRECT_MIN)
 			n = read_direct(req, buf, len);
-		else if ((n = runtime__http_fill(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns))) > 0)
+		else if ((n = runtime__http_fill(c, runtime__http_body_deadline(c->srv, req))) > 0)
 			continue;
 		if (n < 0 || (n == 0 && c->in_len == c->in_off && !req->body_done))
 			return body_fail(req, n);
-		if (n > 0)
+		if (n > 0) {
+			req->body_got += (uint64_t)n;
 			return n;
+		}
 	}
 	return 0;
 }

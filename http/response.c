@@ -350,6 +350,7 @@ static __attribute__((noinline)) int put_big_head(struct runtime_http_response *
 	if (!head)
 		return -ENOMEM;
 	size_t len = (size_t)(put_head_rest(res, head, hs, to) - head);
+	res->head_bytes = len;
 	int rc = runtime__http_flush(res->conn) < 0 ||
 	         runtime__http_write_out(res->conn, head, len) < 0 ? -EPIPE : 0;
 	free(head);
@@ -379,6 +380,7 @@ static int put_head(struct runtime_http_response *res, const char *type)
 		p = put(p, hs->text, to + tail(hs, (uint64_t)res->length));
 	else
 		p = put_head_rest(res, p, hs, to);
+	res->head_bytes = (size_t)(p - (c->out + c->out_len));
 	c->out_len = (size_t)(p - c->out);
 	return 0;
 }
@@ -637,6 +639,7 @@ static inline bool respond_fast(struct runtime_http_response *res, const char *t
 	                         hs->len + hs->type_len + tail(hs, len));
 	size_t sent = len & -(size_t)!res->head_only; /* 0 for HEAD */
 	copy_short(p, body, sent);
+	res->head_bytes = (size_t)(p - c->out) - c->out_len;
 	c->out_len = (size_t)(p - c->out) + sent;
 	res->no_body = res->head_only;
 	res->status = 200;
@@ -673,6 +676,20 @@ int runtime__http_status_text(int status, char *buf, size_t size)
 	return n < (int)size ? n : (int)size - 1;
 }
 
+/* The request the access log and on_response see for a head the parser
+ * refused: no method, no target, no fields; what was read of it. */
+static __attribute__((noinline)) void refused(struct http_conn *c,
+                                              const struct runtime_http_response *res)
+{
+	struct runtime_http_request req = { .conn = c };
+
+	req.head.method = req.head.target = req.head.host = (struct http_slice){ "", 0 };
+	req.head.minor = 1;
+	req.start = c->head_start ? c->head_start : runtime_now_coarse();
+	req.bytes_in = c->in_len - c->in_off;
+	runtime__http_responded(c->srv, &req, res);
+}
+
 /* A request that could not be read: its status, a short text, close. */
 int runtime__http_refuse(struct http_conn *c, int status)
 {
@@ -685,6 +702,8 @@ int runtime__http_refuse(struct http_conn *c, int status)
 	c->linger = true; /* what the client sent after it is not read */
 	if (runtime_http_respond(&res, status, "text/plain", body, (size_t)n) < 0)
 		return -1;
+	if (c->after_each)
+		refused(c, &res);
 	http_write_deadline(c, runtime__http_deadline_in(c->srv->cfg.idle_timeout_ns));
 	return runtime__http_flush(c);
 }

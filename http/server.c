@@ -23,6 +23,9 @@ void runtime_http_server_config_init(struct runtime_http_server_config *cfg)
 	cfg->release_after_ns = 10 * 1000 * 1000;
 	cfg->server_name = "runtime";
 	cfg->fields_out_max = HTTP_FIELDS_OUT_DEFAULT;
+	cfg->access_log_fd = 1;
+	cfg->body_min_rate = 240;
+	cfg->body_rate_grace_ns = 5 * SEC;
 }
 
 /* The limits, defaults filled in. -EINVAL for what the parser cannot
@@ -65,7 +68,9 @@ int runtime_http_server_create(struct runtime *rt, const struct runtime_http_ser
 		return -EINVAL;
 	*out = NULL;
 	if (!rt || !cfg || !cfg->handler || !cfg->header_timeout_ns ||
-	    cfg->fields_out_max > HTTP_FIELDS_OUT_MOST)
+	    cfg->fields_out_max > HTTP_FIELDS_OUT_MOST || cfg->access_log_format < 0 ||
+	    cfg->access_log_format > RUNTIME_HTTP_LOG_JSON ||
+	    (cfg->access_log_format && cfg->access_log_fd < 0))
 		return -EINVAL;
 	if (!(srv = calloc(1, sizeof(*srv))))
 		return -ENOMEM;

@@ -82,8 +82,12 @@ struct runtime_http_server_config {
 	                               no space at either end, at most 84
 	                               bytes), else -EINVAL */
 	/* Called after each response has been queued (not yet sent: it may
-	 * be batched), on the request's fiber, e.g. for an access log. The
-	 * request's head is still readable. NULL: none. */
+	 * be batched), on the request's fiber, e.g. for an access log; also
+	 * after the library's answer to a head it refused (400, 408, 413,
+	 * 414, 431, 501; on the connection's fiber; HTTP/1.1: the request then
+	 * has no method, target or fields). The request's head is still
+	 * readable, with runtime_http_request_start, _bytes and _data, and
+	 * runtime_http_log_line. NULL: none. */
 	void (*on_response)(const struct runtime_http_request *req,
 	                    const struct runtime_http_response *res, void *arg);
 	int no_batch;               /* nonzero: each response sent on its own,
@@ -106,6 +110,19 @@ struct runtime_http_server_config {
 	int no_metrics;             /* nonzero: no request-duration histogram
 	                               nor method classes (they cost a clock
 	                               read a request); the other counts stay */
+	uint64_t body_min_rate;     /* request body bytes per second a client
+	                               must keep up, counted from the handler's
+	                               first read once body_rate_grace_ns has
+	                               passed; slower, the read fails -ETIMEDOUT
+	                               and the answer is 408 (240, as Kestrel's;
+	                               0: no minimum, only idle_timeout) */
+	uint64_t body_rate_grace_ns; /* (5 s) */
+	int access_log_format;      /* RUNTIME_HTTP_LOG_COMMON or _JSON: the
+	                               library writes a line for every response
+	                               (before on_response), refusals too, to
+	                               access_log_fd through runtime_log_write
+	                               (never blocking a core); 0: none */
+	int access_log_fd;          /* (1: standard output) */
 	size_t fields_out_max;      /* a response's own fields in bytes, each
 	                               "Name: value" and CRLF (64 KiB; 0: that;
 	                               at most 16 MiB, else -EINVAL): more and
@@ -261,6 +278,46 @@ RUNTIME_API int runtime_http_query_param(struct runtime_http_slice query, const 
  * thread; out may not overlap path.
  */
 RUNTIME_API ssize_t runtime_http_path_clean(struct runtime_http_slice path, char *out, size_t cap);
+
+/* --------------------------------------------------------- access logs */
+
+/* When the request began, on runtime_now's clock: its head's first byte
+ * seen, or (a head that came whole) when it was parsed. */
+RUNTIME_API uint64_t runtime_http_request_start(const struct runtime_http_request *req);
+/* Bytes read of the request so far: its head and the body bytes read
+ * (chunked framing included); HTTP/2: the head's decoded fields and the
+ * body's bytes. */
+RUNTIME_API uint64_t runtime_http_request_bytes(const struct runtime_http_request *req);
+/* Bytes of the answer queued: its head (HTTP/1.1; HTTP/2 compresses heads
+ * across a connection: 0) and its body (chunked framing aside). */
+RUNTIME_API uint64_t runtime_http_response_bytes(const struct runtime_http_response *res);
+/* A slot of the user's for the request, NULL at its start: the handler
+ * leaves something for on_response (a user id, a route name). */
+RUNTIME_API void runtime_http_request_set_data(struct runtime_http_request *req, void *data);
+RUNTIME_API void *runtime_http_request_data(const struct runtime_http_request *req);
+
+enum runtime_http_log_format {
+	RUNTIME_HTTP_LOG_COMMON = 1, /* 127.0.0.1 - - [02/Dec/2026:23:10:00 +0000]
+	                                "GET /a HTTP/1.1" 200 512 (the body's bytes;
+	                                "-" for a refused head's request line) */
+	RUNTIME_HTTP_LOG_JSON,       /* {"time":"2026-12-02T23:10:00Z","remote":
+	                                "127.0.0.1","method":"GET","target":"/a",
+	                                "proto":"HTTP/1.1","status":200,"bytes_in":
+	                                78,"bytes_out":630,"duration_us":52} */
+};
+
+/*
+ * The access log line of an answered request in format, newline ended,
+ * into buf (cap bytes; not NUL-terminated): the peer's address ("-" if
+ * none), the method and target escaped (CLF: \" \\ \xHH, as nginx; JSON:
+ * its escapes) and cut after 64 and 1,024 bytes ("..."), so a line is
+ * under 8 KiB; the duration runs from runtime_http_request_start to now.
+ * Returns its length, -EINVAL (NULL, unknown format) or -ENOBUFS. Any
+ * thread while req and res are valid (on_response's).
+ */
+RUNTIME_API ssize_t runtime_http_log_line(const struct runtime_http_request *req,
+                                          const struct runtime_http_response *res, int format,
+                                          char *buf, size_t cap);
 
 /* ------------------------------------------------------------ responses */
 

@@ -61,6 +61,8 @@ static int no_batch;
 static uint64_t body_max = 4096;
 static unsigned max_streams;
 static size_t fields_out_max; /* 0: the default (64 KiB) */
+static uint64_t body_min_rate = 240, body_rate_grace_ns = 5 * SEC; /* the defaults */
+static int access_log_format, access_log_fd = 1;
 
 static void *run(void *arg)
 {
@@ -74,6 +76,10 @@ static void *run(void *arg)
 	cfg.limits.body_max = body_max;
 	cfg.h2_max_streams = max_streams;
 	cfg.fields_out_max = fields_out_max;
+	cfg.body_min_rate = body_min_rate;
+	cfg.body_rate_grace_ns = body_rate_grace_ns;
+	cfg.access_log_format = access_log_format;
+	cfg.access_log_fd = access_log_fd;
 	cfg.header_timeout_ns = header_timeout_ns;
 	cfg.release_after_ns = release_after_ns;
 	cfg.idle_timeout_ns = idle_timeout_ns;
@@ -528,6 +534,11 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	}
 	if (is(path, "/nothing"))
 		return 0;
+	if (is(path, "/tagged")) { /* a slot for on_response */
+		ck_assert_ptr_null(runtime_http_request_data(req));
+		runtime_http_request_set_data(req, "tag-7");
+		return text(res, 200, "tagged");
+	}
 	if (is(path, "/host"))
 		return host_of(req, res);
 	if (is(path, "/echobig"))
@@ -960,6 +971,107 @@ START_TEST(test_after_each)
 	serve_stop();
 	on_response = NULL;
 	no_batch = 0;
+}
+END_TEST
+
+/* What the hook saw of each response, as runtime_http_log_line's lines
+ * (both formats) and the request's slot, bytes and start. */
+static char logged_common[8192], logged_json[8192];
+static _Atomic int logged;
+
+static void log_hook(const struct runtime_http_request *req, const struct runtime_http_response *res,
+                     void *arg)
+{
+	char line[1024];
+	const char *tag = runtime_http_request_data(req);
+	(void)arg;
+
+	ck_assert(runtime_http_request_start(req) > 0 &&
+	          runtime_http_request_start(req) <= runtime_now());
+	ck_assert_uint_ge(runtime_http_response_bytes(res), runtime_http_body_sent(res) +
+	                  (runtime_http_version(req) == 20 ? 0 : 60)); /* HTTP/1.1: a head too */
+	ssize_t n = runtime_http_log_line(req, res, RUNTIME_HTTP_LOG_COMMON, line, sizeof(line));
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(line[n - 1], '\n');
+	snprintf(logged_common + strlen(logged_common), sizeof(logged_common) - strlen(logged_common),
+	         "%.*s", (int)n, line);
+	n = runtime_http_log_line(req, res, RUNTIME_HTTP_LOG_JSON, line, sizeof(line));
+	ck_assert_int_gt(n, 0);
+	snprintf(logged_json + strlen(logged_json), sizeof(logged_json) - strlen(logged_json),
+	         "%s%.*s", tag ? tag : "", (int)n, line);
+	ck_assert_int_eq(runtime_http_log_line(req, res, RUNTIME_HTTP_LOG_JSON, line, 10), -ENOBUFS);
+	ck_assert_int_eq(runtime_http_log_line(req, res, 9, line, sizeof(line)), -EINVAL);
+	atomic_fetch_add(&logged, 1);
+}
+
+/* Every response is logged, the parser's refusals too (400 for a bad
+ * field, 414 for a long target, 501 for an unknown coding): the library's
+ * own JSON lines through a pipe, and on_response's, with the slot a
+ * handler set, the bytes both ways and the peer. */
+START_TEST(test_access_log_sees_every_response)
+{
+	static char r[16384], piped[16384];
+	int fds[2];
+
+	ck_assert_int_eq(pipe(fds), 0);
+	logged_common[0] = logged_json[0] = '\0';
+	atomic_store(&logged, 0);
+	on_response = log_hook;
+	access_log_format = RUNTIME_HTTP_LOG_JSON;
+	access_log_fd = fds[1];
+	serve_start();
+	int fd = dial();
+	ask(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ask(fd, "GET /tagged HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
+	ask(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 26\r\n\r\n"
+	        "abcdefghijklmnopqrstuvwxyz", r, sizeof(r));
+	close(fd);
+	static const char *const refused[] = {
+		"GET /x HTTP/1.1\r\nBad Field\r\n\r\n",
+		"GET /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n",
+	};
+	for (size_t i = 0; i < 2; i++)
+		exchange(refused[i], r, sizeof(r));
+	static char long_line[10000];
+	memset(long_line, 'a', sizeof(long_line) - 1);
+	memcpy(long_line, "GET /", 5);
+	exchange(long_line, r, sizeof(r));
+	for (int i = 0; i < 1000 && atomic_load(&logged) < 6; i++)
+		usleep(10 * 1000);
+	serve_stop();
+	close(fds[1]);
+	size_t got = 0;
+	for (ssize_t n; (n = read(fds[0], piped + got, sizeof(piped) - 1 - got)) > 0;)
+		got += (size_t)n;
+	piped[got] = '\0';
+	close(fds[0]);
+	on_response = NULL;
+	access_log_format = 0;
+	access_log_fd = 1;
+
+	ck_assert_int_eq(atomic_load(&logged), 6);
+	ck_assert_msg(strstr(logged_common, "127.0.0.1 - - [") == logged_common, "%s", logged_common);
+	ck_assert_msg(strstr(logged_common, "] \"GET /info HTTP/1.1\" 200 ") &&
+	              strstr(logged_common, "] \"POST /body HTTP/1.1\" 200 26\n") &&
+	              strstr(logged_common, "] \"-\" 400 16\n") &&
+	              strstr(logged_common, "] \"-\" 501 ") &&
+	              strstr(logged_common, "] \"-\" 414 "), "%s", logged_common);
+	ck_assert_msg(strstr(logged_json, "tag-7{\"time\":\"") &&
+	              strstr(logged_json, "\"remote\":\"127.0.0.1\",\"method\":\"GET\","
+	                                  "\"target\":\"/tagged\",\"proto\":\"HTTP/1.1\","
+	                                  "\"status\":200,\"bytes_in\":33,"), "%s", logged_json);
+	ck_assert_msg(strstr(logged_json, "\"target\":\"/body\",\"proto\":\"HTTP/1.1\","
+	                                  "\"status\":200,\"bytes_in\":78,"), "%s", logged_json);
+	/* The library's lines: the same six, in order, one per line. */
+	int lines = 0;
+	for (const char *p = piped; (p = strchr(p, '\n')); p++)
+		lines++;
+	ck_assert_msg(lines == 6, "%d lines: %s", lines, piped);
+	const char *a = strstr(piped, "\"target\":\"/info\""), *b = strstr(piped, "/tagged"),
+	           *c = strstr(piped, "\"target\":\"/body\""), *d = strstr(piped, "\"status\":400");
+	ck_assert_msg(a && b && c && d && a < b && b < c && c < d, "%s", piped);
+	ck_assert_msg(strstr(piped, "\"method\":\"\",\"target\":\"\",\"proto\":\"HTTP/1.1\","
+	                            "\"status\":414"), "%s", piped);
 }
 END_TEST
 
@@ -1553,6 +1665,49 @@ START_TEST(test_response_fields_of_any_size)
 }
 END_TEST
 
+/* A body must keep 200 bytes/s once 300 ms have passed: one that comes
+ * at 10 bytes/s (a byte each 100 ms, each resetting no idle timer that
+ * matters) ends in 408 and a close, not before the grace; one at 10,000
+ * bytes/s is read whole. */
+START_TEST(test_body_min_rate_408)
+{
+	static char chunk[500], r[8192];
+	body_min_rate = 200;
+	body_rate_grace_ns = 300 * MS;
+	serve_start();
+
+	int fd = dial();
+	memset(chunk, 'z', sizeof(chunk));
+	send_str(fd, "POST /body HTTP/1.1\r\nHost: h\r\nContent-Length: 3000\r\n\r\n");
+	for (int i = 0; i < 6; i++) {
+		ck_assert_int_eq(send(fd, chunk, sizeof(chunk), MSG_NOSIGNAL), (ssize_t)sizeof(chunk));
+		usleep(50 * 1000);
+	}
+	r[0] = '\0';
+	ck_assert(read_until(fd, r, sizeof(r), "zzz"));
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 200 ", 13), "%.200s", r);
+	close(fd);
+
+	fd = dial();
+	uint64_t t0 = runtime_now();
+	send_str(fd, "POST /readall HTTP/1.1\r\nHost: h\r\nContent-Length: 50\r\n\r\n");
+	r[0] = '\0';
+	for (int i = 0; i < 50 && !strstr(r, "\r\n\r\n"); i++) {
+		send(fd, "x", 1, MSG_NOSIGNAL);
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 100) == 1)
+			ck_assert(read_until(fd, r, sizeof(r), "\r\n\r\n"));
+	}
+	ck_assert_msg(!strncmp(r, "HTTP/1.1 408 ", 13), "%.200s", r);
+	ck_assert_uint_ge(runtime_now() - t0, 250 * MS); /* the grace first */
+	ck_assert(closed_by_server(fd));
+	close(fd);
+	serve_stop();
+	body_min_rate = 240;
+	body_rate_grace_ns = 5 * SEC;
+}
+END_TEST
+
 /* runtime_http_path_clean on a C string. */
 static ssize_t clean(const char *path, char *out, size_t cap)
 {
@@ -1840,6 +1995,72 @@ START_TEST(test_h2_body_stream)
 }
 END_TEST
 
+/* The minimum body rate over HTTP/2: a stream whose body comes a byte
+ * each 100 ms, against 200 bytes/s after 300 ms, is answered 408; the
+ * connection serves the next stream. */
+START_TEST(test_h2_body_min_rate_408)
+{
+	body_min_rate = 200;
+	body_rate_grace_ns = 300 * MS;
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	uint64_t t0 = runtime_now();
+	struct h2t_answer *a = h2t_submit(t, "POST", "/readall", no_fields, NULL, 0, true);
+	for (int i = 0; i < 50 && !a->status; i++) {
+		h2t_body_more(t, a, "x", 1, false);
+		h2t_pump(t, 100);
+	}
+	ck_assert_int_eq(a->status, 408);
+	ck_assert_uint_ge(runtime_now() - t0, 250 * MS);
+	a = h2t_ask(t, "GET", "/info", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	h2t_close(t);
+	serve_stop();
+	body_min_rate = 240;
+	body_rate_grace_ns = 5 * SEC;
+}
+END_TEST
+
+/* HTTP/2's answers are logged too, a refused head's (a bad :path: 400)
+ * included: the library's line and on_response's. */
+START_TEST(test_h2_access_log)
+{
+	static char piped[8192];
+	int fds[2];
+
+	ck_assert_int_eq(pipe(fds), 0);
+	logged_common[0] = logged_json[0] = '\0';
+	atomic_store(&logged, 0);
+	on_response = log_hook;
+	access_log_format = RUNTIME_HTTP_LOG_COMMON;
+	access_log_fd = fds[1];
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_ask(t, "GET", "/tagged", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 200);
+	a = h2t_ask(t, "GET", "/a%zz", no_fields, NULL, 0);
+	ck_assert_int_eq(a->status, 400);
+	h2t_close(t);
+	for (int i = 0; i < 1000 && atomic_load(&logged) < 2; i++)
+		usleep(10 * 1000);
+	serve_stop();
+	close(fds[1]);
+	size_t got = 0;
+	for (ssize_t n; (n = read(fds[0], piped + got, sizeof(piped) - 1 - got)) > 0;)
+		got += (size_t)n;
+	piped[got] = '\0';
+	close(fds[0]);
+	on_response = NULL;
+	access_log_format = 0;
+	access_log_fd = 1;
+	ck_assert_int_eq(atomic_load(&logged), 2);
+	ck_assert_msg(strstr(piped, "] \"GET /tagged HTTP/2.0\" 200 6\n") &&
+	              strstr(piped, "] \"GET /a%zz HTTP/2.0\" 400 "), "%s", piped);
+	ck_assert_msg(strstr(logged_json, "tag-7{") && strstr(logged_json, "\"proto\":\"HTTP/2.0\""),
+	              "%s", logged_json);
+}
+END_TEST
+
 /* A body larger than a stream's window (64 KiB), read as the handler
  * reads: the window is credited as it goes, the whole body comes back. */
 static int echo_big(struct runtime_http_request *req, struct runtime_http_response *res)
@@ -2055,7 +2276,7 @@ END_TEST
 
 /* A head over head_max is 431 (the stream alone: the connection goes
  * on); the counters count HTTP/2's requests as HTTP/1.1's; the hook is
- * called after each answer. */
+ * called after each answer, the refusal's too. */
 START_TEST(test_h2_limits_stats_and_hook)
 {
 	static char big[20000];
@@ -2078,7 +2299,7 @@ START_TEST(test_h2_limits_stats_and_hook)
 	ck_assert_uint_eq(st.rejected, 1);
 	ck_assert_uint_eq(st.responses[2], 1);
 	ck_assert_uint_eq(st.responses[4], 2);
-	ck_assert_int_eq(atomic_load(&hooked), 2);
+	ck_assert_int_eq(atomic_load(&hooked), 3);
 	ck_assert_int_eq(atomic_load(&hooked_status), 404);
 	h2t_close(t);
 	serve_stop();
@@ -2383,12 +2604,16 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_path_clean);
 	tcase_add_test(tc, test_path_clean_random);
 	tcase_add_test(tc, test_response_fields_of_any_size);
+	tcase_add_test(tc, test_body_min_rate_408);
+	tcase_add_test(tc, test_access_log_sees_every_response);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("h2");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_h2_request_parts);
+	tcase_add_test(tc, test_h2_body_min_rate_408);
+	tcase_add_test(tc, test_h2_access_log);
 	tcase_add_test(tc, test_h2_version_and_host);
 	tcase_add_test(tc, test_h2_body_stream);
 	tcase_add_test(tc, test_h2_body_over_the_window);

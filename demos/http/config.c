@@ -31,7 +31,8 @@ void server_http_config(struct server *sv, struct runtime_http_server_config *cf
 	cfg->release_after_ns = o->release_after_ms == UINT64_MAX ? UINT64_MAX
 	                                                          : o->release_after_ms * MS;
 	cfg->server_name = "runtime-demo";
-	cfg->on_response = o->access_log ? access_log : NULL;
+	cfg->access_log_format = o->access_log; /* 0, or a RUNTIME_HTTP_LOG_* */
+	cfg->access_log_fd = 1;
 	cfg->no_batch = o->no_batch;
 	cfg->no_metrics = o->no_metrics;
 	cfg->file_copy = o->file_copy;

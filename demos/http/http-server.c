@@ -47,7 +47,7 @@ static void usage(FILE *to)
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
 	        "                   [--release-after MS|never]\n"
-	        "                   [--access-log] [--fixed-files] [--stall-ms MS] [--help]\n"
+	        "                   [--access-log[=json]] [--fixed-files] [--stall-ms MS] [--help]\n"
 	        "                   [--tls-cert FILE --tls-key FILE]  (HTTPS: chain and key, PEM)\n"
 	        "                   [--listen-name NAME]  (systemd's socket of that name)\n"
 	        "                   [--restart-with PROGRAM] [--ready-timeout MS]  (SIGUSR2)\n"
@@ -62,6 +62,18 @@ static void usage(FILE *to)
 	        "ready-timeout 30000, stall-ms 0 (none; else a fiber that runs this long\n"
 	        "without yielding is reported on stderr: runtime_config.stall_ms), "
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
+}
+
+/* --access-log[=common|json]: the library's line per response, stdout. */
+static bool access_log_format(const char *arg, int *format)
+{
+	if (!arg || !strcmp(arg, "common"))
+		*format = RUNTIME_HTTP_LOG_COMMON;
+	else if (!strcmp(arg, "json"))
+		*format = RUNTIME_HTTP_LOG_JSON;
+	else
+		return false;
+	return true;
 }
 
 /* --release-after: milliseconds, or "never" (UINT64_MAX). */
@@ -83,7 +95,7 @@ static int parse_options(int argc, char **argv)
 		{ "body-max", 1, NULL, 'b' }, { "header-timeout", 1, NULL, 't' },
 		{ "idle-timeout", 1, NULL, 'i' }, { "grace", 1, NULL, 'g' },
 		{ "release-after", 1, NULL, 'R' },
-		{ "access-log", 0, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
+		{ "access-log", 2, NULL, 'a' }, { "fixed-files", 0, NULL, 'f' },
 		{ "plain-recv", 0, NULL, 'P' }, { "plain-accept", 0, NULL, 'A' },
 		{ "no-batch", 0, NULL, 'B' }, { "file-copy", 0, NULL, 'C' },
 		{ "no-metrics", 0, NULL, 'M' },
@@ -117,7 +129,7 @@ static int parse_options(int argc, char **argv)
 		case 'i': ok = demo_number(optarg, 1u << 30, &o->idle_timeout_ms); break;
 		case 'g': ok = demo_number(optarg, 1u << 30, &o->grace_ms); break;
 		case 'R': ok = release_after(optarg, &o->release_after_ms); break;
-		case 'a': o->access_log = true; break;
+		case 'a': ok = access_log_format(optarg, &o->access_log); break;
 		case 'f': o->fixed_files = true; break;
 		case 'P': o->plain_recv = true; break;
 		case 'A': o->plain_accept = true; break;

@@ -221,16 +221,3 @@ int route(struct runtime_http_request *req, struct runtime_http_response *res, v
 	return route_any(req, res, arg);
 }
 
-void access_log(const struct runtime_http_request *req, const struct runtime_http_response *res,
-                void *arg)
-{
-	struct runtime_http_slice m = runtime_http_method(req), t = runtime_http_target(req);
-	char line[512];
-	int n = snprintf(line, sizeof(line), "%.*s %.*s %d %llu\n", (int)m.len, m.p,
-	                 (int)(t.len < 300 ? t.len : 300), t.p, runtime_http_status(res),
-	                 (unsigned long long)runtime_http_body_sent(res));
-
-	(void)arg;
-	if (n > 0)
-		runtime_write(1, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1));
-}

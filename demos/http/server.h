@@ -32,7 +32,7 @@ struct options {
 	unsigned stall_ms;        /* runtime_config.stall_ms (0: the build's) */
 	uint64_t release_after_ms; /* quiet this long: no fiber stack (0: at once;
 	                              UINT64_MAX: never) */
-	bool access_log;
+	int access_log;           /* a RUNTIME_HTTP_LOG_* format, 0: none */
 	bool plain_recv;          /* one recv per read, not a receive stream */
 	bool fixed_files;         /* accepted sockets become fixed files */
 	enum runtime_engine engine;
@@ -63,9 +63,6 @@ void server_http_config(struct server *srv, struct runtime_http_server_config *c
 
 /* routes.c: the handler (arg: the struct server) */
 int route(struct runtime_http_request *req, struct runtime_http_response *res, void *arg);
-/* The access log line of an answered request (on_response). */
-void access_log(const struct runtime_http_request *req, const struct runtime_http_response *res,
-                void *arg);
 
 /* files.c */
 int serve_file(struct server *srv, struct runtime_http_request *req,
