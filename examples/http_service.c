@@ -14,14 +14,15 @@
  *
  * Every answer carries "X-Core: N", the core that served it, and /hello's
  * "Cache-Control: no-store": fields set by the handler. One line per
- * request goes to stdout ("GET /hello?name=Ada 200"). With --tls-cert and
+ * response goes to stdout, in the Common Log Format ('127.0.0.1 - - [...]
+ * "GET /hello?name=Ada HTTP/1.1" 200 12'). With --tls-cert and
  * --tls-key it serves HTTPS instead (TLS 1.2 and 1.3, ALPN http/1.1).
  * SIGINT or SIGTERM drains: no new connections, idle ones closed at once,
  * requests in flight finished (for up to 5 s); then it exits 0.
  *
  * Shows: runtime_http_serve, runtime_http_method, runtime_http_path,
  * runtime_http_query_param, runtime_http_decode, runtime_http_body_read_all,
- * runtime_http_set_header, runtime_http_respond, the on_response hook,
+ * runtime_http_set_header, runtime_http_respond, the library's access log,
  * runtime_tls_create and runtime_tls_add_cert for a server,
  * runtime_drain_on_signals, runtime_http_server_stats.
  *
@@ -147,18 +148,6 @@ static int route(struct runtime_http_request *req, struct runtime_http_response 
 	return text(res, 404, "not found\n");
 }
 
-/* After each response: an access log line. runtime_log never blocks the
- * core, and lines from different cores never mix. */
-static void log_response(const struct runtime_http_request *req,
-                         const struct runtime_http_response *res, void *arg)
-{
-	struct runtime_http_slice m = runtime_http_method(req), t = runtime_http_target(req);
-
-	(void)arg;
-	runtime_log(1, "%.*s %.*s %d\n", (int)m.len, m.p, (int)(t.len < 200 ? t.len : 200), t.p,
-	            runtime_http_status(res));
-}
-
 /* ------------------------------------------------------------------ main */
 
 static int parse_args(int argc, char **argv)
@@ -227,7 +216,7 @@ static int start(struct runtime *rt, struct runtime_tls *tls, struct runtime_htt
 	if (tls && (rc = runtime_tls_serve(&cfg.serve, &ts)) < 0) /* else plain HTTP */
 		return rc;
 	cfg.handler = route;
-	cfg.on_response = log_response;
+	cfg.access_log_format = RUNTIME_HTTP_LOG_COMMON; /* a line per response, stdout */
 	/* The first SIGINT or SIGTERM drains, a second one stops at once. */
 	rc = runtime_drain_on_signals(rt, GRACE_NS);
 	return rc < 0 ? rc : runtime_http_serve(rt, &cfg, srv);

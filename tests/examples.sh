@@ -622,8 +622,9 @@ if start_bg hs "^http_service: listening on port [0-9]* (HTTP), 2 cores$" "$ex/h
 	exec 4<&-
 	finish "$h_pid" hs
 	check "http_service drains and exits 0 on SIGTERM, having logged each request" eval \
-		'ok && has "^GET /hello?name=Ada%20Lovelace 200$" && has "^POST /sum 200$" &&
-		has "^POST /sum 400$" && has "^GET /sum 405$" && has "^GET /nope 404$" &&
+		'ok && has "^127.0.0.1 - - \[.*\] \"GET /hello?name=Ada%20Lovelace HTTP/1.1\" 200 " &&
+		has "\"POST /sum HTTP/1.1\" 200 " && has "\"POST /sum HTTP/1.1\" 400 " &&
+		has "\"GET /sum HTTP/1.1\" 405 " && has "\"GET /nope HTTP/1.1\" 404 " &&
 		has "^http_service: stopped after 7 requests$"'
 else
 	fail "http_service did not start: $(cat "$tmp/hs.err")"
