@@ -15,8 +15,12 @@
  * Deadlines: req->deadline_ns becomes the connection's read and write
  * deadline for the whole exchange, the body's reads included, and the
  * fiber's own deadline (also the connect timeout's, made earlier) while
- * it dials; the fiber's deadline and cancellation apply throughout, as
- * in every call of the runtime.
+ * it dials; once the request is sent, head_timeout_ns shortens the read
+ * deadline until the head is in (a watcher's read under way too), and
+ * each body read may be shortened by read_idle_ns (result.c). A call
+ * that times out says which clock it was (http_timeout_kind). The
+ * fiber's deadline and cancellation apply throughout, as in every call
+ * of the runtime.
  */
 #include "client.h"
 #include "chars.h"
@@ -305,6 +309,16 @@ static bool broken(int rc)
 	return rc == -EPIPE || rc == -ECONNRESET || rc == -ECONNABORTED || rc == -ENOTCONN;
 }
 
+/* The request is sent: head_timeout_ns starts, and bounds the head's
+ * reads (a watcher's under way too) with the request's deadline. */
+static void head_clock(struct http_exchange *x, struct http_cconn *c)
+{
+	if (!x->req->head_timeout_ns)
+		return;
+	x->head_end = http_after(x->req->head_timeout_ns);
+	runtime_conn_set_read_deadline(c->rc, http_earlier(x->deadline, x->head_end));
+}
+
 /* ------------------------------------------------- the early answer */
 
 /*
@@ -368,6 +382,8 @@ static int send_watched(struct http_exchange *x, const struct http_url *u, struc
                         struct watch *w, struct runtime_fiber *f, int *wrc)
 {
 	*wrc = send_request(x, u, c);
+	if (*wrc == 0)
+		head_clock(x, c); /* the watcher's read of the head, from now */
 	if (*wrc < 0 && !w->stop && (x->body_error || !broken(*wrc)))
 		runtime_fiber_cancel(f); /* harmless if it has ended */
 	int jrc = join_watcher(f);
@@ -405,6 +421,7 @@ static int send_and_read(struct http_exchange *x, const struct http_url *u, stru
 	*wrc = send_request(x, u, c);
 	if (x->body_error || (*wrc < 0 && !broken(*wrc)))
 		return *wrc;
+	head_clock(x, c);
 	return read_head(x, c);
 }
 
@@ -414,16 +431,26 @@ static int exchange_on(struct http_exchange *x, const struct http_url *u, struct
 	int wrc, rc;
 
 	x->got_bytes = false;
+	x->head_end = 0;
 	runtime_conn_set_read_deadline(c->rc, x->deadline);
 	runtime_conn_set_write_deadline(c->rc, x->deadline);
 	http_count(&x->core->requests);
 	c->used++;
 	rc = send_and_read(x, u, c, &wrc);
-	if (rc < 0)
-		return wrc < 0 ? wrc : rc;
+	if (rc < 0) {
+		rc = wrc < 0 ? wrc : rc;
+		if (rc == -ETIMEDOUT)
+			x->timed_out = http_timeout_kind(x->deadline, x->head_end,
+			                                 RUNTIME_HTTP_TIMEOUT_HEAD);
+		return rc;
+	}
+	if (x->head_end) /* the body's reads: the request's deadline again */
+		runtime_conn_set_read_deadline(c->rc, x->deadline);
 	runtime__http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&
 	                          x->cl->cfg.max_per_origin);
 	c->res.deadline = x->deadline;
+	c->res.read_idle = x->req->read_idle_ns;
+	c->res.timed_out = RUNTIME_HTTP_TIMEOUT_NONE;
 	return 0;
 }
 
@@ -442,6 +469,18 @@ static bool retryable(const struct http_exchange *x, int rc)
 	return broken(rc) && !x->got_bytes && !x->streamed && idempotent(x->method);
 }
 
+/* A new connection for x: runtime__http_dial's result, and which clock
+ * ended it if it timed out (connect_timeout_ns or the deadline). */
+static int dial_timed(struct http_exchange *x, const struct http_url *u, struct http_cconn **c)
+{
+	uint64_t end = http_after(x->cl->cfg.connect_timeout_ns);
+	int rc = runtime__http_dial(x->core, u, x->deadline, c);
+
+	if (rc == -ETIMEDOUT)
+		x->timed_out = http_timeout_kind(x->deadline, end, RUNTIME_HTTP_TIMEOUT_CONNECT);
+	return rc;
+}
+
 /* The request on HTTP/1.1 connection c, retried once on a new one if
  * allowed: 0 and *res, or -errno (c closed). */
 static int attempt_h1(struct http_exchange *x, const struct http_url *u, struct http_cconn *c,
@@ -452,7 +491,7 @@ static int attempt_h1(struct http_exchange *x, const struct http_url *u, struct 
 	if (rc < 0 && c->used > 1 && retryable(x, rc)) {
 		runtime__http_cconn_close(c);
 		http_count(&x->core->retried);
-		if ((rc = runtime__http_dial(x->core, u, x->deadline, &c)) < 0)
+		if ((rc = dial_timed(x, u, &c)) < 0)
 			return rc;
 		if (c->h2) { /* the server speaks HTTP/2 now: not this time */
 			runtime__http_cconn_close(c);
@@ -474,7 +513,7 @@ static int dial(struct http_exchange *x, const struct http_url *u, struct http_o
                 struct http_cconn **c, struct h2_cconn **h2)
 {
 	o->dialing++;
-	int rc = runtime__http_dial(x->core, u, x->deadline, c);
+	int rc = dial_timed(x, u, c);
 	o->dialing--;
 	if (rc == 0 && (*c)->h2) {
 		o->proto = 20;
@@ -510,8 +549,11 @@ static int connection_for(struct http_exchange *x, const struct http_url *u,
 		}
 		if (!o->dialing || o->proto == 11)
 			return dial(x, u, o, c, h2);
-		if ((rc = runtime__http_origin_wait(o, x->deadline)) < 0)
+		if ((rc = runtime__http_origin_wait(o, x->deadline)) < 0) {
+			if (rc == -ETIMEDOUT)
+				x->timed_out = http_timeout_kind(x->deadline, 0, 0);
 			return rc;
+		}
 	}
 }
 
@@ -628,6 +670,8 @@ int runtime_http_request(struct runtime_http_client *cl,
 	while (again && (rc = attempt(&x, &r)) == 0 && (rc = follow(&x, r, &again)) == 0)
 		;
 	free(x.url_owned);
+	if (req->timed_out)
+		*req->timed_out = rc == -ETIMEDOUT ? x.timed_out : RUNTIME_HTTP_TIMEOUT_NONE;
 	if (rc == 0)
 		*res = r;
 	return rc;

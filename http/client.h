@@ -68,6 +68,8 @@ struct runtime_http_result {
 	uint64_t body_got;           /* CLOSE: bytes so far (body_max) */
 	struct http_chunked chunked;
 	uint64_t deadline;           /* the request's: body reads, and the drain */
+	uint64_t read_idle;          /* the request's read_idle_ns (0: none) */
+	int timed_out;               /* a RUNTIME_HTTP_TIMEOUT_*: why a read failed */
 	bool body_done;
 	bool reusable;               /* the connection may serve another request */
 	int body_error;              /* sticky */
@@ -160,7 +162,27 @@ struct http_exchange {
 	int body_error;              /* body_read's: the request is abandoned */
 	unsigned redirects;
 	uint64_t deadline;
+	uint64_t head_end;           /* head_timeout_ns's end, once sent (0: none) */
+	int timed_out;               /* a RUNTIME_HTTP_TIMEOUT_*: why it failed */
 };
+
+static inline uint64_t http_after(uint64_t ns) /* ns from now; 0: none */
+{
+	uint64_t now = runtime_now();
+	return !ns ? 0 : ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
+}
+
+/* Which clock ended a wait that failed -ETIMEDOUT: limit (kind's) or
+ * deadline (TOTAL), whichever is earlier and past; NONE if the fiber's
+ * own deadline came first (or neither is past: a cancel's). */
+static inline int http_timeout_kind(uint64_t deadline, uint64_t limit, int kind)
+{
+	uint64_t first = http_earlier(deadline, limit), own = runtime_deadline_get();
+
+	if (!first || runtime_now() < first || (own && own < first))
+		return RUNTIME_HTTP_TIMEOUT_NONE;
+	return first == limit ? kind : RUNTIME_HTTP_TIMEOUT_TOTAL;
+}
 
 /* Is the field line h ("Name: value") one to send? (client.c: the
  * credentials are dropped once a redirect left the first origin.) */

@@ -386,7 +386,7 @@ static int wait_head(struct http_exchange *x, struct h2_cstream *s)
 	int rc = 0;
 
 	while (!s->head_done && !s->error && rc == 0)
-		rc = runtime__h2_cstream_wait(s, x->deadline);
+		rc = runtime__h2_cstream_wait(s, http_earlier(x->deadline, x->head_end));
 	if (rc == 0 && s->head_bad)
 		rc = -EMSGSIZE;
 	return rc < 0 ? rc : s->head_done ? 0 : s->error;
@@ -428,6 +428,8 @@ static void result_init(struct http_exchange *x, struct h2_cstream *s)
 
 	r->conn = NULL;
 	r->deadline = x->deadline;
+	r->read_idle = x->req->read_idle_ns;
+	r->timed_out = RUNTIME_HTTP_TIMEOUT_NONE;
 	r->body_done = x->head || r->head.body == HTTP_FRAME_NONE;
 	if (x->head)
 		r->head.body = HTTP_FRAME_NONE;
@@ -452,12 +454,17 @@ int runtime__h2_exchange(struct http_exchange *x, const struct http_url *u, stru
 	h->used++;
 	http_count(&x->core->requests);
 	http_count(&x->core->h2_requests);
+	x->head_end = 0;
 	rc = x->streamed ? send_streamed(x, s) : x->body_len ? wait_out(x, s) : 0;
 	if (rc == 0) {
 		runtime__h2_kick(&h->link);
+		x->head_end = http_after(x->req->head_timeout_ns); /* sent: from now */
 		rc = wait_head(x, s);
 	}
 	if (rc < 0) {
+		if (rc == -ETIMEDOUT)
+			x->timed_out = http_timeout_kind(x->deadline, x->head_end,
+			                                 RUNTIME_HTTP_TIMEOUT_HEAD);
 		let_go(s);
 		return rc;
 	}
@@ -467,6 +474,18 @@ int runtime__h2_exchange(struct http_exchange *x, const struct http_url *u, stru
 }
 
 /* ---------------------------------------------------------- the result */
+
+/* A wait for body bytes, bounded by read_idle_ns from now and the
+ * request's deadline; which ended it, if one did. */
+static int idle_wait(struct runtime_http_result *res, struct h2_cstream *s)
+{
+	uint64_t end = http_after(res->read_idle);
+	int rc = runtime__h2_cstream_wait(s, http_earlier(res->deadline, end));
+
+	if (rc == -ETIMEDOUT)
+		res->timed_out = http_timeout_kind(res->deadline, end, RUNTIME_HTTP_TIMEOUT_IDLE);
+	return rc;
+}
 
 ssize_t runtime__h2_result_read(struct runtime_http_result *res, void *buf, size_t len)
 {
@@ -479,7 +498,7 @@ ssize_t runtime__h2_result_read(struct runtime_http_result *res, void *buf, size
 		if (s->error || !s->in_session)
 			rc = s->error ? s->error : -EPIPE;
 		else
-			rc = runtime__h2_cstream_wait(s, res->deadline);
+			rc = idle_wait(res, s);
 		if (rc < 0)
 			res->body_error = rc == -EAGAIN || rc == -ECONNRESET ? -EPIPE : rc;
 	}

@@ -34,15 +34,6 @@
 #define SWEEP_NS (1000 * 1000000ull)
 #define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait for other cores */
 
-static uint64_t after(uint64_t ns) /* 0: none */
-{
-	uint64_t now = runtime_now();
-
-	if (!ns)
-		return 0;
-	return ns > UINT64_MAX - now ? UINT64_MAX : now + ns;
-}
-
 /* ----------------------------------------------------------------- cores */
 
 struct http_client_core *runtime__http_client_core(struct runtime_http_client *cl)
@@ -325,7 +316,7 @@ int runtime__http_dial(struct http_client_core *core, const struct http_url *u, 
 	if (!(c = cconn_new(core, u)))
 		return -ENOMEM;
 	runtime_deadline_set(http_earlier(own, http_earlier(deadline,
-	                                                    after(cl->cfg.connect_timeout_ns))));
+	                                                    http_after(cl->cfg.connect_timeout_ns))));
 	rc = connect_cconn(cl, c);
 	runtime_deadline_set(own);
 	if (rc < 0) {

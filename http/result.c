@@ -145,6 +145,22 @@ static ssize_t counted(struct runtime_http_result *res, ssize_t n)
 	return n;
 }
 
+/* A wait for body bytes: read_idle_ns from now bounds it with the
+ * request's deadline. Its end (0: none). */
+static uint64_t idle_clock(struct runtime_http_result *res)
+{
+	if (!res->read_idle)
+		return 0;
+	uint64_t end = http_after(res->read_idle);
+	runtime_conn_set_read_deadline(res->conn->rc, http_earlier(res->deadline, end));
+	return end;
+}
+
+int runtime_http_result_timeout(const struct runtime_http_result *res)
+{
+	return res ? res->timed_out : RUNTIME_HTTP_TIMEOUT_NONE;
+}
+
 ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, size_t len)
 {
 	if (!res || (!buf && len))
@@ -163,9 +179,13 @@ ssize_t runtime_http_result_read(struct runtime_http_result *res, void *buf, siz
 			continue; /* chunked framing only: on to what follows */
 		}
 		bool direct = len >= DIRECT_MIN && res->head.body != HTTP_FRAME_CHUNKED;
+		uint64_t idle_end = idle_clock(res);
 		n = direct ? read_direct(res, buf, len) : runtime__http_cconn_fill(c);
 		if (n == 0)
 			return at_eof(res);
+		if (n == -ETIMEDOUT)
+			res->timed_out = http_timeout_kind(res->deadline, idle_end,
+			                                   RUNTIME_HTTP_TIMEOUT_IDLE);
 		if (n < 0)
 			return body_fail(res, n);
 		if (direct)

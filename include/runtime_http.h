@@ -471,6 +471,24 @@ struct runtime_http_client_request {
 	void *body_arg;
 	uint64_t deadline_ns;      /* absolute, runtime_now's clock; 0: none */
 	unsigned max_redirects;    /* follow 301/302/303/307/308 (0: none) */
+	uint64_t head_timeout_ns;  /* the response's head must be whole this
+	                              long after the request (its body too) was
+	                              sent: time to first byte (0: none) */
+	uint64_t read_idle_ns;     /* a body read (runtime_http_result_read)
+	                              that gets no byte for this long fails
+	                              (0: none) */
+	int *timed_out;            /* not NULL: set to the RUNTIME_HTTP_TIMEOUT_*
+	                              that made the call fail -ETIMEDOUT, else
+	                              RUNTIME_HTTP_TIMEOUT_NONE */
+};
+
+/* Which clock ended a client's wait with -ETIMEDOUT. */
+enum runtime_http_timeout {
+	RUNTIME_HTTP_TIMEOUT_NONE,    /* none of these: the fiber's own deadline */
+	RUNTIME_HTTP_TIMEOUT_CONNECT, /* connect_timeout_ns: lookup, TCP, TLS */
+	RUNTIME_HTTP_TIMEOUT_HEAD,    /* head_timeout_ns */
+	RUNTIME_HTTP_TIMEOUT_IDLE,    /* read_idle_ns, between body bytes */
+	RUNTIME_HTTP_TIMEOUT_TOTAL,   /* deadline_ns */
 };
 
 /*
@@ -529,10 +547,11 @@ struct runtime_http_client_request {
  * connection is not kept. An early 2xx waits for the body to be sent.
  *
  * Deadlines: deadline_ns bounds the whole exchange - lookup, connect,
- * handshake (also bounded by connect_timeout_ns), writing, the head - and
- * later the body's reads; the fiber's own deadline and its cancellation
- * apply as to every call of the runtime. On any error no connection is
- * left behind.
+ * handshake (also bounded by connect_timeout_ns), writing, the head (also
+ * head_timeout_ns from the request sent) - and later the body's reads
+ * (each also read_idle_ns); timed_out says which ended a call; the
+ * fiber's own deadline and its cancellation apply as to every call of the
+ * runtime. On any error no connection is left behind.
  *
  * Fiber context. Returns 0 and *res (close it with
  * runtime_http_result_close), or an error, *res NULL: -EINVAL (a bad URL,
@@ -589,6 +608,9 @@ RUNTIME_API ssize_t runtime_http_result_read(struct runtime_http_result *res, vo
 /* The whole body into a malloc'd buffer (*body, NUL-terminated after *len
  * bytes; free it), at most max bytes (else -EMSGSIZE). As
  * runtime_http_result_read otherwise; -ENOMEM. */
+/* Which RUNTIME_HTTP_TIMEOUT_* made the body's reads fail -ETIMEDOUT:
+ * IDLE (read_idle_ns), TOTAL (deadline_ns), else NONE. */
+RUNTIME_API int runtime_http_result_timeout(const struct runtime_http_result *res);
 RUNTIME_API int runtime_http_result_read_all(struct runtime_http_result *res, char **body,
                                              size_t *len, size_t max);
 /*

@@ -130,6 +130,14 @@ static int route(struct runtime_http_request *req, struct runtime_http_response 
 		runtime_sleep(query_num(req, "ms", 0) * MS);
 		return runtime_http_respond(res, 200, "text/plain", v, (size_t)n);
 	}
+	if (path_is(req, "/trickle")) { /* "some", then after ms=N "more" */
+		int rc = runtime_http_start(res, 200, "text/plain", 8);
+		if (rc == 0)
+			rc = runtime_http_write(res, "some", 4);
+		runtime_sleep(query_num(req, "ms", 0) * MS);
+		return rc < 0 ? rc : runtime_http_write(res, "more", 4) < 0 ? -EPIPE
+		                                                          : runtime_http_end(res);
+	}
 	if (path_is(req, "/away")) { /* to another origin: localhost, not 127.0.0.1 */
 		char loc[64];
 		snprintf(loc, sizeof(loc), "http://localhost:%llu/echo",
@@ -964,6 +972,95 @@ START_TEST(test_client_deadline)
 }
 END_TEST
 
+/* req to u: runtime_http_request's result, which timeout it named, and
+ * how long it took (ms). */
+static int timed(struct runtime_http_client *cl, struct runtime_http_client_request *req,
+                 struct runtime_http_result **res, int *which, uint64_t *ms)
+{
+	uint64_t t0 = runtime_now();
+	*which = -1;
+	req->timed_out = which;
+	int rc = runtime_http_request(cl, req, res);
+	*ms = (runtime_now() - t0) / MS;
+	return rc;
+}
+
+/* Each timeout ends what it bounds and says so: the head's (counted from
+ * the request sent, a long body's included), the total deadline when it
+ * comes first, the idle read between body bytes (not the head's, once the
+ * head is in), connect's; the fiber's own deadline is none of them. */
+static void timeouts_body(void *arg)
+{
+	static const char *const partial[] = { "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nsome" };
+	static char big[200000];
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req = { 0 };
+	struct runtime_http_result *res;
+	struct script s = { 0 };
+	char buf[64];
+	uint64_t ms;
+	int which;
+
+	(void)arg;
+	script_start(&s, partial, 1);
+	s.stall = true; /* reads the request, body too, and never answers */
+	req.url = url("http", s.port, "/");
+	req.deadline_ns = runtime_now() + 10 * SEC;
+	req.head_timeout_ns = 150 * MS;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), -ETIMEDOUT);
+	ck_assert_msg(which == RUNTIME_HTTP_TIMEOUT_HEAD && ms >= 140 && ms < 5000, "%d %llu ms",
+	              which, (unsigned long long)ms);
+	req.method = "POST"; /* a body the watcher's read of the head waits behind */
+	req.body = big;
+	req.body_len = sizeof(big);
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), -ETIMEDOUT);
+	ck_assert_msg(which == RUNTIME_HTTP_TIMEOUT_HEAD, "watched: %d", which);
+	req.method = NULL;
+	req.body = NULL;
+	req.body_len = 0;
+	req.deadline_ns = runtime_now() + 100 * MS; /* before the head's */
+	req.head_timeout_ns = 5 * SEC;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), -ETIMEDOUT);
+	ck_assert_int_eq(which, RUNTIME_HTTP_TIMEOUT_TOTAL);
+	runtime_deadline_set(runtime_now() + 100 * MS); /* the fiber's own */
+	req.deadline_ns = 0;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), -ETIMEDOUT);
+	ck_assert_int_eq(which, RUNTIME_HTTP_TIMEOUT_NONE);
+	runtime_deadline_set(0);
+	script_stop(&s);
+
+	/* The head comes, the body's rest 300 ms later: the head's timeout
+	 * is over, an idle read of 150 ms is not. */
+	script_start(&s, partial, 1);
+	s.unasked = "more";
+	s.unasked_ns = 300 * MS;
+	req.url = url("http", s.port, "/");
+	req.head_timeout_ns = 100 * MS;
+	req.read_idle_ns = 0;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), 0);
+	ck_assert_int_eq(which, RUNTIME_HTTP_TIMEOUT_NONE);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4); /* after 300 ms */
+	ck_assert_int_eq(runtime_http_result_timeout(res), RUNTIME_HTTP_TIMEOUT_NONE);
+	runtime_http_result_close(res);
+	req.read_idle_ns = 150 * MS;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), 0);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), -ETIMEDOUT);
+	ck_assert_uint_ge(runtime_now() - t0, 140 * MS);
+	ck_assert_int_eq(runtime_http_result_timeout(res), RUNTIME_HTTP_TIMEOUT_IDLE);
+	runtime_http_result_close(res);
+	runtime_http_client_destroy(cl);
+	script_stop(&s);
+}
+
+START_TEST(test_client_timeouts_say_which)
+{
+	run(timeouts_body, 1);
+}
+END_TEST
+
 /* A listener whose accept queue is full drops the next SYN: that connect
  * hangs, and connect_timeout_ns ends it. */
 static void connect_timeout_body(void *arg)
@@ -985,9 +1082,14 @@ static void connect_timeout_body(void *arg)
 	cfg.connect_timeout_ns = 200 * MS;
 	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
 	uint64_t t0 = runtime_now();
-	ck_assert_int_eq(get(cl, url("http", bound_port(lfd), "/"), NULL, NULL), -ETIMEDOUT);
+	int which = -1;
+	struct runtime_http_client_request req = { .url = url("http", bound_port(lfd), "/"),
+		                                    .timed_out = &which };
+	struct runtime_http_result *res;
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);
 	uint64_t took = runtime_now() - t0;
 	ck_assert_msg(took >= 190 * MS, "took %llu ms", (unsigned long long)(took / MS));
+	ck_assert_int_eq(which, RUNTIME_HTTP_TIMEOUT_CONNECT);
 	ck_assert_uint_eq(stats(cl).connects, 0);
 	runtime_http_client_destroy(cl);
 	for (int i = 0; i < 4; i++)
@@ -1488,6 +1590,48 @@ START_TEST(test_client_h2c)
 }
 END_TEST
 
+/* The head's and the idle read's timeouts over HTTP/2 as over HTTP/1.1:
+ * each ends its stream and says so; the connection serves the next. */
+static void h2c_timeouts_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = h2c_client(0);
+	struct runtime_http_client_request req = { .url = url("http", port, "/delay?ms=800"),
+		                                    .head_timeout_ns = 150 * MS };
+	struct runtime_http_result *res;
+	char buf[16];
+	uint64_t ms;
+	int which;
+
+	(void)arg;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), -ETIMEDOUT);
+	ck_assert_msg(which == RUNTIME_HTTP_TIMEOUT_HEAD && ms >= 140, "%d %llu ms", which,
+	              (unsigned long long)ms);
+	req.url = url("http", port, "/trickle?ms=800");
+	req.read_idle_ns = 150 * MS;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), 0);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), -ETIMEDOUT);
+	ck_assert_int_eq(runtime_http_result_timeout(res), RUNTIME_HTTP_TIMEOUT_IDLE);
+	runtime_http_result_close(res);
+	req.url = url("http", port, "/trickle?ms=50");
+	req.read_idle_ns = 2 * SEC;
+	ck_assert_int_eq(timed(cl, &req, &res, &which, &ms), 0);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	ck_assert_int_eq(runtime_http_result_read(res, buf, sizeof(buf)), 4);
+	ck_assert_int_eq(runtime_http_result_timeout(res), RUNTIME_HTTP_TIMEOUT_NONE);
+	runtime_http_result_close(res);
+	ck_assert_uint_eq(stats(cl).connects, 1);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_h2c_timeouts)
+{
+	run(h2c_timeouts_body, 1);
+}
+END_TEST
+
 struct many {
 	struct runtime_http_client *cl;
 	uint16_t port;
@@ -1869,6 +2013,8 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_retry_idempotent_only);
 	tcase_add_test(tc, test_client_pool_drops_unasked_bytes);
 	tcase_add_test(tc, test_client_deadline);
+	tcase_add_test(tc, test_client_timeouts_say_which);
+	tcase_add_test(tc, test_client_h2c_timeouts);
 	tcase_add_test(tc, test_client_connect_timeout);
 	tcase_add_test(tc, test_client_cancel);
 	tcase_add_test(tc, test_client_redirects);
