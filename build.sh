@@ -274,6 +274,7 @@ fuzz_short() {
 	fuzz_run fuzz_http_response http_response 200000 http_response.dict
 	fuzz_run fuzz_http_server server 30000
 	fuzz_run fuzz_h2_server h2 25000 h2.dict
+	fuzz_run fuzz_ws_frame ws 200000
 	# A TLS handshake per input: a few hundred a second.
 	fuzz_run fuzz_https_server https 6000 https.dict
 }

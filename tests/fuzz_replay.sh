@@ -5,7 +5,7 @@
 # runs again through the same LLVMFuzzerTestOneInput, built with the
 # ordinary compiler (tests/replay_http_parser, tests/replay_http_server,
 # tests/replay_https_server, tests/replay_http_response,
-# tests/replay_h2_server).
+# tests/replay_h2_server, tests/replay_ws_frame).
 # An input that crashes, aborts or trips a sanitizer fails the test; when a
 # batch fails, each of its inputs runs alone to name the culprits.
 set -u
@@ -49,5 +49,6 @@ replay replay_http_server "$fuzz/corpus/server" "$fuzz/regressions/server"
 replay replay_https_server "$fuzz/corpus/https" "$fuzz/regressions/https"
 replay replay_http_response "$fuzz/corpus/http_response" "$fuzz/regressions/response"
 replay replay_h2_server "$fuzz/corpus/h2" "$fuzz/regressions/h2"
+replay replay_ws_frame "$fuzz/corpus/ws" "$fuzz/regressions/ws"
 echo "$passed passed, $failed failed, 0 skipped"
 [ "$failed" -eq 0 ]

@@ -1,0 +1,124 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ws.h - WebSocket (RFC 6455) framing, pure: no I/O, no allocation, so
+ * that the tests and the fuzz target drive it byte by byte. The frame
+ * heads both ways, the masking, the order of frames within messages, and
+ * UTF-8 validation that carries its state across fragments. A failure is
+ * the close code the connection fails with: 1002 (a protocol error),
+ * 1007 (text that is not UTF-8) or 1009 (over a size limit), negated.
+ */
+#ifndef RUNTIME_HTTP_WS_H
+#define RUNTIME_HTTP_WS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum ws_opcode {
+	WS_CONTINUATION = 0x0,
+	WS_TEXT = 0x1,
+	WS_BINARY = 0x2,
+	WS_CLOSE = 0x8,
+	WS_PING = 0x9,
+	WS_PONG = 0xA,
+};
+
+#define WS_RSV1 0x4             /* permessage-deflate's "compressed" bit */
+#define WS_CONTROL_MAX 125      /* a control frame's payload, at most */
+#define WS_HEAD_MAX 14          /* 2 + 8 (length) + 4 (mask) */
+
+enum ws_close_code {
+	WS_PROTOCOL_ERROR = 1002,
+	WS_INVALID_DATA = 1007,
+	WS_TOO_BIG = 1009,
+};
+
+struct ws_head {
+	bool fin;
+	uint8_t rsv;                /* RSV1..3 as WS_RSV1, 0x2, 0x1 */
+	uint8_t opcode;
+	bool masked;
+	uint8_t mask[4];
+	uint64_t len;               /* the payload's */
+	size_t head_len;            /* bytes of the head itself */
+};
+
+/* What a reader allows: which side it reads (a server reads masked
+ * frames only, a client unmasked ones only), the RSV bits an extension
+ * agreed on (WS_RSV1 with permessage-deflate), the largest frame
+ * payload. */
+struct ws_rules {
+	bool from_client;
+	uint8_t rsv;
+	uint64_t frame_max;
+};
+
+/*
+ * The frame head at p[0..n): > 0 its length (h filled in), 0 if more
+ * bytes are needed (at most WS_HEAD_MAX in all), or -1002 (a reserved
+ * opcode or RSV bit, a control frame fragmented or over 125 bytes or with
+ * RSV1, a mask on the wrong side's frames, a length not in its shortest
+ * form or with the top bit set) or -1009 (over frame_max).
+ */
+int runtime__ws_head_parse(const uint8_t *p, size_t n, const struct ws_rules *rules,
+                           struct ws_head *h);
+
+/* A frame head into out (WS_HEAD_MAX bytes of room): the shortest length
+ * form, mask NULL for a server's frame. Its length. */
+size_t runtime__ws_head_put(uint8_t *out, bool fin, uint8_t rsv, uint8_t opcode,
+                            const uint8_t *mask, uint64_t len);
+
+/* p[0..n) masked (or unmasked: the same XOR) with mask, as bytes off.. of
+ * its frame's payload: a payload may be masked in pieces. */
+void runtime__ws_mask(uint8_t *p, size_t n, const uint8_t mask[4], uint64_t off);
+
+/* ----------------------------------------------------------------- UTF-8 */
+
+/* A validator's state across calls: the continuation bytes still owed
+ * by the sequence under way, and the range the next one must be in. */
+struct ws_utf8 {
+	uint8_t need, lo, hi;
+};
+
+/* Feed p[0..n): false at the first byte that cannot be UTF-8 (RFC 3629:
+ * no overlong form, no surrogate, nothing over U+10FFFF); the state goes
+ * on to the next piece. */
+bool runtime__ws_utf8_feed(struct ws_utf8 *u, const uint8_t *p, size_t n);
+
+/* Does the text end here whole (no sequence cut short)? */
+static inline bool runtime__ws_utf8_whole(const struct ws_utf8 *u)
+{
+	return u->need == 0;
+}
+
+/* -------------------------------------------------------------- messages */
+
+/* The order of frames within messages, as a reader sees them: a data
+ * message starts with TEXT or BINARY and goes on with CONTINUATION
+ * frames up to one with FIN; control frames may come between; its size
+ * is bounded by message_max. Text is validated as it comes (payload
+ * bytes given after unmasking, and decompression if any). */
+struct ws_reader {
+	bool in_message;
+	bool compressed;            /* this message's first frame had RSV1 */
+	uint8_t opcode;             /* the message's: WS_TEXT or WS_BINARY */
+	uint64_t message_len;
+	uint64_t message_max;
+	struct ws_utf8 utf8;
+};
+
+/* A frame's head, in order: 0, or -1002 (a continuation with no message,
+ * a new message before the last one ended, RSV1 past a message's first
+ * frame) or -1009 (the message over message_max). */
+int runtime__ws_reader_frame(struct ws_reader *r, const struct ws_head *h);
+
+/* Payload bytes of the current data message (as the message has them):
+ * 0, or -1007 for text that cannot be UTF-8. */
+int runtime__ws_reader_payload(struct ws_reader *r, const uint8_t *p, size_t n);
+
+/* The message's last frame (FIN) has given all its bytes: 0, or -1007
+ * for text that ends inside a sequence. The reader is ready for the
+ * next message. */
+int runtime__ws_reader_end(struct ws_reader *r);
+
+#endif
