@@ -375,6 +375,30 @@ RUNTIME_API int runtime_http_end(struct runtime_http_response *res);
 RUNTIME_API int runtime_http_respond_file(struct runtime_http_response *res, int status,
                                           const char *content_type, int fd, uint64_t off,
                                           uint64_t len);
+
+/*
+ * Take the connection over after a 101 (RFC 9110 7.8), for WebSocket or
+ * a protocol of one's own. The request must have asked for protocol (an
+ * Upgrade field naming it, "upgrade" among its Connection options); the
+ * rest of its body is read and dropped first. The library writes "101
+ * Switching Protocols" with Upgrade: protocol, Connection: Upgrade and
+ * the fields set before (runtime_http_set_header: Sec-WebSocket-Accept,
+ * say), then up->conn is the handler's, with no deadline set, and
+ * up->early holds the bytes the client sent after the request, read
+ * already: take them first. When the handler returns the library closes
+ * the connection (never close it yourself); the access log records a
+ * 101 then. Returns 0, -EINVAL (NULL, protocol not a token, or the
+ * request did not ask for it: answer 400 or 426 yourself), -EALREADY (an
+ * answer began), -EPROTONOSUPPORT (HTTP/2 or HTTP/1.0: no Upgrade there),
+ * -EPIPE (the 101 could not be written; the connection closes),
+ * -ENOMEM. Handler's fiber.
+ */
+struct runtime_http_upgraded {
+	struct runtime_conn *conn;          /* the handler's until it returns */
+	struct runtime_http_slice early;    /* valid until then too */
+};
+RUNTIME_API int runtime_http_upgrade(struct runtime_http_response *res, const char *protocol,
+                                     struct runtime_http_upgraded *up);
 /* Status sent (0: none yet) and body bytes sent so far; for logs. */
 RUNTIME_API int runtime_http_status(const struct runtime_http_response *res);
 RUNTIME_API uint64_t runtime_http_body_sent(const struct runtime_http_response *res);

@@ -248,6 +248,32 @@ static int body(struct runtime_http_request *req, struct runtime_http_response *
 	return runtime_http_respond(res, 200, NULL, all, got);
 }
 
+/* /upgrade: protocol "echo" taken over after a 101 with a field of the
+ * handler's; the early bytes, then what comes, echoed until the end. A
+ * request that did not ask gets what runtime_http_upgrade said, in a 400. */
+static int upgraded_echo(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_upgraded up;
+	char buf[256], why[32];
+
+	(void)req;
+	ck_assert_int_eq(runtime_http_set_header(res, "X-Echo", "yes"), 0);
+	int rc = runtime_http_upgrade(res, "echo", &up);
+	if (rc < 0) {
+		snprintf(why, sizeof(why), "upgrade %d\n", rc);
+		return runtime_http_respond(res, 400, "text/plain", why, strlen(why));
+	}
+	ck_assert_int_eq(runtime_http_upgrade(res, "echo", &up), -EALREADY);
+	ck_assert_int_eq(runtime_http_respond(res, 200, NULL, "x", 1), -EALREADY);
+	size_t done = 0;
+	if (up.early.len && runtime_conn_write(up.conn, up.early.p, up.early.len, &done) < 0)
+		return 0;
+	for (ssize_t n; (n = runtime_conn_read(up.conn, buf, sizeof(buf))) > 0;)
+		if (runtime_conn_write(up.conn, buf, (size_t)n, &done) < 0)
+			break;
+	return 0;
+}
+
 /* set_header's refusals, then a response, then what is refused after. */
 static int fields(struct runtime_http_request *req, struct runtime_http_response *res)
 {
@@ -534,6 +560,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	}
 	if (is(path, "/nothing"))
 		return 0;
+	if (is(path, "/upgrade"))
+		return upgraded_echo(req, res);
 	if (is(path, "/tagged")) { /* a slot for on_response */
 		ck_assert_ptr_null(runtime_http_request_data(req));
 		runtime_http_request_set_data(req, "tag-7");
@@ -1708,6 +1736,52 @@ START_TEST(test_body_min_rate_408)
 }
 END_TEST
 
+/* A handler takes its connection over after a 101: the head has the
+ * handler's field, the bytes sent with the request come back first, then
+ * what follows, both ways, past the idle timeout the library had set;
+ * when the client ends, so does the connection, and no HTTP follows.
+ * A request that did not ask (no Upgrade, another protocol, no
+ * "upgrade" in Connection) is refused, the connection going on. */
+START_TEST(test_upgrade_takes_the_connection)
+{
+	char r[4096];
+
+	idle_timeout_ns = 300 * MS;
+	serve_start();
+	int fd = dial();
+	r[0] = '\0';
+	send_str(fd, "GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\n"
+	             "Upgrade: foo/2, echo\r\n\r\nearly bytes|");
+	ck_assert(read_until(fd, r, sizeof(r), "early bytes|"));
+	ck_assert_str_eq(r, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n"
+	                    "Connection: Upgrade\r\nX-Echo: yes\r\n\r\nearly bytes|");
+	usleep(500 * 1000); /* past the library's idle timeout: none applies now */
+	r[0] = '\0';
+	send_str(fd, "GET / HTTP/1.1\r\n\r\n"); /* not HTTP any more: echoed */
+	ck_assert(read_until(fd, r, sizeof(r), "GET / HTTP/1.1\r\n\r\n"));
+	shutdown(fd, SHUT_WR);
+	ck_assert(closed_by_server(fd));
+	close(fd);
+
+	static const char *const refused[] = {
+		"GET /upgrade HTTP/1.1\r\nHost: h\r\n\r\n",
+		"GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: other\r\n\r\n",
+		"GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: close\r\nUpgrade: echo\r\n\r\n",
+	};
+	fd = dial();
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		ask(fd, refused[i], r, sizeof(r));
+		ck_assert_msg(strstr(r, "400 Bad Request") && strstr(r, "upgrade -22"), "%s", r);
+	}
+	close(fd);
+	exchange("GET /upgrade HTTP/1.0\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n", r,
+	         sizeof(r));
+	ck_assert_msg(strstr(r, "upgrade -93"), "%s", r); /* EPROTONOSUPPORT */
+	serve_stop();
+	idle_timeout_ns = 60 * SEC;
+}
+END_TEST
+
 /* runtime_http_path_clean on a C string. */
 static ssize_t clean(const char *path, char *out, size_t cap)
 {
@@ -1963,6 +2037,9 @@ START_TEST(test_h2_version_and_host)
 	static const char *const other[] = { "host", "elsewhere", NULL };
 	a = h2t_ask(t, "GET", "/host", other, NULL, 0);
 	ck_assert_int_eq(a->status, 400);
+	a = h2t_ask(t, "GET", "/upgrade", no_fields, NULL, 0); /* no Upgrade in HTTP/2 */
+	ck_assert_msg(a->status == 400 && !strcmp(a->body, "upgrade -93\n"), "%d %s", a->status,
+	              a->body);
 	static const char *const same_host[] = { "host", "h", NULL };
 	a = h2t_ask(t, "GET", "/host", same_host, NULL, 0);
 	ck_assert_int_eq(a->status, 200);
@@ -2606,6 +2683,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_response_fields_of_any_size);
 	tcase_add_test(tc, test_body_min_rate_408);
 	tcase_add_test(tc, test_access_log_sees_every_response);
+	tcase_add_test(tc, test_upgrade_takes_the_connection);
 	tcase_add_test(tc, test_two_servers_one_thread);
 	tcase_add_test(tc, test_bad_config);
 	suite_add_tcase(s, tc);
