@@ -286,7 +286,9 @@ static void request_init(struct runtime_http_request *req, struct http_conn *c, 
 	req->answered = false;
 	req->body_error = 0;
 	req->body_since = req->body_got = 0;
-	req->start = c->head_start ? c->head_start : runtime_now_coarse();
+	/* The head's first byte, else the metrics' clock read, else one of
+	 * its own (no_metrics): the coarse clock costs a call. */
+	req->start = c->head_start ? c->head_start : c->started ? c->started : runtime_now_coarse();
 	req->bytes_in = head_len;
 	req->data = NULL;
 	if (h->body == HTTP_BODY_CHUNKED)
