@@ -25,12 +25,11 @@
  */
 #include <runtime.h>
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "../runtime/cpu.h"
+#include "spin.h"
 
 #define UNIT_SHIFT 20                    /* a unit is 2^-20 ns */
 #define RATE_MIN 1e-3                    /* tokens per second */
@@ -45,25 +44,6 @@ struct runtime_ratelimit {
 	uint64_t cost;              /* one token, in units, rounded up */
 	units tat;                  /* guarded by lock */
 };
-
-/* ------------------------------------------------------------- spinlock */
-
-/* Held for a few instructions; the holder may be a thread the kernel has
- * preempted (cores are often shared), so a long spin gives the CPU up. */
-static void lock(struct runtime_ratelimit *rl)
-{
-	for (unsigned spins = 0; atomic_exchange_explicit(&rl->lock, 1, memory_order_acquire);)
-		while (atomic_load_explicit(&rl->lock, memory_order_relaxed))
-			if (++spins % 128 == 0)
-				sched_yield();
-			else
-				cpu_relax();
-}
-
-static void unlock(struct runtime_ratelimit *rl)
-{
-	atomic_store_explicit(&rl->lock, 0, memory_order_release);
-}
 
 /* ---------------------------------------------------------------- state */
 
@@ -132,12 +112,12 @@ int runtime_ratelimit_try_take(struct runtime_ratelimit *rl, unsigned n)
 	if (n == 0)
 		return 0;
 	units now = units_of_ns(runtime_now()), due;
-	lock(rl);
+	toolkit_spin_lock(&rl->lock);
 	units tat = reserve_at(rl, now, n, &due);
 	bool fits = due == now;
 	if (fits)
 		rl->tat = tat;
-	unlock(rl);
+	toolkit_spin_unlock(&rl->lock);
 	return fits ? 0 : -EAGAIN;
 }
 
@@ -149,13 +129,13 @@ static void give_back(struct runtime_ratelimit *rl, units mine, unsigned n)
 {
 	units cost = (units)n * rl->cost;
 
-	lock(rl);
+	toolkit_spin_lock(&rl->lock);
 	units later = rl->tat > mine ? rl->tat - mine : 0;
 	if (later < cost) {
 		units back = cost - later;
 		rl->tat = rl->tat > back ? rl->tat - back : 0;
 	}
-	unlock(rl);
+	toolkit_spin_unlock(&rl->lock);
 }
 
 /* The wait's deadline, ns: the earlier of the fiber's and now + timeout
@@ -195,7 +175,7 @@ int runtime_ratelimit_take(struct runtime_ratelimit *rl, unsigned n, int64_t tim
 	uint64_t now_ns = runtime_now();
 	uint64_t deadline = wait_deadline(now_ns, timeout_ns);
 	units now = units_of_ns(now_ns), due;
-	lock(rl);
+	toolkit_spin_lock(&rl->lock);
 	units tat = reserve_at(rl, now, n, &due);
 	uint64_t due_ns = ns_of_units(due);
 	bool wait = due > now;
@@ -203,7 +183,7 @@ int runtime_ratelimit_take(struct runtime_ratelimit *rl, unsigned n, int64_t tim
 		rl->tat = tat; /* taken, or reserved */
 	if (wait && due_ns <= deadline)
 		atomic_fetch_add(&rl->waiting, 1); /* before destroy can look */
-	unlock(rl);
+	toolkit_spin_unlock(&rl->lock);
 	if (!wait)
 		return 0;
 	if (due_ns > deadline)
@@ -218,9 +198,9 @@ int64_t runtime_ratelimit_available(const struct runtime_ratelimit *crl)
 	if (!rl)
 		return 0;
 	units now = units_of_ns(runtime_now());
-	lock(rl);
+	toolkit_spin_lock(&rl->lock);
 	units from = rl->tat > now ? rl->tat : now;
-	unlock(rl);
+	toolkit_spin_unlock(&rl->lock);
 	units room = now + burst_units(rl);
 	if (room >= from)
 		return (int64_t)((room - from) / rl->cost);

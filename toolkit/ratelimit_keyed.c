@@ -18,14 +18,13 @@
  */
 #include <runtime_toolkit.h>
 
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
-#include "../runtime/cpu.h"
+#include "spin.h"
 
 #define UNIT_SHIFT 20                    /* a unit is 2^-20 ns */
 #define RATE_MIN 1e-3
@@ -95,25 +94,6 @@ static uint64_t siphash(const uint64_t k[2], const unsigned char *p, size_t n)
 	v[2] ^= 0xff;
 	sip_round(v), sip_round(v), sip_round(v);
 	return v[0] ^ v[1] ^ v[2] ^ v[3];
-}
-
-/* ------------------------------------------------------------- spinlock */
-
-/* As ratelimit.c's: a few instructions held; a preempted holder gets the
- * CPU back from a long spin. */
-static void lock(struct shard *s)
-{
-	for (unsigned spins = 0; atomic_exchange_explicit(&s->lock, 1, memory_order_acquire);)
-		while (atomic_load_explicit(&s->lock, memory_order_relaxed))
-			if (++spins % 128 == 0)
-				sched_yield();
-			else
-				cpu_relax();
-}
-
-static void unlock(struct shard *s)
-{
-	atomic_store_explicit(&s->lock, 0, memory_order_release);
 }
 
 /* ------------------------------------------------------------- a shard */
@@ -304,9 +284,9 @@ int runtime_ratelimit_keyed_try_take(struct runtime_ratelimit_keyed *rl, const v
 	uint64_t hash = siphash(rl->sip, key, len);
 	struct shard *s = &rl->shards[(hash >> 40) & (rl->nshards - 1)];
 	units now = (units)runtime_now() << UNIT_SHIFT, wait = 0;
-	lock(s);
+	toolkit_spin_lock(&s->lock);
 	int rc = take(rl, lookup(s, hash, key, len, now), now, n, &wait);
-	unlock(s);
+	toolkit_spin_unlock(&s->lock);
 	if (rc < 0 && wait_ns) { /* rounded up: never too early */
 		units ns = (wait + ((units)1 << UNIT_SHIFT) - 1) >> UNIT_SHIFT;
 		*wait_ns = ns > UINT64_MAX ? UINT64_MAX : (uint64_t)ns;
@@ -319,9 +299,9 @@ size_t runtime_ratelimit_keyed_keys(struct runtime_ratelimit_keyed *rl)
 	size_t n = 0;
 
 	for (unsigned i = 0; rl && i < rl->nshards; i++) {
-		lock(&rl->shards[i]);
+		toolkit_spin_lock(&rl->shards[i].lock);
 		n += rl->shards[i].used;
-		unlock(&rl->shards[i]);
+		toolkit_spin_unlock(&rl->shards[i].lock);
 	}
 	return n;
 }
