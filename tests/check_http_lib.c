@@ -1032,6 +1032,42 @@ static void log_hook(const struct runtime_http_request *req, const struct runtim
 	atomic_fetch_add(&logged, 1);
 }
 
+/* A server whose access log (format) goes into a pipe, with log_hook as
+ * its on_response; the pipe's read end in *log_rd. */
+static void log_serve_start(int format, int *log_rd)
+{
+	int fds[2];
+
+	ck_assert_int_eq(pipe(fds), 0);
+	*log_rd = fds[0];
+	logged_common[0] = logged_json[0] = '\0';
+	atomic_store(&logged, 0);
+	on_response = log_hook;
+	access_log_format = format;
+	access_log_fd = fds[1];
+	serve_start();
+}
+
+/* Once the hook has seen want responses (10 s at most): the server
+ * stopped, what its log wrote into piped (cap bytes, NUL-terminated), the
+ * defaults back. */
+static void log_serve_stop(int want, int log_rd, char *piped, size_t cap)
+{
+	size_t got = 0;
+
+	for (int i = 0; i < 1000 && atomic_load(&logged) < want; i++)
+		usleep(10 * 1000);
+	serve_stop();
+	close(access_log_fd);
+	for (ssize_t n; (n = read(log_rd, piped + got, cap - 1 - got)) > 0;)
+		got += (size_t)n;
+	piped[got] = '\0';
+	close(log_rd);
+	on_response = NULL;
+	access_log_format = 0;
+	access_log_fd = 1;
+}
+
 /* Every response is logged, the parser's refusals too (400 for a bad
  * field, 414 for a long target, 501 for an unknown coding): the library's
  * own JSON lines through a pipe, and on_response's, with the slot a
@@ -1039,15 +1075,9 @@ static void log_hook(const struct runtime_http_request *req, const struct runtim
 START_TEST(test_access_log_sees_every_response)
 {
 	static char r[16384], piped[16384];
-	int fds[2];
+	int log_rd;
 
-	ck_assert_int_eq(pipe(fds), 0);
-	logged_common[0] = logged_json[0] = '\0';
-	atomic_store(&logged, 0);
-	on_response = log_hook;
-	access_log_format = RUNTIME_HTTP_LOG_JSON;
-	access_log_fd = fds[1];
-	serve_start();
+	log_serve_start(RUNTIME_HTTP_LOG_JSON, &log_rd);
 	int fd = dial();
 	ask(fd, "GET /info HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
 	ask(fd, "GET /tagged HTTP/1.1\r\nHost: h\r\n\r\n", r, sizeof(r));
@@ -1064,18 +1094,7 @@ START_TEST(test_access_log_sees_every_response)
 	memset(long_line, 'a', sizeof(long_line) - 1);
 	memcpy(long_line, "GET /", 5);
 	exchange(long_line, r, sizeof(r));
-	for (int i = 0; i < 1000 && atomic_load(&logged) < 6; i++)
-		usleep(10 * 1000);
-	serve_stop();
-	close(fds[1]);
-	size_t got = 0;
-	for (ssize_t n; (n = read(fds[0], piped + got, sizeof(piped) - 1 - got)) > 0;)
-		got += (size_t)n;
-	piped[got] = '\0';
-	close(fds[0]);
-	on_response = NULL;
-	access_log_format = 0;
-	access_log_fd = 1;
+	log_serve_stop(6, log_rd, piped, sizeof(piped));
 
 	ck_assert_int_eq(atomic_load(&logged), 6);
 	ck_assert_msg(strstr(logged_common, "127.0.0.1 - - [") == logged_common, "%s", logged_common);
@@ -2103,33 +2122,16 @@ END_TEST
 START_TEST(test_h2_access_log)
 {
 	static char piped[8192];
-	int fds[2];
+	int log_rd;
 
-	ck_assert_int_eq(pipe(fds), 0);
-	logged_common[0] = logged_json[0] = '\0';
-	atomic_store(&logged, 0);
-	on_response = log_hook;
-	access_log_format = RUNTIME_HTTP_LOG_COMMON;
-	access_log_fd = fds[1];
-	serve_start();
+	log_serve_start(RUNTIME_HTTP_LOG_COMMON, &log_rd);
 	struct h2t *t = h2t_open(port);
 	struct h2t_answer *a = h2t_ask(t, "GET", "/tagged", no_fields, NULL, 0);
 	ck_assert_int_eq(a->status, 200);
 	a = h2t_ask(t, "GET", "/a%zz", no_fields, NULL, 0);
 	ck_assert_int_eq(a->status, 400);
 	h2t_close(t);
-	for (int i = 0; i < 1000 && atomic_load(&logged) < 2; i++)
-		usleep(10 * 1000);
-	serve_stop();
-	close(fds[1]);
-	size_t got = 0;
-	for (ssize_t n; (n = read(fds[0], piped + got, sizeof(piped) - 1 - got)) > 0;)
-		got += (size_t)n;
-	piped[got] = '\0';
-	close(fds[0]);
-	on_response = NULL;
-	access_log_format = 0;
-	access_log_fd = 1;
+	log_serve_stop(2, log_rd, piped, sizeof(piped));
 	ck_assert_int_eq(atomic_load(&logged), 2);
 	ck_assert_msg(strstr(piped, "] \"GET /tagged HTTP/2.0\" 200 6\n") &&
 	              strstr(piped, "] \"GET /a%zz HTTP/2.0\" 400 "), "%s", piped);
