@@ -80,17 +80,19 @@ summary() {
 # listening PORT: something accepts on 127.0.0.1:PORT.
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# start_server LOG CMD [ARGS...]: runs CMD ARGS --port P in the background
-# on a port nobody listens on (below the ephemeral range), stderr to LOG,
-# and sets port and pid; fails if it never listens. The wait is generous:
-# a sanitizer build on a loaded machine starts slowly.
-start_server() {
+# start_listening LOG CMD [ARGS...]: runs CMD ARGS in the background with
+# $port set to a port nobody listens on (below the ephemeral range; CMD,
+# a function, puts it where its program wants it, and execs that), stderr
+# to LOG, and sets port and pid; another port if it exits before it
+# listens (a parallel test took it first); fails if it never listens. The
+# wait is generous: a sanitizer build on a loaded machine starts slowly.
+start_listening() {
 	local log=$1 try
 	shift
 	for try in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 10000))
 		listening "$port" && continue
-		"$@" --port "$port" 2>"$log" &
+		"$@" 2>"$log" &
 		pid=$!
 		for _ in $(seq 600); do
 			listening "$port" && return 0
@@ -102,6 +104,14 @@ start_server() {
 		pid=
 	done
 	return 1
+}
+
+# start_server LOG CMD [ARGS...]: start_listening of CMD ARGS --port P.
+with_port() { exec "$@" --port "$port"; }
+start_server() {
+	local log=$1
+	shift
+	start_listening "$log" with_port "$@"
 }
 
 # stop_server: SIGTERM, and the exit status (0: a clean stop).

@@ -37,7 +37,7 @@ demo=$port
 
 # Prometheus scraping the demo every second, on a port below the
 # ephemeral range; another one if a parallel test took it first (Prometheus
-# then exits: "bind: address already in use").
+# then exits: "bind: address already in use": start_listening).
 cat >"$dir/prometheus.yml" <<EOF
 global:
   scrape_interval: 1s
@@ -47,27 +47,15 @@ scrape_configs:
     static_configs:
       - targets: ['127.0.0.1:$demo']
 EOF
-start_prometheus() {
-	local try
-	for try in 1 2 3 4 5; do
-		pport=$((20000 + RANDOM % 10000))
-		listening "$pport" && continue
-		prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data.$try" \
-			--web.listen-address="127.0.0.1:$pport" --log.level=warn >>"$dir/prom.log" 2>&1 &
-		ppid_=$!
-		for _ in $(seq 600); do
-			listening "$pport" && return 0
-			kill -0 "$ppid_" 2>/dev/null || break
-			sleep 0.05
-		done
-		kill -KILL "$ppid_" 2>/dev/null
-		wait "$ppid_" 2>/dev/null
-		ppid_=
-	done
-	return 1
+# Prometheus on $port (start_listening's), its storage its own.
+prometheus_on_port() {
+	exec prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data.$port" \
+		--web.listen-address="127.0.0.1:$port" --log.level=warn
 }
-start_prometheus
+demo_pid=$pid
+start_listening "$dir/prom.log" prometheus_on_port
 status=$?
+ppid_=$pid pport=$port pid=$demo_pid
 result "Prometheus starts" $status
 [ "$status" -eq 0 ] || { cat "$dir/prom.log"; summary; exit; }
 "$load" -c 2 -d 60 --rate 200 "http://127.0.0.1:$demo/plaintext" >"$dir/load.log" 2>&1 &
