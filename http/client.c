@@ -103,6 +103,8 @@ static int exchange_init(struct http_exchange *x, struct runtime_http_client *cl
 		return -EINVAL;
 	if (x->streamed)
 		x->body_len = 0;
+	x->stream_sized = x->streamed && req->body_read_len;
+	x->stream_left = x->stream_sized ? req->body_read_len : 0;
 	x->head = is_method(x->method, "HEAD");
 	for (const char *const *h = req->headers; h && *h; h++)
 		if (check_header(x, *h) < 0)
@@ -139,9 +141,13 @@ static size_t head_bound(const struct http_exchange *x, const struct http_url *u
 }
 
 /* The framing field: Content-Length for a fixed body (0 too where the
- * method means to send one), chunked for a streamed one. */
+ * method means to send one) or a streamed one of known length, chunked
+ * for another streamed one. */
 static char *put_framing(const struct http_exchange *x, char *o)
 {
+	if (x->stream_sized)
+		return put_str(http_put_u64(put_str(o, "Content-Length: "), x->req->body_read_len),
+		               "\r\n");
 	if (x->streamed)
 		return put_str(o, "Transfer-Encoding: chunked\r\n");
 	if (x->body_len || is_method(x->method, "POST") || is_method(x->method, "PUT") ||
@@ -208,34 +214,52 @@ static int writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
 	return 0;
 }
 
-/* The head, then body_read's bytes a chunk each, read into a buffer of
- * its own: the connection's input buffer takes the answer's head, which
- * a watcher may read meanwhile (exchange_watched). */
+ssize_t runtime__http_body_next(struct http_exchange *x, void *buf, size_t cap)
+{
+	if (x->stream_sized && x->stream_left < cap)
+		cap = (size_t)x->stream_left;
+	if (x->stream_sized && !cap)
+		return 0;
+	ssize_t got = x->req->body_read(x->req->body_arg, buf, cap);
+	if (got < 0 || (size_t)got > cap || (got == 0 && x->stream_sized))
+		return x->body_error = got < 0 ? (int)got : -EINVAL;
+	x->stream_left -= x->stream_sized ? (uint64_t)got : 0;
+	return got;
+}
+
+/* The head, then body_read's bytes, a chunk each unless the length is
+ * known, read into a buffer of its own: the connection's input buffer
+ * takes the answer's head, which a watcher may read meanwhile
+ * (exchange_watched). */
 static int send_streamed(struct http_exchange *x, struct http_cconn *c, char *head, size_t n)
 {
 	struct iovec iov[4] = { { head, n } };
 	char *chunk = malloc(STREAM_CHUNK);
+	bool chunked = !x->stream_sized;
 	int cnt = 1, rc;
 
 	if (!chunk)
 		return -ENOMEM;
 	x->body_started = true;
 	for (;;) {
-		ssize_t got = x->req->body_read(x->req->body_arg, chunk, STREAM_CHUNK);
+		ssize_t got = runtime__http_body_next(x, chunk, STREAM_CHUNK);
 		char size[24];
-		if (got < 0 || (size_t)got > STREAM_CHUNK) {
-			rc = x->body_error = got < 0 ? (int)got : -EINVAL;
+		if (got < 0) {
+			rc = (int)got;
 			break;
 		}
 		if (got == 0) {
-			iov[cnt++] = (struct iovec){ (char *)"0\r\n\r\n", 5 };
+			if (chunked)
+				iov[cnt++] = (struct iovec){ (char *)"0\r\n\r\n", 5 };
 			rc = writev_all(c->rc, iov, cnt);
 			break;
 		}
-		int sn = snprintf(size, sizeof(size), "%zx\r\n", (size_t)got);
-		iov[cnt++] = (struct iovec){ size, (size_t)sn };
+		if (chunked)
+			iov[cnt++] = (struct iovec){ size, (size_t)snprintf(size, sizeof(size), "%zx\r\n",
+			                                                    (size_t)got) };
 		iov[cnt++] = (struct iovec){ chunk, (size_t)got };
-		iov[cnt++] = (struct iovec){ (char *)"\r\n", 2 };
+		if (chunked)
+			iov[cnt++] = (struct iovec){ (char *)"\r\n", 2 };
 		if ((rc = writev_all(c->rc, iov, cnt)) < 0)
 			break;
 		cnt = 0;

@@ -154,6 +154,8 @@ struct http_exchange {
 	const void *body;            /* a fixed body (none after a 303) */
 	size_t body_len;
 	bool streamed;               /* req->body_read sends it */
+	bool stream_sized;           /* of req->body_read_len bytes */
+	uint64_t stream_left;        /* of those, not yet read */
 	bool head;                   /* the method is HEAD: no body comes */
 	bool has_ua;                 /* the caller gave a User-Agent */
 	bool strip_credentials;      /* a redirect left the first origin */
@@ -165,6 +167,11 @@ struct http_exchange {
 	uint64_t head_end;           /* head_timeout_ns's end, once sent (0: none) */
 	int timed_out;               /* a RUNTIME_HTTP_TIMEOUT_*: why it failed */
 };
+
+/* body_read's next bytes (at most cap, never past a known length), 0 at
+ * the end, or its error (noted in body_error): -EINVAL if it ends before
+ * the length it announced. client.c. */
+ssize_t runtime__http_body_next(struct http_exchange *x, void *buf, size_t cap);
 
 static inline uint64_t http_after(uint64_t ns) /* ns from now; 0: none */
 {

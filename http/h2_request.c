@@ -290,9 +290,10 @@ static size_t head_nv(const struct http_exchange *x, const struct http_url *u,
 		nv[n++] = nv_of("user-agent", 10, cl->ua_field + 12, cl->ua_len - 14);
 	bool body = x->body_len || !strcmp(x->method, "POST") || !strcmp(x->method, "PUT") ||
 	            !strcmp(x->method, "PATCH");
-	if (!x->streamed && body)
+	uint64_t length = x->stream_sized ? x->req->body_read_len : x->body_len;
+	if ((!x->streamed && body) || x->stream_sized)
 		nv[n++] = nv_of("content-length", 14, t->length,
-		                (size_t)(http_put_u64(t->length, x->body_len) - t->length));
+		                (size_t)(http_put_u64(t->length, length) - t->length));
 	return n + caller_fields(x, nv + n, path + plen);
 }
 
@@ -365,9 +366,9 @@ static int send_streamed(struct http_exchange *x, struct h2_cstream *s)
 
 	x->body_started = true;
 	while (rc == 0 && s->in_session && !s->ended) {
-		ssize_t got = x->req->body_read(x->req->body_arg, chunk, STREAM_CHUNK);
-		if (got < 0 || got > STREAM_CHUNK) {
-			rc = x->body_error = got < 0 ? (int)got : -EINVAL;
+		ssize_t got = runtime__http_body_next(x, chunk, STREAM_CHUNK);
+		if (got < 0) {
+			rc = (int)got;
 			break;
 		}
 		s->out = (struct h2_out){ .p = chunk, .len = (size_t)got, .end = !got,

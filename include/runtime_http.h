@@ -488,9 +488,10 @@ struct runtime_http_client_request {
 	size_t body_len;
 	/* a streamed one: called in the requesting fiber for the next bytes
 	 * (at most len, into buf) until it returns 0; sent chunked, each call
-	 * a chunk (body_len is ignored); < 0 abandons the request, which then
-	 * fails with that value. Never sent twice: no retry, and a 301, 302
-	 * (but of a POST), 307 or 308 is returned rather than followed. */
+	 * a chunk (body_len is ignored), unless body_read_len gives its
+	 * length; < 0 abandons the request, which then fails with that
+	 * value. Never sent twice: no retry, and a 301, 302 (but of a POST),
+	 * 307 or 308 is returned rather than followed. */
 	ssize_t (*body_read)(void *arg, void *buf, size_t len);
 	void *body_arg;
 	uint64_t deadline_ns;      /* absolute, runtime_now's clock; 0: none */
@@ -504,6 +505,10 @@ struct runtime_http_client_request {
 	int *timed_out;            /* not NULL: set to the RUNTIME_HTTP_TIMEOUT_*
 	                              that made the call fail -ETIMEDOUT, else
 	                              RUNTIME_HTTP_TIMEOUT_NONE */
+	uint64_t body_read_len;    /* body_read's length when known: sent with
+	                              Content-Length instead of chunked, never
+	                              asked for more; an end (0) before it
+	                              fails the request -EINVAL (0: unknown) */
 };
 
 /* Which clock ended a client's wait with -ETIMEDOUT. */

@@ -103,6 +103,8 @@ static int echo(struct runtime_http_request *req, struct runtime_http_response *
 	snprintf(field, sizeof(field), "%.*s|%.*s|%s", ua ? (int)ua->len : 4, ua ? ua->p : "none",
 	         x ? (int)x->len : 4, x ? x->p : "none", auth ? "auth" : "-");
 	runtime_http_set_header(res, "X-Seen", field);
+	snprintf(field, sizeof(field), "%lld", (long long)runtime_http_body_length(req));
+	runtime_http_set_header(res, "X-Length", field); /* -1: it came chunked */
 	runtime_http_set_header(res, "X-Method", runtime_http_method(req).p[0] == 'P' ? "P" : "other");
 	rc = runtime_http_respond(res, 200, "application/octet-stream", body, len);
 	free(body);
@@ -1325,6 +1327,36 @@ START_TEST(test_client_early_answer_stops_the_body)
 }
 END_TEST
 
+/* A streamed body of known length goes with Content-Length, not chunked;
+ * one that ends before it fails the request, and its connection goes. */
+static void streamed_with_length(struct runtime_http_client *cl, uint16_t port,
+                                 struct runtime_http_client_request *req, struct source *src)
+{
+	struct runtime_http_result *res;
+	char *body;
+	size_t len;
+
+	req->url = url("http", port, "/echo");
+	*src = (struct source){ .total = 100000 };
+	req->body_read_len = 100000;
+	ck_assert_int_eq(runtime_http_request(cl, req, &res), 0);
+	const struct runtime_http_slice *framing = runtime_http_result_header(res, "X-Length");
+	ck_assert(framing->len == 6 && !memcmp(framing->p, "100000", 6));
+	ck_assert_int_eq(runtime_http_result_read_all(res, &body, &len, 1 << 20), 0);
+	ck_assert_uint_eq(len, 100000);
+	ck_assert(is_pattern(body, len));
+	free(body);
+	runtime_http_result_close(res);
+	*src = (struct source){ .total = 1000 };
+	req->body_read_len = 2000;
+	ck_assert_int_eq(runtime_http_request(cl, req, &res), -EINVAL);
+	req->body_read_len = 0;
+	*src = (struct source){ .total = 1000 };
+	ck_assert_int_eq(runtime_http_request(cl, req, &res), 0);
+	ck_assert(!memcmp(runtime_http_result_header(res, "X-Length")->p, "-1", 2));
+	runtime_http_result_close(res);
+}
+
 static void streamed_body(void *arg)
 {
 	uint16_t port = lib_start(NULL);
@@ -1367,6 +1399,8 @@ static void streamed_body(void *arg)
 	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EIO);
 	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
 	ck_assert_uint_eq(stats(cl).connects, 2);
+	streamed_with_length(cl, port, &req, &src);
+	ck_assert_uint_eq(stats(cl).connects, 3);
 	runtime_http_client_destroy(cl);
 	lib_stop();
 }
@@ -1421,10 +1455,10 @@ static void bad_requests_body(void *arg)
 	runtime_http_result_close(res);
 	ck_assert_int_eq(runtime_http_get(cl, url("http", port, "/echo"), &res), 0);
 	ck_assert(!memcmp(runtime_http_result_header(res, "X-Seen")->p, "runtime|none|-", 14));
-	ck_assert_int_eq(runtime_http_result_header_count(res), 6);
+	ck_assert_int_eq(runtime_http_result_header_count(res), 7);
 	struct runtime_http_slice name;
 	ck_assert_int_eq(runtime_http_result_header_at(res, 0, &name, NULL), 0);
-	ck_assert_int_eq(runtime_http_result_header_at(res, 6, &name, NULL), -ENOENT);
+	ck_assert_int_eq(runtime_http_result_header_at(res, 7, &name, NULL), -ENOENT);
 	runtime_http_result_close(res);
 	runtime_http_client_destroy(cl);
 	lib_stop();
