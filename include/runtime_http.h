@@ -667,6 +667,110 @@ struct runtime_http_client_stats {
 RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
                                            struct runtime_http_client_stats *st);
 
+/* ================================================================= proxy */
+
+/*
+ * A reverse proxy, as a handler: each request goes on to one upstream
+ * through a client (and its pools), and the answer comes back, both
+ * bodies streamed. The request's head is rebuilt: its path cleaned
+ * (runtime_http_path_clean) and its prefix stripped, the hop-by-hop
+ * fields dropped (Connection and every name it lists, Keep-Alive,
+ * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE, Trailer,
+ * Transfer-Encoding, Upgrade; Expect and Host are the proxy's own hop:
+ * Host is the upstream's, the client's goes as X-Forwarded-Host), the
+ * forwarding fields set by policy, HTTP/2's split Cookie fields joined. A
+ * body of known length keeps it (Content-Length: read whole first up to
+ * 64 KiB, so that a bodiless or small idempotent request is retried once
+ * when a pooled connection broke before any byte came back; streamed
+ * beyond), chunked only when unknown. The answer's status, fields (less
+ * the hop-by-hop ones, Date and Server, which are this server's, and
+ * hide_headers) and body go back as they come, its length kept.
+ * An upstream that fails - refused, reset, a broken answer, a body cut
+ * short before the answer began - is 502; one that is late (its
+ * head_timeout_ns, or the fiber's deadline) 504; a request body the
+ * client fails to send ends as the server ends such requests (408, 413,
+ * 400). When the client goes away mid-answer the upstream's connection
+ * is closed. The error's reason is logged on log_fd.
+ */
+struct runtime_http_proxy;
+struct runtime_http_proxy_out; /* the upstream request, being made */
+
+enum runtime_http_forwarded {
+	RUNTIME_HTTP_FORWARD_APPEND,  /* X-Forwarded-For (and Forwarded) with
+	                                 the client's address appended to what
+	                                 came; X-Forwarded-Proto and -Host set
+	                                 unless the request had them (default) */
+	RUNTIME_HTTP_FORWARD_REPLACE, /* what came dropped, ours alone: a proxy
+	                                 at the edge, whose clients' claims are
+	                                 not to be trusted */
+	RUNTIME_HTTP_FORWARD_PASS,    /* passed on as they came, none added */
+};
+
+struct runtime_http_proxy_config {
+	struct runtime_http_client *client; /* required; the caller's, outliving
+	                                       the proxy */
+	const char *upstream;      /* required: "http://host[:port]" or https:,
+	                              with a path to prepend if any ("/v2"); copied */
+	const char *strip_prefix;  /* a path prefix ("/api/a") cut from each
+	                              request's path (the cleaned one) before
+	                              it is appended: "/api/a/x" goes as "/x";
+	                              a path outside it is answered 404; copied */
+	int forwarded;             /* an enum runtime_http_forwarded (APPEND) */
+	int rfc7239;               /* nonzero: also Forwarded: for=;proto=;host= */
+	int no_path_clean;         /* nonzero: the path goes as it came */
+	uint64_t head_timeout_ns;  /* the upstream's answer's head must come this
+	                              long after the request was sent (0: none,
+	                              the fiber's deadline only); late: 504 */
+	uint64_t read_idle_ns;     /* the upstream's body: no byte for this long
+	                              ends the answer (0: none) */
+	const char *const *hide_headers; /* names of the upstream's fields not
+	                              passed back, NULL-terminated (the caller's:
+	                              outlives the proxy) */
+	/* Called before the request goes: may change its URL and fields
+	 * (runtime_http_proxy_set_url, _add_header, _remove_header). Returns
+	 * 0 to send it, 1 if it answered res itself (a 403, say), < 0 as a
+	 * handler's error. NULL: none. */
+	int (*rewrite_request)(struct runtime_http_request *req, struct runtime_http_response *res,
+	                       struct runtime_http_proxy_out *out, void *arg);
+	/* Called once the upstream's head came, before res starts: may add
+	 * fields (runtime_http_set_header). Returns 0 to pass the answer on,
+	 * 1 if it answered res itself, < 0 for a 502. NULL: none. */
+	int (*rewrite_response)(struct runtime_http_request *req, struct runtime_http_result *up,
+	                        struct runtime_http_response *res, void *arg);
+	void *hook_arg;
+	int log_fd;                /* why an upstream failed, a line a time
+	                              (runtime_log; 2: standard error; -1: none) */
+};
+/* The defaults: as the comments say. Any thread. */
+RUNTIME_API void runtime_http_proxy_config_init(struct runtime_http_proxy_config *cfg);
+/*
+ * Make a proxy. Any thread. Returns 0, -EINVAL (NULL cl or client, an
+ * upstream that is no http or https URL or has a query, a strip_prefix
+ * not starting with '/', an unknown forwarded), -ENOMEM.
+ */
+RUNTIME_API int runtime_http_proxy_create(struct runtime_http_proxy **px,
+                                          const struct runtime_http_proxy_config *cfg);
+/* Once no request uses it. NULL is a no-op. Any thread. */
+RUNTIME_API void runtime_http_proxy_destroy(struct runtime_http_proxy *px);
+/*
+ * Proxy one request: a runtime_http_handler (arg: the proxy), to route to
+ * or to call from one's own (after a rate limit, say). Returns as a
+ * handler: 0 once answered (502 and 504 included), or the request body's
+ * error, -ECANCELED, -ENOMEM. Handler's fiber.
+ */
+RUNTIME_API int runtime_http_proxy_handler(struct runtime_http_request *req,
+                                           struct runtime_http_response *res, void *px);
+/* In rewrite_request: the URL to send to instead (copied), a field to add
+ * ("Name: value", copied; the client's rules), every field called name
+ * to drop. Return 0, -EINVAL, -ENOSPC (more than 72 fields), -ENOMEM. */
+RUNTIME_API int runtime_http_proxy_set_url(struct runtime_http_proxy_out *out, const char *url);
+RUNTIME_API int runtime_http_proxy_add_header(struct runtime_http_proxy_out *out,
+                                              const char *field);
+RUNTIME_API int runtime_http_proxy_remove_header(struct runtime_http_proxy_out *out,
+                                                 const char *name);
+/* The URL being sent to (NUL-terminated), for a hook. */
+RUNTIME_API const char *runtime_http_proxy_url(const struct runtime_http_proxy_out *out);
+
 /* =============================================================== metrics */
 
 struct runtime_metrics;
