@@ -662,7 +662,7 @@ static int follow(struct http_exchange *x, struct runtime_http_result *r, bool *
 
 	*again = rc == 0 && next;
 	if (rc < 0 || *again)
-		runtime_http_result_close(r);
+		runtime__http_result_release(r);
 	if (*again) {
 		x->redirects++;
 		free(x->url_owned);
@@ -691,13 +691,22 @@ int runtime_http_request(struct runtime_http_client *cl,
 		return -EPERM;
 	if ((rc = exchange_init(&x, cl, req)) < 0)
 		return rc;
-	while (again && (rc = attempt(&x, &r)) == 0 && (rc = follow(&x, r, &again)) == 0)
+	/* Counted before the check, with no wait between: a destroy's closer
+	 * on this core runs either before (closing seen) or after (counted). */
+	x.core->live++;
+	if (atomic_load_explicit(&cl->closing, memory_order_acquire))
+		rc = -ESHUTDOWN;
+	while (rc == 0 && again && (rc = attempt(&x, &r)) == 0 && (rc = follow(&x, r, &again)) == 0)
 		;
 	free(x.url_owned);
 	if (req->timed_out)
 		*req->timed_out = rc == -ETIMEDOUT ? x.timed_out : RUNTIME_HTTP_TIMEOUT_NONE;
-	if (rc == 0)
+	if (rc == 0) {
+		r->core = x.core; /* the result holds the count until closed */
 		*res = r;
+	} else {
+		x.core->live--;
+	}
 	return rc;
 }
 

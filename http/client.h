@@ -61,6 +61,7 @@ struct http_client_core;
 struct h2_cstream;
 
 struct runtime_http_result {
+	struct http_client_core *core; /* its live count */
 	struct http_cconn *conn;     /* HTTP/1.1's, NULL over HTTP/2 */
 	struct h2_cstream *h2;       /* HTTP/2's stream, NULL over HTTP/1.1 */
 	struct http_response head;   /* slices into conn->in[0..keep) */
@@ -123,12 +124,15 @@ struct http_client_core {
 	uint64_t next_sweep;
 	struct http_origin *buckets[HTTP_ORIGIN_BUCKETS];
 	unsigned h2_conns;           /* HTTP/2 connections open on this core */
+	unsigned live;               /* requests under way and results open:
+	                                destroy waits for them, on this core */
 	_Atomic uint64_t connects, reused, retried, requests, dropped, h2_requests;
 } __attribute__((aligned(64)));
 
 struct runtime_http_client {
 	struct runtime_http_client_config cfg;
 	struct http_limits limits;
+	_Atomic bool closing;        /* destroy began: new requests -ESHUTDOWN */
 	_Atomic(struct runtime_tls *) tls; /* cfg.tls, or ours once made */
 	bool own_tls;                /* ours: destroyed with the client */
 	size_t ua_len;
@@ -167,6 +171,10 @@ struct http_exchange {
 	uint64_t head_end;           /* head_timeout_ns's end, once sent (0: none) */
 	int timed_out;               /* a RUNTIME_HTTP_TIMEOUT_*: why it failed */
 };
+
+/* A result's connection pooled or closed (runtime_http_result_close
+ * but the live count: for the results the client closes itself). */
+void runtime__http_result_release(struct runtime_http_result *res);
 
 /* body_read's next bytes (at most cap, never past a known length), 0 at
  * the end, or its error (noted in body_error): -EINVAL if it ends before

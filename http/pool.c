@@ -32,7 +32,8 @@
 #include <string.h>
 
 #define SWEEP_NS (1000 * 1000000ull)
-#define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait for other cores */
+#define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait, once cancelled */
+#define SETTLE_POLL_NS (5 * 1000 * 1000ull)   /* destroy's look at live requests */
 
 /* ----------------------------------------------------------------- cores */
 
@@ -340,29 +341,41 @@ void runtime__http_cconn_close(struct http_cconn *c)
 struct closer {
 	struct http_client_core *core;
 	struct runtime_waitgroup *wg;
+	int rc;
 };
 
-/* Every connection of the core's closed: its idle HTTP/1.1 ones, its
- * HTTP/2 ones (their fibers waited for). */
-static void close_all(struct http_client_core *core)
+/* This core's requests and open results waited for (polling: destroy
+ * is rare; inside a cleanup, so that a cancelled fiber still waits for
+ * CLOSE_WAIT_NS), then every connection of the core closed: its idle
+ * HTTP/1.1 ones, its HTTP/2 ones (their fibers waited for). 0, or
+ * -EBUSY: some are still live, and may use the client. */
+static int settle_core(struct http_client_core *core)
 {
+	struct runtime_cleanup cleanup;
+	int rc = 0;
+
+	runtime_cleanup_begin(&cleanup, CLOSE_WAIT_NS);
+	while (core->live && rc == 0)
+		rc = runtime_sleep(SETTLE_POLL_NS);
+	runtime_cleanup_end(&cleanup);
 	runtime__h2_client_close_all(core);
 	sweep(core, 0, true);
+	return core->live ? -EBUSY : 0;
 }
 
 static void close_core(void *arg)
 {
 	struct closer *job = arg;
 
-	close_all(job->core);
+	job->rc = settle_core(job->core);
 	runtime_waitgroup_done(job->wg);
 }
 
-/* Each core's idle connections closed on that core: this one's here, the
- * others' by a fiber spawned there, waited for (inside a cleanup, so
- * that a cancelled caller still waits: the fibers use cl). Returns 0, or
- * -EBUSY if a fiber did not end in time: it may still use cl, which must
- * then not be freed. */
+/* Each core settled on that core: this one's here, the others' by a
+ * fiber spawned there, waited for (inside a cleanup, so that a cancelled
+ * caller still waits: the fibers use cl). Returns 0, or -EBUSY if a
+ * core's requests or fiber did not end in time: cl must then not be
+ * freed. */
 static int close_from_fiber(struct runtime_http_client *cl, struct closer *jobs)
 {
 	struct runtime_waitgroup wg = RUNTIME_WAITGROUP_INIT;
@@ -372,21 +385,21 @@ static int close_from_fiber(struct runtime_http_client *cl, struct closer *jobs)
 
 	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++) {
 		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
-		if (!core || (!core->idle && !core->h2_conns))
+		if (!core || (int)i == me)
 			continue;
-		if ((int)i == me) {
-			close_all(core);
-			continue;
-		}
-		jobs[i] = (struct closer){ core, &wg };
+		jobs[i] = (struct closer){ core, &wg, 0 };
 		runtime_waitgroup_add(&wg, 1);
 		if (runtime_spawn_on(rt, i, close_core, &jobs[i]) < 0)
 			runtime_waitgroup_done(&wg); /* left open: told below */
 	}
+	if (me >= 0 && (unsigned)me < RUNTIME_MAX_CORES && cl->cores[me])
+		rc = settle_core(cl->cores[me]); /* this core's own store: read plainly */
 	runtime_cleanup_begin(&cleanup, CLOSE_WAIT_NS);
 	if (runtime_waitgroup_wait(&wg, -1) < 0)
 		rc = -EBUSY;
 	runtime_cleanup_end(&cleanup);
+	for (unsigned i = 0; i < RUNTIME_MAX_CORES; i++)
+		rc = jobs[i].rc < 0 ? jobs[i].rc : rc;
 	return rc;
 }
 
@@ -396,6 +409,7 @@ int runtime__http_pools_close(struct runtime_http_client *cl)
 	unsigned left = 0;
 	int rc = 0;
 
+	atomic_store_explicit(&cl->closing, true, memory_order_release);
 	if (runtime_fiber_self() && runtime_current()) {
 		if (!(jobs = calloc(RUNTIME_MAX_CORES, sizeof(*jobs))))
 			return -ENOMEM;
@@ -408,9 +422,11 @@ int runtime__http_pools_close(struct runtime_http_client *cl)
 		left += core ? core->idle + core->h2_conns : 0;
 	}
 	if (rc < 0 || left)
-		fprintf(stderr, "runtime: misuse: runtime_http_client_destroy: idle connections "
-		        "not closed (%s): destroy the client from a fiber of its runtime\n",
-		        rc < 0 ? "their cores did not answer" : "not called from a fiber");
+		fprintf(stderr, "runtime: misuse: runtime_http_client_destroy: %s\n",
+		        rc < 0 ? "requests still under way or results open after the wait: the "
+		                 "client is left allocated"
+		               : "idle connections not closed (not called from a fiber): destroy "
+		                 "the client from a fiber of its runtime");
 	return rc;
 }
 

@@ -99,6 +99,10 @@ static int upstream_failed(const struct runtime_http_proxy *px, struct runtime_h
 	log_failure(px, url, "upstream", rc);
 	if (rc == -ETIMEDOUT)
 		return answer(res, 504, "gateway timeout\n");
+	if (rc == -ESHUTDOWN) { /* the client is being destroyed: a drain */
+		runtime_http_set_close(res);
+		return answer(res, 503, "shutting down\n");
+	}
 	return answer(res, 502, "bad gateway\n");
 }
 

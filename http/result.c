@@ -234,10 +234,8 @@ static void drain(struct runtime_http_result *res)
 		total += (uint64_t)n;
 }
 
-void runtime_http_result_close(struct runtime_http_result *res)
+void runtime__http_result_release(struct runtime_http_result *res)
 {
-	if (!res)
-		return;
 	if (res->h2) {
 		runtime__h2_result_close(res);
 		return;
@@ -250,6 +248,15 @@ void runtime_http_result_close(struct runtime_http_result *res)
 		runtime__http_pool_put(c); /* nothing beyond the body: the next answer starts clean */
 	else
 		runtime__http_cconn_close(c);
+}
+
+void runtime_http_result_close(struct runtime_http_result *res)
+{
+	if (!res)
+		return;
+	struct http_client_core *core = res->core;
+	runtime__http_result_release(res);
+	core->live--;
 }
 
 /* -------------------------------------------------------------- the head */

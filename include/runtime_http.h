@@ -457,13 +457,18 @@ RUNTIME_API void runtime_http_client_config_init(struct runtime_http_client_conf
 RUNTIME_API int runtime_http_client_create(struct runtime_http_client **cl,
                                            const struct runtime_http_client_config *cfg);
 /*
- * Close the pooled connections and free the client, after every result
- * is closed and no request runs. Idle connections belong to their cores:
- * call it from a fiber of the runtime (each other core holding some gets
- * a fiber that closes them there, and destroy waits for it, a cancel
- * notwithstanding, up to 10 s); from any other thread only if nothing is
- * pooled (never used, or max_per_origin 0) - else the connections are
- * left open, said on stderr as misuse. NULL is a no-op.
+ * Free the client: from then on a request begun fails -ESHUTDOWN; the
+ * requests under way and the results not yet closed, on every core, are
+ * waited for (a client's clean shutdown: call it from a fiber when the
+ * drain begins, and what is in flight finishes; close every result you
+ * hold, or it waits for ever - a cancel bounds the wait to 10 s, after
+ * which the client is left allocated, said on stderr); then every pooled
+ * connection is closed on its core. Idle connections belong to their
+ * cores: call it from a fiber of the runtime (each other core gets a
+ * fiber that waits and closes there); from any other thread only if
+ * nothing is pooled or in flight (never used, or max_per_origin 0, its
+ * runtime over) - else the connections are left open, said on stderr as
+ * misuse. NULL is a no-op.
  */
 RUNTIME_API void runtime_http_client_destroy(struct runtime_http_client *cl);
 
@@ -592,7 +597,8 @@ enum runtime_http_timeout {
  * whole head came), -EBADMSG (above), -EMSGSIZE (over a limit: the status
  * line over line_max, the head over head_max, more fields than
  * headers_max, a Content-Length over body_max), -ETIMEDOUT, -ECANCELED,
- * -ELOOP (more redirects than max_redirects), -ENOMEM, or body_read's.
+ * -ELOOP (more redirects than max_redirects), -ESHUTDOWN (the client is
+ * being destroyed), -ENOMEM, or body_read's.
  */
 RUNTIME_API int runtime_http_request(struct runtime_http_client *cl,
                                      const struct runtime_http_client_request *req,
@@ -686,7 +692,8 @@ RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
  * the hop-by-hop ones, Date and Server, which are this server's, and
  * hide_headers) and body go back as they come, its length kept.
  * An upstream that fails - refused, reset, a broken answer, a body cut
- * short before the answer began - is 502; one that is late (its
+ * short before the answer began - is 502 (503 once the client is being
+ * destroyed); one that is late (its
  * head_timeout_ns, or the fiber's deadline) 504; a request body the
  * client fails to send ends as the server ends such requests (408, 413,
  * 400). When the client goes away mid-answer the upstream's connection

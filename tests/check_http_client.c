@@ -1411,6 +1411,84 @@ START_TEST(test_client_streamed_body)
 }
 END_TEST
 
+/* --------------------------------------------------------------- destroy */
+
+struct in_flight {
+	struct runtime_http_client *cl;
+	uint16_t port;
+	_Atomic int status;          /* 0 until done */
+	struct runtime_waitgroup wg;
+};
+
+/* On the other core: a request answered after 400 ms, its result held
+ * 100 ms more before it is read and closed. */
+static void slow_request(void *arg)
+{
+	struct in_flight *f = arg;
+	char u[128], *body;
+	size_t len;
+	struct runtime_http_result *res;
+
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/delay?ms=400", f->port);
+	int rc = runtime_http_get(f->cl, u, &res);
+	if (rc == 0) {
+		runtime_sleep(100 * MS);
+		rc = runtime_http_result_read_all(res, &body, &len, 100);
+		if (rc == 0)
+			free(body);
+		rc = rc ? rc : runtime_http_result_status(res);
+		runtime_http_result_close(res);
+	}
+	atomic_store(&f->status, rc);
+	runtime_waitgroup_done(&f->wg);
+}
+
+/* A request begun while destroy waits is refused. */
+static void *late_request(void *arg)
+{
+	struct in_flight *f = arg;
+	struct runtime_http_result *res;
+	char u[128];
+
+	runtime_sleep(150 * MS);
+	snprintf(u, sizeof(u), "http://127.0.0.1:%u/hello", f->port);
+	return (void *)(intptr_t)runtime_http_get(f->cl, u, &res);
+}
+
+/* Destroy with a request under way on another core and a result open:
+ * it waits for both, refuses what begins meanwhile (-ESHUTDOWN), then
+ * closes the pools of every core. */
+static void destroy_in_flight_body(void *arg)
+{
+	struct in_flight f = { .cl = client(8), .wg = RUNTIME_WAITGROUP_INIT };
+
+	(void)arg;
+	f.port = lib_start(NULL);
+	ck_assert_int_eq(get(f.cl, url("http", f.port, "/hello"), NULL, NULL), 200); /* pooled here */
+	runtime_waitgroup_add(&f.wg, 1);
+	ck_assert_int_eq(runtime_spawn_on(runtime_current(), 1, slow_request, &f), 0);
+	runtime_sleep(50 * MS);
+	struct runtime_fiber *late = start(late_request, &f);
+	uint64_t t0 = runtime_now();
+	runtime_http_client_destroy(f.cl);
+	ck_assert_uint_ge(runtime_now() - t0, 300 * MS);
+	ck_assert_int_eq(atomic_load(&f.status), 200);
+	ck_assert_int_eq(join(late), -ESHUTDOWN);
+	ck_assert_int_eq(runtime_waitgroup_wait(&f.wg, -1), 0);
+	struct runtime_http_server_stats st; /* the pooled ones of both cores: closed */
+	for (int i = 0; i < 5000 && (runtime_http_server_stats(lib_srv, &st), st.conns.live); i++)
+		runtime_sleep(MS);
+	ck_assert_uint_eq(st.conns.live, 0);
+	ck_assert_uint_eq(st.conns.accepted, 2);
+	lib_stop();
+}
+
+START_TEST(test_client_destroy_waits_for_requests)
+{
+	run(destroy_in_flight_body, 2);
+}
+END_TEST
+
 /* ------------------------------------------------------------- the request */
 
 static void bad_requests_body(void *arg)
@@ -2057,6 +2135,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_early_answer_stops_the_body);
 	tcase_add_test(tc, test_client_bad_requests);
 	tcase_add_test(tc, test_client_two_cores);
+	tcase_add_test(tc, test_client_destroy_waits_for_requests);
 	tcase_add_test(tc, test_client_https);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("h2");
