@@ -673,6 +673,102 @@ else
 	missing "http_service over HTTPS" "the openssl CLI, to make a certificate (Debian: openssl)"
 fi
 
+# ---- gateway: in front of two of the HTTP demo (files under $tmp/gw,
+# POST /echo), over HTTP and, with the openssl CLI, HTTPS; 50 MB each way
+# checked by hash, the routes, 404, 504, 502, 429, and the drain.
+gw_code_lines() { # lines of code: blank lines and comments not counted
+	awk '/^[ \t]*$/ { next } c { if (/\*\//) c = 0; next }
+		/^[ \t]*\/\*/ { if (!/\*\//) c = 1; next } { n++ } END { print n }' "$1"
+}
+gw_curl() { # gw_curl OUT URL ARGS...: curl's "%{http_code}" in $code
+	code=$(timeout -k 10 "$bound" curl -sS -o "$1" -w '%{http_code}' "${@:3}" "$2" 2>>"$tmp/curl.err")
+}
+gw_both_ways() { # gw_both_ways SCHEME PORT CURL_ARGS...: 50 MB down and up
+	local base=$1://127.0.0.1:$2
+	shift 2
+	gw_curl "$tmp/gw/down" "$base/api/b/big.bin" "$@"
+	check "gateway ($base): a 50 MB download from upstream b, whole" eval \
+		'[ "$code" = 200 ] && cmp -s "$tmp/gw/down" "$tmp/gw/big.bin"'
+	gw_curl "$tmp/gw/up" "$base/api/a/echo" --data-binary "@$tmp/gw/big.bin" "$@"
+	check "gateway ($base): a 50 MB upload to upstream a, echoed whole" eval \
+		'[ "$code" = 200 ] && cmp -s "$tmp/gw/up" "$tmp/gw/big.bin"'
+}
+gateway_checks() {
+	local lines tls_args=() certs=$tmp/certs
+	lines=$(gw_code_lines "${srcdir:-.}/examples/gateway.c")
+	check "gateway.c is at most 200 lines of code ($lines)" [ "$lines" -le 200 ]
+	mkdir -p "$tmp/gw" && head -c 52428800 /dev/urandom >"$tmp/gw/big.bin" &&
+		printf 'small\n' >"$tmp/gw/small.txt"
+	local up=(./demos/http/http-server --host 127.0.0.1 --port 0 --root "$tmp/gw" --body-max 67108864)
+	start_bg gwa "listening on 127\.0\.0\.1:" "${up[@]}" || { fail "gateway: upstream a did not start"; return; }
+	local a_pid=$bg_pid a_port
+	a_port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$tmp/gwa.out")
+	start_bg gwb "listening on 127\.0\.0\.1:" "${up[@]}" || { fail "gateway: upstream b did not start"; return; }
+	local b_pid=$bg_pid b_port
+	b_port=$(sed -n 's/.*127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$tmp/gwb.out")
+	if command -v openssl >/dev/null 2>&1 && mkdir -p "$certs" &&
+		test_certs "$certs" examples-test-ca >/dev/null 2>&1; then
+		tls_args=(--tls-port 0 --cert "$certs/leaf.crt" --key "$certs/leaf.key")
+	else
+		missing "gateway over HTTPS" "the openssl CLI, to make a certificate (Debian: openssl)"
+	fi
+	start_bg gw "^gateway: listening on port [0-9]*$" "$ex/gateway" --port 0 "${tls_args[@]}" \
+		--upstream-a "http://127.0.0.1:$a_port" --upstream-b "http://127.0.0.1:$b_port/" \
+		--timeout-ms 500 --cores 2 || { fail "gateway did not start: $(cat "$tmp/gw.err")"; return; }
+	local g_pid=$bg_pid g_port=$bg_port base=http://127.0.0.1:$bg_port
+	gw_both_ways http "$g_port"
+	if [ ${#tls_args[@]} -gt 0 ]; then
+		wait_for "$tmp/gw.out" "^gateway: TLS on port [0-9]*$" "$g_pid"
+		gw_both_ways https "$(sed -n 's/^gateway: TLS on port \([0-9]*\)$/\1/p' "$tmp/gw.out")" \
+			--cacert "$certs/ca.crt"
+	fi
+	gw_curl "$tmp/gw/r" "$base/api/b/small.txt"
+	check "gateway: /api/b/small.txt is upstream b's /small.txt" eval \
+		'[ "$code" = 200 ] && [ "$(cat "$tmp/gw/r")" = small ]'
+	gw_curl "$tmp/gw/r" "$base/healthz"
+	check "gateway: /healthz is 200 ok" eval '[ "$code" = 200 ] && [ "$(cat "$tmp/gw/r")" = ok ]'
+	gw_curl "$tmp/gw/r" "$base/metrics"
+	check "gateway: /metrics has both servers' and the client's figures" eval '[ "$code" = 200 ] &&
+		grep -q "^runtime_http_server_requests_total{server=\"http\"" "$tmp/gw/r" &&
+		grep -q "^runtime_http_client_requests_total{client=\"upstreams\"} [1-9]" "$tmp/gw/r"'
+	gw_curl "$tmp/gw/r" "$base/api/a/../b/small.txt" --path-as-is
+	local dots=$code
+	gw_curl "$tmp/gw/r" "$base/nope"
+	check "gateway: a path that leaves /api/a by dot segments is 404, so is another one" eval \
+		'[ "$dots" = 404 ] && [ "$code" = 404 ]'
+	local t0=$SECONDS
+	gw_curl "$tmp/gw/r" "$base/api/a/delay?ms=5000"
+	check "gateway: an upstream later than --timeout-ms is 504, before it answers" eval \
+		'[ "$code" = 504 ] && [ $((SECONDS - t0)) -lt 5 ]'
+	kill -KILL "$b_pid"
+	wait "$b_pid" 2>/dev/null
+	gw_curl "$tmp/gw/r" "$base/api/b/small.txt"
+	check "gateway: an upstream that is gone is 502" [ "$code" = 502 ]
+	stop "$g_pid" gw
+	check "gateway drains and exits 0 on SIGTERM, every answer logged, only the proxy's reasons on stderr" \
+		eval '[ "$rc" -eq 0 ] && has "\"GET /api/b/big.bin HTTP/1.1\" 200 52428800" &&
+		has "\"POST /api/a/echo HTTP/1.1\" 200 52428800" && has "\"GET /api/a/delay?ms=5000 HTTP/1.1\" 504 " &&
+		has "\"GET /api/b/small.txt HTTP/1.1\" 502 " && ! grep -v "^proxy: http://" "$tmp/err"'
+	# The rate: one a second, burst one, per client address.
+	start_bg gw1 "^gateway: listening on port [0-9]*$" "$ex/gateway" --port 0 --rate 1 \
+		--upstream-a "http://127.0.0.1:$a_port" --upstream-b "http://127.0.0.1:$a_port" ||
+		{ fail "gateway (--rate 1) did not start: $(cat "$tmp/gw1.err")"; return; }
+	local r_pid=$bg_pid
+	gw_curl "$tmp/gw/r" "http://127.0.0.1:$bg_port/api/a/small.txt"
+	local first=$code
+	gw_curl "$tmp/gw/r" "http://127.0.0.1:$bg_port/api/a/small.txt" -D "$tmp/gw/head"
+	check "gateway --rate 1: a second request at once is 429 with Retry-After" eval \
+		'[ "$first" = 200 ] && [ "$code" = 429 ] && grep -qi "^Retry-After: 1" "$tmp/gw/head"'
+	stop "$r_pid" gw1
+	check "gateway --rate 1 exits 0 on SIGTERM, stderr empty" ok
+	stop "$a_pid" gwa
+}
+if command -v curl >/dev/null 2>&1; then
+	gateway_checks
+else
+	missing "gateway" "curl (Debian: curl)"
+fi
+
 check "tcp_pipe, the test's client, saw no error" eval '! [ -s "$tmp/pipe.err" ]'
 
 # Never a pass for what did not run: SKIP (77) when a group was skipped.
