@@ -408,6 +408,27 @@ RUNTIME_API int runtime_conn_fd(const struct runtime_conn *conn);
  */
 RUNTIME_API int runtime_conn_pending(const struct runtime_conn *conn);
 
+/*
+ * Cancel the calling fiber (runtime_fiber_cancel) when the peer closes or
+ * resets the connection while the fiber does something else - a server's
+ * handler waiting on a backend for a client that left. With on nonzero
+ * the watch begins; with 0 it ends, and must end before the fiber does or
+ * the connection waits idle. It fires when the receive stream, which
+ * reads ahead of its user, gets the peer's end of stream or an error with
+ * nothing unread queued before it and no fiber reading (a reader gets the
+ * end itself). An end that came before the watch began is taken for a
+ * half-close - a client that shut its side after its request and waits
+ * for the answer - and not watched; one that comes during the watch
+ * counts as gone, as nginx and Go count it. Returns, on: 0, or 1 if the
+ * peer's end had come already (no watch); off: 1 if the watch fired
+ * since it began, else 0; or -EINVAL (NULL), -EPERM (another core,
+ * not a fiber), -EOPNOTSUPP (on, but no receive stream:
+ * RUNTIME_CONN_PLAIN_RECV), -EBUSY (the connection waits idle). A stream
+ * that stopped reading ahead (64 KiB unread, or the buffers ran out)
+ * notices no close until read. Fibers of its core.
+ */
+RUNTIME_API int runtime_conn_cancel_on_close(struct runtime_conn *conn, int on);
+
 /* The peer's address and its length in *len (may be NULL), or NULL if it
  * cannot be known (the peer reset before it was asked). Looked up until
  * found, then kept. Fibers of its core. */

@@ -37,4 +37,13 @@ int runtime__poll_by(int fd, short events, uint64_t deadline);
 ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
                                 uint64_t deadline);
 
+/* Cancel the calling fiber (on; off: stop) when the peer's end of stream
+ * or an error reaches s while nothing unread is queued and no fiber
+ * reads. Returns, off, 1 if the watch had fired since it was set (else
+ * 0); on, 0, or 1 if the end had come already (no watch then: taken for
+ * a half-close, whose client waits for its answer); -EBUSY while the
+ * stream waits idle. The core's fibers; the watcher stops the watch
+ * before it ends, and before the stream waits idle. */
+int runtime__stream_watch(struct runtime_stream *s, int on);
+
 #endif /* RUNTIME_LAYER_H */

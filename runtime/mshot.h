@@ -80,7 +80,14 @@ struct idle {
 	                               spawn's retry */
 	runtime_stream_idle_fn *fn;
 	void *arg;
-	struct runtime_fiber *poller; /* polling: the fiber, once in its poll */
+	union {
+		struct runtime_fiber *poller; /* polling: the fiber, once in its poll */
+		struct fiber *watcher;  /* no wait under way: the fiber a stream
+		                           cancels at the peer's end (stream.c:
+		                           runtime__stream_watch); a watched
+		                           stream's fiber is busy, an idle one's
+		                           gone, so the two never meet */
+	};
 	int fd;
 	int16_t why;                /* what ended the wait, for fn: 0 or -errno */
 	uint8_t state;              /* enum idle_state */

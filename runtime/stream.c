@@ -48,7 +48,8 @@ struct runtime_stream {
 	uint32_t dst_len;           /* the reader's len (dst_len_of: a read of
 	                               4 GiB or more may return less anyway) */
 	int16_t end;                /* 1: EOF came; < 0: the error that came */
-	bool starved;               /* it ended with -ENOBUFS: next read plain */
+	bool starved : 1;           /* it ended with -ENOBUFS: next read plain */
+	bool watch_fired : 1;       /* idle.watcher was cancelled since set */
 	char *dst;                  /* NULL: none waits, or it has its bytes */
 	struct idle idle;           /* runtime_stream_idle's wait (idle.c) */
 };
@@ -174,6 +175,33 @@ static void hand_over(struct bufpool *p, struct runtime_stream *s, unsigned bid,
 	s->queued -= k;
 }
 
+/* The peer's end (or an error) came with nothing queued before it and no
+ * reader to tell: the watcher, busy elsewhere, is cancelled. */
+static void watch_check(struct runtime_stream *s)
+{
+	if (s->idle.state != IDLE_NONE || !s->idle.watcher || !s->end || s->queued || s->m.waiter)
+		return;
+	runtime__fiber_cancel(s->idle.watcher);
+	s->idle.watcher = NULL;
+	s->watch_fired = true;
+}
+
+int runtime__stream_watch(struct runtime_stream *s, int on)
+{
+	struct fiber *f = on ? this_fiber() : NULL;
+	bool fired = s->watch_fired;
+
+	if (on && !f)
+		return -EPERM;
+	if (s->idle.state != IDLE_NONE)
+		return -EBUSY;
+	s->watch_fired = false;
+	if (f && s->end)
+		return 1; /* it came already: a half-close, the answer awaited */
+	s->idle.watcher = f;
+	return f ? 0 : fired;
+}
+
 /* Any result of the stream's request (its mshot_ops.cqe). */
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
 {
@@ -191,9 +219,10 @@ static void stream_cqe(struct mshot *m, int res, unsigned flags)
 	}
 	if (m->closed)
 		return;
-	if (!(flags & MSHOT_F_MORE))
+	if (!(flags & MSHOT_F_MORE)) {
 		ended(s, res);
-	else if (s->queued >= STREAM_QUEUE_MAX)
+		watch_check(s);
+	} else if (s->queued >= STREAM_QUEUE_MAX)
 		runtime__mshot_stop(m);
 	if (unlikely(s->idle.state == IDLE_WAITING))
 		runtime__idle_wake(&s->idle, 0); /* a read has something to do */

@@ -569,6 +569,90 @@ START_TEST(test_conn_pending_sees_unread_bytes_and_the_end)
 }
 END_TEST
 
+static int close_later(void *arg)
+{
+	runtime_sleep(50 * MS);
+	runtime_close(*(int *)arg);
+	return 0;
+}
+
+/* A conn with its receive stream watching (a byte read) and the peer's
+ * fd in fd[0]. */
+static struct runtime_conn *watched_pair(int fd[2])
+{
+	struct runtime_conn *c;
+	char b;
+
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], 0), 0);
+	ck_assert_int_eq(runtime_write_all(fd[0], "a", 1, NULL), 1);
+	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 1);
+	return c;
+}
+
+/* runtime_conn_cancel_on_close: the peer's close while the fiber sleeps
+ * cancels it; bytes queued before the end do not (a reader is due), nor
+ * an end that came before the watch (a half-close); a plain-recv
+ * connection cannot watch. */
+static void cancel_on_close_main(void *arg)
+{
+	struct runtime_conn *c;
+	struct runtime_group *g;
+	int fd[2];
+
+	(void)arg;
+	c = watched_pair(fd);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 1), 0);
+	ck_assert_int_eq(runtime_group_create(&g, 0), 0);
+	ck_assert_int_eq(runtime_group_spawn(g, close_later, &fd[0]), 0);
+	uint64_t t0 = runtime_now();
+	ck_assert_int_eq(runtime_sleep(5000 * MS), -ECANCELED);
+	ck_assert_uint_lt(runtime_now() - t0, 3000 * MS);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 0), 1);
+	struct runtime_cleanup cleanup; /* the cancel held back: the closer waited for */
+	runtime_cleanup_begin(&cleanup, 5000 * MS);
+	ck_assert_int_eq(runtime_group_wait(g, -1, NULL), 0);
+	runtime_cleanup_end(&cleanup);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_group_destroy(g);
+}
+
+static void queued_then_end_main(void *arg)
+{
+	struct runtime_conn *c;
+	int fd[2];
+
+	(void)arg;
+	c = watched_pair(fd);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 1), 0);
+	ck_assert_int_eq(runtime_write_all(fd[0], "zz", 2, NULL), 2);
+	runtime_close(fd[0]);
+	ck_assert_int_eq(runtime_sleep(200 * MS), 0); /* "zz" queued first: not gone */
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 0), 0);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	c = watched_pair(fd);
+	ck_assert_int_eq(shutdown(fd[0], SHUT_WR), 0);
+	pending_becomes(c, 1);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 1), 1); /* a half-close: no watch */
+	ck_assert_int_eq(runtime_sleep(50 * MS), 0);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 0), 0);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(fd[0]);
+	tcp_pair(fd);
+	ck_assert_int_eq(runtime_conn_open(&c, fd[1], RUNTIME_CONN_PLAIN_RECV), 0);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(c, 1), -EOPNOTSUPP);
+	ck_assert_int_eq(runtime_conn_cancel_on_close(NULL, 1), -EINVAL);
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(fd[0]);
+}
+
+START_TEST(test_conn_cancel_on_close)
+{
+	ck_assert_int_eq(run_fiber(NULL, cancel_on_close_main, NULL), 0);
+	ck_assert_int_eq(run_fiber(NULL, queued_then_end_main, NULL), 0);
+}
+END_TEST
+
 /* A peer's address longer than an IPv6 one (a unix socket's path) is kept
  * out of line: the whole path comes back, twice (looked up, then kept),
  * and closing frees it (ASan). An unnamed peer's is its family alone. */
@@ -1425,6 +1509,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_conn_misuse_gets_clear_errors);
 	tcase_add_test(tc, test_conn_peer_of_a_unix_socket);
 	tcase_add_test(tc, test_conn_pending_sees_unread_bytes_and_the_end);
+	tcase_add_test(tc, test_conn_cancel_on_close);
 	tcase_add_test(tc, test_fiber_expire_ends_one_wait);
 	tcase_add_test(tc, test_conn_idle_timeout);
 	tcase_add_test(tc, test_conn_finish_lets_the_last_answer_through);

@@ -861,6 +861,17 @@ int runtime_conn_pending(const struct runtime_conn *c)
 	return rc == -EAGAIN ? socket_pending(c->fd) : rc;
 }
 
+int runtime_conn_cancel_on_close(struct runtime_conn *c, int on)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (!c->rx)
+		return on ? -EOPNOTSUPP : 0;
+	return runtime__stream_watch(c->rx, on); /* -EPERM outside a fiber */
+}
+
 int runtime_conn_set_idle(struct runtime_conn *c, int idle)
 {
 	int rc = mine(c);
