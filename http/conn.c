@@ -367,12 +367,41 @@ static __attribute__((noinline)) int request_last(struct http_conn *c)
 	return -1;
 }
 
+/* Nothing of a next request is read ahead: the peer's end would be the
+ * client leaving, not a half-close after pipelined requests it still
+ * wants answered (a chunked body's end is not known: none buffered). */
+static bool alone(const struct http_conn *c, const struct http_request *h)
+{
+	size_t buffered = c->in_len - c->in_off;
+
+	return h->body == HTTP_BODY_LENGTH ? buffered <= h->content_length : buffered == 0;
+}
+
+/* The handler, watched: a client that leaves meanwhile - closes or
+ * resets, its request read - cancels the handler's fiber, and the answer
+ * is logged as nginx's 499, the client's close, whatever was sent. */
+static int run_handler(struct http_conn *c, struct runtime_http_request *req,
+                       struct runtime_http_response *res)
+{
+	const struct runtime_http_server_config *cfg = &c->srv->cfg;
+	bool watched = !cfg->no_cancel_on_close && alone(c, &req->head) &&
+	               runtime_conn_cancel_on_close(c->rc, 1) == 0;
+	int rc = cfg->handler(req, res, cfg->arg);
+
+	if (watched && runtime_conn_cancel_on_close(c->rc, 0) == 1) {
+		if (res->state == RES_NONE)
+			res->state = RES_DONE; /* nobody to answer */
+		res->status = HTTP_CLIENT_CLOSED;
+		res->close = c->broken = true;
+	}
+	return rc;
+}
+
 /* One request: 0 to go on with the connection, -1 to close it, 1: wait
  * for the next with no fiber, 2: serve HTTP/2. */
 static int serve_one(struct http_conn *c, struct runtime_http_request *req,
                      struct runtime_http_response *res)
 {
-	struct runtime_http_server *srv = c->srv;
 	int rc = next_head(c, &req->head);
 
 	if (rc == HEAD_IDLE)
@@ -392,7 +421,7 @@ static int serve_one(struct http_conn *c, struct runtime_http_request *req,
 		request_timed(c, &req->head);
 	request_init(req, c, (size_t)rc);
 	http_response_ready(res, req);
-	rc = srv->cfg.handler(req, res, srv->cfg.arg);
+	rc = run_handler(c, req, res);
 	if (!answered_whole(req, res))
 		rc = finish_rest(req, res, rc);
 	else

@@ -384,6 +384,8 @@ static void finish(struct h2_stream *s)
 
 	answer_rest(s);
 	drop_body(s);
+	if (s->reset) /* the client reset the stream before the answer's end */
+		s->res.status = HTTP_CLIENT_CLOSED;
 	if (s->started)
 		http_duration(h->core, runtime_now() - s->started);
 	if (cfg->on_response || cfg->access_log_format)

@@ -69,6 +69,7 @@ void runtime__http_buffers_free(struct http_buffers *b);
  * 200 copies all of it at once; another 200 the start and its type line,
  * any other status its own line and then the rest.
  */
+#define HTTP_CLIENT_CLOSED 499   /* logged for a client gone mid-request (nginx's) */
 #define HTTP_TYPE_MAX 256        /* a Content-Type value's length, at most */
 #define HTTP_TYPE_NAME "Content-Type: "
 #define HTTP_TAIL_NAME "Content-Length: "

@@ -129,6 +129,15 @@ struct runtime_http_server_config {
 	                               runtime_http_set_header says -ENOBUFS.
 	                               Up to 4 KiB they live in the response,
 	                               more on the heap until the next request */
+	int no_cancel_on_close;     /* nonzero: a handler runs on when its
+	                               client leaves. By default a client that
+	                               closes or resets its connection (HTTP/1.1;
+	                               an HTTP/2 stream's reset always does)
+	                               while the handler runs cancels the
+	                               handler's fiber - its blocking calls return
+	                               -ECANCELED, its cleanups run - and the
+	                               response is logged 499, as nginx logs a
+	                               client's close (runtime_conn_cancel_on_close) */
 };
 
 /* Defaults: as the field comments say; serve as runtime_serve_config_init. */

@@ -63,6 +63,8 @@ static unsigned max_streams;
 static size_t fields_out_max; /* 0: the default (64 KiB) */
 static uint64_t body_min_rate = 240, body_rate_grace_ns = 5 * SEC; /* the defaults */
 static int access_log_format, access_log_fd = 1;
+static int no_cancel_on_close;
+static _Atomic int wait_rc = 1; /* /wait's sleep: 1 until it returns */
 
 static void *run(void *arg)
 {
@@ -85,6 +87,7 @@ static void *run(void *arg)
 	cfg.idle_timeout_ns = idle_timeout_ns;
 	cfg.on_response = on_response;
 	cfg.no_batch = no_batch;
+	cfg.no_cancel_on_close = no_cancel_on_close;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -560,6 +563,10 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	}
 	if (is(path, "/nothing"))
 		return 0;
+	if (is(path, "/wait")) { /* a handler waiting on a backend: 600 ms */
+		atomic_store(&wait_rc, runtime_sleep(600 * 1000 * 1000));
+		return text(res, 200, "waited");
+	}
 	if (is(path, "/upgrade"))
 		return upgraded_echo(req, res);
 	if (is(path, "/tagged")) { /* a slot for on_response */
@@ -999,6 +1006,38 @@ START_TEST(test_after_each)
 	serve_stop();
 	on_response = NULL;
 	no_batch = 0;
+}
+END_TEST
+
+/* A client that leaves while its handler waits: the handler's fiber is
+ * cancelled (its sleep ends -ECANCELED, long before its 600 ms) and the
+ * response is logged 499 - after a close, and after a reset. With
+ * no_cancel_on_close the handler runs to its end, and its 200 is logged. */
+START_TEST(test_gone_client_cancels_the_handler)
+{
+	for (int mode = 0; mode < 3; mode++) { /* close, reset, close with no_cancel_on_close */
+		on_response = hook;
+		no_cancel_on_close = mode == 2;
+		atomic_store(&hooked, 0);
+		atomic_store(&wait_rc, 1);
+		serve_start();
+		int fd = dial();
+		send_str(fd, "GET /wait HTTP/1.1\r\nHost: h\r\n\r\n");
+		usleep(100 * 1000);
+		if (mode == 1) {
+			struct linger hard = { 1, 0 };
+			setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+		}
+		close(fd);
+		for (int i = 0; i < 5000 && atomic_load(&hooked) == 0; i++)
+			usleep(1000);
+		ck_assert_int_eq(atomic_load(&hooked), 1);
+		ck_assert_int_eq(atomic_load(&wait_rc), mode == 2 ? 0 : -ECANCELED);
+		ck_assert_int_eq(atomic_load(&hooked_status), mode == 2 ? 200 : 499);
+		serve_stop();
+	}
+	on_response = NULL;
+	no_cancel_on_close = 0;
 }
 END_TEST
 
@@ -2140,6 +2179,30 @@ START_TEST(test_h2_access_log)
 }
 END_TEST
 
+/* A stream reset while its handler waits: the handler is cancelled and
+ * the answer logged 499, the client's close. */
+START_TEST(test_h2_reset_cancels_the_handler_499)
+{
+	on_response = hook;
+	atomic_store(&hooked, 0);
+	atomic_store(&wait_rc, 1);
+	serve_start();
+	struct h2t *t = h2t_open(port);
+	struct h2t_answer *a = h2t_submit(t, "GET", "/wait", no_fields, NULL, 0, false);
+	h2t_pump(t, 100);
+	ck_assert_int_eq(nghttp2_submit_rst_stream(t->s, NGHTTP2_FLAG_NONE, a->id, NGHTTP2_CANCEL), 0);
+	nghttp2_session_send(t->s);
+	for (int i = 0; i < 5000 && atomic_load(&hooked) == 0; i++)
+		usleep(1000);
+	ck_assert_int_eq(atomic_load(&hooked), 1);
+	ck_assert_int_eq(atomic_load(&wait_rc), -ECANCELED);
+	ck_assert_int_eq(atomic_load(&hooked_status), 499);
+	h2t_close(t);
+	serve_stop();
+	on_response = NULL;
+}
+END_TEST
+
 /* A body larger than a stream's window (64 KiB), read as the handler
  * reads: the window is credited as it goes, the whole body comes back. */
 static int echo_big(struct runtime_http_request *req, struct runtime_http_response *res)
@@ -2666,6 +2729,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_cached_heads);
 	tcase_add_test(tc, test_types_again);
 	tcase_add_test(tc, test_after_each);
+	tcase_add_test(tc, test_gone_client_cancels_the_handler);
 	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);
@@ -2694,6 +2758,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_h2_request_parts);
 	tcase_add_test(tc, test_h2_body_min_rate_408);
 	tcase_add_test(tc, test_h2_access_log);
+	tcase_add_test(tc, test_h2_reset_cancels_the_handler_499);
 	tcase_add_test(tc, test_h2_version_and_host);
 	tcase_add_test(tc, test_h2_body_stream);
 	tcase_add_test(tc, test_h2_body_over_the_window);

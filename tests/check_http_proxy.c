@@ -86,6 +86,8 @@ static int send_pattern(struct runtime_http_response *res, uint64_t n, bool chun
 	return rc == 0 ? runtime_http_end(res) : rc;
 }
 
+static int slow_rc = 1; /* /slow's sleep: 1 until it returns */
+
 static uint64_t query_num(struct runtime_http_request *req, const char *key)
 {
 	struct runtime_http_slice v;
@@ -102,7 +104,7 @@ static int upstream_route(struct runtime_http_request *req, struct runtime_http_
 	if (path_is(req, "/big") || path_is(req, "/chunked"))
 		return send_pattern(res, query_num(req, "n"), path_is(req, "/chunked"));
 	if (path_is(req, "/slow")) {
-		runtime_sleep(query_num(req, "ms") * MS);
+		slow_rc = runtime_sleep(query_num(req, "ms") * MS);
 		return runtime_http_respond(res, 200, "text/plain", "late", 4);
 	}
 	if (path_is(req, "/304"))
@@ -786,6 +788,37 @@ START_TEST(test_proxy_client_resets_mid_upload)
 }
 END_TEST
 
+/* A client gone while the upstream works: the proxy's handler is
+ * cancelled, its upstream connection closed, and so the upstream's
+ * handler is cancelled too - well before its 3 s. */
+static void gone_body(void *arg)
+{
+	struct runtime_http_proxy_config cfg;
+	struct setup *s = setup_new();
+
+	(void)arg;
+	runtime_http_proxy_config_init(&cfg);
+	setup_start(s, 0, &cfg, false);
+	slow_rc = 1;
+	int fd = runtime_tcp_connect("127.0.0.1", s->front_port);
+	static const char head[] = "GET /slow?ms=3000 HTTP/1.1\r\nHost: h\r\n\r\n";
+	ck_assert_int_ge(runtime_send_all(fd, head, sizeof(head) - 1, NULL), 0);
+	runtime_sleep(200 * MS);
+	uint64_t t0 = runtime_now();
+	runtime_close(fd);
+	for (int i = 0; i < 2000 && slow_rc == 1; i++)
+		runtime_sleep(MS);
+	ck_assert_int_eq(slow_rc, -ECANCELED);
+	ck_assert_uint_lt(runtime_now() - t0, 2 * SEC);
+	setup_stop(s);
+}
+
+START_TEST(test_proxy_gone_client_cancels_upstream)
+{
+	run(gone_body, NULL);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
 	Suite *s = suite_create("http_proxy");
@@ -799,6 +832,7 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, test_proxy_answer_fields);
 	tcase_add_test(tc, test_proxy_hooks);
 	tcase_add_test(tc, test_proxy_client_resets_mid_upload);
+	tcase_add_test(tc, test_proxy_gone_client_cancels_upstream);
 	suite_add_tcase(s, tc);
 	return s;
 }
