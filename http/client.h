@@ -124,8 +124,12 @@ struct http_client_core {
 	uint64_t next_sweep;
 	struct http_origin *buckets[HTTP_ORIGIN_BUCKETS];
 	unsigned h2_conns;           /* HTTP/2 connections open on this core */
-	unsigned live;               /* requests under way and results open:
+	unsigned live;               /* requests under way and results open,
+	                                and the sweeper's timer or fiber:
 	                                destroy waits for them, on this core */
+	bool sweeper_armed;          /* sweeper (pool.c) is armed */
+	struct runtime_timer sweeper; /* closes idle connections past their
+	                                time while no request comes */
 	_Atomic uint64_t connects, reused, retried, requests, dropped, h2_requests;
 } __attribute__((aligned(64)));
 

@@ -34,6 +34,7 @@
 #define SWEEP_NS (1000 * 1000000ull)
 #define CLOSE_WAIT_NS (10 * 1000 * 1000000ll) /* destroy's wait, once cancelled */
 #define SETTLE_POLL_NS (5 * 1000 * 1000ull)   /* destroy's look at live requests */
+#define SWEEP_MIN_NS (10 * 1000 * 1000ull)    /* the sweeper's shortest period */
 
 /* ----------------------------------------------------------------- cores */
 
@@ -188,6 +189,57 @@ static void sweep(struct http_client_core *core, uint64_t now, bool all)
 	}
 }
 
+/* ------------------------------------------------------------ the sweeper */
+
+/*
+ * A core holding idle connections sweeps them on a background timer
+ * (it keeps no run going), every quarter of the idle timeout, so that
+ * they close in time though no request comes. The timer's callback runs
+ * outside a fiber, and closing may write (TLS): it spawns a fiber on
+ * the core for the sweep. The timer, then that fiber, count as live:
+ * destroy cancels the timer and waits for them.
+ */
+static void sweep_tick(struct runtime_timer *t, void *arg, enum runtime_timer_why why);
+
+static void sweeper_arm(struct http_client_core *core)
+{
+	const struct runtime_http_client *cl = core->cl;
+	uint64_t delay = cl->cfg.idle_timeout_ns / 4;
+
+	if (core->sweeper_armed || cl->cfg.idle_timeout_ns == UINT64_MAX ||
+	    atomic_load_explicit(&cl->closing, memory_order_relaxed))
+		return;
+	if (delay < SWEEP_MIN_NS)
+		delay = SWEEP_MIN_NS;
+	if (runtime_timer_start_background(&core->sweeper, delay, sweep_tick, core) == 0) {
+		core->sweeper_armed = true;
+		core->live++;
+	}
+}
+
+static void sweep_fiber(void *arg)
+{
+	struct http_client_core *core = arg;
+
+	core->next_sweep = 0; /* now, whatever the last one */
+	sweep(core, runtime_now(), false);
+	core->live--;
+	if (core->idle)
+		sweeper_arm(core);
+}
+
+static void sweep_tick(struct runtime_timer *t, void *arg, enum runtime_timer_why why)
+{
+	struct http_client_core *core = arg;
+
+	(void)t;
+	core->sweeper_armed = false;
+	if (why == RUNTIME_TIMER_FIRED && core->idle &&
+	    runtime_spawn_on(runtime_current(), core->index, sweep_fiber, core) == 0)
+		return; /* its live count passes to the fiber */
+	core->live--;
+}
+
 /* --------------------------------------------------------- take and put */
 
 /* Still good to send on: not past the idle timeout, and nothing of the
@@ -247,6 +299,7 @@ void runtime__http_pool_put(struct http_cconn *c)
 	o->idle = c;
 	o->nidle++;
 	core->idle++;
+	sweeper_arm(core);
 }
 
 /* ---------------------------------------------------------------- dialling */
@@ -354,6 +407,8 @@ static int settle_core(struct http_client_core *core)
 	struct runtime_cleanup cleanup;
 	int rc = 0;
 
+	if (core->sweeper_armed)
+		runtime_timer_cancel(&core->sweeper); /* its callback lets go of live */
 	runtime_cleanup_begin(&cleanup, CLOSE_WAIT_NS);
 	while (core->live && rc == 0)
 		rc = runtime_sleep(SETTLE_POLL_NS);
@@ -420,6 +475,8 @@ int runtime__http_pools_close(struct runtime_http_client *cl)
 	for (unsigned i = 0; rc == 0 && i < RUNTIME_MAX_CORES; i++) {
 		struct http_client_core *core = atomic_load_explicit(&cl->cores[i], memory_order_acquire);
 		left += core ? core->idle + core->h2_conns : 0;
+		if (core && (core->live || core->sweeper_armed))
+			rc = -EBUSY; /* not from a fiber: a request, or the sweeper's timer */
 	}
 	if (rc < 0 || left)
 		fprintf(stderr, "runtime: misuse: runtime_http_client_destroy: %s\n",

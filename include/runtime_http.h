@@ -432,7 +432,9 @@ struct runtime_http_client_config {
 	                              core (8); 0: no pooling (each request
 	                              says Connection: close) */
 	uint64_t idle_timeout_ns;  /* a pooled connection unused this long is
-	                              closed (30 s; 0: never by time) */
+	                              closed (30 s; 0: never by time), by a
+	                              background sweep of its core every
+	                              quarter of it, though no request comes */
 	uint64_t connect_timeout_ns; /* name lookup, TCP and TLS handshake
 	                              (10 s; 0: none but the deadlines) */
 	struct runtime_tls *tls;   /* client context for https: (the caller's:

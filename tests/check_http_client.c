@@ -1411,6 +1411,38 @@ START_TEST(test_client_streamed_body)
 }
 END_TEST
 
+/* Idle pooled connections close after idle_timeout_ns though no request
+ * comes (the core's background sweeper: the run still ends with them
+ * pooled), and a destroy with the sweeper armed cancels it. */
+static void idle_sweep_body(void *arg)
+{
+	struct runtime_http_client_config cfg;
+	struct runtime_http_client *cl;
+	struct runtime_http_server_stats st;
+	uint16_t port = lib_start(NULL);
+
+	(void)arg;
+	runtime_http_client_config_init(&cfg);
+	cfg.idle_timeout_ns = 200 * MS;
+	ck_assert_int_eq(runtime_http_client_create(&cl, &cfg), 0);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200);
+	runtime_http_server_stats(lib_srv, &st);
+	ck_assert_uint_eq(st.conns.live, 1); /* pooled, open */
+	for (int i = 0; i < 3000 && (runtime_http_server_stats(lib_srv, &st), st.conns.live); i++)
+		runtime_sleep(MS);
+	ck_assert_uint_eq(st.conns.live, 0);
+	ck_assert_int_eq(get(cl, url("http", port, "/hello"), NULL, NULL), 200); /* a new one */
+	ck_assert_uint_eq(stats(cl).connects, 2);
+	runtime_http_client_destroy(cl); /* the sweeper armed again: cancelled */
+	lib_stop();
+}
+
+START_TEST(test_client_idle_pool_closed_by_time)
+{
+	run(idle_sweep_body, 1);
+}
+END_TEST
+
 /* --------------------------------------------------------------- destroy */
 
 struct in_flight {
@@ -2136,6 +2168,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_bad_requests);
 	tcase_add_test(tc, test_client_two_cores);
 	tcase_add_test(tc, test_client_destroy_waits_for_requests);
+	tcase_add_test(tc, test_client_idle_pool_closed_by_time);
 	tcase_add_test(tc, test_client_https);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("h2");
