@@ -85,6 +85,17 @@ static int check_header(struct http_exchange *x, const char *h)
 	return 0;
 }
 
+/* An Upgrade field's value: protocols, field bytes, 1 to 255 of them. */
+static bool upgrade_ok(const char *v)
+{
+	size_t n = strlen(v);
+
+	for (size_t i = 0; i < n; i++)
+		if (!is_field_byte((unsigned char)v[i]))
+			return false;
+	return n && n < 256 && v[0] != ' ' && v[n - 1] != ' ';
+}
+
 static bool credential(const char *h)
 {
 	size_t n = strcspn(h, ":");
@@ -103,6 +114,9 @@ static int exchange_init(struct http_exchange *x, struct runtime_http_client *cl
 		return -EINVAL;
 	if (x->streamed)
 		x->body_len = 0;
+	if (req->upgrade && !upgrade_ok(req->upgrade))
+		return -EINVAL;
+	x->upgrade = req->upgrade;
 	x->stream_sized = x->streamed && req->body_read_len;
 	x->stream_left = x->stream_sized ? req->body_read_len : 0;
 	x->head = is_method(x->method, "HEAD");
@@ -133,7 +147,7 @@ static char *put_mem(char *o, const char *s, size_t n)
 /* At least the head's length (see write_head). */
 static size_t head_bound(const struct http_exchange *x, const struct http_url *u)
 {
-	size_t n = strlen(x->method) + u->target.len + u->host.len + x->cl->ua_len + 128;
+	size_t n = strlen(x->method) + u->target.len + u->host.len + x->cl->ua_len + 128 + 300;
 
 	for (const char *const *h = x->req->headers; h && *h; h++)
 		n += strlen(*h) + 2;
@@ -185,7 +199,9 @@ static size_t write_head(const struct http_exchange *x, const struct http_url *u
 		if (runtime__http_field_sent(x, *h))
 			o = put_str(put_str(o, *h), "\r\n");
 	o = put_framing(x, o);
-	if (!cl->cfg.max_per_origin)
+	if (x->upgrade)
+		o = put_str(put_str(put_str(o, "Connection: Upgrade\r\nUpgrade: "), x->upgrade), "\r\n");
+	else if (!cl->cfg.max_per_origin)
 		o = put_str(o, "Connection: close\r\n");
 	return (size_t)(put_str(o, "\r\n") - out);
 }
@@ -310,7 +326,7 @@ static int read_head(struct http_exchange *x, struct http_cconn *c)
 	for (;;) {
 		if (c->in_len > c->in_off) {
 			int rc = runtime__http_parse_response(c->in, c->in_len, &x->cl->limits, flags, h);
-			if (rc < 0 || (rc > 0 && h->status >= 200))
+			if (rc < 0 || (rc > 0 && (h->status >= 200 || (h->status == 101 && x->upgrade))))
 				return rc;
 			if (rc > 0 && (h->status == 101 || ++interim > INTERIM_MAX))
 				return -EBADMSG; /* nobody asked to switch protocols */
@@ -471,7 +487,7 @@ static int exchange_on(struct http_exchange *x, const struct http_url *u, struct
 	if (x->head_end) /* the body's reads: the request's deadline again */
 		runtime_conn_set_read_deadline(c->rc, x->deadline);
 	runtime__http_result_init(c, (size_t)rc, wrc == 0 && c->res.head.keep_alive &&
-	                          x->cl->cfg.max_per_origin);
+	                          x->cl->cfg.max_per_origin && c->res.head.status != 101);
 	c->res.deadline = x->deadline;
 	c->res.read_idle = x->req->read_idle_ns;
 	c->res.timed_out = RUNTIME_HTTP_TIMEOUT_NONE;
@@ -596,6 +612,8 @@ static int attempt(struct http_exchange *x, struct runtime_http_result **res)
 			return rc;
 		if (c)
 			return attempt_h1(x, &u, c, res);
+		if (x->upgrade)
+			return -EPROTONOSUPPORT; /* HTTP/2 has no Upgrade */
 		rc = runtime__h2_exchange(x, &u, h2, res);
 		if (rc != -EAGAIN)
 			return rc;

@@ -163,6 +163,7 @@ struct http_exchange {
 	size_t body_len;
 	bool streamed;               /* req->body_read sends it */
 	bool stream_sized;           /* of req->body_read_len bytes */
+	const char *upgrade;         /* req->upgrade: a 101 is the answer */
 	uint64_t stream_left;        /* of those, not yet read */
 	bool head;                   /* the method is HEAD: no body comes */
 	bool has_ua;                 /* the caller gave a User-Agent */

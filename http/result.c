@@ -259,6 +259,18 @@ void runtime_http_result_close(struct runtime_http_result *res)
 	core->live--;
 }
 
+int runtime_http_result_upgraded(struct runtime_http_result *res, struct runtime_http_upgraded *up)
+{
+	if (!res || !up || res->h2 || res->head.status != 101)
+		return -EINVAL;
+	struct http_cconn *c = res->conn;
+	runtime_conn_set_read_deadline(c->rc, 0); /* the caller's from now */
+	runtime_conn_set_write_deadline(c->rc, 0);
+	up->conn = c->rc;
+	up->early = (struct runtime_http_slice){ c->in + c->in_off, c->in_len - c->in_off };
+	return 0;
+}
+
 /* -------------------------------------------------------------- the head */
 
 int runtime_http_result_status(const struct runtime_http_result *res)

@@ -525,6 +525,12 @@ struct runtime_http_client_request {
 	                              Content-Length instead of chunked, never
 	                              asked for more; an end (0) before it
 	                              fails the request -EINVAL (0: unknown) */
+	const char *upgrade;       /* a protocol to switch to ("websocket"),
+	                              sent as Upgrade with Connection: Upgrade
+	                              (HTTP/1.1 only: an origin that speaks
+	                              HTTP/2 fails -EPROTONOSUPPORT); a 101 is
+	                              then the result, whose connection
+	                              runtime_http_result_upgraded hands over */
 };
 
 /* Which clock ended a client's wait with -ETIMEDOUT. */
@@ -654,6 +660,13 @@ RUNTIME_API ssize_t runtime_http_result_read(struct runtime_http_result *res, vo
 /* The whole body into a malloc'd buffer (*body, NUL-terminated after *len
  * bytes; free it), at most max bytes (else -EMSGSIZE). As
  * runtime_http_result_read otherwise; -ENOMEM. */
+/* After a 101 to a request with upgrade: the connection, now the
+ * caller's to read and write (no deadline left on it) until the result
+ * is closed - which closes it - and the bytes the server sent after its
+ * 101, read already: take them first. -EINVAL: NULL, or no 101. Fiber
+ * context, the fiber that got the result. */
+RUNTIME_API int runtime_http_result_upgraded(struct runtime_http_result *res,
+                                             struct runtime_http_upgraded *up);
 /* Which RUNTIME_HTTP_TIMEOUT_* made the body's reads fail -ETIMEDOUT:
  * IDLE (read_idle_ns), TOTAL (deadline_ns), else NONE. */
 RUNTIME_API int runtime_http_result_timeout(const struct runtime_http_result *res);
@@ -708,7 +721,10 @@ RUNTIME_API void runtime_http_client_stats(const struct runtime_http_client *cl,
  * head_timeout_ns, or the fiber's deadline) 504; a request body the
  * client fails to send ends as the server ends such requests (408, 413,
  * 400). When the client goes away mid-answer the upstream's connection
- * is closed. The error's reason is logged on log_fd.
+ * is closed. The error's reason is logged on log_fd. A request that asks
+ * to switch protocols (Upgrade: websocket) asks the upstream the same;
+ * its 101 is passed on and bytes then copied both ways until both sides
+ * close.
  */
 struct runtime_http_proxy;
 struct runtime_http_proxy_out; /* the upstream request, being made */

@@ -140,6 +140,18 @@ static int route(struct runtime_http_request *req, struct runtime_http_response 
 		return rc < 0 ? rc : runtime_http_write(res, "more", 4) < 0 ? -EPIPE
 		                                                          : runtime_http_end(res);
 	}
+	if (path_is(req, "/upgrade")) { /* to "echo", then every byte back */
+		struct runtime_http_upgraded up;
+		char buf[256];
+		size_t done;
+		ssize_t n;
+		if (runtime_http_upgrade(res, "echo", &up) < 0)
+			return runtime_http_respond(res, 426, NULL, NULL, 0);
+		runtime_conn_write(up.conn, "hi", 2, &done); /* early, after the 101 */
+		while ((n = runtime_conn_read(up.conn, buf, sizeof(buf))) > 0)
+			runtime_conn_write(up.conn, buf, (size_t)n, &done);
+		return 0;
+	}
 	if (path_is(req, "/away")) { /* to another origin: localhost, not 127.0.0.1 */
 		char loc[64];
 		snprintf(loc, sizeof(loc), "http://localhost:%llu/echo",
@@ -1443,6 +1455,52 @@ START_TEST(test_client_idle_pool_closed_by_time)
 }
 END_TEST
 
+/* upgrade: a 101 is the result, its connection handed over with what the
+ * server sent after it; without upgrade the same route is 426, and a
+ * request with a bad upgrade value is -EINVAL. */
+static void upgrade_body(void *arg)
+{
+	uint16_t port = lib_start(NULL);
+	struct runtime_http_client *cl = client(8);
+	struct runtime_http_client_request req = { .upgrade = "echo" };
+	struct runtime_http_result *res;
+	struct runtime_http_upgraded up;
+	char buf[16];
+	size_t done, got;
+
+	(void)arg;
+	req.url = url("http", port, "/upgrade");
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), 0);
+	ck_assert_int_eq(runtime_http_result_status(res), 101);
+	ck_assert_int_eq(runtime_http_result_upgraded(res, &up), 0);
+	for (got = up.early.len, memcpy(buf, up.early.p, got); got < 2;) {
+		ssize_t n = runtime_conn_read(up.conn, buf + got, sizeof(buf) - got);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+	}
+	ck_assert(got == 2 && !memcmp(buf, "hi", 2));
+	ck_assert_int_eq(runtime_conn_write(up.conn, "ping", 4, &done), 4);
+	for (got = 0; got < 4;) {
+		ssize_t n = runtime_conn_read(up.conn, buf + got, sizeof(buf) - got);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+	}
+	ck_assert(!memcmp(buf, "ping", 4));
+	runtime_http_result_close(res); /* closes the connection */
+	ck_assert_int_eq(get(cl, url("http", port, "/upgrade"), NULL, NULL), 426);
+	ck_assert_int_eq(runtime_http_result_upgraded(NULL, &up), -EINVAL);
+	req.upgrade = "bad\r\nvalue";
+	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -EINVAL);
+	runtime_http_client_destroy(cl);
+	lib_stop();
+}
+
+START_TEST(test_client_upgrade)
+{
+	run(upgrade_body, 1);
+}
+END_TEST
+
 /* --------------------------------------------------------------- destroy */
 
 struct in_flight {
@@ -2169,6 +2227,7 @@ static Suite *client_suite(void)
 	tcase_add_test(tc, test_client_two_cores);
 	tcase_add_test(tc, test_client_destroy_waits_for_requests);
 	tcase_add_test(tc, test_client_idle_pool_closed_by_time);
+	tcase_add_test(tc, test_client_upgrade);
 	tcase_add_test(tc, test_client_https);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("h2");
