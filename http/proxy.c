@@ -234,6 +234,46 @@ static int answer_back(const struct runtime_http_proxy *px, struct runtime_http_
 	return rc < 0 ? rc : copy_body_back(px, up, res, url);
 }
 
+/* ------------------------------------------------------------- a tunnel */
+
+/* bytes (what one side sent after the switch, read already) to conn. */
+static int pass_early(struct runtime_conn *conn, struct runtime_http_slice bytes)
+{
+	size_t done;
+
+	return bytes.len ? (int)runtime_conn_write(conn, bytes.p, bytes.len, &done) : 0;
+}
+
+/* The upstream switched protocols (101): so does the client, with the
+ * upstream's fields (a WebSocket's Sec-WebSocket-Accept), then bytes go
+ * both ways until both sides have closed. */
+static int tunnel(const struct runtime_http_proxy *px, struct runtime_http_result *up,
+                  struct runtime_http_response *res, const char *url)
+{
+	const struct runtime_http_slice *p = runtime_http_result_header(up, "upgrade");
+	struct runtime_http_upgraded down, upstream;
+	char proto[256];
+
+	if (!p || p->len >= sizeof(proto) || runtime_http_result_upgraded(up, &upstream) < 0 ||
+	    copy_fields_back(px, up, res) < 0) {
+		log_failure(px, url, "upgrade", -EBADMSG);
+		return answer(res, 502, "bad gateway\n");
+	}
+	memcpy(proto, p->p, p->len);
+	proto[p->len] = '\0';
+	int rc = runtime_http_upgrade(res, proto, &down);
+	if (rc == -EINVAL) { /* the upstream chose a protocol not asked for */
+		log_failure(px, url, "upgrade", rc);
+		return answer(res, 502, "bad gateway\n");
+	}
+	if (rc < 0)
+		return rc;
+	if (pass_early(down.conn, upstream.early) >= 0 && pass_early(upstream.conn, down.early) >= 0)
+		runtime_copy_both(runtime_conn_transport(down.conn), runtime_conn_transport(upstream.conn),
+		                  0, 0, NULL, NULL); /* until both close: its end is no error */
+	return 0;
+}
+
 /* ------------------------------------------------------------ the request */
 
 /* The client's body, for the upstream request; its error kept apart from
@@ -283,6 +323,7 @@ static int forward(const struct runtime_http_proxy *px, struct runtime_http_requ
 	struct runtime_http_client_request creq = {
 		.method = out->method, .url = out->url, .headers = out->fields,
 		.head_timeout_ns = px->cfg.head_timeout_ns, .read_idle_ns = px->cfg.read_idle_ns,
+		.upgrade = out->upgrade,
 	};
 	struct runtime_http_result *up = NULL;
 	char *small = NULL;
@@ -295,7 +336,10 @@ static int forward(const struct runtime_http_proxy *px, struct runtime_http_requ
 		return src.error ? src.error : rc;
 	if (rc < 0)
 		return upstream_failed(px, res, out->url, rc);
-	rc = answer_back(px, req, up, res, out->url);
+	if (runtime_http_result_status(up) == 101)
+		rc = tunnel(px, up, res, out->url);
+	else
+		rc = answer_back(px, req, up, res, out->url);
 	runtime_http_result_close(up);
 	return rc;
 }

@@ -26,6 +26,8 @@ struct runtime_http_proxy {
 
 struct runtime_http_proxy_out {
 	const char *method;       /* the request's, NUL-terminated */
+	const char *upgrade;      /* the request's Upgrade, if it asked to
+	                             switch protocols (HTTP/1.1); else NULL */
 	const char *url;          /* in the arena, or a hook's (owned) */
 	const char *fields[PROXY_OUT_FIELDS + 1]; /* NULL-terminated */
 	unsigned nfields;

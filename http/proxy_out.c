@@ -298,6 +298,21 @@ static size_t arena_bound(const struct runtime_http_proxy *px, const struct runt
 	return n;
 }
 
+/* The request asks to switch protocols (RFC 9110 7.8: Upgrade, and
+ * "upgrade" among its Connection options): its Upgrade, NUL-terminated
+ * in the arena, to ask the upstream for. */
+static void take_upgrade(struct runtime_http_proxy_out *o, const struct runtime_http_request *req)
+{
+	const struct runtime_http_slice *up = runtime_http_header(req, "upgrade");
+
+	if (!up || !up->len || runtime_http_version(req) != 11 ||
+	    !in_connection_field(req, (struct runtime_http_slice){ "upgrade", 7 }))
+		return;
+	char *v = take(o, up->len + 1);
+	*put(v, up->p, up->len) = '\0';
+	o->upgrade = v;
+}
+
 int runtime__http_proxy_out_init(struct runtime_http_proxy_out *o,
                                  const struct runtime_http_proxy *px,
                                  const struct runtime_http_request *req)
@@ -314,6 +329,8 @@ int runtime__http_proxy_out_init(struct runtime_http_proxy_out *o,
 		rc = copy_fields(o, px, req);
 	if (rc == 0)
 		rc = add_forwarding(o, px, req);
+	if (rc == 0)
+		take_upgrade(o, req);
 	return rc;
 }
 

@@ -88,6 +88,27 @@ static int send_pattern(struct runtime_http_response *res, uint64_t n, bool chun
 
 static int slow_rc = 1; /* /slow's sleep: 1 until it returns */
 
+/* /upgrade: switch to "echo" (with a field of ours), then every byte
+ * back - the early ones first - until the client closes. */
+static int upgraded_echo(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_http_upgraded up;
+	char buf[4096];
+	size_t done;
+	ssize_t n;
+
+	(void)req;
+	runtime_http_set_header(res, "X-Upgraded", "yes");
+	if (runtime_http_upgrade(res, "echo", &up) < 0)
+		return runtime_http_respond(res, 426, NULL, NULL, 0);
+	if (up.early.len && runtime_conn_write(up.conn, up.early.p, up.early.len, &done) < 0)
+		return 0;
+	while ((n = runtime_conn_read(up.conn, buf, sizeof(buf))) > 0)
+		if (runtime_conn_write(up.conn, buf, (size_t)n, &done) < 0)
+			break;
+	return 0;
+}
+
 static uint64_t query_num(struct runtime_http_request *req, const char *key)
 {
 	struct runtime_http_slice v;
@@ -109,6 +130,8 @@ static int upstream_route(struct runtime_http_request *req, struct runtime_http_
 	}
 	if (path_is(req, "/304"))
 		return runtime_http_respond(res, 304, NULL, NULL, 0);
+	if (path_is(req, "/upgrade"))
+		return upgraded_echo(req, res);
 	return inspect(req, res);
 }
 
@@ -819,6 +842,50 @@ START_TEST(test_proxy_gone_client_cancels_upstream)
 }
 END_TEST
 
+/* An Upgrade through the proxy: the upstream's 101 (and its fields)
+ * reaches the client, then bytes go both ways - the client's early ones
+ * first - until the client closes. A request that does not ask to
+ * upgrade gets the upstream's refusal as it is. */
+static void upgrade_body(void *arg)
+{
+	struct runtime_http_proxy_config cfg;
+	struct setup *s = setup_new();
+	char buf[4096] = "";
+	size_t got = 0;
+	ssize_t n;
+
+	(void)arg;
+	runtime_http_proxy_config_init(&cfg);
+	setup_start(s, 0, &cfg, false);
+	int fd = runtime_tcp_connect("127.0.0.1", s->front_port);
+	static const char head[] = "GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\n"
+	                           "Upgrade: echo\r\n\r\nearly";
+	ck_assert_int_ge(runtime_send_all(fd, head, sizeof(head) - 1, NULL), 0);
+	while (!strstr(buf, "early") && (n = runtime_recv(fd, buf + got, sizeof(buf) - 1 - got, 0)) > 0) {
+		got += (size_t)n;
+		buf[got] = '\0';
+	}
+	ck_assert_msg(strstr(buf, "HTTP/1.1 101 ") && strstr(buf, "\r\nUpgrade: echo\r\n") &&
+	              strstr(buf, "\r\nX-Upgraded: yes\r\n") && strstr(buf, "\r\n\r\nearly"), "%s", buf);
+	ck_assert_int_ge(runtime_send_all(fd, "ping", 4, NULL), 0);
+	got = 0;
+	while (got < 4 && (n = runtime_recv(fd, buf + got, 4 - got, 0)) > 0)
+		got += (size_t)n;
+	ck_assert(got == 4 && !memcmp(buf, "ping", 4));
+	runtime_close(fd);
+	static char out[4096];
+	raw_exchange(s->front_port, "GET /upgrade HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+	             out, sizeof(out));
+	ck_assert_msg(strstr(out, "HTTP/1.1 426 "), "%s", out);
+	setup_stop(s);
+}
+
+START_TEST(test_proxy_upgrade_tunnel)
+{
+	run(upgrade_body, NULL);
+}
+END_TEST
+
 static Suite *proxy_suite(void)
 {
 	Suite *s = suite_create("http_proxy");
@@ -833,6 +900,7 @@ static Suite *proxy_suite(void)
 	tcase_add_test(tc, test_proxy_hooks);
 	tcase_add_test(tc, test_proxy_client_resets_mid_upload);
 	tcase_add_test(tc, test_proxy_gone_client_cancels_upstream);
+	tcase_add_test(tc, test_proxy_upgrade_tunnel);
 	suite_add_tcase(s, tc);
 	return s;
 }
