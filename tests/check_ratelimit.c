@@ -373,15 +373,17 @@ START_TEST(test_ratelimit_keyed_bounded_and_lru)
 	ck_assert_int_eq(keyed_take(rl, "k2", 1, NULL), 0);       /* was evicted */
 	runtime_ratelimit_keyed_destroy(rl);
 
-	/* Many shards: never more than max_keys, and all of them used. */
+	/* Many shards, a million distinct keys (a spoofing flood): never more
+	 * than max_keys held, and all of them used. */
 	ck_assert_int_eq(runtime_ratelimit_keyed_create(&rl, SLOW, 1, 10000), 0);
-	for (int i = 0; i < 50000; i++) {
+	for (int i = 0; i < 1000000; i++) {
 		snprintf(key, sizeof(key), "client-%d", i);
 		ck_assert_int_eq(keyed_take(rl, key, 1, NULL), 0); /* all new: full */
-		ck_assert_uint_le(runtime_ratelimit_keyed_keys(rl), 10000);
+		if (i % 997 == 0)
+			ck_assert_uint_le(runtime_ratelimit_keyed_keys(rl), 10000);
 	}
 	ck_assert_uint_eq(runtime_ratelimit_keyed_keys(rl), 10000);
-	ck_assert_int_eq(keyed_take(rl, "client-49999", 1, NULL), -EAGAIN); /* the newest: held */
+	ck_assert_int_eq(keyed_take(rl, "client-999999", 1, NULL), -EAGAIN); /* the newest: held */
 	runtime_ratelimit_keyed_destroy(rl);
 }
 END_TEST
