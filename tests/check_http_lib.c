@@ -64,7 +64,15 @@ static size_t fields_out_max; /* 0: the default (64 KiB) */
 static uint64_t body_min_rate = 240, body_rate_grace_ns = 5 * SEC; /* the defaults */
 static int access_log_format, access_log_fd = 1;
 static int no_cancel_on_close;
-static _Atomic int wait_rc = 1; /* /wait's sleep: 1 until it returns */
+static _Atomic int wait_rc = 1; /* /wait's sleep: 1 before, 2 during, then its result */
+
+/* Until /wait's handler has begun (bounded: 20 s, for qemu). */
+static void wait_begun(void (*pump)(void *), void *arg)
+{
+	for (int i = 0; i < 2000 && atomic_load(&wait_rc) == 1; i++)
+		pump ? pump(arg) : (void)usleep(10 * 1000);
+	ck_assert_int_eq(atomic_load(&wait_rc), 2);
+}
 
 static void *run(void *arg)
 {
@@ -564,6 +572,7 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	if (is(path, "/nothing"))
 		return 0;
 	if (is(path, "/wait")) { /* a handler waiting on a backend: 600 ms */
+		atomic_store(&wait_rc, 2); /* begun */
 		atomic_store(&wait_rc, runtime_sleep(600 * 1000 * 1000));
 		return text(res, 200, "waited");
 	}
@@ -1023,7 +1032,7 @@ START_TEST(test_gone_client_cancels_the_handler)
 		serve_start();
 		int fd = dial();
 		send_str(fd, "GET /wait HTTP/1.1\r\nHost: h\r\n\r\n");
-		usleep(100 * 1000);
+		wait_begun(NULL, NULL); /* a close before it began would be a half-close */
 		if (mode == 1) {
 			struct linger hard = { 1, 0 };
 			setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
@@ -2179,6 +2188,11 @@ START_TEST(test_h2_access_log)
 }
 END_TEST
 
+static void pump_10ms(void *t)
+{
+	h2t_pump(t, 10);
+}
+
 /* A stream reset while its handler waits: the handler is cancelled and
  * the answer logged 499, the client's close. */
 START_TEST(test_h2_reset_cancels_the_handler_499)
@@ -2189,7 +2203,7 @@ START_TEST(test_h2_reset_cancels_the_handler_499)
 	serve_start();
 	struct h2t *t = h2t_open(port);
 	struct h2t_answer *a = h2t_submit(t, "GET", "/wait", no_fields, NULL, 0, false);
-	h2t_pump(t, 100);
+	wait_begun(pump_10ms, t); /* a reset before it began: the handler never runs */
 	ck_assert_int_eq(nghttp2_submit_rst_stream(t->s, NGHTTP2_FLAG_NONE, a->id, NGHTTP2_CANCEL), 0);
 	nghttp2_session_send(t->s);
 	for (int i = 0; i < 5000 && atomic_load(&hooked) == 0; i++)

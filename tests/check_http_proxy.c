@@ -86,7 +86,7 @@ static int send_pattern(struct runtime_http_response *res, uint64_t n, bool chun
 	return rc == 0 ? runtime_http_end(res) : rc;
 }
 
-static int slow_rc = 1; /* /slow's sleep: 1 until it returns */
+static int slow_rc = 1; /* /slow's sleep: 1 before, 2 during, then its result */
 
 /* /upgrade: switch to "echo" (with a field of ours), then every byte
  * back - the early ones first - until the client closes. */
@@ -125,6 +125,7 @@ static int upstream_route(struct runtime_http_request *req, struct runtime_http_
 	if (path_is(req, "/big") || path_is(req, "/chunked"))
 		return send_pattern(res, query_num(req, "n"), path_is(req, "/chunked"));
 	if (path_is(req, "/slow")) {
+		slow_rc = 2; /* begun: the proxy's handler is waiting on it */
 		slow_rc = runtime_sleep(query_num(req, "ms") * MS);
 		return runtime_http_respond(res, 200, "text/plain", "late", 4);
 	}
@@ -826,10 +827,12 @@ static void gone_body(void *arg)
 	int fd = runtime_tcp_connect("127.0.0.1", s->front_port);
 	static const char head[] = "GET /slow?ms=3000 HTTP/1.1\r\nHost: h\r\n\r\n";
 	ck_assert_int_ge(runtime_send_all(fd, head, sizeof(head) - 1, NULL), 0);
-	runtime_sleep(200 * MS);
+	for (int i = 0; i < 20000 && slow_rc == 1; i++) /* a close before would be a half-close */
+		runtime_sleep(MS);
+	ck_assert_int_eq(slow_rc, 2);
 	uint64_t t0 = runtime_now();
 	runtime_close(fd);
-	for (int i = 0; i < 2000 && slow_rc == 1; i++)
+	for (int i = 0; i < 2000 && slow_rc == 2; i++)
 		runtime_sleep(MS);
 	ck_assert_int_eq(slow_rc, -ECANCELED);
 	ck_assert_uint_lt(runtime_now() - t0, 2 * SEC);
