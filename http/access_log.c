@@ -91,18 +91,19 @@ static void add_quoted(struct line *l, struct runtime_http_slice s, bool json, s
 	}
 }
 
-/* The peer's address as text, "-" if none (a Unix socket, a test's). */
-static void peer_text(const struct runtime_http_request *req, char *out, size_t cap)
+int runtime__http_peer_address(const struct runtime_http_request *req, char *out, size_t cap,
+                               const char *none)
 {
 	socklen_t len = 0;
 	const struct sockaddr *sa = runtime_conn_peer(runtime_http_conn(req), &len);
 
-	snprintf(out, cap, "-");
+	snprintf(out, cap, "%s", none);
 	if (sa && sa->sa_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
 	else if (sa && sa->sa_family == AF_INET6)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
 		          (socklen_t)cap);
+	return sa ? sa->sa_family : AF_UNSPEC;
 }
 
 static const char *proto(const struct runtime_http_request *req)
@@ -167,7 +168,7 @@ ssize_t runtime_http_log_line(const struct runtime_http_request *req,
 	if (!req || !res || !buf || !cap ||
 	    (format != RUNTIME_HTTP_LOG_COMMON && format != RUNTIME_HTTP_LOG_JSON))
 		return -EINVAL;
-	peer_text(req, peer, sizeof(peer));
+	runtime__http_peer_address(req, peer, sizeof(peer), "-");
 	if (format == RUNTIME_HTTP_LOG_COMMON)
 		common(&l, req, res, peer, time(NULL));
 	else

@@ -346,6 +346,11 @@ struct runtime_conn *runtime__h2_conn(const struct runtime_http_request *req);
 
 /* response.c */
 /* "404 Not Found\n" into buf: its length. */
+/* The request's peer address as text into out ("192.0.2.1",
+ * "2001:db8::1"; none if not IP: a Unix socket, a test's), and its family
+ * (AF_UNSPEC if not known). access_log.c; the proxy's forwarding too. */
+int runtime__http_peer_address(const struct runtime_http_request *req, char *out, size_t cap,
+                               const char *none);
 int runtime__http_status_text(int status, char *buf, size_t size);
 int runtime__http_refuse(struct http_conn *c, int status);
 int runtime__http_send_continue(struct http_conn *c);

@@ -119,6 +119,8 @@ static bool passed_back(const struct runtime_http_proxy *px, const struct runtim
 	for (const char *const *h = px->cfg.hide_headers; h && *h; h++)
 		if (strlen(*h) == name.len && !strncasecmp(*h, name.p, name.len))
 			return false;
+	if (!runtime_http_result_header(up, "connection"))
+		return true; /* no options listed: the common case, one lookup */
 	unsigned n = runtime_http_result_header_count(up);
 	struct runtime_http_slice f, v;
 	for (unsigned i = 0; i < n; i++)

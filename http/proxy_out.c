@@ -212,22 +212,6 @@ static int copy_fields(struct runtime_http_proxy_out *o, const struct runtime_ht
 
 /* ------------------------------------------------------- the forwarding */
 
-/* The client's address ("192.0.2.1", "2001:db8::1"), "unknown" if none. */
-static void client_address(const struct runtime_http_request *req, char *out, size_t cap,
-                           bool *v6)
-{
-	socklen_t len = 0;
-	const struct sockaddr *sa = runtime_conn_peer(runtime_http_conn(req), &len);
-
-	*v6 = sa && sa->sa_family == AF_INET6;
-	snprintf(out, cap, "unknown");
-	if (sa && sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
-	else if (*v6)
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out,
-		          (socklen_t)cap);
-}
-
 static bool over_tls(const struct runtime_http_request *req)
 {
 	struct runtime_tls_info info;
@@ -270,7 +254,7 @@ static int add_forwarding(struct runtime_http_proxy_out *o, const struct runtime
 
 	if (px->cfg.forwarded == RUNTIME_HTTP_FORWARD_PASS)
 		return 0;
-	client_address(req, addr, sizeof(addr), &v6);
+	v6 = runtime__http_peer_address(req, addr, sizeof(addr), "unknown") == AF_INET6;
 	rc = add_joined(o, append ? req : NULL, "X-Forwarded-For", ", ", addr);
 	if (rc == 0 && (!append || !runtime_http_header(req, "x-forwarded-proto")))
 		rc = add_pair(o, (struct runtime_http_slice){ "X-Forwarded-Proto", 17 },
