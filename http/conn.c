@@ -377,6 +377,16 @@ static bool alone(const struct http_conn *c, const struct http_request *h)
 	return h->body == HTTP_BODY_LENGTH ? buffered <= h->content_length : buffered == 0;
 }
 
+/* The watch ends (the handler's, or a body's read brought a next
+ * request: request.c). Did the client leave while it lasted? */
+bool runtime__http_unwatch(struct http_conn *c)
+{
+	if (c->watched)
+		c->gone = runtime_conn_cancel_on_close(c->rc, 0) == 1;
+	c->watched = false;
+	return c->gone;
+}
+
 /* The handler, watched: a client that leaves meanwhile - closes or
  * resets, its request read - cancels the handler's fiber, and the answer
  * is logged as nginx's 499, the client's close, whatever was sent. */
@@ -384,11 +394,13 @@ static int run_handler(struct http_conn *c, struct runtime_http_request *req,
                        struct runtime_http_response *res)
 {
 	const struct runtime_http_server_config *cfg = &c->srv->cfg;
-	bool watched = !cfg->no_cancel_on_close && alone(c, &req->head) &&
-	               runtime_conn_cancel_on_close(c->rc, 1) == 0;
+
+	c->gone = false;
+	c->watched = !cfg->no_cancel_on_close && alone(c, &req->head) &&
+	             runtime_conn_cancel_on_close(c->rc, 1) == 0;
 	int rc = cfg->handler(req, res, cfg->arg);
 
-	if (watched && runtime_conn_cancel_on_close(c->rc, 0) == 1) {
+	if (runtime__http_unwatch(c)) {
 		if (res->state == RES_NONE)
 			res->state = RES_DONE; /* nobody to answer */
 		res->status = HTTP_CLIENT_CLOSED;

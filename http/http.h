@@ -207,6 +207,9 @@ struct http_conn {
 	unsigned char wr_keep;       /* may wr_told be kept? (HTTP_WR_*) */
 	bool timed;                  /* the server keeps metrics (!no_metrics) */
 	bool sock_nonblocking;       /* file.c made the socket O_NONBLOCK */
+	bool watched;                /* the handler is cancelled if the client
+	                                leaves (runtime_conn_cancel_on_close) */
+	bool gone;                   /* ... and it left: the watch fired */
 	uint64_t started;            /* the request's start, 0: none timed */
 	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */
@@ -319,6 +322,7 @@ void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_co
 int runtime__http_flush(struct http_conn *c);
 int runtime__http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline);
+bool runtime__http_unwatch(struct http_conn *c);
 void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
 /* When a read of req's body must be done: idle_timeout from now, or

@@ -219,12 +219,21 @@ static ssize_t read_direct(struct runtime_http_request *req, char *dst, size_t l
 	return n;
 }
 
-ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size_t len)
+/* Bytes past the body are buffered: a next request, pipelined. Its
+ * client's end is a half-close now, not leaving (conn.c: alone). */
+static void next_read_ahead(struct runtime_http_request *req)
 {
-	if (!req || (!buf && len))
-		return -EINVAL;
-	if (req->h2)
-		return runtime__h2_body_read(req, buf, len);
+	struct http_conn *c = req->conn;
+	size_t buffered = c->in_len - c->in_off;
+
+	if (buffered && (req->body_done ||
+	                 (req->head.body == HTTP_BODY_LENGTH && buffered > req->body_left)))
+		runtime__http_unwatch(c);
+}
+
+/* runtime_http_body_read's HTTP/1.1 way. */
+static ssize_t body_read(struct runtime_http_request *req, void *buf, size_t len)
+{
 	struct http_conn *c = req->conn;
 
 	if (req->body_error)
@@ -250,6 +259,19 @@ ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size
 		}
 	}
 	return 0;
+}
+
+ssize_t runtime_http_body_read(struct runtime_http_request *req, void *buf, size_t len)
+{
+	if (!req || (!buf && len))
+		return -EINVAL;
+	if (req->h2)
+		return runtime__h2_body_read(req, buf, len);
+	ssize_t n = body_read(req, buf, len);
+
+	if (req->conn->watched)
+		next_read_ahead(req);
+	return n;
 }
 
 /* Read and drop the rest of the body. 0, or its error. */

@@ -419,9 +419,12 @@ RUNTIME_API int runtime_conn_pending(const struct runtime_conn *conn);
  * end itself). An end that came before the watch began is taken for a
  * half-close - a client that shut its side after its request and waits
  * for the answer - and not watched; one that comes during the watch
- * counts as gone, as nginx and Go count it. Returns, on: 0, or 1 if the
- * peer's end had come already (no watch); off: 1 if the watch fired
- * since it began, else 0; or -EINVAL (NULL), -EPERM (another core,
+ * counts as gone, as nginx and Go count it. Bytes of the peer's held
+ * by a layer (TLS), when the watch begins or after a read, mean more is
+ * asked: no watch then, or none from then on. Returns, on: 0, or 1 if
+ * the peer's end had come already or bytes wait in the layer (no watch);
+ * off: 1 if the watch fired since it began, else 0; or -EINVAL (NULL),
+ * -EPERM (another core,
  * not a fiber), -EOPNOTSUPP (on, but no receive stream:
  * RUNTIME_CONN_PLAIN_RECV), -EBUSY (the connection waits idle). A stream
  * that stopped reading ahead (64 KiB unread, or the buffers ran out)

@@ -46,4 +46,9 @@ ssize_t runtime__stream_recv_by(struct runtime_stream *s, void *buf, size_t len,
  * before it ends, and before the stream waits idle. */
 int runtime__stream_watch(struct runtime_stream *s, int on);
 
+/* The watch (if any) ends early, what it saw kept for the watcher's off
+ * call: the peer's bytes were taken past the reader (a layer such as TLS
+ * holds them), so its end would not be a leaving client's. */
+void runtime__stream_watch_stop(struct runtime_stream *s);
+
 #endif /* RUNTIME_LAYER_H */

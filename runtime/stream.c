@@ -202,6 +202,12 @@ int runtime__stream_watch(struct runtime_stream *s, int on)
 	return f ? 0 : fired;
 }
 
+void runtime__stream_watch_stop(struct runtime_stream *s)
+{
+	if (s->idle.state == IDLE_NONE)
+		s->idle.watcher = NULL;
+}
+
 /* Any result of the stream's request (its mshot_ops.cqe). */
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
 {

@@ -576,6 +576,15 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		atomic_store(&wait_rc, runtime_sleep(600 * 1000 * 1000));
 		return text(res, 200, "waited");
 	}
+	if (is(path, "/readwait")) { /* its body read in small reads, then a wait */
+		char b[16];
+		ssize_t n;
+		while ((n = runtime_http_body_read(req, b, sizeof(b))) > 0)
+			;
+		atomic_store(&wait_rc, 2);
+		atomic_store(&wait_rc, runtime_sleep(300 * 1000 * 1000));
+		return n < 0 ? (int)n : text(res, 200, "read and waited");
+	}
 	if (is(path, "/upgrade"))
 		return upgraded_echo(req, res);
 	if (is(path, "/tagged")) { /* a slot for on_response */
@@ -1047,6 +1056,32 @@ START_TEST(test_gone_client_cancels_the_handler)
 	}
 	on_response = NULL;
 	no_cancel_on_close = 0;
+}
+END_TEST
+
+/* A body read into the connection's buffer brings the next request
+ * with it, pipelined; the client then shuts its side while the handler
+ * waits. That end is a half-close, not the client leaving: the handler
+ * is not cancelled, both answers come (the fuzz target's find: the watch
+ * asked only the stream, which had nothing left, whether more was
+ * asked). */
+START_TEST(test_half_close_after_a_body_read_with_the_next_request)
+{
+	char r[4096] = "";
+
+	atomic_store(&wait_rc, 1);
+	serve_start();
+	int fd = dial();
+	send_str(fd, "POST /readwait HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\n");
+	usleep(50 * 1000); /* its handler reads, watched: nothing more yet */
+	send_str(fd, "helloGET /noread HTTP/1.1\r\nHost: h\r\n\r\n");
+	wait_begun(NULL, NULL);
+	shutdown(fd, SHUT_WR);
+	ck_assert_msg(read_until(fd, r, sizeof(r), "not read"), "%s", r);
+	ck_assert_msg(strstr(r, "read and waited"), "%s", r);
+	ck_assert_int_eq(atomic_load(&wait_rc), 0);
+	close(fd);
+	serve_stop();
 }
 END_TEST
 
@@ -2744,6 +2779,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_types_again);
 	tcase_add_test(tc, test_after_each);
 	tcase_add_test(tc, test_gone_client_cancels_the_handler);
+	tcase_add_test(tc, test_half_close_after_a_body_read_with_the_next_request);
 	tcase_add_test(tc, test_respond_as_streamed);
 	tcase_add_test(tc, test_handler_failures);
 	tcase_add_test(tc, test_limits_and_stats);

@@ -21,6 +21,7 @@
 
 #include <ctype.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -775,6 +776,65 @@ START_TEST(test_tls_cancel_ends_a_read)
 	ck_assert_int_eq(d.accept_rc, 0);
 	runtime_tls_destroy(d.server);
 	runtime_tls_destroy(d.client);
+}
+END_TEST
+
+/* runtime_conn_cancel_on_close over TLS. Two records came in one socket
+ * read (corked into one segment) while the server read the first: the
+ * layer holds the second, so the peer asked for more and its end (a
+ * socket shutdown, no close_notify) is not its leaving - the watch ends
+ * with that read. With one record, read whole, the same end cancels the
+ * sleep, as over TCP. */
+static int held_mode, held_sleep_rc, held_fired;
+static size_t held_rest;
+
+static void watch_with_bytes_held(struct duo *d)
+{
+	char b[8];
+	ssize_t n;
+
+	ck_assert_int_eq(runtime_conn_cancel_on_close(d->sconn, 1), 0);
+	ck_assert_int_eq(runtime_conn_read(d->sconn, b, sizeof(b)), 2); /* waits for "ab" */
+	held_sleep_rc = runtime_sleep(held_mode ? 2000 * MS : 400 * MS);
+	held_fired = runtime_conn_cancel_on_close(d->sconn, 0);
+	held_rest = 0;
+	while ((n = runtime_conn_read(d->sconn, b, sizeof(b))) > 0)
+		held_rest += (size_t)n;
+}
+
+static void send_then_shut(struct duo *d)
+{
+	int on = 1, off = 0;
+	char b[8];
+
+	runtime_sleep(100 * MS); /* the server reads by now */
+	setsockopt(d->fd[0], IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+	ck_assert_int_eq(runtime_conn_write(d->cconn, "ab", 2, NULL), 2);
+	if (!held_mode)
+		ck_assert_int_eq(runtime_conn_write(d->cconn, "cd", 2, NULL), 2);
+	setsockopt(d->fd[0], IPPROTO_TCP, TCP_CORK, &off, sizeof(off));
+	runtime_sleep(200 * MS); /* read by now */
+	ck_assert_int_eq(shutdown(d->fd[0], SHUT_WR), 0);
+	runtime_conn_set_read_deadline(d->cconn, runtime_now() + 5000 * MS);
+	while (runtime_conn_read(d->cconn, b, sizeof(b)) > 0)
+		;
+}
+
+START_TEST(test_tls_bytes_held_by_the_layer_are_no_leaving)
+{
+	for (held_mode = 0; held_mode < 2; held_mode++) {
+		struct duo d = { .host = "a.test", .server_then = watch_with_bytes_held,
+		                 .client_then = send_then_shut };
+		d.server = server_ctx(&leaf_a, NULL, 0);
+		d.client = client_ctx(NULL, NULL, 0);
+		duo_run(&d);
+		ck_assert_int_eq(d.accept_rc, 0);
+		ck_assert_int_eq(held_sleep_rc, held_mode ? -ECANCELED : 0);
+		ck_assert_int_eq(held_fired, held_mode);
+		ck_assert_uint_eq(held_rest, held_mode ? 0 : 2); /* "cd" */
+		runtime_tls_destroy(d.server);
+		runtime_tls_destroy(d.client);
+	}
 }
 END_TEST
 
@@ -1857,6 +1917,7 @@ static Suite *tls_suite(void)
 	tcase_add_test(tc, test_tls_truncation_is_no_clean_end);
 	tcase_add_test(tc, test_tls_deadlines_idle_and_drain);
 	tcase_add_test(tc, test_tls_cancel_ends_a_read);
+	tcase_add_test(tc, test_tls_bytes_held_by_the_layer_are_no_leaving);
 	tcase_add_test(tc, test_tls_write_deadline_loses_nothing);
 	tcase_add_test(tc, test_tls_finish_takes_a_bare_close);
 	tcase_add_test(tc, test_tls_runtime_serve_handshakes_first);

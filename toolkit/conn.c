@@ -356,7 +356,10 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 		return raw_read(c, buf, len);
 	if (idle_and_draining(c))
 		return -ESHUTDOWN;
-	return c->layer->read(c, c->layer_state, buf, len);
+	ssize_t n = c->layer->read(c, c->layer_state, buf, len);
+	if (c->rx && layer_pending(c))
+		runtime__stream_watch_stop(c->rx); /* see cancel_on_close */
+	return n;
 }
 
 /* -------------------------------------------------------------- writing */
@@ -869,6 +872,8 @@ int runtime_conn_cancel_on_close(struct runtime_conn *c, int on)
 		return rc;
 	if (!c->rx)
 		return on ? -EOPNOTSUPP : 0;
+	if (on && layer_pending(c))
+		return 1; /* the peer's bytes wait in the layer: not alone */
 	return runtime__stream_watch(c->rx, on); /* -EPERM outside a fiber */
 }
 
