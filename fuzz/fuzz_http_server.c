@@ -26,7 +26,13 @@
  *     requests (see struct answers);
  *   - a request that came whole, before any that may end the connection
  *     (see frame_requests), left without its whole answer (unless a 2 ms
- *     timeout or a drain may cut it short);
+ *     timeout or a drain may cut it short). The client shuts its side
+ *     once the answers owed have come (owed_wait), since an end while a
+ *     handler runs is taken for the client leaving; with OPT_LEAVE (bit
+ *     7) it shuts it right after the last piece, and the last request,
+ *     if nothing follows it, is owed nothing: what it tests is that only
+ *     that one is taken for gone, never one with a next request read
+ *     ahead (a half-close after pipelined requests);
  *   - a file outside the root showing up in an answer;
  *   - a file descriptor left behind, or a connection still being served
  *     after its fiber ended.
@@ -124,10 +130,11 @@ enum {
 	OPT_SLOW = 0x40,        /* timeouts of 2 ms, and one pause allowed */
 #ifdef FUZZ_H2
 	OPT_FRAMES = 0x80,      /* a write per frame, 0xFF sent too */
-	OPT_MASK = 0xff,
 #else
-	OPT_MASK = 0x7f,
+	OPT_LEAVE = 0x80,       /* the client shuts its side at once, not
+	                           after the answers owed (see the top) */
 #endif
+	OPT_MASK = 0xff,
 };
 
 #ifdef FUZZ_H2
@@ -159,6 +166,7 @@ struct requests {
 	size_t owed;            /* the complete ones up to the first that
 	                           may end the connection: each must be
 	                           answered */
+	bool ends_whole;        /* the bytes end with a complete request */
 };
 #endif
 
@@ -178,6 +186,7 @@ struct job {
 	bool closed;            /* it has read the end */
 #else
 	struct requests q;
+	struct owed_wait w;     /* the answers the writer waits for */
 	bool owed_checked;      /* no timeouts or drains that may cut it short */
 	size_t answered;        /* answers other than 1xx, whole */
 #endif
@@ -322,6 +331,7 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 	char *in = malloc(size + 1), *scratch = malloc(size + 1);
 	size_t len = 0, off = 0;
 	bool closing = false;     /* a request asked to close after its answer */
+	size_t whole = 0;         /* in[0..whole): complete requests */
 
 	q->head_only = malloc(size / 4 + 1); /* a head is 16 bytes or more */
 	if (!in || !scratch || !q->head_only)
@@ -342,7 +352,9 @@ static void frame_requests(const uint8_t *data, size_t size, struct requests *q)
 			q->owed = q->complete + 1;
 		q->complete++;
 		closing |= may_end(&req);
+		whole = off;
 	}
+	q->ends_whole = q->complete && whole == len;
 	free(in);
 	free(scratch);
 }
@@ -424,12 +436,14 @@ static void *reader(void *arg)
 	while ((n = runtime_read(j->fd, buf, sizeof(buf))) > 0) {
 		check_secret(&seam, buf, (size_t)n);
 		check_answers(&a, buf, (size_t)n);
+		owed_seen(&j->w, a.finals - (a.body_left > 0), false);
 	}
 	if (n == -ETIMEDOUT)
 		fail("the server did not close the connection in time (hang)");
 	if (n < 0 && n != -ECONNRESET)
 		fail("reading the answers failed");
 	j->answered = a.finals - (a.body_left > 0); /* the last one cut short */
+	owed_seen(&j->w, j->answered, true);
 	return NULL;
 }
 
@@ -595,8 +609,9 @@ static void write_pieces(int fd, const struct job *j)
 
 /* What the client sends. For HTTP/2: its prefix first, in a write of its
  * own, and after the input a wait for the server to be done (the stop
- * flag set before it with OPT_DRAIN_LATE: see the top). */
-static void send_input(int fd, const struct job *j)
+ * flag set before it with OPT_DRAIN_LATE: see the top); for HTTP/1.1 a
+ * wait for the answers owed, but with OPT_LEAVE. */
+static void send_input(int fd, struct job *j)
 {
 #ifdef FUZZ_H2
 	ssize_t rc = runtime_write_all(fd, H2_PREFIX, sizeof(H2_PREFIX) - 1, NULL);
@@ -614,6 +629,8 @@ static void send_input(int fd, const struct job *j)
 	await_quiet(j);
 #else
 	write_pieces(fd, j);
+	if (j->owed_checked && !(j->opt & OPT_LEAVE))
+		owed_wait(&j->w, j->q.owed);
 #endif
 }
 
@@ -667,6 +684,7 @@ static void make_server(struct job *j)
 #endif
 	if (runtime_http_server_create(srv.rt, &cfg, &srv.http) < 0)
 		fail("runtime_http_server_create");
+	metrics_make();
 	atomic_store(&srv.http->stopping, (opt & OPT_DRAINING) != 0);
 }
 
@@ -699,6 +717,8 @@ static void drive(void *arg)
 	frame_requests(j->data, j->size, &j->q);
 	/* A draining server may close before it reads anything. */
 	j->owed_checked = !(j->opt & (OPT_SLOW | OPT_DRAINING | OPT_DRAIN_LATE));
+	if ((j->opt & OPT_LEAVE) && j->q.ends_whole && j->q.owed == j->q.complete)
+		j->q.owed--; /* its client may be taken to have left */
 #endif
 	j->fd = sv[0];
 	j->server_fd = sv[1];
@@ -721,6 +741,7 @@ static void drive(void *arg)
 	runtime_deadline_set(0);
 	if (serving != 0)
 		fail("a connection still being served after its fiber ended");
+	metrics_drop();
 	runtime_http_server_destroy(srv.http);
 	srv.http = NULL;
 	check_fds();

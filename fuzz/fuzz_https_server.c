@@ -264,6 +264,7 @@ struct job {
 	bool broke;             /* the client will break the protocol */
 	struct requests q;
 	bool owed_checked;
+	struct owed_wait w;     /* the answers the writer waits for */
 	size_t answered;        /* whole answers other than 1xx */
 	sem_t done;
 };
@@ -967,8 +968,10 @@ static void *client_reader(void *arg)
 
 	a = (struct answers){ .q = &j->q };
 	runtime_deadline_set(j->deadline);
-	while ((n = fuzz_client_read(&j->client, buf, sizeof(buf))) > 0)
+	while ((n = fuzz_client_read(&j->client, buf, sizeof(buf))) > 0) {
 		check_answers(&a, buf, (size_t)n);
+		owed_seen(&j->w, a.finals - (a.body_left > 0), false);
+	}
 	if (n == -ETIMEDOUT)
 		fail("the server did not close the connection in time (hang)");
 	if (n == -EPROTO && !j->client.broke) {
@@ -980,6 +983,7 @@ static void *client_reader(void *arg)
 	if (n < 0)
 		drain(j->fd);
 	j->answered = a.finals - (a.body_left > 0); /* the last one cut short */
+	owed_seen(&j->w, j->answered, true);
 	return NULL;
 }
 
@@ -1113,6 +1117,8 @@ static void converse(struct job *j)
 	if (j->opt & OPT_DRAIN_LATE)
 		drain_late(j);
 	fuzz_client_flush(&j->client); /* what reading made: an alert */
+	if (j->owed_checked)
+		owed_wait(&j->w, j->q.owed); /* see server_harness.h */
 	shutdown(j->fd, SHUT_WR);
 	join_or_fail(rd, "the server did not close the connection in time (hang)");
 	if (j->owed_checked && j->answered < j->q.owed)
@@ -1173,6 +1179,7 @@ static void make_server(struct job *j)
 	server_http_config(&srv, &cfg);
 	if (runtime_http_server_create(srv.rt, &cfg, &srv.http) < 0)
 		fail("runtime_http_server_create");
+	metrics_make();
 	atomic_store(&srv.http->stopping, client && (j->opt & OPT_DRAINING));
 	j->tls = !client && (j->opt & OPT_SLOW) ? tls_slow : tls_main;
 }
@@ -1202,6 +1209,7 @@ static void drive(void *arg)
 	runtime_deadline_set(0);
 	if (serving != 0)
 		fail("a connection still being served after its fiber ended");
+	metrics_drop();
 	runtime_http_server_destroy(srv.http);
 	srv.http = NULL;
 	check_fds();

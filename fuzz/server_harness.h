@@ -75,6 +75,24 @@ static void scan_fds(bool open[FD_SCAN])
 		open[i] = !(pfd[i].revents & POLLNVAL);
 }
 
+/* This input's /metrics registry, with the runtime's series as
+ * http-server's (not the server's: they need a listener, and the harness
+ * serves its connection itself). Without one the route fails: 500, and
+ * the connection closes. */
+static void metrics_make(void)
+{
+	if (runtime_metrics_create(srv.rt, 0, &srv.metrics) < 0 ||
+	    runtime_metrics_add_runtime(srv.metrics) < 0)
+		fail("the metrics registry");
+}
+
+/* Before runtime_http_server_destroy. */
+static void metrics_drop(void)
+{
+	runtime_metrics_destroy(srv.metrics);
+	srv.metrics = NULL;
+}
+
 /* Join f, which runs under a deadline: its end in time, or what failed. */
 static void join_or_fail(struct runtime_fiber *f, const char *what)
 {
@@ -135,6 +153,40 @@ static bool final_answer(const char *h, size_t len, uint64_t *length, bool *bodi
 		fail("an answer without a Content-Length");
 	}
 	return true;
+}
+
+/*
+ * The answers owed, awaited before the client shuts its side. The server
+ * takes a client's end that comes while a handler runs, with nothing
+ * more asked, for the client leaving (runtime_conn_cancel_on_close: the
+ * handler is cancelled, its answer cut), as nginx and Go do; a client
+ * that wants every answer waits for them first. The reader tells each
+ * whole answer (owed_seen), the writer waits (owed_wait), within the
+ * input's deadline: past it, the checks report the hang.
+ */
+struct owed_wait {
+	size_t owed;                /* what the writer waits for */
+	size_t answered;            /* whole final answers so far */
+	bool ended;                 /* the reader is done */
+	struct runtime_fiber *waiter;
+};
+
+static void owed_seen(struct owed_wait *w, size_t answered, bool ended)
+{
+	w->answered = answered;
+	w->ended |= ended;
+	if (w->waiter && (w->ended || w->answered >= w->owed))
+		runtime_fiber_unpark(w->waiter);
+}
+
+static void owed_wait(struct owed_wait *w, size_t owed)
+{
+	w->owed = owed;
+	w->waiter = runtime_fiber_self();
+	while (!w->ended && w->answered < owed)
+		if (runtime_park(-1) < 0)
+			break;
+	w->waiter = NULL;
 }
 #endif
 
