@@ -357,6 +357,11 @@ int runtime__http_peer_address(const struct runtime_http_request *req, char *out
                                const char *none);
 int runtime__http_status_text(int status, char *buf, size_t size);
 int runtime__http_refuse(struct http_conn *c, int status);
+/* Does the field value v hold token (comma-separated, any case)? */
+bool runtime__http_has_token(struct runtime_http_slice v, const char *token);
+/* Did req ask for protocol: an Upgrade field naming it, and "upgrade"
+ * among the Connection field's options (RFC 9110 7.8)? */
+bool runtime__http_upgrade_asked(const struct runtime_http_request *req, const char *protocol);
 int runtime__http_send_continue(struct http_conn *c);
 int runtime__http_response_finish(struct runtime_http_response *res, int handler_rc);
 /* v[0..n) is a field value a client takes: field bytes (no control but

@@ -15,8 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
-/* Does the field value v hold token (comma-separated, any case)? */
-static bool has_token(struct runtime_http_slice v, const char *token)
+bool runtime__http_has_token(struct runtime_http_slice v, const char *token)
 {
 	size_t n = strlen(token);
 
@@ -34,18 +33,16 @@ static bool has_token(struct runtime_http_slice v, const char *token)
 	return false;
 }
 
-/* Did the request ask for protocol: an Upgrade field naming it, and
- * "upgrade" among the Connection field's options (RFC 9110 7.8)? */
-static bool asked(const struct runtime_http_request *req, const char *protocol)
+bool runtime__http_upgrade_asked(const struct runtime_http_request *req, const char *protocol)
 {
 	struct runtime_http_slice name, value;
 	bool upgrade = false, connection = false;
 
 	for (unsigned i = 0; runtime_http_header_at(req, i, &name, &value) == 0; i++) {
 		if (name.len == 7 && !strncasecmp(name.p, "upgrade", 7))
-			upgrade |= has_token(value, protocol);
+			upgrade |= runtime__http_has_token(value, protocol);
 		else if (name.len == 10 && !strncasecmp(name.p, "connection", 10))
-			connection |= has_token(value, "upgrade");
+			connection |= runtime__http_has_token(value, "upgrade");
 	}
 	return upgrade && connection;
 }
@@ -82,6 +79,7 @@ static ssize_t head_101(struct runtime_http_response *res, const char *protocol,
  * it, not idle, the early bytes taken out of the library's buffer. */
 static void hand_over(struct http_conn *c, struct runtime_http_upgraded *up)
 {
+	runtime__http_unwatch(c); /* the peer's end is the handler's to read */
 	runtime__http_not_idle(c);
 	http_read_deadline(c, 0);
 	runtime_conn_set_write_deadline(c->rc, 0);
@@ -100,7 +98,7 @@ int runtime_http_upgrade(struct runtime_http_response *res, const char *protocol
 		return -EPROTONOSUPPORT; /* HTTP/2 has no Upgrade; 1.0 none either */
 	if (res->state != RES_NONE)
 		return -EALREADY;
-	if (!asked(res->req, protocol))
+	if (!runtime__http_upgrade_asked(res->req, protocol))
 		return -EINVAL;
 	struct http_conn *c = res->conn;
 	if (!res->req->body_done && runtime__http_body_discard(res->req) < 0)

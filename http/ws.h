@@ -121,4 +121,63 @@ int runtime__ws_reader_payload(struct ws_reader *r, const uint8_t *p, size_t n);
  * next message. */
 int runtime__ws_reader_end(struct ws_reader *r);
 
+/* ---------------------------------------------------- the handshake's */
+
+/* SHA-1 of data[0..len) into out (ws_sha1.c: the handshake's only). */
+void runtime__ws_sha1(const void *data, size_t len, uint8_t out[20]);
+
+/* p[0..n) in base64, padded, NUL-terminated into out (4 * ((n + 2) / 3)
+ * + 1 bytes of room); its length. */
+size_t runtime__ws_base64(const uint8_t *p, size_t n, char *out);
+
+/* ------------------------------------------------------ a connection */
+
+#ifdef RUNTIME_WS_CONN /* ws_conn.c and ws_handshake.c: the runtime's types */
+#include <runtime_ws.h>
+
+#define WS_IN_SIZE 4096         /* read buffer: heads, small frames */
+
+struct runtime_ws {
+	struct runtime_conn *conn;
+	struct runtime_http_result *result; /* client: holds the connection, */
+	void (*result_close)(struct runtime_http_result *); /* closed so */
+	struct runtime_mutex wlock;  /* a frame at a time, or a message in parts */
+	struct runtime_fiber *parts; /* the fiber whose message in parts is
+	                                under way (it holds wlock between them) */
+	struct runtime_fiber *receiver;
+	struct ws_rules rules;
+	struct ws_reader rd;
+	bool client;
+	bool close_sent;
+	int error;                   /* the failure recv reports again, or 0 */
+	uint16_t code;               /* once closed: the close's code */
+	uint8_t reason_len;
+	char reason[WS_CONTROL_MAX];
+	char *protocol;              /* agreed, or NULL */
+	uint64_t ping_interval, pong_timeout, close_timeout, write_timeout;
+	uint64_t heard;              /* runtime_now() of the last byte read */
+	uint64_t read_end;           /* reads end by then (the close's wait;
+	                                0: no end but the keepalive's) */
+	bool ping_out;               /* a keepalive ping waits for an answer */
+	uint8_t *msg;                /* the message being read, msg_cap bytes */
+	size_t msg_len, msg_cap;
+	uint8_t control[WS_CONTROL_MAX + 1];
+	size_t in_off, in_len;       /* in[in_off..in_len): read, not parsed */
+	size_t in_size;              /* WS_IN_SIZE, or the early bytes' */
+	uint8_t in[];
+};
+
+/* A WebSocket over conn (the handshake done; early: bytes read past it). */
+int runtime__ws_new(struct runtime_ws **ws, struct runtime_conn *conn, bool client,
+                    const struct runtime_ws_config *cfg, const char *protocol,
+                    const void *early, size_t early_len);
+void runtime__ws_free(struct runtime_ws *ws);
+
+#define WS_KEY_LEN 24           /* Sec-WebSocket-Key: base64 of 16 bytes */
+#define WS_ACCEPT_LEN 28        /* Sec-WebSocket-Accept: of a SHA-1 */
+
+/* Sec-WebSocket-Accept for key[0..WS_KEY_LEN), NUL-terminated in out. */
+void runtime__ws_accept_of(const char *key, char out[WS_ACCEPT_LEN + 1]);
+#endif
+
 #endif

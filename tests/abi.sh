@@ -53,11 +53,12 @@ check_lib() {
 }
 
 # libruntime: runtime.h, the toolkit's header it includes, runtime_metrics.h;
-# libruntime-tls: runtime_tls.h; libruntime-http: runtime_http.h.
+# libruntime-tls: runtime_tls.h; libruntime-http: runtime_http.h, runtime_ws.h.
 check_lib libruntime runtime/libruntime.map RUNTIME_0 "$srcdir/include/runtime.h" \
 	"$srcdir/include/runtime_toolkit.h" "$srcdir/include/runtime_metrics.h"
 check_lib libruntime-tls tls/libruntime-tls.map RUNTIME_TLS_0 "$srcdir/include/runtime_tls.h"
-check_lib libruntime-http http/libruntime-http.map RUNTIME_HTTP_0 "$srcdir/include/runtime_http.h"
+check_lib libruntime-http http/libruntime-http.map RUNTIME_HTTP_0 "$srcdir/include/runtime_http.h" \
+	"$srcdir/include/runtime_ws.h"
 
 # Symbol hygiene: every global symbol a library defines, in its .so and
 # its .a (an archive's objects keep their cross-file internals global,

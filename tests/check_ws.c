@@ -314,6 +314,51 @@ START_TEST(test_ws_frames_in_message_order)
 }
 END_TEST
 
+/* ------------------------------------------------------- the handshake */
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+/* SHA-1 against FIPS 180's examples (the 56-byte one pads into a second
+ * block, the million a's runs many), and the RFC 6455 example's key;
+ * base64 against RFC 4648's. */
+START_TEST(test_ws_sha1_and_base64)
+{
+	static const struct {
+		const char *in, *want;
+	} sha[] = {
+		{ "abc", "a9993e364706816aba3e25717850c26c9cd0d89d" },
+		{ "", "da39a3ee5e6b4b0d3255bfef95601890afd80709" },
+		{ "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+		  "84983e441c3bd26ebaae4aa1f95129e5e54670f1" },
+		{ "dGhlIHNhbXBsZSBub25jZQ==258EAFA5-E914-47DA-95CA-C5AB0DC85B11",
+		  "b37a4f2cc0624f1690f64606cf385945b2bec4ea" }, /* RFC 6455 1.3 */
+	};
+	static const char *const b64[] = { "", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy" };
+	uint8_t d[20];
+	char h[41], out[16];
+
+	for (size_t i = 0; i < sizeof(sha) / sizeof(sha[0]); i++) {
+		runtime__ws_sha1(sha[i].in, strlen(sha[i].in), d);
+		hex(d, sizeof(d), h);
+		ck_assert_str_eq(h, sha[i].want);
+	}
+	char *million = malloc(1000000);
+	memset(million, 'a', 1000000);
+	runtime__ws_sha1(million, 1000000, d);
+	hex(d, sizeof(d), h);
+	ck_assert_str_eq(h, "34aa973cd4c4daa4f61eeb2bdbad27316534016f");
+	free(million);
+	for (size_t i = 0; i < sizeof(b64) / sizeof(b64[0]); i++) {
+		ck_assert_uint_eq(runtime__ws_base64((const uint8_t *)"foobar", i, out), strlen(b64[i]));
+		ck_assert_str_eq(out, b64[i]);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ws");
@@ -328,6 +373,7 @@ int main(void)
 	tcase_add_test(tc, test_ws_utf8_against_a_reference);
 	tcase_add_test(tc, test_ws_utf8_known_cases_split_anywhere);
 	tcase_add_test(tc, test_ws_frames_in_message_order);
+	tcase_add_test(tc, test_ws_sha1_and_base64);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

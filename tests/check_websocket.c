@@ -1,0 +1,552 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_websocket.c - WebSocket connections (runtime_ws.h) end to end:
+ * the server's handshake and its refusals (400, 426), echoes of whole
+ * and fragmented messages with pings between, every breach a peer can
+ * make failing with its close code (1002, 1007, 1009: a 2^62 length
+ * included), the close handshake both ways, a drain's 1001, a peer that
+ * never reads, a silent peer given up on, and the library's client
+ * against its server.
+ *
+ * One runtime serves on port 0 from its own thread. The raw clients are
+ * the test's thread with blocking sockets, writing frames by hand (masked,
+ * as a client must) and reading the server's; the library's client runs
+ * in a runtime of its own.
+ */
+#include "testutil.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <runtime_ws.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MESSAGE_MAX (64 * 1024) /* /echo's */
+
+static struct runtime *rt;
+static struct runtime_http_server *srv;
+static pthread_t runner;
+static uint16_t port;
+static _Atomic int recv_rc, close_code, send_rc; /* what the handlers saw */
+static char close_reason[128];
+
+/* ------------------------------------------------------------ handlers */
+
+static const char *const ours[] = { "b", "a", NULL };
+
+/* /echo: each message back; then what its last recv said. */
+static void echo(struct runtime_ws *ws)
+{
+	struct runtime_ws_message m;
+	struct runtime_http_slice why;
+	int type;
+
+	while ((type = runtime_ws_recv(ws, &m)) > 0)
+		if (runtime_ws_send(ws, type, m.data, m.len) < 0)
+			break;
+	int code = runtime_ws_close_code(ws, &why);
+	snprintf(close_reason, sizeof(close_reason), "%.*s", (int)why.len, why.p);
+	atomic_store(&close_code, code);
+	atomic_store(&recv_rc, type);
+}
+
+/* /push: 1 MiB messages to a peer that never reads, until one fails. */
+static void push(struct runtime_ws *ws)
+{
+	static char mib[1 << 20];
+	int rc;
+
+	while ((rc = runtime_ws_send(ws, RUNTIME_WS_BINARY, mib, sizeof(mib))) == 0)
+		;
+	atomic_store(&send_rc, rc);
+}
+
+/* /quiet: a receiver that pings a silent peer. */
+static void quiet(struct runtime_ws *ws)
+{
+	struct runtime_ws_message m;
+
+	atomic_store(&recv_rc, runtime_ws_recv(ws, &m));
+}
+
+static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
+{
+	struct runtime_http_slice path = runtime_http_path(req);
+	struct runtime_ws_config cfg = { .subprotocols = ours, .message_max = MESSAGE_MAX };
+	struct runtime_ws *ws;
+	(void)arg;
+
+	if (path.len == 6 && !memcmp(path.p, "/quiet", 6)) {
+		cfg.ping_interval_ns = 100 * MS;
+		cfg.pong_timeout_ns = 200 * MS;
+	}
+	if (path.len == 5 && !memcmp(path.p, "/push", 5))
+		cfg.write_timeout_ns = 300 * MS;
+	int rc = runtime_ws_accept(req, res, &cfg, &ws);
+	if (rc < 0) {
+		atomic_store(&recv_rc, rc);
+		return 0;
+	}
+	if (path.len == 5 && !memcmp(path.p, "/push", 5))
+		push(ws);
+	else if (path.len == 6 && !memcmp(path.p, "/quiet", 6))
+		quiet(ws);
+	else
+		echo(ws);
+	runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
+	return 0;
+}
+
+static void *run(void *arg)
+{
+	struct runtime_http_server_config cfg;
+	sem_t *ready = arg;
+
+	ck_assert_int_eq(runtime_create(&rt, NULL), 0);
+	runtime_http_server_config_init(&cfg);
+	cfg.serve.host = "127.0.0.1";
+	cfg.handler = handler;
+	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
+	port = runtime_http_server_port(srv);
+	sem_post(ready);
+	runtime_run(rt);
+	return NULL;
+}
+
+static void serve_start(void)
+{
+	sem_t ready;
+
+	atomic_store(&recv_rc, 99);
+	atomic_store(&close_code, -1);
+	atomic_store(&send_rc, 99);
+	sem_init(&ready, 0, 0);
+	ck_assert_int_eq(pthread_create(&runner, NULL, run, &ready), 0);
+	sem_wait(&ready);
+	sem_destroy(&ready);
+}
+
+static void serve_stop(void)
+{
+	runtime_shutdown(rt);
+	pthread_join(runner, NULL);
+	runtime_http_server_destroy(srv);
+	runtime_destroy(rt);
+}
+
+/* Until *v is no longer was (bounded: 10 s, for a loaded machine). */
+static int wait_change(_Atomic int *v, int was)
+{
+	for (int i = 0; i < 1000 && atomic_load(v) == was; i++)
+		usleep(10 * 1000);
+	return atomic_load(v);
+}
+
+/* ---------------------------------------------------------- raw client */
+
+static int dial(void)
+{
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, sizeof(to)), 0);
+	return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	ck_assert_int_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+/* Exactly n bytes, or false at the end or after 10 s. */
+static bool recv_n(int fd, void *buf, size_t n)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (size_t got = 0; got < n;) {
+		if (poll(&p, 1, 10000) != 1)
+			return false;
+		ssize_t k = recv(fd, (char *)buf + got, n - got, 0);
+		if (k <= 0)
+			return false;
+		got += (size_t)k;
+	}
+	return true;
+}
+
+/* The answer's head (up to its blank line), NUL-terminated. */
+static void head_in(int fd, char *h, size_t cap)
+{
+	size_t n = 0;
+
+	while (n < cap - 1 && (n < 4 || memcmp(h + n - 4, "\r\n\r\n", 4)))
+		ck_assert(recv_n(fd, h + n++, 1));
+	h[n] = '\0';
+}
+
+static const char key_rfc[] = "dGhlIHNhbXBsZSBub25jZQ=="; /* RFC 6455 1.3 */
+
+/* A connection to path after a good handshake (101 checked). */
+static int opened(const char *path)
+{
+	char req[512], h[1024];
+	int fd = dial();
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+	         "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
+	         path, key_rfc);
+	send_all(fd, req, strlen(req));
+	head_in(fd, h, sizeof(h));
+	ck_assert_msg(!strncmp(h, "HTTP/1.1 101 ", 13), "%s", h);
+	return fd;
+}
+
+/* A frame as a client sends it: masked, any head bits (b0: FIN, RSV,
+ * opcode), len claimed (the payload sent may be shorter). */
+static void frame_out(int fd, uint8_t b0, uint64_t len, const void *payload, size_t n)
+{
+	static const uint8_t mask[4] = { 0x37, 0xfa, 0x21, 0x3d };
+	uint8_t *f = malloc(14 + n);
+	size_t h = 0;
+
+	f[h++] = b0;
+	if (len < 126) {
+		f[h++] = (uint8_t)(0x80 | len);
+	} else if (len < 65536) {
+		f[h++] = 0x80 | 126;
+		f[h++] = (uint8_t)(len >> 8);
+		f[h++] = (uint8_t)len;
+	} else {
+		f[h++] = 0x80 | 127;
+		for (int i = 7; i >= 0; i--)
+			f[h++] = (uint8_t)(len >> (8 * i));
+	}
+	memcpy(f + h, mask, 4);
+	for (size_t i = 0; i < n; i++)
+		f[h + 4 + i] = ((const uint8_t *)payload)[i] ^ mask[i % 4];
+	send_all(fd, f, h + 4 + n);
+	free(f);
+}
+
+/* The server's next frame: its opcode (FIN set and no mask asserted),
+ * payload into p (cap bytes at least), its length in *n. */
+static int frame_in(int fd, void *p, size_t cap, size_t *n)
+{
+	uint8_t h[10];
+
+	ck_assert(recv_n(fd, h, 2));
+	ck_assert_int_eq(h[1] & 0x80, 0); /* a server never masks */
+	uint64_t len = h[1] & 0x7f;
+	size_t ext = len == 126 ? 2 : len == 127 ? 8 : 0;
+	ck_assert(recv_n(fd, h + 2, ext));
+	if (ext)
+		len = 0;
+	for (size_t i = 0; i < ext; i++)
+		len = len << 8 | h[2 + i];
+	ck_assert_uint_le(len, cap);
+	ck_assert(recv_n(fd, p, (size_t)len));
+	*n = (size_t)len;
+	return h[0];
+}
+
+/* The server's close frame: its code (1005 for none); then its end. */
+static int close_in(int fd)
+{
+	uint8_t p[125], b;
+	size_t n;
+
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
+	ck_assert(!recv_n(fd, &b, 1)); /* then it closes */
+	return n >= 2 ? p[0] << 8 | p[1] : 1005;
+}
+
+/* ----------------------------------------------------------- handshake */
+
+/* The RFC's own example key gets the RFC's answer; the server's first
+ * subprotocol the client offers is chosen; bad handshakes get 400, a
+ * version other than 13 gets 426 naming 13, and no WebSocket begins. */
+START_TEST(test_ws_handshake_answers_and_refusals)
+{
+	static const struct {
+		const char *fields, *want;
+	} cases[] = {
+		{ "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+		  "Sec-WebSocket-Protocol: x, a\r\nSec-WebSocket-Protocol: b\r\n",
+		  "HTTP/1.1 101 " },
+		{ "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 8\r\n",
+		  "HTTP/1.1 426 " },
+		{ "Sec-WebSocket-Version: 13\r\n", "HTTP/1.1 400 " },
+		{ "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=\r\nSec-WebSocket-Version: 13\r\n",
+		  "HTTP/1.1 400 " },
+		{ "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub2*jZQ==\r\nSec-WebSocket-Version: 13\r\n",
+		  "HTTP/1.1 400 " },
+	};
+	char req[512], h[1024];
+
+	serve_start();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = dial();
+		snprintf(req, sizeof(req), "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+		         "Connection: keep-alive, Upgrade\r\n%s\r\n", cases[i].fields);
+		send_all(fd, req, strlen(req));
+		head_in(fd, h, sizeof(h));
+		ck_assert_msg(!strncmp(h, cases[i].want, 13), "%zu: %s", i, h);
+		if (i == 0) {
+			ck_assert_msg(strstr(h, "\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), "%s", h);
+			ck_assert_msg(strstr(h, "\r\nSec-WebSocket-Protocol: b\r\n"), "%s", h);
+			ck_assert_msg(!strstr(h, "Sec-WebSocket-Extensions"), "%s", h);
+		}
+		if (i == 1)
+			ck_assert_msg(strstr(h, "\r\nSec-WebSocket-Version: 13\r\n"), "%s", h);
+		close(fd);
+	}
+	const char *post = "POST /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	                   "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+	                   "Content-Length: 0\r\n\r\n";
+	int fd = dial();
+	send_all(fd, post, strlen(post));
+	head_in(fd, h, sizeof(h));
+	ck_assert_msg(!strncmp(h, "HTTP/1.1 400 ", 13), "%s", h);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* ------------------------------------------------------------ messages */
+
+/* Whole messages come back as they went, at the length boundaries; a
+ * text in three fragments, with a ping between them and a two-byte
+ * character split across two, comes back whole after the pong. */
+START_TEST(test_ws_echo_fragments_and_pings)
+{
+	static const size_t lens[] = { 0, 1, 125, 126, 127, 65535, 65536 };
+	char *buf = malloc(MESSAGE_MAX), *back = malloc(MESSAGE_MAX);
+	size_t n;
+
+	serve_start();
+	int fd = opened("/echo");
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		for (size_t k = 0; k < lens[i]; k++)
+			buf[k] = (char)(k * 31 + i);
+		frame_out(fd, 0x82, lens[i], buf, lens[i]);
+		ck_assert_int_eq(frame_in(fd, back, MESSAGE_MAX, &n), 0x82);
+		ck_assert_uint_eq(n, lens[i]);
+		ck_assert(!memcmp(buf, back, n));
+	}
+	frame_out(fd, 0x01, 4, "caf\xc3", 4);   /* text, not FIN, é cut */
+	frame_out(fd, 0x89, 2, "hi", 2);        /* a ping between */
+	frame_out(fd, 0x00, 3, "\xa9 e", 3);    /* continuation */
+	frame_out(fd, 0x80, 2, "!!", 2);        /* the last */
+	ck_assert_int_eq(frame_in(fd, back, MESSAGE_MAX, &n), 0x8A);
+	ck_assert_uint_eq(n, 2);
+	ck_assert(!memcmp(back, "hi", 2));
+	ck_assert_int_eq(frame_in(fd, back, MESSAGE_MAX, &n), 0x81);
+	ck_assert_uint_eq(n, 9);
+	ck_assert(!memcmp(back, "caf\xc3\xa9 e!!", 9));
+	frame_out(fd, 0x88, 5, "\x03\xe8" "bye", 5); /* close 1000 "bye" */
+	ck_assert_int_eq(close_in(fd), 1000);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 1000);
+	ck_assert_str_eq(close_reason, "bye");
+	close(fd);
+	serve_stop();
+	free(buf);
+	free(back);
+}
+END_TEST
+
+/* Each breach fails the connection with its code: the close goes out,
+ * the TCP connection ends, recv says why. */
+START_TEST(test_ws_breaches_fail_with_their_codes)
+{
+	static const struct {
+		uint8_t b0;
+		uint64_t len;
+		const char *payload;
+		size_t n;
+		int code, rc;
+	} cases[] = {
+		{ 0x83, 0, "", 0, 1002, -EPROTO },            /* opcode 3: reserved */
+		{ 0xC2, 0, "", 0, 1002, -EPROTO },            /* RSV1 with no extension */
+		{ 0x00, 1, "x", 1, 1002, -EPROTO },           /* continuation, no message */
+		{ 0x09, 0, "", 0, 1002, -EPROTO },            /* a ping in pieces */
+		{ 0x89, 126, "", 0, 1002, -EPROTO },          /* a ping over 125 */
+		{ 0x88, 1, "\x03", 1, 1002, -EPROTO },        /* a close of one byte */
+		{ 0x88, 2, "\x03\xed", 2, 1002, -EPROTO },    /* close code 1005 */
+		{ 0x88, 2, "\x03\xf7", 2, 1002, -EPROTO },    /* close code 1015 */
+		{ 0x81, 2, "\xc3\x28", 2, 1007, -EILSEQ },    /* text not UTF-8 */
+		{ 0x81, 3, "\xed\xa0\x80", 3, 1007, -EILSEQ },/* a surrogate */
+		{ 0x81, 1, "\xc3", 1, 1007, -EILSEQ },        /* text cut in a character */
+		{ 0x88, 4, "\x03\xe8\xff\xfe", 4, 1007, -EILSEQ }, /* a close's reason */
+		{ 0x82, 1ull << 62, "", 0, 1009, -EMSGSIZE }, /* 2^62 bytes claimed */
+		{ 0x82, MESSAGE_MAX + 1, "", 0, 1009, -EMSGSIZE },
+	};
+	serve_start();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		atomic_store(&recv_rc, 99);
+		int fd = opened("/echo");
+		frame_out(fd, cases[i].b0, cases[i].len, cases[i].payload, cases[i].n);
+		ck_assert_msg(close_in(fd) == cases[i].code, "case %zu", i);
+		ck_assert_msg(wait_change(&recv_rc, 99) == cases[i].rc, "case %zu: %d", i,
+		              atomic_load(&recv_rc));
+		close(fd);
+	}
+	int fd = dial(); /* an unmasked frame: the client's must be masked */
+	const char *req = "GET /echo HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	                  "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+	char h[512];
+	send_all(fd, req, strlen(req));
+	head_in(fd, h, sizeof(h));
+	send_all(fd, "\x82\x01x", 3);
+	ck_assert_int_eq(close_in(fd), 1002);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* --------------------------------------------------- close, drain, peers */
+
+/* A drain closes a WebSocket waiting for its next message with 1001, and
+ * the run ends once the client answers the close. */
+START_TEST(test_ws_drain_closes_with_1001)
+{
+	uint8_t p[125], b;
+	size_t n;
+
+	serve_start();
+	int fd = opened("/echo");
+	frame_out(fd, 0x81, 2, "hi", 2);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x81);
+	ck_assert_int_eq(runtime_drain(rt, 5000 * MS), 0);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(p[0] << 8 | p[1], 1001);
+	frame_out(fd, 0x88, 2, "\x03\xe9", 2); /* the client's answer */
+	ck_assert(!recv_n(fd, &b, 1));
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 1001);
+	close(fd);
+	pthread_join(runner, NULL); /* the run ends with its last connection */
+	runtime_http_server_destroy(srv);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* A client that never reads: the server's sends fill the sockets, then
+ * one times out (write_timeout_ns) - the server holds nothing more. */
+START_TEST(test_ws_peer_that_never_reads)
+{
+	serve_start();
+	int fd = opened("/push");
+	ck_assert_int_eq(wait_change(&send_rc, 99), -ETIMEDOUT);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* A silent peer is pinged after the interval, and given up on when no
+ * pong comes (recv: -ETIMEDOUT); one that answers is kept. */
+START_TEST(test_ws_keepalive_gives_up_on_a_silent_peer)
+{
+	uint8_t p[125];
+	size_t n;
+
+	serve_start();
+	int fd = opened("/quiet");
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* answered */
+	frame_out(fd, 0x8A, n, p, n);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* not */
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+/* --------------------------------------------------------- the client */
+
+struct client_run {
+	char url[64];
+	int rc[8];
+	char protocol[8];
+	int code;
+};
+
+static void client_main(void *arg)
+{
+	static const char *const offer[] = { "a", "c", NULL };
+	const struct runtime_ws_config cfg = { .subprotocols = offer };
+	struct client_run *r = arg;
+	struct runtime_http_client *cl;
+	struct runtime_ws_message m;
+	struct runtime_ws *ws;
+
+	ck_assert_int_eq(runtime_http_client_create(&cl, NULL), 0);
+	r->rc[0] = runtime_ws_connect(cl, r->url, &cfg, &ws);
+	if (r->rc[0] == 0) {
+		snprintf(r->protocol, sizeof(r->protocol), "%s", runtime_ws_subprotocol(ws));
+		r->rc[1] = runtime_ws_send(ws, RUNTIME_WS_TEXT, "hello", 5);
+		r->rc[2] = runtime_ws_recv(ws, &m);
+		r->rc[3] = m.len == 5 && !memcmp(m.data, "hello", 5);
+		r->rc[4] = runtime_ws_send_part(ws, RUNTIME_WS_BINARY, "ab", 2, 0) |
+		           runtime_ws_send_part(ws, 0, "cd", 2, 0) |
+		           runtime_ws_send_part(ws, 0, "e", 1, 1);
+		r->rc[5] = runtime_ws_recv(ws, &m);
+		r->rc[6] = m.len == 5 && !memcmp(m.data, "abcde", 5);
+		r->rc[7] = runtime_ws_close(ws, 4000, "done");
+	}
+	runtime_http_client_destroy(cl);
+}
+
+/* The library's client against its server: the subprotocol both know,
+ * a text, a binary sent in parts, the close with a code of one's own. */
+START_TEST(test_ws_client_to_server)
+{
+	struct client_run r = { .rc = { 99 } };
+
+	serve_start();
+	snprintf(r.url, sizeof(r.url), "ws://127.0.0.1:%u/echo", port);
+	ck_assert_int_eq(run_fiber(NULL, client_main, &r), 0);
+	ck_assert_int_eq(r.rc[0], 0);
+	ck_assert_str_eq(r.protocol, "a");
+	ck_assert_int_eq(r.rc[1], 0);
+	ck_assert_int_eq(r.rc[2], RUNTIME_WS_TEXT);
+	ck_assert_int_eq(r.rc[3], 1);
+	ck_assert_int_eq(r.rc[4], 0);
+	ck_assert_int_eq(r.rc[5], RUNTIME_WS_BINARY);
+	ck_assert_int_eq(r.rc[6], 1);
+	ck_assert_int_eq(r.rc[7], 0);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 4000);
+	ck_assert_str_eq(close_reason, "done");
+	snprintf(r.url, sizeof(r.url), "ftp://127.0.0.1:%u/echo", port);
+	ck_assert_int_eq(run_fiber(NULL, client_main, &r), 0);
+	ck_assert_int_eq(r.rc[0], -EPROTONOSUPPORT);
+	serve_stop();
+}
+END_TEST
+
+static Suite *ws_suite(void)
+{
+	Suite *s = suite_create("websocket");
+	TCase *tc = tcase_create("websocket");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_ws_handshake_answers_and_refusals);
+	tcase_add_test(tc, test_ws_echo_fragments_and_pings);
+	tcase_add_test(tc, test_ws_breaches_fail_with_their_codes);
+	tcase_add_test(tc, test_ws_drain_closes_with_1001);
+	tcase_add_test(tc, test_ws_peer_that_never_reads);
+	tcase_add_test(tc, test_ws_keepalive_gives_up_on_a_silent_peer);
+	tcase_add_test(tc, test_ws_client_to_server);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+TEST_MAIN(ws_suite)
