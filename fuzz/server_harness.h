@@ -122,11 +122,15 @@ static bool may_end(const struct http_request *req)
 
 /*
  * An answer's head h[0..len), NUL-terminated: an HTTP/1.1 status line,
- * and a 1xx only as "100 Continue" with nothing else. Returns false for
+ * and a 1xx only as "100 Continue" with nothing else, or as the 101 of a
+ * WebSocket (then switched). Returns false for
  * that interim answer; else true, with the Content-Length in *length (0
  * without one, which only 204 and 304 may do) and whether the status has
  * no body (*bodiless).
  */
+static bool switched; /* a 101 came (the demo's /ws): what follows is
+                         WebSocket, not HTTP, and no answer more is owed */
+
 static bool final_answer(const char *h, size_t len, uint64_t *length, bool *bodiless)
 {
 	static const char cl[] = "\r\nContent-Length: ";
@@ -137,6 +141,10 @@ static bool final_answer(const char *h, size_t len, uint64_t *length, bool *bodi
 	    strspn(h + 9, "0123456789") != 3 || h[9] < '1' || h[9] > '5')
 		fail("an answer whose status line is not HTTP/1.1's");
 	if (h[9] == '1') {
+		if (!strncmp(h, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n", 53)) {
+			switched = true;
+			return false;
+		}
 		if (strcmp(h, "HTTP/1.1 100 Continue\r\n\r\n") != 0)
 			fail("an interim answer other than 100 Continue");
 		return false;
@@ -175,7 +183,7 @@ static void owed_seen(struct owed_wait *w, size_t answered, bool ended)
 {
 	w->answered = answered;
 	w->ended |= ended;
-	if (w->waiter && (w->ended || w->answered >= w->owed))
+	if (w->waiter && (w->ended || switched || w->answered >= w->owed))
 		runtime_fiber_unpark(w->waiter);
 }
 
@@ -183,7 +191,7 @@ static void owed_wait(struct owed_wait *w, size_t owed)
 {
 	w->owed = owed;
 	w->waiter = runtime_fiber_self();
-	while (!w->ended && w->answered < owed)
+	while (!w->ended && !switched && w->answered < owed)
 		if (runtime_park(-1) < 0)
 			break;
 	w->waiter = NULL;

@@ -5,13 +5,15 @@
  * runtime timer), /limited (a scarce backend behind a resource pool: a
  * short wait for a slot, else 503), /stats (the runtime's counters as
  * JSON), /metrics (the runtime's and the server's, for Prometheus:
- * runtime_http_metrics_handler), and static files under --root for everything else. Routed by
+ * runtime_http_metrics_handler), /ws (a WebSocket echo: each message
+ * back as it came), and static files under --root for everything else. Routed by
  * the target's path, of an absolute-form target too. The routes with work
  * of their own are kept out of line (noinline), so that route's own frame
  * stays small for the answers it makes at once.
  */
 #include "server.h"
 
+#include <runtime_ws.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +163,26 @@ static inline int plaintext(struct runtime_http_response *res)
 	return runtime_http_respond(res, 200, "text/plain", "Hello, World!", 13);
 }
 
+/* /ws: every message back, as it came, until the peer closes (or a
+ * drain: 1001). A bad handshake is answered 400 or 426 by accept. */
+static __attribute__((noinline)) int ws_echo(struct runtime_http_request *req,
+                                             struct runtime_http_response *res)
+{
+	static const char *const protocols[] = { "echo", NULL };
+	const struct runtime_ws_config cfg = { .subprotocols = protocols };
+	struct runtime_ws_message m;
+	struct runtime_ws *ws;
+	int type;
+
+	if (runtime_ws_accept(req, res, &cfg, &ws) < 0)
+		return 0; /* answered, or the connection is gone */
+	while ((type = runtime_ws_recv(ws, &m)) > 0)
+		if (runtime_ws_send(ws, type, m.data, m.len) < 0)
+			break;
+	runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
+	return 0;
+}
+
 /* Methods this server implements at all; others get 501. */
 static bool known_method(struct runtime_http_slice m)
 {
@@ -183,6 +205,8 @@ static int get_only(struct server *srv, struct runtime_http_request *req,
 		return runtime_http_metrics_handler(req, res, srv->metrics);
 	if (is(path, "/healthz")) /* 503 from the drain on: balancers stop first */
 		return runtime_http_health_handler(req, res, srv->rt);
+	if (is(path, "/ws"))
+		return ws_echo(req, res);
 	return serve_file(srv, req, res);
 }
 
@@ -190,7 +214,7 @@ static bool get_resource(struct server *srv, struct runtime_http_slice path)
 {
 	return is(path, "/plaintext") || is(path, "/delay") || is(path, "/limited") ||
 	       is(path, "/stats") || is(path, "/metrics") || is(path, "/healthz") ||
-	       file_exists(srv, path);
+	       is(path, "/ws") || file_exists(srv, path);
 }
 
 static __attribute__((noinline)) int route_any(struct runtime_http_request *req,

@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+# ws_interop.py PORT - Debian's python3-websockets, an independent client,
+# against the HTTP demo's /ws echo: the subprotocol, text with characters
+# of every UTF-8 length, binary at the length boundaries and 4 MiB, a
+# message in fragments, a ping answered, permessage-deflate offered and
+# declined, the close handshake with the server's 1000. Prints a PASS or
+# FAIL line per check and exits 1 if any failed.
+import asyncio
+import sys
+
+import websockets
+
+port = int(sys.argv[1])
+failed = 0
+
+
+def check(name, ok):
+    global failed
+    print(("PASS: " if ok else "FAIL: ") + name)
+    failed += 0 if ok else 1
+
+
+async def main():
+    url = "ws://127.0.0.1:%d/ws" % port
+    async with websockets.connect(url, subprotocols=["x", "echo"], max_size=None,
+                                  compression="deflate") as ws:
+        check("the subprotocol offered is chosen", ws.subprotocol == "echo")
+        check("permessage-deflate is declined", not ws.extensions)
+        text = "ascii é € 𝄞 " * 1000
+        await ws.send(text)
+        check("text of every UTF-8 length comes back", await ws.recv() == text)
+        for n in (0, 1, 125, 126, 127, 65535, 65536, 4 << 20):
+            data = bytes((i * 7) & 0xff for i in range(n))
+            await ws.send(data)
+            got = await ws.recv()
+            check("binary of %d bytes comes back" % n, got == data)
+        await ws.send(["frag", "ment", "ed"])
+        check("a message in fragments comes back whole", await ws.recv() == "fragmented")
+        pong = await ws.ping(b"are you there")
+        await asyncio.wait_for(pong, 10)
+        check("a ping is answered", True)
+    check("the close handshake ends with 1000", ws.close_code == 1000)
+
+
+asyncio.run(asyncio.wait_for(main(), 60))
+sys.exit(1 if failed else 0)
