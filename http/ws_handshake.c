@@ -50,7 +50,6 @@ static int refuse(struct runtime_http_response *res, int status)
 
 	if (status == 426)
 		runtime_http_set_header(res, "Sec-WebSocket-Version", "13");
-	runtime_http_set_close(res);
 	runtime_http_respond(res, status, "text/plain", status == 426 ? version : bad,
 	                     status == 426 ? sizeof(version) - 1 : sizeof(bad) - 1);
 	return -EPROTO;
