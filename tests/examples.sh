@@ -551,6 +551,21 @@ else
 	fail "echo_server did not start: $(cat "$tmp/echo_ex.err")"
 fi
 
+# ---- ws_echo: the echo over WebSocket, its own client, a clean stop
+if start_bg ws_ex "^ws_echo: listening on port [0-9]*$" "$ex/ws_echo" 0; then
+	w_pid=$bg_pid
+	timeout "$bound" "$ex/ws_echo" --connect "ws://127.0.0.1:$bg_port/" one 'two ✓' \
+		>"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	check "ws_echo --connect: each message echoed, then closed with 1000" eval \
+		'ok && [ "$(cat "$tmp/out")" = "$(printf "one\ntwo ✓\nws_echo: closed with 1000")" ]'
+	stop "$w_pid" ws_ex
+	check "ws_echo stops cleanly on SIGTERM (exit 0, stderr empty)" eval \
+		'ok && has "^ws_echo: stopped$"'
+else
+	fail "ws_echo did not start: $(cat "$tmp/ws_ex.err")"
+fi
+
 # ---- deadlines: what ends a wait, scene by scene
 run deadlines
 check "deadlines: a deadline turns a waiting recv into ETIMEDOUT, later calls too, until cleared" \

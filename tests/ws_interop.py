@@ -6,12 +6,13 @@
 # message in fragments, a ping answered, permessage-deflate offered and
 # declined, the close handshake with the server's 1000. Prints a PASS or
 # FAIL line per check and exits 1 if any failed.
+# ws_interop.py serve - an echo server of python3-websockets for the
+# library's client, on a free port it prints ("port N"), until killed.
 import asyncio
 import sys
 
 import websockets
 
-port = int(sys.argv[1])
 failed = 0
 
 
@@ -43,5 +44,19 @@ async def main():
     check("the close handshake ends with 1000", ws.close_code == 1000)
 
 
+async def echo(ws, path=None):
+    async for message in ws:
+        await ws.send(message)
+
+
+async def serve():
+    async with websockets.serve(echo, "127.0.0.1", 0) as server:
+        print("port %d" % server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+
+
+if sys.argv[1] == "serve":
+    asyncio.run(serve())
+port = int(sys.argv[1])
 asyncio.run(asyncio.wait_for(main(), 60))
 sys.exit(1 if failed else 0)
