@@ -25,6 +25,7 @@
 #define CLOSE_TIMEOUT_DEFAULT (5000 * MS)
 #define WRITE_TIMEOUT_DEFAULT (30000 * MS)
 #define MASKED_CHUNK 16384      /* a client masks its payload in pieces */
+#define MSG_KEEP 16384          /* a message buffer kept past its message */
 
 static uint64_t or_default(uint64_t v, uint64_t dflt)
 {
@@ -452,12 +453,24 @@ static int deliver(struct runtime_ws *ws, struct runtime_ws_message *msg)
 	return ws->rd.opcode;
 }
 
+/* The last message's buffer, if large, goes before the next: one big
+ * message must not cost its size for the connection's life. */
+static void msg_shrink(struct runtime_ws *ws)
+{
+	if (ws->msg_cap > MSG_KEEP) {
+		free(ws->msg);
+		ws->msg = NULL;
+		ws->msg_cap = 0;
+	}
+	ws->msg_len = 0;
+}
+
 /* Frames up to a message's last: its type, 0 (closed), or -errno. */
 static int message_in(struct runtime_ws *ws, struct runtime_ws_message *msg)
 {
 	struct ws_head h;
 
-	ws->msg_len = 0;
+	msg_shrink(ws);
 	for (;;) {
 		int rc = head_in(ws, &h);
 		if (rc == -ESHUTDOWN)
