@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * body.c - a whole body into one buffer, for the server's requests and
- * the client's responses alike.
+ * the client's responses alike; an iovec written whole, for the client's
+ * requests and WebSocket frames.
  */
 #include "body.h"
+
+#include <runtime.h>
 
 #include <errno.h>
 #include <stdbool.h>
@@ -52,5 +55,26 @@ int runtime__http_read_all(const struct http_body_source *src, size_t max, char 
 	buf[got] = '\0';
 	*body = buf;
 	*len = got;
+	return 0;
+}
+
+int runtime__http_writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
+{
+	const struct runtime_transport *t = runtime_conn_transport(rc);
+
+	while (cnt > 0) {
+		ssize_t n = t->ops->writev(t->ctx, iov, cnt);
+		if (n <= 0)
+			return n ? (int)n : -EIO;
+		while (cnt > 0 && (size_t)n >= iov->iov_len) {
+			n -= (ssize_t)iov->iov_len;
+			iov++;
+			cnt--;
+		}
+		if (cnt > 0) {
+			iov->iov_base = (char *)iov->iov_base + n;
+			iov->iov_len -= (size_t)n;
+		}
+	}
 	return 0;
 }

@@ -23,6 +23,7 @@
  * of the runtime.
  */
 #include "client.h"
+#include "body.h"
 #include "chars.h"
 #include "decimal.h"
 
@@ -208,28 +209,6 @@ static size_t write_head(const struct http_exchange *x, const struct http_url *u
 
 /* ---------------------------------------------------------------- sending */
 
-/* All of iov[0..cnt) in as few writes as the socket takes. 0 or -errno. */
-static int writev_all(struct runtime_conn *rc, struct iovec *iov, int cnt)
-{
-	const struct runtime_transport *t = runtime_conn_transport(rc);
-
-	while (cnt > 0) {
-		ssize_t n = t->ops->writev(t->ctx, iov, cnt);
-		if (n <= 0)
-			return n ? (int)n : -EIO;
-		while (cnt > 0 && (size_t)n >= iov->iov_len) {
-			n -= (ssize_t)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + n;
-			iov->iov_len -= (size_t)n;
-		}
-	}
-	return 0;
-}
-
 ssize_t runtime__http_body_next(struct http_exchange *x, void *buf, size_t cap)
 {
 	if (x->stream_sized && x->stream_left < cap)
@@ -267,7 +246,7 @@ static int send_streamed(struct http_exchange *x, struct http_cconn *c, char *he
 		if (got == 0) {
 			if (chunked)
 				iov[cnt++] = (struct iovec){ (char *)"0\r\n\r\n", 5 };
-			rc = writev_all(c->rc, iov, cnt);
+			rc = runtime__http_writev_all(c->rc, iov, cnt);
 			break;
 		}
 		if (chunked)
@@ -276,7 +255,7 @@ static int send_streamed(struct http_exchange *x, struct http_cconn *c, char *he
 		iov[cnt++] = (struct iovec){ chunk, (size_t)got };
 		if (chunked)
 			iov[cnt++] = (struct iovec){ (char *)"\r\n", 2 };
-		if ((rc = writev_all(c->rc, iov, cnt)) < 0)
+		if ((rc = runtime__http_writev_all(c->rc, iov, cnt)) < 0)
 			break;
 		cnt = 0;
 	}
@@ -297,7 +276,7 @@ static int send_request(struct http_exchange *x, const struct http_url *u, struc
 		rc = send_streamed(x, c, head, n);
 	} else {
 		struct iovec iov[2] = { { head, n }, { (void *)x->body, x->body_len } };
-		rc = writev_all(c->rc, iov, x->body_len ? 2 : 1);
+		rc = runtime__http_writev_all(c->rc, iov, x->body_len ? 2 : 1);
 	}
 	if (head != c->out)
 		free(head);

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #define RUNTIME_WS_CONN
 #include "ws.h"
+#include "body.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -74,24 +75,8 @@ void runtime__ws_free(struct runtime_ws *ws)
 /* All of iov[0..cnt) (modified), under the write timeout. */
 static int write_all(struct runtime_ws *ws, struct iovec *iov, int cnt)
 {
-	const struct runtime_transport *t = runtime_conn_transport(ws->conn);
-
 	runtime_conn_set_write_deadline(ws->conn, runtime_now() + ws->write_timeout);
-	while (cnt > 0) {
-		ssize_t n = t->ops->writev(t->ctx, iov, cnt);
-		if (n <= 0)
-			return n < 0 ? (int)n : -EIO;
-		while (cnt > 0 && (size_t)n >= iov->iov_len) {
-			n -= (ssize_t)iov->iov_len;
-			iov++;
-			cnt--;
-		}
-		if (cnt > 0) {
-			iov->iov_base = (char *)iov->iov_base + n;
-			iov->iov_len -= (size_t)n;
-		}
-	}
-	return 0;
+	return runtime__http_writev_all(ws->conn, iov, cnt);
 }
 
 /* A client's payload, masked piece by piece through a scratch buffer. */
