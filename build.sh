@@ -28,7 +28,7 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")" && pwd)
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)} # make -j: JOBS=1 ./build.sh ... for a quiet build
-packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev libnghttp2-dev check"
+packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev libnghttp2-dev zlib1g-dev check"
 # check also runs the aarch64 context switch under qemu-user,
 # tools/gdb/runtime.py in gdb (tests/gdb_fibers.sh), and hiredis and
 # libcurl on libruntime-preload against redis-server and the HTTP demo
@@ -48,7 +48,7 @@ check_packages="iproute2 procps gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu
 fuzz_packages="clang libclang-rt-dev llvm"
 # The aarch64 build's libraries, Debian's multiarch :arm64 packages beside
 # the host's (their libc6:arm64 is what qemu-aarch64 runs the suites on).
-arm64_packages="liburing-dev:arm64 libssl-dev:arm64 libnghttp2-dev:arm64 check:arm64 libhiredis-dev:arm64"
+arm64_packages="liburing-dev:arm64 libssl-dev:arm64 libnghttp2-dev:arm64 zlib1g-dev:arm64 check:arm64 libhiredis-dev:arm64"
 
 # as_root CMD...: CMD as root, through sudo if need be.
 as_root() {

@@ -149,6 +149,10 @@ struct runtime_ws {
 	struct ws_reader rd;
 	bool client;
 	bool close_sent;
+	bool deflate;                /* permessage-deflate agreed (RSV1) */
+	bool parts_deflated;         /* the message in parts is compressed */
+	int deflate_bits;            /* our window: 9 .. 15 */
+	struct ws_zlib *z;           /* zlib's streams, during a message */
 	int error;                   /* the failure recv reports again, or 0 */
 	uint16_t code;               /* once closed: the close's code */
 	uint8_t reason_len;
@@ -167,11 +171,33 @@ struct runtime_ws {
 	uint8_t in[];
 };
 
-/* A WebSocket over conn (the handshake done; early: bytes read past it). */
+/* permessage-deflate's parameters, as offered or answered (RFC 7692 7). */
+struct ws_deflate_params {
+	bool server_no_takeover, client_no_takeover;
+	int server_bits, client_bits;    /* max_window_bits; 0: not given */
+};
+
+/* A WebSocket over conn (the handshake done; early: bytes read past it;
+ * dp: permessage-deflate's parameters, NULL: not agreed). */
 int runtime__ws_new(struct runtime_ws **ws, struct runtime_conn *conn, bool client,
                     const struct runtime_ws_config *cfg, const char *protocol,
-                    const void *early, size_t early_len);
+                    const void *early, size_t early_len, const struct ws_deflate_params *dp);
 void runtime__ws_free(struct runtime_ws *ws);
+/* Room for more of the message, at most left bytes more (ws_conn.c). */
+int runtime__ws_msg_grow(struct runtime_ws *ws, uint64_t left);
+
+/* ws_deflate.c. The first acceptable offer of a Sec-WebSocket-Extensions
+ * value v[0..n), into o: true if one is. */
+bool runtime__ws_deflate_parse(const char *v, size_t n, struct ws_deflate_params *o);
+/* The server's answer to offer o, NUL-terminated: its length. */
+size_t runtime__ws_deflate_answer(const struct ws_deflate_params *o, char *out, size_t cap);
+/* in[0..n) of a compressed message inflated onto ws->msg (end: its last
+ * bytes), UTF-8 checked: 0, -WS_TOO_BIG, -WS_INVALID_DATA or -ENOMEM. */
+int runtime__ws_inflate(struct runtime_ws *ws, const uint8_t *in, size_t n, bool end);
+/* p[0..n) deflated (last: the message ends) into *out (malloc'd). */
+int runtime__ws_deflate(struct runtime_ws *ws, const void *p, size_t n, bool last, uint8_t **out,
+                        size_t *len);
+void runtime__ws_zlib_free(struct runtime_ws *ws);
 
 #define WS_KEY_LEN 24           /* Sec-WebSocket-Key: base64 of 16 bytes */
 #define WS_ACCEPT_LEN 28        /* Sec-WebSocket-Accept: of a SHA-1 */

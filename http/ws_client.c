@@ -15,6 +15,15 @@
 #include <strings.h>
 
 #define OFFER_MAX 512           /* the Sec-WebSocket-Protocol offered */
+#define DEFLATE_OFFER "Sec-WebSocket-Extensions: permessage-deflate; " \
+	"server_no_context_takeover; client_no_context_takeover"
+
+/* What the handshake agreed on besides the connection. */
+struct agreed {
+	const char *protocol;            /* one of cfg's, or NULL */
+	bool deflate;
+	struct ws_deflate_params dp;
+};
 
 /* url's http(s):// twin (malloc'd) for ws(s)://; NULL for another. */
 static char *http_url(const char *url)
@@ -38,7 +47,7 @@ static void new_key(char key[WS_KEY_LEN + 1])
 }
 
 /* The handshake's fields, then cfg's: NULL-terminated, into f (room for
- * 4 + cfg's); the strings in text. 0, or -EINVAL (offers too long). */
+ * 5 + cfg's); the strings in text. 0, or -EINVAL (offers too long). */
 static int fields_of(const char **f, char text[3][OFFER_MAX + 32], const char *key,
                       const struct runtime_ws_config *cfg)
 {
@@ -54,31 +63,47 @@ static int fields_of(const char **f, char text[3][OFFER_MAX + 32], const char *k
 			                         p == cfg->subprotocols ? "" : ", ", *p);
 		f[n++] = text[1];
 	}
+	if (cfg && cfg->deflate)
+		f[n++] = DEFLATE_OFFER;
 	for (const char *const *h = cfg ? cfg->headers : NULL; h && *h; h++)
 		f[n++] = *h;
 	f[n] = NULL;
 	return used < sizeof(text[1]) ? 0 : -EINVAL;
 }
 
-/* The 101's fields as RFC 6455 4.1 wants them: the key's answer, a
- * subprotocol we offered (*protocol), no extension. 0 or -EPROTO. */
-static int check_101(struct runtime_http_result *res, const char *key,
-                     const struct runtime_ws_config *cfg, const char **protocol)
+/* The extension the 101 names, if any: only permessage-deflate as we
+ * offered it (the server keeps no context; no window sizes). */
+static int check_extension(const struct runtime_http_slice *e,
+                           const struct runtime_ws_config *cfg, struct agreed *a)
 {
-	const struct runtime_http_slice *a = runtime_http_result_header(res, "sec-websocket-accept");
+	a->deflate = e != NULL;
+	if (!e)
+		return 0;
+	if (!cfg || !cfg->deflate || !runtime__ws_deflate_parse(e->p, e->len, &a->dp) ||
+	    !a->dp.server_no_takeover || a->dp.server_bits || a->dp.client_bits)
+		return -EPROTO;
+	return 0;
+}
+
+/* The 101's fields as RFC 6455 4.1 wants them: the key's answer, a
+ * subprotocol we offered, an extension as offered. 0 or -EPROTO. */
+static int check_101(struct runtime_http_result *res, const char *key,
+                     const struct runtime_ws_config *cfg, struct agreed *a)
+{
+	const struct runtime_http_slice *acc = runtime_http_result_header(res, "sec-websocket-accept");
 	const struct runtime_http_slice *p = runtime_http_result_header(res, "sec-websocket-protocol");
 	char want[WS_ACCEPT_LEN + 1];
 
-	*protocol = NULL;
+	a->protocol = NULL;
 	runtime__ws_accept_of(key, want);
-	if (!a || a->len != WS_ACCEPT_LEN || memcmp(a->p, want, WS_ACCEPT_LEN))
+	if (!acc || acc->len != WS_ACCEPT_LEN || memcmp(acc->p, want, WS_ACCEPT_LEN))
 		return -EPROTO;
-	if (runtime_http_result_header(res, "sec-websocket-extensions"))
+	if (check_extension(runtime_http_result_header(res, "sec-websocket-extensions"), cfg, a) < 0)
 		return -EPROTO;
 	for (const char *const *o = cfg && p ? cfg->subprotocols : NULL; o && *o; o++)
 		if (strlen(*o) == p->len && !memcmp(*o, p->p, p->len))
-			*protocol = *o;
-	return p && !*protocol ? -EPROTO : 0;
+			a->protocol = *o;
+	return p && !a->protocol ? -EPROTO : 0;
 }
 
 static size_t count(const char *const *v)
@@ -93,10 +118,10 @@ static size_t count(const char *const *v)
 /* The upgrade request and its 101: *res, and the subprotocol. */
 static int handshake(struct runtime_http_client *cl, const char *url,
                      const struct runtime_ws_config *cfg, struct runtime_http_result **res,
-                     const char **protocol)
+                     struct agreed *a)
 {
 	char key[WS_KEY_LEN + 1], text[3][OFFER_MAX + 32];
-	const char **fields = malloc((4 + count(cfg ? cfg->headers : NULL)) * sizeof(*fields));
+	const char **fields = malloc((5 + count(cfg ? cfg->headers : NULL)) * sizeof(*fields));
 	char *http = http_url(url);
 	int rc = !fields ? -ENOMEM : !http ? -EPROTONOSUPPORT : 0;
 
@@ -114,7 +139,7 @@ static int handshake(struct runtime_http_client *cl, const char *url,
 	if (rc == 0 && runtime_http_result_status(*res) != 101)
 		rc = -ECONNREFUSED;
 	if (rc == 0)
-		rc = check_101(*res, key, cfg, protocol);
+		rc = check_101(*res, key, cfg, a);
 	if (rc < 0 && *res) {
 		runtime_http_result_close(*res);
 		*res = NULL;
@@ -129,16 +154,17 @@ int runtime_ws_connect(struct runtime_http_client *cl, const char *url,
 {
 	struct runtime_http_result *res = NULL;
 	struct runtime_http_upgraded up;
-	const char *protocol;
+	struct agreed a;
 
 	if (!cl || !url || !ws)
 		return -EINVAL;
 	*ws = NULL;
-	int rc = handshake(cl, url, cfg, &res, &protocol);
+	int rc = handshake(cl, url, cfg, &res, &a);
 	if (rc == 0)
 		rc = runtime_http_result_upgraded(res, &up);
 	if (rc == 0)
-		rc = runtime__ws_new(ws, up.conn, true, cfg, protocol, up.early.p, up.early.len);
+		rc = runtime__ws_new(ws, up.conn, true, cfg, a.protocol, up.early.p, up.early.len,
+		                     a.deflate ? &a.dp : NULL);
 	if (rc < 0) {
 		if (res)
 			runtime_http_result_close(res);

@@ -27,6 +27,8 @@
 #define WRITE_TIMEOUT_DEFAULT (30000 * MS)
 #define MASKED_CHUNK 16384      /* a client masks its payload in pieces */
 #define MSG_KEEP 16384          /* a message buffer kept past its message */
+#define DEFLATE_MIN 64          /* a smaller whole message goes uncompressed */
+#define INFLATE_CHUNK 4096      /* compressed bytes read at a time */
 
 static uint64_t or_default(uint64_t v, uint64_t dflt)
 {
@@ -35,7 +37,7 @@ static uint64_t or_default(uint64_t v, uint64_t dflt)
 
 int runtime__ws_new(struct runtime_ws **out, struct runtime_conn *conn, bool client,
                     const struct runtime_ws_config *cfg, const char *protocol,
-                    const void *early, size_t early_len)
+                    const void *early, size_t early_len, const struct ws_deflate_params *dp)
 {
 	static const struct runtime_ws_config none;
 	size_t in_size = early_len > WS_IN_SIZE ? early_len : WS_IN_SIZE;
@@ -50,7 +52,10 @@ int runtime__ws_new(struct runtime_ws **out, struct runtime_conn *conn, bool cli
 	ws->conn = conn;
 	ws->client = client;
 	ws->rd.message_max = or_default(cfg->message_max, MESSAGE_MAX_DEFAULT);
-	ws->rules = (struct ws_rules){ .from_client = !client, .frame_max = ws->rd.message_max };
+	ws->rules = (struct ws_rules){ .from_client = !client, .frame_max = ws->rd.message_max,
+	                               .rsv = dp ? WS_RSV1 : 0 };
+	ws->deflate = dp != NULL;
+	ws->deflate_bits = dp && !client && dp->server_bits ? dp->server_bits : 15;
 	ws->ping_interval = cfg->ping_interval_ns;
 	ws->pong_timeout = or_default(cfg->pong_timeout_ns, cfg->ping_interval_ns);
 	ws->close_timeout = or_default(cfg->close_timeout_ns, CLOSE_TIMEOUT_DEFAULT);
@@ -65,6 +70,7 @@ int runtime__ws_new(struct runtime_ws **out, struct runtime_conn *conn, bool cli
 
 void runtime__ws_free(struct runtime_ws *ws)
 {
+	runtime__ws_zlib_free(ws);
 	free(ws->protocol);
 	free(ws->msg);
 	free(ws);
@@ -101,7 +107,8 @@ static int write_masked(struct runtime_ws *ws, const uint8_t *head, size_t head_
 
 /* One frame, the caller holding wlock. A write that fails leaves the
  * stream cut mid-frame: the WebSocket is failed. */
-static int frame_out(struct runtime_ws *ws, bool fin, uint8_t opcode, const void *p, size_t len)
+static int frame_out(struct runtime_ws *ws, bool fin, uint8_t rsv, uint8_t opcode, const void *p,
+                     size_t len)
 {
 	uint8_t head[WS_HEAD_MAX], mask[4];
 	int rc;
@@ -110,7 +117,7 @@ static int frame_out(struct runtime_ws *ws, bool fin, uint8_t opcode, const void
 		return ws->error ? ws->error : -EPIPE;
 	if (ws->client)
 		arc4random_buf(mask, sizeof(mask)); /* RFC 6455 5.3: unpredictable */
-	size_t n = runtime__ws_head_put(head, fin, 0, opcode, ws->client ? mask : NULL, len);
+	size_t n = runtime__ws_head_put(head, fin, rsv, opcode, ws->client ? mask : NULL, len);
 	if (ws->client) {
 		rc = write_masked(ws, head, n, mask, p, len);
 	} else {
@@ -131,7 +138,7 @@ static int control_out(struct runtime_ws *ws, uint8_t opcode, const void *p, siz
 
 	if (rc < 0)
 		return rc;
-	rc = frame_out(ws, true, opcode, p, len);
+	rc = frame_out(ws, true, 0, opcode, p, len);
 	if (!mine)
 		runtime_mutex_unlock(&ws->wlock);
 	return rc;
@@ -157,6 +164,26 @@ static int close_out(struct runtime_ws *ws, unsigned code, const char *reason, s
 	return rc;
 }
 
+/* A data frame, compressed if the message is (RSV1 on its first frame):
+ * whole messages from DEFLATE_MIN bytes, messages in parts all. */
+static int data_out(struct runtime_ws *ws, bool first, bool last, uint8_t opcode, const void *p,
+                    size_t len)
+{
+	uint8_t *z;
+	size_t zlen;
+
+	if (first)
+		ws->parts_deflated = ws->deflate && (!last || len >= DEFLATE_MIN);
+	if (!ws->parts_deflated)
+		return frame_out(ws, last, 0, opcode, p, len);
+	int rc = runtime__ws_deflate(ws, p, len, last, &z, &zlen);
+	if (rc == 0) {
+		rc = frame_out(ws, last, first ? WS_RSV1 : 0, opcode, z, zlen);
+		free(z);
+	}
+	return rc;
+}
+
 static bool data_type(int type)
 {
 	return type == RUNTIME_WS_TEXT || type == RUNTIME_WS_BINARY;
@@ -177,7 +204,7 @@ int runtime_ws_send_part(struct runtime_ws *ws, int type, const void *data, size
 			return rc;
 		ws->parts = self;
 	}
-	int rc = frame_out(ws, last, first ? (uint8_t)type : WS_CONTINUATION, data, len);
+	int rc = data_out(ws, first, last, first ? (uint8_t)type : WS_CONTINUATION, data, len);
 	if (last || rc < 0) {
 		ws->parts = NULL;
 		runtime_mutex_unlock(&ws->wlock);
@@ -328,7 +355,7 @@ static int control_payload(struct runtime_ws *ws, const struct ws_head *h)
 
 /* Room for more of the message: doubled, never past what the frame
  * still holds (so a length the peer only claims costs nothing). */
-static int grow(struct runtime_ws *ws, uint64_t left)
+int runtime__ws_msg_grow(struct runtime_ws *ws, uint64_t left)
 {
 	size_t want = ws->msg_cap < 2048 ? 4096 : 2 * ws->msg_cap;
 	size_t most = ws->msg_len + (size_t)left + 1; /* a NUL after the message */
@@ -342,13 +369,38 @@ static int grow(struct runtime_ws *ws, uint64_t left)
 	return 0;
 }
 
+/* A compressed frame's payload, read a chunk at a time, unmasked and
+ * inflated onto the message (ws_deflate.c); at the message's last frame
+ * its tail. 0, or -errno. */
+static int deflated_payload(struct runtime_ws *ws, const struct ws_head *h)
+{
+	uint8_t chunk[INFLATE_CHUNK];
+	int rc = 0;
+
+	for (uint64_t off = 0; rc == 0 && off < h->len; ) {
+		uint64_t left = h->len - off;
+		ssize_t n = payload_some(ws, chunk, left < sizeof(chunk) ? (size_t)left : sizeof(chunk));
+		if (n < 0)
+			return (int)n;
+		if (h->masked)
+			runtime__ws_mask(chunk, (size_t)n, h->mask, off);
+		rc = runtime__ws_inflate(ws, chunk, (size_t)n, false);
+		off += (uint64_t)n;
+	}
+	if (rc == 0 && h->fin)
+		rc = runtime__ws_inflate(ws, NULL, 0, true);
+	return rc == -ENOMEM || rc == 0 ? rc : fail(ws, -rc);
+}
+
 /* A data frame's payload onto the message, unmasked and checked (text:
  * UTF-8). 0, or -errno. */
 static int data_payload(struct runtime_ws *ws, const struct ws_head *h)
 {
+	if (ws->rd.compressed)
+		return deflated_payload(ws, h);
 	for (uint64_t off = 0; off < h->len;) {
 		uint64_t left = h->len - off;
-		int rc = ws->msg_len + 1 >= ws->msg_cap ? grow(ws, left) : 0;
+		int rc = ws->msg_len + 1 >= ws->msg_cap ? runtime__ws_msg_grow(ws, left) : 0;
 		if (rc < 0)
 			return rc;
 		size_t room = ws->msg_cap - 1 - ws->msg_len;
@@ -430,7 +482,7 @@ static int deliver(struct runtime_ws *ws, struct runtime_ws_message *msg)
 
 	if (rc < 0)
 		return fail(ws, -rc);
-	if (!ws->msg && (rc = grow(ws, 0)) < 0)
+	if (!ws->msg && (rc = runtime__ws_msg_grow(ws, 0)) < 0)
 		return rc;
 	ws->msg[ws->msg_len] = '\0';
 	*msg = (struct runtime_ws_message){ .type = ws->rd.opcode, .data = ws->msg,

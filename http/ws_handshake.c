@@ -76,6 +76,37 @@ static const char *choose(const struct runtime_http_request *req, const char *co
 	return NULL;
 }
 
+/* The client's permessage-deflate offers (every Sec-WebSocket-Extensions
+ * field): the first we take, into o. */
+static bool deflate_offered(const struct runtime_http_request *req, struct ws_deflate_params *o)
+{
+	struct runtime_http_slice name, value;
+
+	for (unsigned i = 0; runtime_http_header_at(req, i, &name, &value) == 0; i++)
+		if (name.len == 24 && !strncasecmp(name.p, "sec-websocket-extensions", 24) &&
+		    runtime__ws_deflate_parse(value.p, value.len, o))
+			return true;
+	return false;
+}
+
+/* The fields of the 101 beyond the library's: the key's answer, the
+ * subprotocol, the extension. 0 or -errno. */
+static int answer_fields(struct runtime_http_response *res, const char *protocol,
+                         const struct ws_deflate_params *dp, const char *key)
+{
+	char accept[WS_ACCEPT_LEN + 1], ext[128];
+	int rc = 0;
+
+	runtime__ws_accept_of(key, accept);
+	if (protocol)
+		rc = runtime_http_set_header(res, "Sec-WebSocket-Protocol", protocol);
+	if (rc == 0 && dp) {
+		runtime__ws_deflate_answer(dp, ext, sizeof(ext));
+		rc = runtime_http_set_header(res, "Sec-WebSocket-Extensions", ext);
+	}
+	return rc < 0 ? rc : runtime_http_set_header(res, "Sec-WebSocket-Accept", accept);
+}
+
 /* The request's handshake: 0, or the status to refuse it with. */
 static int handshake_status(const struct runtime_http_request *req)
 {
@@ -95,7 +126,7 @@ int runtime_ws_accept(struct runtime_http_request *req, struct runtime_http_resp
                       const struct runtime_ws_config *cfg, struct runtime_ws **ws)
 {
 	struct runtime_http_upgraded up;
-	char accept[WS_ACCEPT_LEN + 1];
+	struct ws_deflate_params dp;
 
 	if (!req || !res || !ws)
 		return -EINVAL;
@@ -106,15 +137,13 @@ int runtime_ws_accept(struct runtime_http_request *req, struct runtime_http_resp
 	if (status)
 		return refuse(res, status);
 	const char *protocol = choose(req, cfg ? cfg->subprotocols : NULL);
-	int rc = 0;
-	runtime__ws_accept_of(runtime_http_header(req, "sec-websocket-key")->p, accept);
-	if (protocol)
-		rc = runtime_http_set_header(res, "Sec-WebSocket-Protocol", protocol);
-	if (rc == 0)
-		rc = runtime_http_set_header(res, "Sec-WebSocket-Accept", accept);
+	bool deflate = cfg && cfg->deflate && deflate_offered(req, &dp);
+	int rc = answer_fields(res, protocol, deflate ? &dp : NULL,
+	                       runtime_http_header(req, "sec-websocket-key")->p);
 	if (rc == 0)
 		rc = runtime_http_upgrade(res, "websocket", &up);
 	if (rc < 0)
 		return rc;
-	return runtime__ws_new(ws, up.conn, false, cfg, protocol, up.early.p, up.early.len);
+	return runtime__ws_new(ws, up.conn, false, cfg, protocol, up.early.p, up.early.len,
+	                       deflate ? &dp : NULL);
 }

@@ -15,8 +15,12 @@
  * fragments) with 1007, any other breach of the RFC with 1002; a frame's
  * write that stalls past write_timeout_ns (a peer that does not read)
  * fails the send, and nothing is queued beyond the socket's own buffer.
- * Not yet: permessage-deflate (no extension is agreed: offers are
- * declined), and an idle WebSocket still holds its fiber's stack.
+ * With deflate, permessage-deflate (RFC 7692) is agreed when both sides
+ * want it: each message is compressed on its own (no context takeover,
+ * so no zlib state is held between messages), and a message whose
+ * inflated size passes message_max fails with 1009 as it inflates (a
+ * deflate bomb costs message_max, no more). Not yet: an idle WebSocket
+ * still holds its fiber's stack.
  */
 #ifndef RUNTIME_WS_H
 #define RUNTIME_WS_H
@@ -62,6 +66,10 @@ struct runtime_ws_config {
 	uint64_t close_timeout_ns;       /* the wait for the peer's close
 	                                    (0: 5 s) */
 	uint64_t write_timeout_ns;       /* one frame's write (0: 30 s) */
+	int deflate;                     /* nonzero: permessage-deflate -
+	                                    accepted if offered (server),
+	                                    offered (client); no context
+	                                    takeover either way */
 	const char *const *headers;      /* client: "Name: value" fields more
 	                                    for the handshake, NULL-terminated */
 	uint64_t deadline_ns;            /* client: the handshake's, absolute

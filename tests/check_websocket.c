@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define MESSAGE_MAX (64 * 1024) /* /echo's */
 
@@ -78,7 +79,7 @@ static void quiet(struct runtime_ws *ws)
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
 	struct runtime_http_slice path = runtime_http_path(req);
-	struct runtime_ws_config cfg = { .subprotocols = ours, .message_max = MESSAGE_MAX };
+	struct runtime_ws_config cfg = { .subprotocols = ours, .message_max = MESSAGE_MAX, .deflate = 1 };
 	struct runtime_ws *ws;
 	(void)arg;
 
@@ -196,19 +197,27 @@ static void head_in(int fd, char *h, size_t cap)
 
 static const char key_rfc[] = "dGhlIHNhbXBsZSBub25jZQ=="; /* RFC 6455 1.3 */
 
-/* A connection to path after a good handshake (101 checked). */
-static int opened(const char *path)
+/* A connection to path after a good handshake (101 checked), with the
+ * fields more (extension offers), the answer's head in h. */
+static int opened_with(const char *path, const char *more, char *h, size_t cap)
 {
-	char req[512], h[1024];
+	char req[768];
 	int fd = dial();
 
 	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
-	         "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n",
-	         path, key_rfc);
+	         "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n%s\r\n",
+	         path, key_rfc, more);
 	send_all(fd, req, strlen(req));
-	head_in(fd, h, sizeof(h));
+	head_in(fd, h, cap);
 	ck_assert_msg(!strncmp(h, "HTTP/1.1 101 ", 13), "%s", h);
 	return fd;
+}
+
+static int opened(const char *path)
+{
+	char h[1024];
+
+	return opened_with(path, "", h, sizeof(h));
 }
 
 /* A frame as a client sends it: masked, any head bits (b0: FIN, RSV,
@@ -458,6 +467,129 @@ START_TEST(test_ws_a_big_message_is_not_kept)
 }
 END_TEST
 
+/* ------------------------------------------------- permessage-deflate */
+
+/* in[0..n) as permessage-deflate sends it: raw deflate, sync-flushed,
+ * its last four bytes cut. The length into *out_len. */
+static uint8_t *deflated(const void *in, size_t n, size_t *out_len)
+{
+	z_stream z = { 0 };
+	size_t cap = n + n / 100 + 64;
+	uint8_t *out = malloc(cap);
+
+	ck_assert_int_eq(deflateInit2(&z, 9, Z_DEFLATED, -15, 9, Z_DEFAULT_STRATEGY), Z_OK);
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)n;
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	ck_assert_int_eq(deflate(&z, Z_SYNC_FLUSH), Z_OK);
+	*out_len = cap - z.avail_out - 4;
+	deflateEnd(&z);
+	return out;
+}
+
+static size_t inflated(const uint8_t *in, size_t n, uint8_t *out, size_t cap)
+{
+	z_stream z = { 0 };
+	uint8_t *all = malloc(n + 4);
+
+	memcpy(all, in, n);
+	memcpy(all + n, "\x00\x00\xff\xff", 4);
+	ck_assert_int_eq(inflateInit2(&z, -15), Z_OK);
+	z.next_in = all;
+	z.avail_in = (uInt)(n + 4);
+	z.next_out = out;
+	z.avail_out = (uInt)cap;
+	ck_assert_int_ge(inflate(&z, Z_SYNC_FLUSH), Z_OK);
+	inflateEnd(&z);
+	free(all);
+	return cap - z.avail_out;
+}
+
+/* The offers a server takes (the first acceptable; a window asked for is
+ * answered) and those it declines (unknown or repeated parameters, a
+ * window of 8, bad values): the answer always keeps no context. */
+START_TEST(test_ws_deflate_offers)
+{
+	static const struct {
+		const char *offer, *answer;
+	} cases[] = {
+		{ "permessage-deflate", "permessage-deflate; server_no_context_takeover; client_no_context_takeover" },
+		{ "x-webkit-deflate-frame, permessage-deflate; client_max_window_bits",
+		  "permessage-deflate; server_no_context_takeover; client_no_context_takeover" },
+		{ "permessage-deflate; server_max_window_bits=\"10\"",
+		  "permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=10" },
+		{ "permessage-deflate; server_max_window_bits=8", NULL },
+		{ "permessage-deflate; server_max_window_bits=16", NULL },
+		{ "permessage-deflate; server_max_window_bits", NULL },
+		{ "permessage-deflate; foo", NULL },
+		{ "permessage-deflate; client_no_context_takeover; client_no_context_takeover", NULL },
+		{ "permessage-deflate; server_no_context_takeover=1", NULL },
+	};
+	char more[256], h[1024], want[256];
+
+	serve_start();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(more, sizeof(more), "Sec-WebSocket-Extensions: %s\r\n", cases[i].offer);
+		int fd = opened_with("/echo", more, h, sizeof(h));
+		if (cases[i].answer) {
+			snprintf(want, sizeof(want), "\r\nSec-WebSocket-Extensions: %s\r\n", cases[i].answer);
+			ck_assert_msg(strstr(h, want), "%zu: %s", i, h);
+		} else {
+			ck_assert_msg(!strstr(h, "Sec-WebSocket-Extensions"), "%zu: %s", i, h);
+		}
+		close(fd);
+	}
+	serve_stop();
+}
+END_TEST
+
+/* A compressed message in, compressed at the server's end too (RSV1),
+ * both ways whole; a small one comes back plain; a deflate bomb - 16 MiB
+ * of zeros in some 16 KB - fails with 1009 once its output passes
+ * message_max, and an RSV1 on a continuation with 1002. */
+START_TEST(test_ws_deflate_messages_and_a_bomb)
+{
+	size_t n, zn, text_len = 50000;
+	char *text = malloc(text_len), h[1024];
+	uint8_t *back = malloc(MESSAGE_MAX), *plain = malloc(MESSAGE_MAX);
+	const char *offer = "Sec-WebSocket-Extensions: permessage-deflate\r\n";
+
+	for (size_t i = 0; i < text_len; i++)
+		text[i] = "a websocket message "[i % 20];
+	serve_start();
+	int fd = opened_with("/echo", offer, h, sizeof(h));
+	uint8_t *z = deflated(text, text_len, &zn);
+	frame_out(fd, 0xC1, zn, z, zn);
+	ck_assert_int_eq(frame_in(fd, back, MESSAGE_MAX, &n), 0xC1); /* RSV1: compressed */
+	ck_assert_uint_lt(n, text_len / 10);
+	ck_assert_uint_eq(inflated(back, n, plain, MESSAGE_MAX), text_len);
+	ck_assert(!memcmp(plain, text, text_len));
+	frame_out(fd, 0x81, 5, "small", 5);
+	ck_assert_int_eq(frame_in(fd, back, MESSAGE_MAX, &n), 0x81); /* plain */
+	free(z);
+	char *zeros = calloc(1, 16 << 20);
+	z = deflated(zeros, 16 << 20, &zn);
+	ck_assert_uint_lt(zn, MESSAGE_MAX);
+	atomic_store(&recv_rc, 99);
+	frame_out(fd, 0xC2, zn, z, zn);
+	ck_assert_int_eq(close_in(fd), 1009);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -EMSGSIZE);
+	close(fd);
+	fd = opened_with("/echo", offer, h, sizeof(h));
+	frame_out(fd, 0x41, 2, "\x02\x00", 2);   /* compressed, not FIN */
+	frame_out(fd, 0xC0, 2, "\x02\x00", 2);   /* RSV1 on a continuation */
+	ck_assert_int_eq(close_in(fd), 1002);
+	close(fd);
+	serve_stop();
+	free(zeros);
+	free(z);
+	free(text);
+	free(back);
+	free(plain);
+}
+END_TEST
+
 /* --------------------------------------------------- close, drain, peers */
 
 /* A drain closes a WebSocket waiting for its next message with 1001, and
@@ -520,7 +652,8 @@ END_TEST
 
 struct client_run {
 	char url[64];
-	int rc[8];
+	int deflate;
+	int rc[9];
 	char protocol[8];
 	int code;
 };
@@ -528,8 +661,8 @@ struct client_run {
 static void client_main(void *arg)
 {
 	static const char *const offer[] = { "a", "c", NULL };
-	const struct runtime_ws_config cfg = { .subprotocols = offer };
 	struct client_run *r = arg;
+	const struct runtime_ws_config cfg = { .subprotocols = offer, .deflate = r->deflate };
 	struct runtime_http_client *cl;
 	struct runtime_ws_message m;
 	struct runtime_ws *ws;
@@ -546,6 +679,11 @@ static void client_main(void *arg)
 		           runtime_ws_send_part(ws, 0, "e", 1, 1);
 		r->rc[5] = runtime_ws_recv(ws, &m);
 		r->rc[6] = m.len == 5 && !memcmp(m.data, "abcde", 5);
+		static char big[20000]; /* compressed both ways with deflate */
+		memset(big, 'z', sizeof(big));
+		r->rc[8] = runtime_ws_send(ws, RUNTIME_WS_TEXT, big, sizeof(big)) == 0 &&
+		           runtime_ws_recv(ws, &m) == RUNTIME_WS_TEXT && m.len == sizeof(big) &&
+		           !memcmp(m.data, big, sizeof(big));
 		r->rc[7] = runtime_ws_close(ws, 4000, "done");
 	}
 	runtime_http_client_destroy(cl);
@@ -569,9 +707,18 @@ START_TEST(test_ws_client_to_server)
 	ck_assert_int_eq(r.rc[5], RUNTIME_WS_BINARY);
 	ck_assert_int_eq(r.rc[6], 1);
 	ck_assert_int_eq(r.rc[7], 0);
+	ck_assert_int_eq(r.rc[8], 1);
 	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
 	ck_assert_int_eq(atomic_load(&close_code), 4000);
 	ck_assert_str_eq(close_reason, "done");
+	r = (struct client_run){ .rc = { 99 }, .deflate = 1 }; /* the same, compressed */
+	atomic_store(&recv_rc, 99);
+	snprintf(r.url, sizeof(r.url), "ws://127.0.0.1:%u/echo", port);
+	ck_assert_int_eq(run_fiber(NULL, client_main, &r), 0);
+	static const int want[9] = { 0, 0, RUNTIME_WS_TEXT, 1, 0, RUNTIME_WS_BINARY, 1, 0, 1 };
+	for (int i = 0; i < 9; i++)
+		ck_assert_int_eq(r.rc[i], want[i]);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
 	snprintf(r.url, sizeof(r.url), "ftp://127.0.0.1:%u/echo", port);
 	ck_assert_int_eq(run_fiber(NULL, client_main, &r), 0);
 	ck_assert_int_eq(r.rc[0], -EPROTONOSUPPORT);
@@ -589,6 +736,8 @@ static Suite *ws_suite(void)
 	tcase_add_test(tc, test_ws_echo_fragments_and_pings);
 	tcase_add_test(tc, test_ws_breaches_fail_with_their_codes);
 	tcase_add_test(tc, test_ws_a_big_message_is_not_kept);
+	tcase_add_test(tc, test_ws_deflate_offers);
+	tcase_add_test(tc, test_ws_deflate_messages_and_a_bomb);
 	tcase_add_test(tc, test_ws_drain_closes_with_1001);
 	tcase_add_test(tc, test_ws_peer_that_never_reads);
 	tcase_add_test(tc, test_ws_keepalive_gives_up_on_a_silent_peer);

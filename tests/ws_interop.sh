@@ -3,7 +3,7 @@
 # ws_interop.sh - WebSocket against an independent peer, on each engine:
 # Debian's python3-websockets as the client of the HTTP demo's /ws echo
 # (tests/ws_interop.py: subprotocols, UTF-8 text, binary at the length
-# boundaries and 4 MiB, fragments, pings, deflate declined, the close),
+# boundaries and 4 MiB, fragments, pings, permessage-deflate, the close),
 # and as the server of the library's client (examples/ws_echo --connect:
 # the echoes, the close with 1000).
 # Without python3-websockets the test is skipped, saying so (a failure in

@@ -6,7 +6,7 @@
  * short wait for a slot, else 503), /stats (the runtime's counters as
  * JSON), /metrics (the runtime's and the server's, for Prometheus:
  * runtime_http_metrics_handler), /ws (a WebSocket echo: each message
- * back as it came), and static files under --root for everything else. Routed by
+ * back as it came; permessage-deflate if the client offers it), and static files under --root for everything else. Routed by
  * the target's path, of an absolute-form target too. The routes with work
  * of their own are kept out of line (noinline), so that route's own frame
  * stays small for the answers it makes at once.
@@ -169,7 +169,7 @@ static __attribute__((noinline)) int ws_echo(struct runtime_http_request *req,
                                              struct runtime_http_response *res)
 {
 	static const char *const protocols[] = { "echo", NULL };
-	const struct runtime_ws_config cfg = { .subprotocols = protocols };
+	const struct runtime_ws_config cfg = { .subprotocols = protocols, .deflate = 1 };
 	struct runtime_ws_message m;
 	struct runtime_ws *ws;
 	int type;
