@@ -377,7 +377,7 @@ static const char *url(const char *scheme, uint16_t port, const char *rest)
 /* GET u: its status, and the body into *body (free it) unless NULL. */
 static int get(struct runtime_http_client *cl, const char *u, char **body, size_t *len)
 {
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	int rc = runtime_http_get(cl, u, &res);
 	char *b;
 	size_t n;
@@ -459,7 +459,7 @@ static void framing_body(void *arg)
 	uint16_t port = lib_start(NULL);
 	struct runtime_http_client *cl = client(8);
 	static const size_t sizes[] = { 0, 1, 4095, 4096, 70000, 1000001 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char path[64], *body;
 	size_t len;
 
@@ -516,7 +516,7 @@ static void bodiless_body(void *arg)
 	uint16_t port = lib_start(NULL);
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request req = { .method = "HEAD" };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char buf[16];
 
 	(void)arg;
@@ -588,7 +588,7 @@ static void until_close_body(void *arg)
 	};
 	struct script s = { 0 };
 	struct runtime_http_client *cl = client(8);
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char *body;
 	size_t len;
 
@@ -648,7 +648,7 @@ static void interim_body(void *arg)
 	const char *headers[] = { "Expect: 100-continue", NULL };
 	struct runtime_http_client_request req = { .method = "POST", .headers = headers,
 		                                    .body = "data", .body_len = 4 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char *body;
 	size_t len;
 
@@ -835,7 +835,7 @@ static void retry_body(void *arg)
 	};
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request post = { .method = "POST", .body = "x", .body_len = 1 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct script s = { 0 };
 
 	(void)arg;
@@ -947,7 +947,7 @@ static void deadline_body(void *arg)
 	};
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request req = { 0 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct script s = { 0 };
 	char buf[200];
 	int fds = count_fds();
@@ -1009,7 +1009,7 @@ static void timeouts_body(void *arg)
 	static char big[200000];
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request req = { 0 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct script s = { 0 };
 	char buf[64];
 	uint64_t ms;
@@ -1099,7 +1099,7 @@ static void connect_timeout_body(void *arg)
 	int which = -1;
 	struct runtime_http_client_request req = { .url = url("http", bound_port(lfd), "/"),
 		                                    .timed_out = &which };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);
 	uint64_t took = runtime_now() - t0;
 	ck_assert_msg(took >= 190 * MS, "took %llu ms", (unsigned long long)(took / MS));
@@ -1162,7 +1162,7 @@ static struct runtime_http_client_request redirected(const char *u, unsigned max
 static int fetch(struct runtime_http_client *cl, const struct runtime_http_client_request *req,
                  char *out, size_t cap)
 {
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	int rc = runtime_http_request(cl, req, &res);
 	char *body;
 	size_t len;
@@ -1227,7 +1227,7 @@ static void redirect_origin_body(void *arg)
 	struct runtime_http_client *cl = client(8);
 	const char *headers[] = { "Authorization: Bearer secret", "X-Test: kept", NULL };
 	struct runtime_http_client_request req = { .headers = headers, .max_redirects = 1 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char u[128];
 
 	(void)arg;
@@ -1288,7 +1288,7 @@ static void early_answer_body(void *arg)
 	size_t big = 64u << 20;
 	char *fixed = malloc(big);
 	struct runtime_http_client *cl = client(8);
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct source src = { .total = SIZE_MAX };
 	struct script s = { 0 };
 	char *body;
@@ -1344,7 +1344,7 @@ END_TEST
 static void streamed_with_length(struct runtime_http_client *cl, uint16_t port,
                                  struct runtime_http_client_request *req, struct source *src)
 {
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char *body;
 	size_t len;
 
@@ -1376,7 +1376,7 @@ static void streamed_body(void *arg)
 	struct source src = { .total = 100000 };
 	struct runtime_http_client_request req = { .method = "PUT", .body_read = produce,
 		                                    .body_arg = &src };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char *body;
 	size_t len;
 
@@ -1463,7 +1463,7 @@ static void upgrade_body(void *arg)
 	uint16_t port = lib_start(NULL);
 	struct runtime_http_client *cl = client(8);
 	struct runtime_http_client_request req = { .upgrade = "echo" };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct runtime_http_upgraded up;
 	char buf[16];
 	size_t done, got;
@@ -1517,7 +1517,7 @@ static void slow_request(void *arg)
 	struct in_flight *f = arg;
 	char u[128], *body;
 	size_t len;
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 
 	snprintf(u, sizeof(u), "http://127.0.0.1:%u/delay?ms=400", f->port);
 	int rc = runtime_http_get(f->cl, u, &res);
@@ -1537,7 +1537,7 @@ static void slow_request(void *arg)
 static void *late_request(void *arg)
 {
 	struct in_flight *f = arg;
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char u[128];
 
 	runtime_sleep(150 * MS);
@@ -1635,7 +1635,7 @@ static void bad_requests_body(void *arg)
 START_TEST(test_client_bad_requests)
 {
 	struct runtime_http_client *cl;
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	struct runtime_http_client_config cfg;
 
 	run(bad_requests_body, 1);
@@ -1718,7 +1718,7 @@ static int post(struct runtime_http_client *cl, const char *u, const void *fixed
 		                                    .body_len = n, .body_read = src ? produce : NULL,
 		                                    .body_arg = src };
 	const char *const fields[] = { "X-Test: over h2", NULL };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 
 	req.headers = fields;
 	int rc = runtime_http_request(cl, &req, &res);
@@ -1740,7 +1740,7 @@ static void h2c_body(void *arg)
 	struct runtime_http_client *cl = h2c_client(0);
 	static char fixed[300000];
 	struct source src = { .total = 200000 };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char *body;
 	size_t len;
 
@@ -1800,7 +1800,7 @@ static void h2c_timeouts_body(void *arg)
 	struct runtime_http_client *cl = h2c_client(0);
 	struct runtime_http_client_request req = { .url = url("http", port, "/delay?ms=800"),
 		                                    .head_timeout_ns = 150 * MS };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	char buf[16];
 	uint64_t ms;
 	int which;
@@ -1989,7 +1989,7 @@ static void h2_deadline_body(void *arg)
 	struct runtime_http_client *cl = h2c_client(0);
 	struct runtime_http_client_request req = { .url = url("http", port, "/delay?ms=2000"),
 		                                    .deadline_ns = runtime_now() + 200 * MS };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 
 	(void)arg;
 	ck_assert_int_eq(runtime_http_request(cl, &req, &res), -ETIMEDOUT);

@@ -245,7 +245,7 @@ static size_t raw_exchange(uint16_t port, const char *raw, char *out, size_t cap
 static int fetch(struct runtime_http_client *cl, const struct runtime_http_client_request *req,
                  char **body, size_t *len, struct runtime_http_result **keep)
 {
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	int rc = runtime_http_request(cl, req, &res);
 
 	if (rc < 0)
@@ -447,7 +447,7 @@ static void download(struct runtime_http_client *cl, const char *base, size_t n,
 {
 	char url[128], *body;
 	struct runtime_http_client_request req = { .url = url };
-	struct runtime_http_result *res;
+	struct runtime_http_result *res = NULL;
 	size_t len;
 
 	snprintf(url, sizeof(url), "%s/%s?n=%zu", base, chunked ? "chunked" : "big", n);
