@@ -105,10 +105,12 @@ static int write_masked(struct runtime_ws *ws, const uint8_t *head, size_t head_
 	return rc;
 }
 
-/* One frame, the caller holding wlock. A write that fails leaves the
- * stream cut mid-frame: the WebSocket is failed. */
+/* One frame, the caller holding wlock; p[0..len) may be masked in place
+ * if scratch (the library's own buffer), else a client masks a copy. A
+ * write that fails leaves the stream cut mid-frame: the WebSocket is
+ * failed. */
 static int frame_out(struct runtime_ws *ws, bool fin, uint8_t rsv, uint8_t opcode, const void *p,
-                     size_t len)
+                     size_t len, bool scratch)
 {
 	uint8_t head[WS_HEAD_MAX], mask[4];
 	int rc;
@@ -118,9 +120,11 @@ static int frame_out(struct runtime_ws *ws, bool fin, uint8_t rsv, uint8_t opcod
 	if (ws->client)
 		arc4random_buf(mask, sizeof(mask)); /* RFC 6455 5.3: unpredictable */
 	size_t n = runtime__ws_head_put(head, fin, rsv, opcode, ws->client ? mask : NULL, len);
-	if (ws->client) {
+	if (ws->client && !scratch) {
 		rc = write_masked(ws, head, n, mask, p, len);
 	} else {
+		if (ws->client)
+			runtime__ws_mask((uint8_t *)p, len, mask, 0);
 		struct iovec iov[2] = { { head, n }, { (void *)p, len } };
 		rc = write_all(ws, iov, len ? 2 : 1);
 	}
@@ -138,7 +142,7 @@ static int control_out(struct runtime_ws *ws, uint8_t opcode, const void *p, siz
 
 	if (rc < 0)
 		return rc;
-	rc = frame_out(ws, true, 0, opcode, p, len);
+	rc = frame_out(ws, true, 0, opcode, p, len, false);
 	if (!mine)
 		runtime_mutex_unlock(&ws->wlock);
 	return rc;
@@ -175,10 +179,10 @@ static int data_out(struct runtime_ws *ws, bool first, bool last, uint8_t opcode
 	if (first)
 		ws->parts_deflated = ws->deflate && (!last || len >= DEFLATE_MIN);
 	if (!ws->parts_deflated)
-		return frame_out(ws, last, 0, opcode, p, len);
+		return frame_out(ws, last, 0, opcode, p, len, false);
 	int rc = runtime__ws_deflate(ws, p, len, last, &z, &zlen);
 	if (rc == 0) {
-		rc = frame_out(ws, last, first ? WS_RSV1 : 0, opcode, z, zlen);
+		rc = frame_out(ws, last, first ? WS_RSV1 : 0, opcode, z, zlen, true);
 		free(z);
 	}
 	return rc;
@@ -271,9 +275,11 @@ static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle
 		uint64_t due = keepalive_due(ws);
 		runtime_conn_set_read_deadline(ws->conn, due && (!ws->read_end || due < ws->read_end)
 		                                                 ? due : ws->read_end);
-		runtime_conn_set_idle(ws->conn, idle);
+		if (idle)
+			runtime_conn_set_idle(ws->conn, 1);
 		ssize_t n = runtime_conn_read(ws->conn, dst, len);
-		runtime_conn_set_idle(ws->conn, 0);
+		if (idle)
+			runtime_conn_set_idle(ws->conn, 0);
 		if (n > 0) {
 			ws->heard = runtime_now();
 			ws->ping_out = false;

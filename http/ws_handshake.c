@@ -131,8 +131,10 @@ int runtime_ws_accept(struct runtime_http_request *req, struct runtime_http_resp
 	if (!req || !res || !ws)
 		return -EINVAL;
 	*ws = NULL;
-	if (runtime_http_version(req) != 11)
-		return refuse(res, 400) ? -EPROTONOSUPPORT : 0;
+	if (runtime_http_version(req) != 11) {
+		refuse(res, 400);
+		return -EPROTONOSUPPORT;
+	}
 	int status = handshake_status(req);
 	if (status)
 		return refuse(res, status);

@@ -357,8 +357,10 @@ ssize_t runtime_conn_read(struct runtime_conn *c, void *buf, size_t len)
 	if (idle_and_draining(c))
 		return -ESHUTDOWN;
 	ssize_t n = c->layer->read(c, c->layer_state, buf, len);
-	if (c->rx && layer_pending(c))
+	if (__builtin_expect(c->close_watched, 0) && layer_pending(c)) {
 		runtime__stream_watch_stop(c->rx); /* see cancel_on_close */
+		c->close_watched = false;
+	}
 	return n;
 }
 
@@ -874,7 +876,9 @@ int runtime_conn_cancel_on_close(struct runtime_conn *c, int on)
 		return on ? -EOPNOTSUPP : 0;
 	if (on && layer_pending(c))
 		return 1; /* the peer's bytes wait in the layer: not alone */
-	return runtime__stream_watch(c->rx, on); /* -EPERM outside a fiber */
+	rc = runtime__stream_watch(c->rx, on); /* -EPERM outside a fiber */
+	c->close_watched = on && rc == 0;
+	return rc;
 }
 
 int runtime_conn_set_idle(struct runtime_conn *c, int idle)

@@ -72,6 +72,7 @@ struct runtime_conn {
 	uint8_t peer_len;           /* 0: not known yet */
 	bool idle : 1;              /* between requests: a drain closes it */
 	bool waiting : 1;           /* runtime_conn_idle: the core has it */
+	bool close_watched : 1;     /* runtime_conn_cancel_on_close is on */
 	struct release_watch watch;
 };
 _Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_conn) <= 184,
