@@ -530,12 +530,13 @@ typedef int runtime_serve_layer_fn(struct runtime_conn *conn, void *arg);
  * Wait for the connection's next bytes with no fiber (runtime_stream_idle):
  * an idle keep-alive connection then costs no stack and no buffer. Call it
  * when nothing of the next request has been read, as the last thing before
- * the calling fiber returns; from then on only fn's fiber touches conn.
- * fn(conn, arg) runs once, in a new fiber of the connection's core, when
- * bytes come (or the end of stream, or an error), the read deadline or
- * idle timeout passes, the runtime drains or it shuts down; the first
+ * the calling fiber returns; from then on only fn's fiber reads conn
+ * (other fibers of its core may write it). fn(conn, arg) runs once, in a
+ * new fiber of the connection's core, when bytes come (or the end of
+ * stream, or an error), the read deadline or idle timeout passes, the
+ * runtime drains or it shuts down, or runtime_conn_wake asks; the first
  * read in that fiber gives the reason if it was not bytes (-ETIMEDOUT,
- * -ESHUTDOWN, -ECANCELED). The connection is marked idle
+ * -ESHUTDOWN, -ECANCELED, -EINTR). The connection is marked idle
  * (runtime_conn_set_idle) from the call on, until marked busy.
  *
  * For a connection of runtime_serve's, fn NULL means the server's handler:
@@ -555,6 +556,17 @@ typedef int runtime_serve_layer_fn(struct runtime_conn *conn, void *arg);
  * will not run).
  */
 RUNTIME_API int runtime_conn_idle(struct runtime_conn *conn, runtime_serve_fn *fn, void *arg);
+
+/*
+ * End runtime_conn_idle's wait now, for another fiber of the core with
+ * news for the connection's owner (a WebSocket closed from outside its
+ * receiver): fn runs, and its first read returns -EINTR unless bytes came
+ * first. Writes need no wake: while the wait lasts, fibers of the core may
+ * write the connection. A fiber of the connection's core. Returns 0, or
+ * -EALREADY (no wait, or its end is under way), -EINVAL (NULL), -EPERM
+ * (another core).
+ */
+RUNTIME_API int runtime_conn_wake(struct runtime_conn *conn);
 
 struct runtime_serve_config {
 	const char *host;      /* a numeric address (runtime_tcp_listen's

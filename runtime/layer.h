@@ -51,4 +51,9 @@ int runtime__stream_watch(struct runtime_stream *s, int on);
  * holds them), so its end would not be a leaving client's. */
 void runtime__stream_watch_stop(struct runtime_stream *s);
 
+/* End s's runtime_stream_idle wait now, fn's why being why: 0, or
+ * -EALREADY (it does not wait, or its end is under way). A fiber of the
+ * stream's core. */
+int runtime__stream_idle_wake(struct runtime_stream *s, int why);
+
 #endif /* RUNTIME_LAYER_H */

@@ -208,6 +208,14 @@ void runtime__stream_watch_stop(struct runtime_stream *s)
 		s->idle.watcher = NULL;
 }
 
+int runtime__stream_idle_wake(struct runtime_stream *s, int why)
+{
+	if (s->idle.state != IDLE_WAITING)
+		return -EALREADY;
+	runtime__idle_wake(&s->idle, why);
+	return 0;
+}
+
 /* Any result of the stream's request (its mshot_ops.cqe). */
 static void stream_cqe(struct mshot *m, int res, unsigned flags)
 {

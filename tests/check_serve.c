@@ -1194,6 +1194,53 @@ START_TEST(test_idle_connection_of_its_own)
 }
 END_TEST
 
+/* runtime_conn_wake ends a connection's idle wait at once, with a stream
+ * or a fiber's poll: fn runs, its first read -EINTR, its next one waits
+ * for bytes as usual; a connection that does not wait is -EALREADY. */
+static void wake_resumed(struct runtime_conn *c, void *arg)
+{
+	struct own_conn *o = arg;
+	char buf[8];
+
+	atomic_fetch_add(&o->runs, 1);
+	ck_assert_int_eq(runtime_conn_read(c, buf, sizeof(buf)), -EINTR);
+	o->got = runtime_conn_read(c, buf, sizeof(buf));
+	ck_assert_int_eq(runtime_conn_close(c), 0);
+	runtime_close(o->fd[0]);
+}
+
+static void wake_main(void *arg)
+{
+	struct own_conn *o = arg;
+
+	ck_assert_int_eq(runtime_conn_wake(NULL), -EINVAL);
+	for (unsigned flags = 0; flags <= RUNTIME_CONN_PLAIN_RECV; flags++, o++) {
+		tcp_pair(o->fd);
+		ck_assert_int_eq(runtime_conn_open(&o->c, o->fd[1], flags), 0);
+		ck_assert_int_eq(runtime_conn_wake(o->c), -EALREADY);
+		ck_assert_int_eq(runtime_conn_idle(o->c, wake_resumed, o), 0);
+		runtime_sleep(20 * MS);
+		ck_assert_int_eq(atomic_load(&o->runs), 0);
+		ck_assert_int_eq(runtime_conn_wake(o->c), 0);
+		ck_assert_int_eq(runtime_conn_wake(o->c), -EALREADY);
+		runtime_sleep(20 * MS);
+		ck_assert_int_eq(atomic_load(&o->runs), 1);
+		ck_assert_int_eq(runtime_write(o->fd[0], "abc", 3), 3);
+	}
+}
+
+START_TEST(test_conn_wake_ends_an_idle_wait)
+{
+	static struct own_conn o[2];
+
+	ck_assert_int_eq(run_fiber(NULL, wake_main, o), 0);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(atomic_load(&o[i].runs), 1);
+		ck_assert_int_eq(o[i].got, 3);
+	}
+}
+END_TEST
+
 /* ----------------------------------------------------------------- drain */
 
 struct drain {
@@ -1516,6 +1563,7 @@ static Suite *serve_suite(void)
 	tcase_add_test(tc, test_idle_connections_hold_no_fiber_and_drain);
 	tcase_add_test(tc, test_idle_connection_times_out);
 	tcase_add_test(tc, test_idle_connection_of_its_own);
+	tcase_add_test(tc, test_conn_wake_ends_an_idle_wait);
 	tcase_add_test(tc, test_release_after_frees_quiet_connections);
 	tcase_add_test(tc, test_release_after_spares_talking_connections);
 	suite_add_tcase(s, tc);

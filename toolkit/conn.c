@@ -722,6 +722,7 @@ int runtime_conn_set_idle_timeout(struct runtime_conn *c, uint64_t timeout_ns)
 static void resume(struct runtime_conn *c, int why)
 {
 	c->waiting = false;
+	c->wake = false;
 	c->woke = why;
 	if (c->server)
 		runtime__serve_resume(c);
@@ -743,8 +744,8 @@ static void poll_then_resume(void *arg)
 	int rc = 0;
 
 	while (!layer_pending(c)) {
-		if (idle_and_draining(c)) {
-			rc = -ESHUTDOWN;
+		if (idle_and_draining(c) || c->wake) {
+			rc = c->wake ? -EINTR : -ESHUTDOWN;
 			break;
 		}
 		uint64_t limit = side_enter(c, &c->rd, runtime_fiber_self());
@@ -770,7 +771,8 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 	c->resume_arg = arg;
 	c->idle = true;
 	c->waiting = true;
-	if (c->rx && !layer_pending(c))
+	c->polled = !c->rx || layer_pending(c);
+	if (!c->polled)
 		rc = runtime_stream_idle(c->rx, side_limit(c, &c->rd), stream_woke, c);
 	else
 		rc = runtime_spawn(runtime_current(), poll_then_resume, c);
@@ -779,6 +781,22 @@ int runtime_conn_idle(struct runtime_conn *c, runtime_serve_fn *fn, void *arg)
 	else if (c->layer)
 		c->layer->idle(c, c->layer_state);
 	return rc;
+}
+
+int runtime_conn_wake(struct runtime_conn *c)
+{
+	int rc = mine(c);
+
+	if (rc < 0)
+		return rc;
+	if (!c->waiting || c->wake)
+		return -EALREADY;
+	if (!c->polled)
+		return runtime__stream_idle_wake(c->rx, -EINTR);
+	if (c->rd.fiber) /* poll_then_resume polls */
+		runtime_fiber_expire(c->rd.fiber);
+	c->wake = true; /* it looks before each poll */
+	return 0;
 }
 
 /* ------------------------------------------------ moving to a successor */

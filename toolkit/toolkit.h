@@ -73,6 +73,8 @@ struct runtime_conn {
 	bool idle : 1;              /* between requests: a drain closes it */
 	bool waiting : 1;           /* runtime_conn_idle: the core has it */
 	bool close_watched : 1;     /* runtime_conn_cancel_on_close is on */
+	bool polled : 1;            /* runtime_conn_idle's wait is a fiber's poll */
+	bool wake : 1;              /* runtime_conn_wake asked its end */
 	struct release_watch watch;
 };
 _Static_assert(sizeof(void *) != 8 || sizeof(struct runtime_conn) <= 184,
