@@ -531,7 +531,7 @@ static void serve_http1(struct http_conn *c)
 	}
 	tell_idle(c, false); /* as it was before: runtime_http_serve_conn's
 	                        caller may go on with the connection */
-	if (!c->broken) {
+	if (!c->broken && !c->hand_off) {
 		c->wr_keep = HTTP_WR_NO; /* told exactly, as runtime_http_serve_conn's
 		                            caller finds it */
 		c->wr_end = runtime__http_deadline_in(srv->cfg.idle_timeout_ns);
@@ -568,5 +568,9 @@ void runtime__http_conn_serve(struct runtime_http_server *srv, struct runtime_co
 		serve_http1(c);
 	else if (!srv->cfg.no_h2)
 		runtime__h2_serve(c, NULL);
+	runtime_serve_fn *hand_off = c->hand_off;
+	void *arg = c->hand_off_arg;
 	runtime__http_conn_free(c);
+	if (hand_off) /* an upgraded connection is the protocol's now */
+		hand_off(rc, arg);
 }

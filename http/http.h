@@ -210,6 +210,8 @@ struct http_conn {
 	bool watched;                /* the handler is cancelled if the client
 	                                leaves (runtime_conn_cancel_on_close) */
 	bool gone;                   /* ... and it left: the watch fired */
+	runtime_serve_fn *hand_off;  /* runtime__http_hand_off's, or NULL */
+	void *hand_off_arg;
 	uint64_t started;            /* the request's start, 0: none timed */
 	/* Set by conn_new one by one, not zeroed with the above: */
 	uint64_t idle_end;           /* the idle deadline of the last wait */
@@ -323,6 +325,14 @@ int runtime__http_flush(struct http_conn *c);
 int runtime__http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline);
 bool runtime__http_unwatch(struct http_conn *c);
+/* After runtime_http_upgrade, from the handler: once it returns, the
+ * library's own end of the connection (its flush, close) is skipped and
+ * fn(conn, arg) runs in the connection's fiber instead, which is then
+ * fn's. true if fn may wait with no fiber (runtime_conn_idle: a
+ * connection of runtime_serve's, which closes it when fn returns without
+ * waiting); false: fn keeps the fiber (runtime_http_serve_conn's caller
+ * goes on with the connection after it). */
+bool runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg);
 void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
 /* When a read of req's body must be done: idle_timeout from now, or

@@ -121,3 +121,12 @@ int runtime_http_upgrade(struct runtime_http_response *res, const char *protocol
 	hand_over(c, up);
 	return 0;
 }
+
+bool runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg)
+{
+	struct http_conn *c = res->conn;
+
+	c->hand_off = fn;
+	c->hand_off_arg = arg;
+	return c->may_idle;
+}

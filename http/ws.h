@@ -137,10 +137,18 @@ size_t runtime__ws_base64(const uint8_t *p, size_t n, char *out);
 
 #define WS_IN_SIZE 4096         /* read buffer: heads, small frames */
 
+/* A WebSocket's state. The read buffer (and the control frame's room at
+ * its end) and the message's are held only while bytes are read: one
+ * served (runtime_ws_serve) and idle keeps this struct alone. */
 struct runtime_ws {
 	struct runtime_conn *conn;
 	struct runtime_http_result *result; /* client: holds the connection, */
 	void (*result_close)(struct runtime_http_result *); /* closed so */
+	struct runtime_http_response *res; /* server: the handshake's, until
+	                                runtime_ws_serve hands the connection
+	                                over (valid in the handler only) */
+	runtime_ws_fn *fn;           /* runtime_ws_serve's, or NULL */
+	void *fn_arg;
 	struct runtime_mutex wlock;  /* a frame at a time, or a message in parts */
 	struct runtime_fiber *parts; /* the fiber whose message in parts is
 	                                under way (it holds wlock between them) */
@@ -151,12 +159,15 @@ struct runtime_ws {
 	bool close_sent;
 	bool deflate;                /* permessage-deflate agreed (RSV1) */
 	bool parts_deflated;         /* the message in parts is compressed */
-	int deflate_bits;            /* our window: 9 .. 15 */
-	struct ws_zlib *z;           /* zlib's streams, during a message */
-	int error;                   /* the failure recv reports again, or 0 */
-	uint16_t code;               /* once closed: the close's code */
+	bool may_park;               /* served: it may wait with no fiber */
+	bool parked;                 /* ... and does (runtime_conn_idle) */
+	bool woke;                   /* ... and came back: read once */
 	uint8_t reason_len;
-	char reason[WS_CONTROL_MAX];
+	int8_t deflate_bits;         /* our window: 9 .. 15 */
+	uint16_t code;               /* once closed: the close's code */
+	int error;                   /* the failure recv reports again, or 0 */
+	struct ws_zlib *z;           /* zlib's streams, during a message */
+	char *reason;                /* the peer's close's, or NULL */
 	char *protocol;              /* agreed, or NULL */
 	uint64_t ping_interval, pong_timeout, close_timeout, write_timeout;
 	uint64_t heard;              /* runtime_now() of the last byte read */
@@ -165,10 +176,10 @@ struct runtime_ws {
 	bool ping_out;               /* a keepalive ping waits for an answer */
 	uint8_t *msg;                /* the message being read, msg_cap bytes */
 	size_t msg_len, msg_cap;
-	uint8_t control[WS_CONTROL_MAX + 1];
+	uint8_t *in;                 /* in_size bytes, then a control frame's
+	                                WS_CONTROL_MAX; NULL: none held */
 	size_t in_off, in_len;       /* in[in_off..in_len): read, not parsed */
 	size_t in_size;              /* WS_IN_SIZE, or the early bytes' */
-	uint8_t in[];
 };
 
 /* permessage-deflate's parameters, as offered or answered (RFC 7692 7). */
@@ -183,6 +194,16 @@ int runtime__ws_new(struct runtime_ws **ws, struct runtime_conn *conn, bool clie
                     const struct runtime_ws_config *cfg, const char *protocol,
                     const void *early, size_t early_len, const struct ws_deflate_params *dp);
 void runtime__ws_free(struct runtime_ws *ws);
+/* ws_conn.c. The next message, as runtime_ws_recv says; a served one's
+ * also -EWOULDBLOCK (nothing of a message read: wait with no fiber). */
+int runtime__ws_recv_one(struct runtime_ws *ws, struct runtime_ws_message *msg);
+/* The connection ended or broke with no close frame (1006): -errno. */
+int runtime__ws_gone(struct runtime_ws *ws, int err);
+/* The connection closed (a client's), ws freed. */
+void runtime__ws_end(struct runtime_ws *ws);
+/* ws_serve.c: a served WebSocket's close went out; its receiver waits
+ * for the peer's, within the close timeout. */
+void runtime__ws_closing(struct runtime_ws *ws);
 /* Room for more of the message, at most left bytes more (ws_conn.c). */
 int runtime__ws_msg_grow(struct runtime_ws *ws, uint64_t left);
 

@@ -41,10 +41,13 @@ int runtime__ws_new(struct runtime_ws **out, struct runtime_conn *conn, bool cli
 {
 	static const struct runtime_ws_config none;
 	size_t in_size = early_len > WS_IN_SIZE ? early_len : WS_IN_SIZE;
-	struct runtime_ws *ws = calloc(1, sizeof(*ws) + in_size);
+	struct runtime_ws *ws = calloc(1, sizeof(*ws));
 
 	cfg = cfg ? cfg : &none;
-	if (!ws || (protocol && !(ws->protocol = strdup(protocol)))) {
+	if (!ws || (protocol && !(ws->protocol = strdup(protocol))) ||
+	    (early_len && !(ws->in = malloc(in_size + WS_CONTROL_MAX)))) {
+		if (ws)
+			free(ws->protocol);
 		free(ws);
 		return -ENOMEM;
 	}
@@ -55,7 +58,7 @@ int runtime__ws_new(struct runtime_ws **out, struct runtime_conn *conn, bool cli
 	ws->rules = (struct ws_rules){ .from_client = !client, .frame_max = ws->rd.message_max,
 	                               .rsv = dp ? WS_RSV1 : 0 };
 	ws->deflate = dp != NULL;
-	ws->deflate_bits = dp && !client && dp->server_bits ? dp->server_bits : 15;
+	ws->deflate_bits = (int8_t)(dp && !client && dp->server_bits ? dp->server_bits : 15);
 	ws->ping_interval = cfg->ping_interval_ns;
 	ws->pong_timeout = or_default(cfg->pong_timeout_ns, cfg->ping_interval_ns);
 	ws->close_timeout = or_default(cfg->close_timeout_ns, CLOSE_TIMEOUT_DEFAULT);
@@ -72,7 +75,9 @@ void runtime__ws_free(struct runtime_ws *ws)
 {
 	runtime__ws_zlib_free(ws);
 	free(ws->protocol);
+	free(ws->reason);
 	free(ws->msg);
+	free(ws->in);
 	free(ws);
 }
 
@@ -240,8 +245,7 @@ static int fail(struct runtime_ws *ws, int code)
 	return err;
 }
 
-/* The connection ended or broke with no close frame (1006). */
-static int gone(struct runtime_ws *ws, int err)
+int runtime__ws_gone(struct runtime_ws *ws, int err)
 {
 	ws->code = RUNTIME_WS_ABNORMAL;
 	ws->error = err ? err : -ECONNRESET;
@@ -261,20 +265,26 @@ static uint64_t keepalive_due(const struct runtime_ws *ws)
 static int keepalive(struct runtime_ws *ws)
 {
 	if (ws->ping_out)
-		return gone(ws, -ETIMEDOUT); /* no answer: a dead peer */
+		return runtime__ws_gone(ws, -ETIMEDOUT); /* no answer: a dead peer */
 	ws->ping_out = true;
 	return control_out(ws, WS_PING, NULL, 0);
 }
 
 /* Some bytes into dst (> 0), idle (marked so for a drain) while waiting
- * for a message's first byte. -ESHUTDOWN if a drain came instead; else
- * -errno, the WebSocket failed. */
+ * for a message's first byte. -ESHUTDOWN if a drain came instead;
+ * -EWOULDBLOCK if a served WebSocket is to wait with no fiber instead
+ * (the read deadline set for that wait); else -errno, the WebSocket
+ * failed. A served one back from its wait (woke) reads once - what ended
+ * the wait - before it waits so again. */
 static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle)
 {
 	for (;;) {
 		uint64_t due = keepalive_due(ws);
 		runtime_conn_set_read_deadline(ws->conn, due && (!ws->read_end || due < ws->read_end)
 		                                                 ? due : ws->read_end);
+		if (idle && ws->may_park && !ws->woke)
+			return -EWOULDBLOCK;
+		ws->woke = false;
 		if (idle)
 			runtime_conn_set_idle(ws->conn, 1);
 		ssize_t n = runtime_conn_read(ws->conn, dst, len);
@@ -291,16 +301,19 @@ static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle
 			int rc = keepalive(ws);
 			if (rc < 0)
 				return rc;
-		} else if (n != -EAGAIN) { /* -EAGAIN: quiet past release_after */
-			return gone(ws, (int)n);
+		} else if (n != -EAGAIN && n != -EINTR) { /* -EAGAIN: quiet past
+		                                  release_after; -EINTR: a wake */
+			return runtime__ws_gone(ws, (int)n);
 		}
 	}
 }
 
 /* Make in[] hold more bytes after in_off. 0, or -errno (-ESHUTDOWN: a
- * drain). */
+ * drain, -EWOULDBLOCK: wait with no fiber). */
 static int fill(struct runtime_ws *ws)
 {
+	if (!ws->in && !(ws->in = malloc(ws->in_size + WS_CONTROL_MAX)))
+		return -ENOMEM;
 	if (ws->in_off) {
 		memmove(ws->in, ws->in + ws->in_off, ws->in_len - ws->in_off);
 		ws->in_len -= ws->in_off;
@@ -318,8 +331,8 @@ static int fill(struct runtime_ws *ws)
 static int head_in(struct runtime_ws *ws, struct ws_head *h)
 {
 	for (;;) {
-		int rc = runtime__ws_head_parse(ws->in + ws->in_off, ws->in_len - ws->in_off,
-		                                &ws->rules, h);
+		int rc = !ws->in ? 0 : runtime__ws_head_parse(ws->in + ws->in_off,
+		                                              ws->in_len - ws->in_off, &ws->rules, h);
 		if (rc > 0) {
 			ws->in_off += (size_t)rc;
 			return 0;
@@ -345,17 +358,25 @@ static ssize_t payload_some(struct runtime_ws *ws, uint8_t *dst, size_t len)
 	return (ssize_t)k;
 }
 
-/* A control frame's payload (125 bytes at most) into ws->control. */
+/* Where a control frame's payload goes: the room past the read buffer. */
+static uint8_t *control_room(struct runtime_ws *ws)
+{
+	return ws->in + ws->in_size;
+}
+
+/* A control frame's payload (125 bytes at most) into control_room. */
 static int control_payload(struct runtime_ws *ws, const struct ws_head *h)
 {
+	uint8_t *p = control_room(ws);
+
 	for (size_t got = 0; got < h->len;) {
-		ssize_t n = payload_some(ws, ws->control + got, (size_t)h->len - got);
+		ssize_t n = payload_some(ws, p + got, (size_t)h->len - got);
 		if (n < 0)
 			return (int)n;
 		got += (size_t)n;
 	}
 	if (h->masked)
-		runtime__ws_mask(ws->control, (size_t)h->len, h->mask, 0);
+		runtime__ws_mask(p, (size_t)h->len, h->mask, 0);
 	return 0;
 }
 
@@ -453,8 +474,10 @@ static int close_in(struct runtime_ws *ws, const uint8_t *p, size_t n)
 	if (!ws->close_sent)
 		close_out(ws, n >= 2 ? code : 0, NULL, 0);
 	ws->code = (uint16_t)code;
-	ws->reason_len = (uint8_t)(n > 2 ? n - 2 : 0);
-	memcpy(ws->reason, p + 2 * (n > 2), ws->reason_len);
+	if (n > 2 && (ws->reason = malloc(n - 2))) { /* none, short of memory */
+		ws->reason_len = (uint8_t)(n - 2);
+		memcpy(ws->reason, p + 2, n - 2);
+	}
 	return 0;
 }
 
@@ -466,9 +489,9 @@ static int control_in(struct runtime_ws *ws, const struct ws_head *h)
 	if (rc < 0)
 		return rc;
 	if (h->opcode == WS_CLOSE)
-		return close_in(ws, ws->control, (size_t)h->len);
-	if (h->opcode == WS_PING && !ws->close_sent && (rc = control_out(ws, WS_PONG, ws->control,
-	                                                                  (size_t)h->len)) < 0)
+		return close_in(ws, control_room(ws), (size_t)h->len);
+	if (h->opcode == WS_PING && !ws->close_sent &&
+	    (rc = control_out(ws, WS_PONG, control_room(ws), (size_t)h->len)) < 0)
 		return rc;
 	return 1;
 }
@@ -534,20 +557,25 @@ static int message_in(struct runtime_ws *ws, struct runtime_ws_message *msg)
 	}
 }
 
-int runtime_ws_recv(struct runtime_ws *ws, struct runtime_ws_message *msg)
+int runtime__ws_recv_one(struct runtime_ws *ws, struct runtime_ws_message *msg)
 {
-	if (!ws || !msg)
-		return -EINVAL;
 	if (ws->error)
 		return ws->error;
 	if (ws->code)
 		return 0;
-	if (ws->receiver)
-		return -EBUSY;
 	ws->receiver = runtime_fiber_self();
 	int rc = message_in(ws, msg);
 	ws->receiver = NULL;
 	return rc;
+}
+
+int runtime_ws_recv(struct runtime_ws *ws, struct runtime_ws_message *msg)
+{
+	if (!ws || !msg)
+		return -EINVAL;
+	if (ws->receiver || ws->fn)
+		return -EBUSY;
+	return runtime__ws_recv_one(ws, msg);
 }
 
 /* ------------------------------------------------------------ closing */
@@ -578,14 +606,23 @@ int runtime_ws_close(struct runtime_ws *ws, int code, const char *reason)
 	}
 	if (!ws->close_sent && !ws->error)
 		close_out(ws, (unsigned)code, reason, len);
+	if (ws->fn) { /* served: its receiver ends it */
+		runtime__ws_closing(ws);
+		return rc;
+	}
 	if (!ws->code && !ws->error)
 		await_close(ws);
 	if (!rc && ws->error && ws->code == RUNTIME_WS_ABNORMAL)
 		rc = ws->error;
+	runtime__ws_end(ws);
+	return rc;
+}
+
+void runtime__ws_end(struct runtime_ws *ws)
+{
 	if (ws->result)
 		ws->result_close(ws->result);
 	runtime__ws_free(ws);
-	return rc;
 }
 
 int runtime_ws_close_code(const struct runtime_ws *ws, struct runtime_http_slice *reason)

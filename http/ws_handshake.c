@@ -146,6 +146,9 @@ int runtime_ws_accept(struct runtime_http_request *req, struct runtime_http_resp
 		rc = runtime_http_upgrade(res, "websocket", &up);
 	if (rc < 0)
 		return rc;
-	return runtime__ws_new(ws, up.conn, false, cfg, protocol, up.early.p, up.early.len,
-	                       deflate ? &dp : NULL);
+	rc = runtime__ws_new(ws, up.conn, false, cfg, protocol, up.early.p, up.early.len,
+	                     deflate ? &dp : NULL);
+	if (rc == 0)
+		(*ws)->res = res; /* for runtime_ws_serve's hand-off */
+	return rc;
 }

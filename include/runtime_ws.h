@@ -19,8 +19,12 @@
  * want it: each message is compressed on its own (no context takeover,
  * so no zlib state is held between messages), and a message whose
  * inflated size passes message_max fails with 1009 as it inflates (a
- * deflate bomb costs message_max, no more). Not yet: an idle WebSocket
- * still holds its fiber's stack.
+ * deflate bomb costs message_max, no more).
+ *
+ * Two ways to receive: a fiber's loop of runtime_ws_recv (the fiber and
+ * its stack live as long as the WebSocket), or runtime_ws_serve, which
+ * calls a function per message and between messages holds no fiber and
+ * no buffer - the way for many mostly idle sockets.
  */
 #ifndef RUNTIME_WS_H
 #define RUNTIME_WS_H
@@ -132,6 +136,36 @@ RUNTIME_API const char *runtime_ws_subprotocol(const struct runtime_ws *ws);
  */
 RUNTIME_API int runtime_ws_recv(struct runtime_ws *ws, struct runtime_ws_message *msg);
 
+/*
+ * What runtime_ws_serve calls: rc and msg as runtime_ws_recv would have
+ * returned them - a message's type (> 0) and msg, or, once and last, 0
+ * (closed: runtime_ws_close_code says how) or -errno (failed), msg NULL.
+ */
+typedef void runtime_ws_fn(struct runtime_ws *ws, int rc, const struct runtime_ws_message *msg,
+                           void *arg);
+
+/*
+ * Receive with fn instead of a loop of runtime_ws_recv: the library reads
+ * and calls fn(ws, rc, msg, arg) for each message, one call at a time, in
+ * order, in a fiber of ws's core; between messages ws waits with no fiber
+ * (runtime_conn_idle: no stack, no read or message buffer, only its own
+ * state and the connection's - under 1 KiB), keepalive pings and a drain
+ * (1001) handled as for runtime_ws_recv. fn may send, and may close
+ * (runtime_ws_close starts the close handshake then and does not free);
+ * other fibers of the core may send to ws and close it so while it
+ * waits. After fn's last call (rc <= 0) returns, the library ends the
+ * close handshake, waits for sends under way (they fail -EPIPE) and frees
+ * ws: from then on no fiber may use it (fn's last call is where to forget
+ * it). Server: call it from the handler that accepted ws, and return: the
+ * connection is ws's from then (a connection runtime_serve did not make,
+ * runtime_http_serve_conn's, keeps the handler's fiber while it lasts).
+ * Client: from any fiber of ws's core; a fiber of the library's then
+ * receives. Returns 0 (fn will run), or -EINVAL (NULL), -EBUSY (a fiber
+ * receives, or it is served already), -EPERM (another core), -ENOMEM; ws
+ * is the caller's still then.
+ */
+RUNTIME_API int runtime_ws_serve(struct runtime_ws *ws, runtime_ws_fn *fn, void *arg);
+
 /* Send a whole message of type (RUNTIME_WS_TEXT: the caller's text must
  * be UTF-8) in one frame. Returns 0, or -EINVAL (a bad type, NULL),
  * -EPIPE (closed, or the close sent), -ETIMEDOUT (write_timeout_ns: the
@@ -147,7 +181,8 @@ RUNTIME_API int runtime_ws_send_part(struct runtime_ws *ws, int type, const void
                                      size_t len, int last);
 
 /*
- * The close handshake, then free ws: send a close with code (1000 ..
+ * The close handshake, then free ws (a WebSocket of runtime_ws_serve's:
+ * send the close and return; the library ends it): send a close with code (1000 ..
  * 4999 but 1004-1006, 1015 and 1016-2999; 0: none) and reason (at most 123 bytes,
  * UTF-8; may be NULL) unless one went, wait for the peer's (bounded by
  * close_timeout_ns; data that comes meanwhile is dropped), and close the

@@ -36,6 +36,7 @@ static pthread_t runner;
 static uint16_t port;
 static _Atomic int recv_rc, close_code, send_rc; /* what the handlers saw */
 static char close_reason[128];
+static bool plain_recv; /* the next server's connections: no stream */
 
 /* ------------------------------------------------------------ handlers */
 
@@ -76,8 +77,70 @@ static void quiet(struct runtime_ws *ws)
 	atomic_store(&recv_rc, runtime_ws_recv(ws, &m));
 }
 
+/* /served...: runtime_ws_serve's echo, its end recorded as /echo's; a
+ * message "bye" closes from fn (4002). */
+static void served_echo(struct runtime_ws *ws, int rc, const struct runtime_ws_message *m,
+                        void *arg)
+{
+	struct runtime_http_slice why;
+	(void)arg;
+
+	if (rc > 0 && m->len == 3 && !memcmp(m->data, "bye", 3)) {
+		runtime_ws_close(ws, 4002, "bye");
+	} else if (rc > 0) {
+		runtime_ws_send(ws, rc, m->data, m->len);
+	} else {
+		int code = runtime_ws_close_code(ws, &why);
+		snprintf(close_reason, sizeof(close_reason), "%.*s", (int)why.len, why.p);
+		atomic_store(&close_code, code);
+		atomic_store(&recv_rc, rc);
+	}
+}
+
+/* /served-kick's: another fiber closes the WebSocket while it waits. */
+static void kicker(void *arg)
+{
+	runtime_sleep(200 * MS);
+	runtime_ws_close(arg, 4001, "kicked");
+}
+
+static bool path_is(const struct runtime_http_request *req, const char *p)
+{
+	struct runtime_http_slice path = runtime_http_path(req);
+
+	return path.len == strlen(p) && !memcmp(path.p, p, path.len);
+}
+
+/* The /served paths: 0, or -1 if it is none of them. */
+static int served(struct runtime_http_request *req, struct runtime_http_response *res)
+{
+	struct runtime_ws_config cfg = { .message_max = MESSAGE_MAX, .deflate = 1 };
+	struct runtime_ws *ws;
+
+	if (path_is(req, "/served-quiet")) {
+		cfg.ping_interval_ns = 300 * MS;
+		cfg.pong_timeout_ns = 3000 * MS;
+	} else if (path_is(req, "/served-kick")) {
+		cfg.close_timeout_ns = 300 * MS;
+	} else if (!path_is(req, "/served")) {
+		return -1;
+	}
+	if (runtime_ws_accept(req, res, &cfg, &ws) < 0)
+		return 0;
+	ck_assert_int_eq(runtime_ws_serve(ws, served_echo, NULL), 0);
+	ck_assert_int_eq(runtime_ws_serve(ws, served_echo, NULL), -EBUSY);
+	struct runtime_ws_message m;
+	ck_assert_int_eq(runtime_ws_recv(ws, &m), -EBUSY);
+	if (path_is(req, "/served-kick"))
+		ck_assert_int_eq(runtime_spawn(rt, kicker, ws), 0);
+	return 0;
+}
+
 static int handler(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
+	if (served(req, res) == 0)
+		return 0;
+
 	struct runtime_http_slice path = runtime_http_path(req);
 	struct runtime_ws_config cfg = { .subprotocols = ours, .message_max = MESSAGE_MAX, .deflate = 1 };
 	struct runtime_ws *ws;
@@ -115,6 +178,7 @@ static void *run(void *arg)
 	runtime_http_server_config_init(&cfg);
 	cfg.serve.host = "127.0.0.1";
 	cfg.handler = handler;
+	cfg.serve.plain_recv = plain_recv;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -726,6 +790,207 @@ START_TEST(test_ws_client_to_server)
 }
 END_TEST
 
+/* ------------------------------------------------------ runtime_ws_serve */
+
+/* WebSockets the server's runtime holds waiting with no fiber. */
+static uint64_t idle_conns(void)
+{
+	struct runtime_core_stats st[4];
+	unsigned n = runtime_stats(rt, st, 4, NULL);
+	uint64_t sum = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		sum += st[i].idle_conns;
+	return sum;
+}
+
+/* Until idle_conns() is want (bounded: 10 s). */
+static uint64_t wait_idle(uint64_t want)
+{
+	for (int i = 0; i < 1000 && idle_conns() != want; i++)
+		usleep(10 * 1000);
+	return idle_conns();
+}
+
+#define SERVED 16
+
+/* Served WebSockets echo, and between messages wait with no fiber (the
+ * runtime counts them idle): after the handshake, after each echo, after
+ * a ping answered; a message cut over two writes is read whole; a close
+ * from fn ends with its code; a client's close reaches fn last. */
+START_TEST(test_ws_served_waits_with_no_fiber)
+{
+	uint8_t p[256];
+	size_t n;
+	int fd[SERVED];
+
+	serve_start();
+	for (int i = 0; i < SERVED; i++)
+		fd[i] = opened("/served");
+	ck_assert_uint_eq(wait_idle(SERVED), SERVED);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < SERVED; i++) {
+			frame_out(fd[i], 0x81, 5, "hello", 5);
+			ck_assert_int_eq(frame_in(fd[i], p, sizeof(p), &n), 0x81);
+			ck_assert(n == 5 && !memcmp(p, "hello", 5));
+		}
+		ck_assert_uint_eq(wait_idle(SERVED), SERVED);
+	}
+	frame_out(fd[0], 0x89, 2, "pi", 2); /* a ping while it waits */
+	ck_assert_int_eq(frame_in(fd[0], p, sizeof(p), &n), 0x8A);
+	ck_assert(n == 2 && !memcmp(p, "pi", 2));
+	frame_out(fd[1], 0x02, 3, "abc", 3); /* a message in two frames, */
+	usleep(50 * 1000);
+	frame_out(fd[1], 0x80, 2, "de", 2); /* the second later */
+	ck_assert_int_eq(frame_in(fd[1], p, sizeof(p), &n), 0x82);
+	ck_assert(n == 5 && !memcmp(p, "abcde", 5));
+	ck_assert_uint_eq(wait_idle(SERVED), SERVED);
+	frame_out(fd[2], 0x81, 3, "bye", 3); /* fn closes */
+	ck_assert_int_eq(frame_in(fd[2], p, sizeof(p), &n), 0x88);
+	ck_assert(n == 5 && (p[0] << 8 | p[1]) == 4002 && !memcmp(p + 2, "bye", 3));
+	frame_out(fd[2], 0x88, 2, "\x0f\xa2", 2);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 4002);
+	atomic_store(&recv_rc, 99);
+	frame_out(fd[3], 0x88, 4, "\x0f\xa0ok", 4); /* the client closes */
+	ck_assert_int_eq(close_in(fd[3]), 4000);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 4000);
+	ck_assert_str_eq(close_reason, "ok");
+	for (int i = 0; i < SERVED; i++)
+		close(fd[i]);
+	ck_assert_uint_eq(wait_idle(0), 0);
+	serve_stop();
+}
+END_TEST
+
+/* A served WebSocket that waits with no fiber still pings a silent peer
+ * and gives up on it (fn's last call: -ETIMEDOUT), closes with 1001 on a
+ * drain, and is closed by another fiber (4001) and given up on when the
+ * peer does not answer within the close timeout - each woken from its
+ * wait. */
+START_TEST(test_ws_served_drain_keepalive_and_kick)
+{
+	uint8_t p[125];
+	size_t n;
+
+	serve_start();
+	int fd = opened("/served-quiet");
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* answered */
+	frame_out(fd, 0x8A, n, p, n);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* not */
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
+	close(fd);
+	atomic_store(&recv_rc, 99);
+	fd = opened("/served-kick");
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
+	ck_assert(n == 8 && (p[0] << 8 | p[1]) == 4001 && !memcmp(p + 2, "kicked", 6));
+	ck_assert(!recv_n(fd, p, 1)); /* no answer: given up on, closed */
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
+	ck_assert_int_eq(atomic_load(&close_code), RUNTIME_WS_ABNORMAL);
+	close(fd);
+	atomic_store(&recv_rc, 99);
+	fd = opened("/served");
+	ck_assert_uint_eq(wait_idle(1), 1);
+	ck_assert_int_eq(runtime_drain(rt, 5000 * MS), 0);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
+	ck_assert(n == 2 && (p[0] << 8 | p[1]) == 1001);
+	frame_out(fd, 0x88, 2, "\x03\xe9", 2);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 1001);
+	close(fd);
+	pthread_join(runner, NULL); /* the run ends with its last connection */
+	runtime_http_server_destroy(srv);
+	runtime_destroy(rt);
+}
+END_TEST
+
+/* Without a receive stream a served WebSocket's wait is a fiber's poll
+ * (runtime_conn_idle's fallback): a close from another fiber wakes that
+ * too, and a peer that does not answer is given up on. */
+START_TEST(test_ws_served_kick_without_a_stream)
+{
+	uint8_t p[125];
+	size_t n;
+
+	plain_recv = true;
+	serve_start();
+	plain_recv = false;
+	int fd = opened("/served-kick");
+	frame_out(fd, 0x81, 2, "hi", 2);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x81);
+	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
+	ck_assert(n == 8 && (p[0] << 8 | p[1]) == 4001);
+	ck_assert(!recv_n(fd, p, 1)); /* no answer: given up on, closed */
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
+	close(fd);
+	serve_stop();
+}
+END_TEST
+
+struct served_client {
+	char url[64];
+	int got, last, code, ended;
+	char text[16];
+};
+
+static void client_fn(struct runtime_ws *ws, int rc, const struct runtime_ws_message *m,
+                      void *arg)
+{
+	struct served_client *r = arg;
+
+	if (rc > 0) {
+		snprintf(r->text, sizeof(r->text), "%.*s", (int)m->len, (const char *)m->data);
+		r->got++;
+		return;
+	}
+	r->last = rc;
+	r->code = runtime_ws_close_code(ws, NULL);
+	r->ended = 1;
+}
+
+static void served_client_main(void *arg)
+{
+	struct served_client *r = arg;
+	struct runtime_http_client *cl;
+	struct runtime_ws *ws;
+
+	ck_assert_int_eq(runtime_http_client_create(&cl, NULL), 0);
+	ck_assert_int_eq(runtime_ws_connect(cl, r->url, NULL, &ws), 0);
+	ck_assert_int_eq(runtime_ws_serve(ws, client_fn, r), 0);
+	for (int i = 0; i < 3; i++) {
+		int want = r->got + 1;
+		ck_assert_int_eq(runtime_ws_send(ws, RUNTIME_WS_TEXT, "one", 3), 0);
+		for (int k = 0; k < 1000 && r->got < want; k++)
+			runtime_sleep(10 * MS);
+		ck_assert_int_eq(r->got, want);
+	}
+	ck_assert_int_eq(runtime_ws_close(ws, 4003, NULL), 0); /* returns at once */
+	for (int k = 0; k < 1000 && !r->ended; k++)
+		runtime_sleep(10 * MS);
+	runtime_http_client_destroy(cl);
+}
+
+/* The library's client, served: its messages reach fn from a fiber of
+ * the library's, and a close from the client's own fiber ends it. */
+START_TEST(test_ws_served_client)
+{
+	struct served_client r = { 0 };
+
+	serve_start();
+	snprintf(r.url, sizeof(r.url), "ws://127.0.0.1:%u/served", port);
+	ck_assert_int_eq(run_fiber(NULL, served_client_main, &r), 0);
+	ck_assert_int_eq(r.got, 3);
+	ck_assert_str_eq(r.text, "one");
+	ck_assert_int_eq(r.ended, 1);
+	ck_assert_int_eq(r.last, 0);
+	ck_assert_int_eq(r.code, 4003);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), 0);
+	ck_assert_int_eq(atomic_load(&close_code), 4003);
+	serve_stop();
+}
+END_TEST
+
 static Suite *ws_suite(void)
 {
 	Suite *s = suite_create("websocket");
@@ -742,6 +1007,10 @@ static Suite *ws_suite(void)
 	tcase_add_test(tc, test_ws_peer_that_never_reads);
 	tcase_add_test(tc, test_ws_keepalive_gives_up_on_a_silent_peer);
 	tcase_add_test(tc, test_ws_client_to_server);
+	tcase_add_test(tc, test_ws_served_waits_with_no_fiber);
+	tcase_add_test(tc, test_ws_served_drain_keepalive_and_kick);
+	tcase_add_test(tc, test_ws_served_kick_without_a_stream);
+	tcase_add_test(tc, test_ws_served_client);
 	suite_add_tcase(s, tc);
 	return s;
 }
