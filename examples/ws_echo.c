@@ -2,15 +2,16 @@
 /*
  * ws_echo.c - the echo server again, over WebSocket (runtime_ws.h), and
  * its client. As a server it answers the handshake on any path and sends
- * every message back as it came, text or binary, until the client closes;
- * SIGINT or SIGTERM drains, and each WebSocket waiting for a message is
- * closed with 1001 (going away). As a client (--connect URL) it sends
+ * every message back as it came, text or binary, until the client closes,
+ * holding no fiber between messages (runtime_ws_serve); SIGINT or SIGTERM
+ * drains, and each WebSocket waiting for a message is closed with 1001
+ * (going away). As a client (--connect URL) it sends
  * each further argument as a text message, prints each echo on a line,
  * and closes with 1000.
  *
- * Shows: runtime_ws_accept, runtime_ws_recv, runtime_ws_send,
- * runtime_ws_close, runtime_ws_connect (through runtime_http_client),
- * runtime_ws_close_code, and a drain reaching WebSockets.
+ * Shows: runtime_ws_accept, runtime_ws_serve (the server), runtime_ws_recv
+ * (the client), runtime_ws_send, runtime_ws_close, runtime_ws_connect
+ * (through runtime_http_client), and a drain reaching WebSockets.
  *
  *   ./ws_echo [PORT]                             # default 7001; 0: any
  *   ./ws_echo --connect ws://127.0.0.1:7001/ hello world
@@ -29,21 +30,27 @@
 
 /* ------------------------------------------------------------- server */
 
+/* Each message back as it came; rc <= 0 is the end (0: closed), after
+ * which the library frees ws. */
+static void echo_message(struct runtime_ws *ws, int rc, const struct runtime_ws_message *m,
+                         void *arg)
+{
+	(void)arg;
+	if (rc > 0)
+		runtime_ws_send(ws, rc, m->data, m->len); /* a failure ends ws */
+}
+
 /* One request: a WebSocket echo, or the handshake's refusal (400, 426),
- * which runtime_ws_accept answers itself. */
+ * which runtime_ws_accept answers itself. The handler returns at once:
+ * the library receives, with no fiber while the socket is idle. */
 static int echo(struct runtime_http_request *req, struct runtime_http_response *res, void *arg)
 {
-	struct runtime_ws_message m;
 	struct runtime_ws *ws;
-	int type;
 	(void)arg;
 
-	if (runtime_ws_accept(req, res, NULL, &ws) < 0)
-		return 0;
-	while ((type = runtime_ws_recv(ws, &m)) > 0) /* 0: closed; < 0: broken */
-		if (runtime_ws_send(ws, type, m.data, m.len) < 0)
-			break;
-	runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL); /* no-op close if done */
+	if (runtime_ws_accept(req, res, NULL, &ws) == 0 &&
+	    runtime_ws_serve(ws, echo_message, NULL) < 0)
+		runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
 	return 0;
 }
 

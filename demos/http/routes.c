@@ -163,23 +163,29 @@ static inline int plaintext(struct runtime_http_response *res)
 	return runtime_http_respond(res, 200, "text/plain", "Hello, World!", 13);
 }
 
-/* /ws: every message back, as it came, until the peer closes (or a
- * drain: 1001). A bad handshake is answered 400 or 426 by accept. */
+/* /ws's: each message back as it came. */
+static void ws_echo_message(struct runtime_ws *ws, int type, const struct runtime_ws_message *m,
+                            void *arg)
+{
+	(void)arg;
+	if (type > 0)
+		runtime_ws_send(ws, type, m->data, m->len); /* a failure ends ws */
+}
+
+/* /ws: an echo until the peer closes (or a drain: 1001), served by the
+ * library: between messages a WebSocket holds no fiber. A bad handshake
+ * is answered 400 or 426 by accept. */
 static __attribute__((noinline)) int ws_echo(struct runtime_http_request *req,
                                              struct runtime_http_response *res)
 {
 	static const char *const protocols[] = { "echo", NULL };
 	const struct runtime_ws_config cfg = { .subprotocols = protocols, .deflate = 1 };
-	struct runtime_ws_message m;
 	struct runtime_ws *ws;
-	int type;
 
 	if (runtime_ws_accept(req, res, &cfg, &ws) < 0)
 		return 0; /* answered, or the connection is gone */
-	while ((type = runtime_ws_recv(ws, &m)) > 0)
-		if (runtime_ws_send(ws, type, m.data, m.len) < 0)
-			break;
-	runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
+	if (runtime_ws_serve(ws, ws_echo_message, NULL) < 0)
+		runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
 	return 0;
 }
 
