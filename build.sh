@@ -41,8 +41,8 @@ packages="gcc make autoconf automake libtool pkg-config liburing-dev libssl-dev 
 # (tests/metrics_promtool.sh); the demo under systemd-socket-activate
 # (tests/systemd_activate.sh); restarts, with ss showing who holds a
 # moved connection and pgrep the generations (tests/restart.sh);
-# WebSocket against python3-websockets (tests/ws_interop.sh)
-check_packages="iproute2 procps gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go prometheus systemd python3-websockets"
+# WebSocket against python3-websockets and Node's ws (tests/ws_interop.sh)
+check_packages="iproute2 procps gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user curl nghttp2-client python3-h2 gdb redis-server libhiredis-dev libcurl4-openssl-dev groff-base binutils openssl python3 nginx testssl.sh h2o golang-go prometheus systemd python3-websockets nodejs node-ws"
 # make fuzz: clang, libFuzzer and the sanitizer runtimes (only recommended by
 # clang, so not installed with --no-install-recommends), llvm-symbolizer
 fuzz_packages="clang libclang-rt-dev llvm"

@@ -15,6 +15,7 @@
  *
  *   ./ws_echo [PORT]                             # default 7001; 0: any
  *   ./ws_echo --connect ws://127.0.0.1:7001/ hello world
+ *   ./ws_echo --connect ws://127.0.0.1:7001/ --deflate hello  # compressed
  *   python3 -m websockets ws://127.0.0.1:7001/   # any client will do
  *
  * The server prints "ws_echo: listening on port P", and "ws_echo: stopped"
@@ -84,6 +85,7 @@ static int serve(unsigned port)
 struct client {
 	const char *url;
 	char **words;
+	int deflate;             /* offer permessage-deflate */
 	int rc;
 };
 
@@ -106,12 +108,13 @@ static int converse(struct runtime_ws *ws, char **words)
 static void client_main(void *arg)
 {
 	struct client *c = arg;
+	const struct runtime_ws_config cfg = { .deflate = c->deflate };
 	struct runtime_http_client *cl;
 	struct runtime_ws *ws;
 
 	if ((c->rc = runtime_http_client_create(&cl, NULL)) < 0)
 		return;
-	if ((c->rc = runtime_ws_connect(cl, c->url, NULL, &ws)) == 0) {
+	if ((c->rc = runtime_ws_connect(cl, c->url, &cfg, &ws)) == 0) {
 		c->rc = converse(ws, c->words);
 		int closed = runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
 		if (c->rc == 0 && closed == 0)
@@ -123,7 +126,8 @@ static void client_main(void *arg)
 
 static int connect_to(const char *url, char **words)
 {
-	struct client c = { url, words, 0 };
+	int deflate = *words && !strcmp(*words, "--deflate");
+	struct client c = { url, words + deflate, deflate, 0 };
 	struct runtime *rt;
 	int rc = runtime_create(&rt, NULL);
 
@@ -145,7 +149,7 @@ int main(int argc, char **argv)
 	else if (argc <= 2 && (argc == 1 || argv[1][0] != '-'))
 		rc = serve(argc == 2 ? (unsigned)atoi(argv[1]) : 7001);
 	else {
-		fprintf(stderr, "usage: %s [PORT] | --connect URL [WORD...]\n", argv[0]);
+		fprintf(stderr, "usage: %s [PORT] | --connect URL [--deflate] [WORD...]\n", argv[0]);
 		return 2;
 	}
 	if (rc < 0)
