@@ -174,6 +174,11 @@ struct runtime_ws {
 	uint64_t read_end;           /* reads end by then (the close's wait;
 	                                0: no end but the keepalive's) */
 	bool ping_out;               /* a keepalive ping waits for an answer */
+	bool frame_open;             /* frame's payload is being read */
+	bool parted;                 /* a message's pieces are under way
+	                                (runtime_ws_recv_part) */
+	struct ws_head frame;        /* the data frame being read, */
+	uint64_t frame_off;          /* ... its payload bytes read */
 	uint8_t *msg;                /* the message being read, msg_cap bytes */
 	size_t msg_len, msg_cap;
 	uint8_t *in;                 /* in_size bytes, then a control frame's

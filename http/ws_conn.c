@@ -29,6 +29,7 @@
 #define MSG_KEEP 16384          /* a message buffer kept past its message */
 #define DEFLATE_MIN 64          /* a smaller whole message goes uncompressed */
 #define INFLATE_CHUNK 4096      /* compressed bytes read at a time */
+#define PART_MAX (MSG_KEEP - 1) /* a piece's bytes (runtime_ws_recv_part) */
 
 static uint64_t or_default(uint64_t v, uint64_t dflt)
 {
@@ -396,37 +397,39 @@ int runtime__ws_msg_grow(struct runtime_ws *ws, uint64_t left)
 	return 0;
 }
 
-/* A compressed frame's payload, read a chunk at a time, unmasked and
- * inflated onto the message (ws_deflate.c); at the message's last frame
- * its tail. 0, or -errno. */
-static int deflated_payload(struct runtime_ws *ws, const struct ws_head *h)
+/* Compressed payload bytes [*off, end) of frame h, read a chunk at a
+ * time, unmasked and inflated onto the message (ws_deflate.c); at the
+ * message's last byte its tail. 0, or -errno. */
+static int deflated_payload(struct runtime_ws *ws, const struct ws_head *h, uint64_t *off,
+                            uint64_t end)
 {
 	uint8_t chunk[INFLATE_CHUNK];
 	int rc = 0;
 
-	for (uint64_t off = 0; rc == 0 && off < h->len; ) {
-		uint64_t left = h->len - off;
+	while (rc == 0 && *off < end) {
+		uint64_t left = end - *off;
 		ssize_t n = payload_some(ws, chunk, left < sizeof(chunk) ? (size_t)left : sizeof(chunk));
 		if (n < 0)
 			return (int)n;
 		if (h->masked)
-			runtime__ws_mask(chunk, (size_t)n, h->mask, off);
+			runtime__ws_mask(chunk, (size_t)n, h->mask, *off);
 		rc = runtime__ws_inflate(ws, chunk, (size_t)n, false);
-		off += (uint64_t)n;
+		*off += (uint64_t)n;
 	}
-	if (rc == 0 && h->fin)
+	if (rc == 0 && h->fin && *off == h->len)
 		rc = runtime__ws_inflate(ws, NULL, 0, true);
 	return rc == -ENOMEM || rc == 0 ? rc : fail(ws, -rc);
 }
 
-/* A data frame's payload onto the message, unmasked and checked (text:
- * UTF-8). 0, or -errno. */
-static int data_payload(struct runtime_ws *ws, const struct ws_head *h)
+/* Payload bytes [*off, end) of data frame h onto the message, unmasked
+ * and checked (text: UTF-8); *off moves on. 0, or -errno. */
+static int data_payload(struct runtime_ws *ws, const struct ws_head *h, uint64_t *off,
+                        uint64_t end)
 {
 	if (ws->rd.compressed)
-		return deflated_payload(ws, h);
-	for (uint64_t off = 0; off < h->len;) {
-		uint64_t left = h->len - off;
+		return deflated_payload(ws, h, off, end);
+	while (*off < end) {
+		uint64_t left = end - *off;
 		int rc = ws->msg_len + 1 >= ws->msg_cap ? runtime__ws_msg_grow(ws, left) : 0;
 		if (rc < 0)
 			return rc;
@@ -436,11 +439,11 @@ static int data_payload(struct runtime_ws *ws, const struct ws_head *h)
 		if (n < 0)
 			return (int)n;
 		if (h->masked)
-			runtime__ws_mask(dst, (size_t)n, h->mask, off);
+			runtime__ws_mask(dst, (size_t)n, h->mask, *off);
 		if ((rc = runtime__ws_reader_payload(&ws->rd, dst, (size_t)n)) < 0)
 			return fail(ws, -rc);
 		ws->msg_len += (size_t)n;
-		off += (uint64_t)n;
+		*off += (uint64_t)n;
 	}
 	return 0;
 }
@@ -519,6 +522,15 @@ static int deliver(struct runtime_ws *ws, struct runtime_ws_message *msg)
 	return ws->rd.opcode;
 }
 
+/* A piece of a message under way, NUL after it, into msg: its type. */
+static int piece(struct runtime_ws *ws, struct runtime_ws_message *msg)
+{
+	ws->msg[ws->msg_len] = '\0';
+	*msg = (struct runtime_ws_message){ .type = ws->rd.opcode, .data = ws->msg,
+	                                    .len = ws->msg_len };
+	return ws->rd.opcode;
+}
+
 /* The last message's buffer, if large, goes before the next: one big
  * message must not cost its size for the connection's life. */
 static void msg_shrink(struct runtime_ws *ws)
@@ -531,29 +543,67 @@ static void msg_shrink(struct runtime_ws *ws)
 	ws->msg_len = 0;
 }
 
-/* Frames up to a message's last: its type, 0 (closed), or -errno. */
-static int message_in(struct runtime_ws *ws, struct runtime_ws_message *msg)
+/* The next data frame's head into ws->frame, control frames answered on
+ * the way: 1, 0 (closed), or -errno. */
+static int frame_next(struct runtime_ws *ws)
 {
-	struct ws_head h;
-
-	msg_shrink(ws);
 	for (;;) {
-		int rc = head_in(ws, &h);
+		int rc = head_in(ws, &ws->frame);
 		if (rc == -ESHUTDOWN)
 			return drained(ws);
 		if (rc < 0)
 			return rc;
-		if (h.opcode & 0x8) {
-			if ((rc = control_in(ws, &h)) != 1)
+		if (ws->frame.opcode & 0x8) {
+			if ((rc = control_in(ws, &ws->frame)) != 1)
 				return rc;
 			continue;
 		}
-		if ((rc = runtime__ws_reader_frame(&ws->rd, &h)) < 0)
+		if ((rc = runtime__ws_reader_frame(&ws->rd, &ws->frame)) < 0)
 			return fail(ws, -rc);
-		if ((rc = data_payload(ws, &h)) < 0)
+		ws->frame_off = 0;
+		ws->frame_open = true;
+		return 1;
+	}
+}
+
+/* Frames up to a message's last: its type, 0 (closed), or -errno. */
+static int message_in(struct runtime_ws *ws, struct runtime_ws_message *msg)
+{
+	msg_shrink(ws);
+	for (;;) {
+		int rc = ws->frame_open ? 1 : frame_next(ws);
+		if (rc <= 0)
 			return rc;
-		if (h.fin)
+		rc = data_payload(ws, &ws->frame, &ws->frame_off, ws->frame.len);
+		if (rc < 0)
+			return rc;
+		ws->frame_open = false;
+		if (ws->frame.fin)
 			return deliver(ws, msg);
+	}
+}
+
+/* The next piece of a message: what one read of its payload brought
+ * (at most PART_MAX bytes; a compressed chunk's inflation), or its end.
+ * Its type, *last set at the message's end; 0 (closed), or -errno. */
+static int part_in(struct runtime_ws *ws, struct runtime_ws_message *msg, int *last)
+{
+	msg_shrink(ws);
+	for (;;) {
+		int rc = ws->frame_open ? 1 : frame_next(ws);
+		if (rc <= 0)
+			return rc;
+		struct ws_head *h = &ws->frame;
+		uint64_t left = h->len - ws->frame_off;
+		rc = data_payload(ws, h, &ws->frame_off, ws->frame_off + (left < PART_MAX ? left : PART_MAX));
+		if (rc < 0)
+			return rc;
+		ws->frame_open = ws->frame_off < h->len;
+		*last = !ws->frame_open && h->fin;
+		if (*last)
+			return deliver(ws, msg);
+		if (ws->msg_len)
+			return piece(ws, msg);
 	}
 }
 
@@ -575,7 +625,27 @@ int runtime_ws_recv(struct runtime_ws *ws, struct runtime_ws_message *msg)
 		return -EINVAL;
 	if (ws->receiver || ws->fn)
 		return -EBUSY;
+	if (ws->parted)
+		return -EALREADY; /* a message's pieces are under way */
 	return runtime__ws_recv_one(ws, msg);
+}
+
+int runtime_ws_recv_part(struct runtime_ws *ws, struct runtime_ws_message *msg, int *last)
+{
+	if (!ws || !msg || !last)
+		return -EINVAL;
+	if (ws->receiver || ws->fn)
+		return -EBUSY;
+	if (ws->error)
+		return ws->error;
+	if (ws->code)
+		return 0;
+	ws->receiver = runtime_fiber_self();
+	ws->parted = true;
+	int rc = part_in(ws, msg, last);
+	ws->parted = rc > 0 && !*last;
+	ws->receiver = NULL;
+	return rc;
 }
 
 /* ------------------------------------------------------------ closing */

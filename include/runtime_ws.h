@@ -137,6 +137,21 @@ RUNTIME_API const char *runtime_ws_subprotocol(const struct runtime_ws *ws);
 RUNTIME_API int runtime_ws_recv(struct runtime_ws *ws, struct runtime_ws_message *msg);
 
 /*
+ * Receive a message in pieces as it comes, for messages too large to
+ * hold whole: each call returns the next piece of the message under way
+ * (or of the next one) - its type (> 0), msg its bytes (a NUL after
+ * them; valid until the next receive), at most 16 KiB each (compressed
+ * by permessage-deflate: what 4 KiB of it inflates to, so up to about
+ * 4 MiB) - with *last nonzero
+ * on the message's final piece (which may be empty). Text is checked as
+ * UTF-8 as it comes, but a piece may end inside a character. message_max
+ * bounds the whole message still. Otherwise as runtime_ws_recv, which
+ * returns -EALREADY while a message's pieces are under way.
+ */
+RUNTIME_API int runtime_ws_recv_part(struct runtime_ws *ws, struct runtime_ws_message *msg,
+                                     int *last);
+
+/*
  * What runtime_ws_serve calls: rc and msg as runtime_ws_recv would have
  * returned them - a message's type (> 0) and msg, or, once and last, 0
  * (closed: runtime_ws_close_code says how) or -errno (failed), msg NULL.

@@ -77,6 +77,28 @@ static void quiet(struct runtime_ws *ws)
 	atomic_store(&recv_rc, runtime_ws_recv(ws, &m));
 }
 
+/* /parts: each message received in pieces and sent back in parts as
+ * they come; the pieces counted, the largest kept. */
+static _Atomic int pieces, piece_max, recv_busy;
+
+static void parts(struct runtime_ws *ws)
+{
+	struct runtime_ws_message m;
+	int type, last;
+
+	while ((type = runtime_ws_recv_part(ws, &m, &last)) > 0) {
+		atomic_fetch_add(&pieces, 1);
+		if ((int)m.len > atomic_load(&piece_max))
+			atomic_store(&piece_max, (int)m.len);
+		if (!last)
+			atomic_store(&recv_busy, runtime_ws_recv(ws, &m));
+		if (runtime_ws_send_part(ws, type, m.data, m.len, last) < 0)
+			break;
+	}
+	atomic_store(&close_code, runtime_ws_close_code(ws, NULL));
+	atomic_store(&recv_rc, type);
+}
+
 /* /served...: runtime_ws_serve's echo, its end recorded as /echo's; a
  * message "bye" closes from fn (4002). */
 static void served_echo(struct runtime_ws *ws, int rc, const struct runtime_ws_message *m,
@@ -154,6 +176,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 		cfg.write_timeout_ns = 300 * MS;
 	if (path.len == 4 && !memcmp(path.p, "/big", 4))
 		cfg.message_max = 8 << 20;
+	if (path_is(req, "/parts"))
+		cfg.message_max = 1 << 20; /* pieces, but the whole still bounded */
 	int rc = runtime_ws_accept(req, res, &cfg, &ws);
 	if (rc < 0) {
 		atomic_store(&recv_rc, rc);
@@ -161,6 +185,8 @@ static int handler(struct runtime_http_request *req, struct runtime_http_respons
 	}
 	if (path.len == 5 && !memcmp(path.p, "/push", 5))
 		push(ws);
+	else if (path_is(req, "/parts"))
+		parts(ws);
 	else if (path.len == 6 && !memcmp(path.p, "/quiet", 6))
 		quiet(ws);
 	else
@@ -790,6 +816,109 @@ START_TEST(test_ws_client_to_server)
 }
 END_TEST
 
+/* A frame of the server's, whatever its FIN (parts' echo): opcode byte
+ * and payload appended at p + *n. */
+static int frame_in_any(int fd, uint8_t *p, size_t cap, size_t *n)
+{
+	uint8_t h[10];
+
+	ck_assert(recv_n(fd, h, 2));
+	uint64_t len = h[1] & 0x7f;
+	size_t ext = len == 126 ? 2 : len == 127 ? 8 : 0;
+	ck_assert(recv_n(fd, h + 2, ext));
+	if (ext)
+		len = 0;
+	for (size_t i = 0; i < ext; i++)
+		len = len << 8 | h[2 + i];
+	ck_assert_uint_le(*n + len, cap);
+	ck_assert(recv_n(fd, p + *n, (size_t)len));
+	*n += (size_t)len;
+	return h[0];
+}
+
+/* The server's echo of one message, in as many frames as it sends. */
+static int message_in_parts(int fd, uint8_t *p, size_t cap, size_t *n)
+{
+	int b0, first = -1;
+
+	*n = 0;
+	do {
+		b0 = frame_in_any(fd, p, cap, n);
+		if (first < 0)
+			first = b0 & 0x0f;
+	} while (!(b0 & 0x80));
+	return first;
+}
+
+/* The library's client, deflate agreed, through /parts: a compressed
+ * message the server takes in pieces and sends back in parts. */
+static void parts_client(void *arg)
+{
+	static char text[300000];
+	const struct runtime_ws_config cfg = { .deflate = 1 };
+	struct runtime_http_client *cl;
+	struct runtime_ws_message m;
+	struct runtime_ws *ws;
+	char url[64];
+	int *ok = arg;
+
+	uint32_t x = 1;
+	for (size_t i = 0; i < sizeof(text); i++) { /* letters at random: */
+		x = x * 1103515245 + 12345; /* compressed, still many chunks */
+		text[i] = (char)('a' + (x >> 16) % 26);
+	}
+	snprintf(url, sizeof(url), "ws://127.0.0.1:%u/parts", port);
+	ck_assert_int_eq(runtime_http_client_create(&cl, NULL), 0);
+	ck_assert_int_eq(runtime_ws_connect(cl, url, &cfg, &ws), 0);
+	ck_assert_int_eq(runtime_ws_send(ws, RUNTIME_WS_TEXT, text, sizeof(text)), 0);
+	*ok = runtime_ws_recv(ws, &m) == RUNTIME_WS_TEXT && m.len == sizeof(text) &&
+	      !memcmp(m.data, text, sizeof(text));
+	runtime_ws_close(ws, RUNTIME_WS_NORMAL, NULL);
+	runtime_http_client_destroy(cl);
+}
+
+/* A message received in pieces (runtime_ws_recv_part): a large frame in
+ * pieces of at most 16 KiB, an empty continuation skipped, text split
+ * inside a character across frames; whole receives refused while pieces
+ * are under way; text that turns out not UTF-8 fails with 1007 midway;
+ * a compressed message in pieces, sent back in compressed parts. */
+START_TEST(test_ws_recv_in_pieces)
+{
+	static uint8_t big[100000], back[sizeof(big)];
+	size_t n;
+
+	for (size_t i = 0; i < sizeof(big); i++)
+		big[i] = (uint8_t)(i * 13);
+	serve_start();
+	int fd = opened("/parts");
+	frame_out(fd, 0x02, 40000, big, 40000);
+	frame_out(fd, 0x00, 0, NULL, 0);
+	frame_out(fd, 0x80, 60000, big + 40000, 60000);
+	ck_assert_int_eq(message_in_parts(fd, back, sizeof(back), &n), 0x2);
+	ck_assert(n == sizeof(big) && !memcmp(back, big, n));
+	ck_assert_int_ge(atomic_load(&pieces), 7); /* 40000 and 60000 by 16383 */
+	ck_assert_int_le(atomic_load(&piece_max), 16383);
+	ck_assert_int_eq(atomic_load(&recv_busy), -EALREADY);
+	frame_out(fd, 0x01, 2, "a\xe2", 2); /* U+20AC split over frames */
+	frame_out(fd, 0x80, 3, "\x82\xac" "b", 3);
+	ck_assert_int_eq(message_in_parts(fd, back, sizeof(back), &n), 0x1);
+	ck_assert(n == 5 && !memcmp(back, "a\xe2\x82\xac" "b", 5));
+	frame_out(fd, 0x01, 2, "ok", 2);
+	frame_out(fd, 0x80, 2, "\xff!", 2);
+	n = 0;
+	ck_assert_int_eq(frame_in_any(fd, back, sizeof(back), &n), 0x01); /* "ok" went */
+	ck_assert(n == 2 && !memcmp(back, "ok", 2));
+	ck_assert_int_eq(close_in(fd), 1007);
+	ck_assert_int_eq(wait_change(&recv_rc, 99), -EILSEQ);
+	close(fd);
+	int ok = 0, before = atomic_load(&pieces);
+	ck_assert_int_eq(run_fiber(NULL, parts_client, &ok), 0);
+	ck_assert_int_eq(ok, 1);
+	ck_assert_int_gt(atomic_load(&pieces) - before, 1);
+	serve_stop();
+}
+END_TEST
+
 /* ------------------------------------------------------ runtime_ws_serve */
 
 /* WebSockets the server's runtime holds waiting with no fiber. */
@@ -1007,6 +1136,7 @@ static Suite *ws_suite(void)
 	tcase_add_test(tc, test_ws_peer_that_never_reads);
 	tcase_add_test(tc, test_ws_keepalive_gives_up_on_a_silent_peer);
 	tcase_add_test(tc, test_ws_client_to_server);
+	tcase_add_test(tc, test_ws_recv_in_pieces);
 	tcase_add_test(tc, test_ws_served_waits_with_no_fiber);
 	tcase_add_test(tc, test_ws_served_drain_keepalive_and_kick);
 	tcase_add_test(tc, test_ws_served_kick_without_a_stream);
