@@ -72,7 +72,10 @@ static int fields_of(const char **f, char text[3][OFFER_MAX + 32], const char *k
 }
 
 /* The extension the 101 names, if any: only permessage-deflate as we
- * offered it (the server keeps no context; no window sizes). */
+ * offered it - the server keeps no context, and names no window of ours
+ * (we offered none: RFC 7692 7.1.2.2). It may name its own
+ * (server_max_window_bits, 7.1.2.1: python3-websockets says 12), which
+ * our inflater, made for any window, takes as it comes. */
 static int check_extension(const struct runtime_http_slice *e,
                            const struct runtime_ws_config *cfg, struct agreed *a)
 {
@@ -80,7 +83,7 @@ static int check_extension(const struct runtime_http_slice *e,
 	if (!e)
 		return 0;
 	if (!cfg || !cfg->deflate || !runtime__ws_deflate_parse(e->p, e->len, &a->dp) ||
-	    !a->dp.server_no_takeover || a->dp.server_bits || a->dp.client_bits)
+	    !a->dp.server_no_takeover || a->dp.client_bits)
 		return -EPROTO;
 	return 0;
 }

@@ -3,9 +3,10 @@
 # ws_interop.py PORT - Debian's python3-websockets, an independent client,
 # against the HTTP demo's /ws echo: the subprotocol, text with characters
 # of every UTF-8 length, binary at the length boundaries and 4 MiB, a
-# message in fragments, a ping answered, all of it over permessage-deflate
-# (agreed, no context kept by the server), the close handshake with the server's 1000. Prints a PASS or
-# FAIL line per check and exits 1 if any failed.
+# message in fragments, a ping answered, the close handshake with the
+# server's 1000; with permessage-deflate (agreed, no context kept by the
+# server), then without. Prints a PASS or FAIL line per check and exits 1
+# if any failed.
 # ws_interop.py serve - an echo server of python3-websockets for the
 # library's client, on a free port it prints ("port N"), until killed.
 import asyncio
@@ -23,27 +24,40 @@ def check(name, ok):
 
 
 async def main():
+    await session("deflate")
+    await session(None)
+
+
+async def session(compression):
     url = "ws://127.0.0.1:%d/ws" % port
+    tag = "deflate: " if compression else "plain: "
+
+    def ok(name, cond):
+        check(tag + name, cond)
+
     async with websockets.connect(url, subprotocols=["x", "echo"], max_size=None,
-                                  compression="deflate") as ws:
-        check("the subprotocol offered is chosen", ws.subprotocol == "echo")
-        check("permessage-deflate is agreed, no context kept by the server",
-              len(ws.extensions) == 1 and ws.extensions[0].name == "permessage-deflate"
-              and ws.extensions[0].remote_no_context_takeover)
+                                  compression=compression) as ws:
+        ok("the subprotocol offered is chosen", ws.subprotocol == "echo")
+        if compression:
+            ok("permessage-deflate is agreed, no context kept by the server",
+               len(ws.extensions) == 1 and ws.extensions[0].name == "permessage-deflate"
+               and ws.extensions[0].remote_no_context_takeover)
+        else:
+            ok("no extension unless offered", ws.extensions == [])
         text = "ascii é € 𝄞 " * 1000
         await ws.send(text)
-        check("text of every UTF-8 length comes back", await ws.recv() == text)
+        ok("text of every UTF-8 length comes back", await ws.recv() == text)
         for n in (0, 1, 125, 126, 127, 65535, 65536, 4 << 20):
             data = bytes((i * 7) & 0xff for i in range(n))
             await ws.send(data)
             got = await ws.recv()
-            check("binary of %d bytes comes back" % n, got == data)
+            ok("binary of %d bytes comes back" % n, got == data)
         await ws.send(["frag", "ment", "ed"])
-        check("a message in fragments comes back whole", await ws.recv() == "fragmented")
+        ok("a message in fragments comes back whole", await ws.recv() == "fragmented")
         pong = await ws.ping(b"are you there")
         await asyncio.wait_for(pong, 10)
-        check("a ping is answered", True)
-    check("the close handshake ends with 1000", ws.close_code == 1000)
+        ok("a ping is answered", True)
+    ok("the close handshake ends with 1000", ws.close_code == 1000)
 
 
 async def echo(ws, path=None):

@@ -43,19 +43,23 @@ for engine in io_uring epoll; do
 	result "$engine: the HTTP demo stops cleanly on SIGTERM (exit 0)" $?
 done
 
-# The library's client against python3-websockets' server.
+# The library's client against python3-websockets' server, without and
+# with permessage-deflate.
 if [ -x "$python" ] && "$python" -c 'import websockets' 2>/dev/null; then
 	"$python" "${srcdir:-.}/tests/ws_interop.py" serve >"$tmp/py.out" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do grep -q '^port ' "$tmp/py.out" && break; sleep 0.1; done
 	py_port=$(sed -n 's/^port //p' "$tmp/py.out")
-	timeout "$bound" ./examples/ws_echo --connect "ws://127.0.0.1:${py_port:-1}/" \
-		hello 'wide ✓ text' >"$tmp/out" 2>&1
-	rc=$?
 	printf 'hello\nwide ✓ text\nws_echo: closed with 1000\n' >"$tmp/want"
-	cmp -s "$tmp/want" "$tmp/out" || sed 's/^/    client: /' "$tmp/out"
-	result "the library's client against python3-websockets: echoes, close 1000" \
-		$((rc != 0 || $(cmp -s "$tmp/want" "$tmp/out"; echo $?)))
+	for flag in "" --deflate; do
+		# shellcheck disable=SC2086 # no flag: no argument
+		timeout "$bound" ./examples/ws_echo --connect "ws://127.0.0.1:${py_port:-1}/" $flag \
+			hello 'wide ✓ text' >"$tmp/out" 2>&1
+		rc=$?
+		cmp -s "$tmp/want" "$tmp/out" || sed 's/^/    client: /' "$tmp/out"
+		result "the library's client against python3-websockets (${flag:-plain}): echoes, close 1000" \
+			$((rc != 0 || $(cmp -s "$tmp/want" "$tmp/out"; echo $?)))
+	done
 	kill "$pid" 2>/dev/null
 	wait "$pid" 2>/dev/null
 	pid=
@@ -92,6 +96,7 @@ for deflate in 0 1; do
 	pid=$!
 	for _ in $(seq 100); do grep -q '^port ' "$tmp/node.out" && break; sleep 0.1; done
 	node_port=$(sed -n 's/^port //p' "$tmp/node.out")
+	# shellcheck disable=SC2086 # no flag: no argument
 	timeout "$bound" ./examples/ws_echo --connect "ws://127.0.0.1:${node_port:-1}/" $flag \
 		hello 'wide ✓ text' "$long" >"$tmp/out" 2>&1
 	rc=$?
