@@ -328,11 +328,12 @@ bool runtime__http_unwatch(struct http_conn *c);
 /* After runtime_http_upgrade, from the handler: once it returns, the
  * library's own end of the connection (its flush, close) is skipped and
  * fn(conn, arg) runs in the connection's fiber instead, which is then
- * fn's. true if fn may wait with no fiber (runtime_conn_idle: a
- * connection of runtime_serve's, which closes it when fn returns without
- * waiting); false: fn keeps the fiber (runtime_http_serve_conn's caller
- * goes on with the connection after it). */
-bool runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg);
+ * fn's. Returns when fn may wait with no fiber (runtime_conn_idle), as
+ * ws.h's enum ws_park: never (runtime_http_serve_conn's caller goes on
+ * with the connection after fn), at once, or after a quiet read (-EAGAIN:
+ * the server releases quiet connections); a connection of
+ * runtime_serve's is closed when fn returns without waiting. */
+int runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg);
 void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
 /* When a read of req's body must be done: idle_timeout from now, or

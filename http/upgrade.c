@@ -122,11 +122,13 @@ int runtime_http_upgrade(struct runtime_http_response *res, const char *protocol
 	return 0;
 }
 
-bool runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg)
+int runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg)
 {
 	struct http_conn *c = res->conn;
 
 	c->hand_off = fn;
 	c->hand_off_arg = arg;
-	return c->may_idle;
+	if (!c->may_idle)
+		return 0; /* never */
+	return c->srv->cfg.serve.release_after_ns ? 2 : 1; /* when quiet, at once */
 }

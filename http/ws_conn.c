@@ -274,16 +274,17 @@ static int keepalive(struct runtime_ws *ws)
 /* Some bytes into dst (> 0), idle (marked so for a drain) while waiting
  * for a message's first byte. -ESHUTDOWN if a drain came instead;
  * -EWOULDBLOCK if a served WebSocket is to wait with no fiber instead
- * (the read deadline set for that wait); else -errno, the WebSocket
- * failed. A served one back from its wait (woke) reads once - what ended
- * the wait - before it waits so again. */
+ * (the read deadline set for that wait: at once, or after a quiet
+ * read, as ws->park says); else -errno, the WebSocket failed. A served
+ * one back from its wait (woke) reads once - what ended the wait -
+ * before it waits so again. */
 static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle)
 {
 	for (;;) {
 		uint64_t due = keepalive_due(ws);
 		runtime_conn_set_read_deadline(ws->conn, due && (!ws->read_end || due < ws->read_end)
 		                                                 ? due : ws->read_end);
-		if (idle && ws->may_park && !ws->woke)
+		if (idle && ws->park == WS_PARK_NOW && !ws->woke)
 			return -EWOULDBLOCK;
 		ws->woke = false;
 		if (idle)
@@ -298,6 +299,8 @@ static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle
 		}
 		if (n == -ESHUTDOWN && idle)
 			return n;
+		if (n == -EAGAIN && idle && ws->park == WS_PARK_QUIET)
+			return -EWOULDBLOCK; /* quiet past release_after */
 		if (n == -ETIMEDOUT && due && runtime_now() >= due) {
 			int rc = keepalive(ws);
 			if (rc < 0)

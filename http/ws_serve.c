@@ -112,11 +112,11 @@ int runtime_ws_serve(struct runtime_ws *ws, runtime_ws_fn *fn, void *arg)
 	ws->fn = fn;
 	ws->fn_arg = arg;
 	if (ws->res) { /* the handler's: served_run follows it in its fiber */
-		ws->may_park = runtime__http_hand_off(ws->res, served_run, ws);
+		ws->park = (uint8_t)runtime__http_hand_off(ws->res, served_run, ws);
 		ws->res = NULL;
 		return 0;
 	}
-	ws->may_park = true;
+	ws->park = WS_PARK_NOW;
 	int rc = runtime_spawn(runtime_current(), client_receiver, ws);
 	if (rc < 0)
 		ws->fn = NULL;

@@ -37,6 +37,7 @@ static uint16_t port;
 static _Atomic int recv_rc, close_code, send_rc; /* what the handlers saw */
 static char close_reason[128];
 static bool plain_recv; /* the next server's connections: no stream */
+static uint64_t release_after; /* the next server's release_after_ns */
 
 /* ------------------------------------------------------------ handlers */
 
@@ -205,6 +206,7 @@ static void *run(void *arg)
 	cfg.serve.host = "127.0.0.1";
 	cfg.handler = handler;
 	cfg.serve.plain_recv = plain_recv;
+	cfg.release_after_ns = release_after;
 	ck_assert_int_eq(runtime_http_serve(rt, &cfg, &srv), 0);
 	port = runtime_http_server_port(srv);
 	sem_post(ready);
@@ -946,14 +948,18 @@ static uint64_t wait_idle(uint64_t want)
 /* Served WebSockets echo, and between messages wait with no fiber (the
  * runtime counts them idle): after the handshake, after each echo, after
  * a ping answered; a message cut over two writes is read whole; a close
- * from fn ends with its code; a client's close reaches fn last. */
+ * from fn ends with its code; a client's close reaches fn last. At once
+ * (release_after 0), and with a server that releases quiet connections
+ * after release_after, once their reads have been quiet that long. */
 START_TEST(test_ws_served_waits_with_no_fiber)
 {
 	uint8_t p[256];
 	size_t n;
 	int fd[SERVED];
 
+	release_after = _i ? 20 * MS : 0;
 	serve_start();
+	release_after = 0;
 	for (int i = 0; i < SERVED; i++)
 		fd[i] = opened("/served");
 	ck_assert_uint_eq(wait_idle(SERVED), SERVED);
@@ -1137,7 +1143,7 @@ static Suite *ws_suite(void)
 	tcase_add_test(tc, test_ws_keepalive_gives_up_on_a_silent_peer);
 	tcase_add_test(tc, test_ws_client_to_server);
 	tcase_add_test(tc, test_ws_recv_in_pieces);
-	tcase_add_test(tc, test_ws_served_waits_with_no_fiber);
+	tcase_add_loop_test(tc, test_ws_served_waits_with_no_fiber, 0, 2);
 	tcase_add_test(tc, test_ws_served_drain_keepalive_and_kick);
 	tcase_add_test(tc, test_ws_served_kick_without_a_stream);
 	tcase_add_test(tc, test_ws_served_client);
