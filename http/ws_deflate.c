@@ -124,6 +124,16 @@ size_t runtime__ws_deflate_answer(const struct ws_deflate_params *o, char *out, 
 
 /* ----------------------------------------------------------- inflating */
 
+/* Between messages no zlib state is held, not even the streams' struct:
+ * an idle WebSocket that has compressed keeps nothing of it. */
+static void z_release(struct runtime_ws *ws)
+{
+	if (!ws->z->in_on && !ws->z->out_on) {
+		free(ws->z);
+		ws->z = NULL;
+	}
+}
+
 static int inflate_on(struct runtime_ws *ws)
 {
 	if (!ws->z && !(ws->z = calloc(1, sizeof(*ws->z))))
@@ -187,6 +197,7 @@ int runtime__ws_inflate(struct runtime_ws *ws, const uint8_t *in, size_t n, bool
 		while (rc == 1);
 		inflateEnd(s); /* no context takeover: a fresh stream each message */
 		ws->z->in_on = false;
+		z_release(ws);
 	}
 	return rc;
 }
@@ -227,6 +238,7 @@ int runtime__ws_deflate(struct runtime_ws *ws, const void *p, size_t n, bool las
 			*len -= 4; /* RFC 7692 7.2.1 */
 		deflateEnd(s);
 		ws->z->out_on = false;
+		z_release(ws);
 	}
 	*out = buf;
 	return 0;
