@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #define RUNTIME_WS_CONN
+#include "http.h"
 #include "ws.h"
 
 #include <stdio.h>
@@ -88,8 +89,31 @@ static int check_extension(const struct runtime_http_slice *e,
 	return 0;
 }
 
-/* The 101's fields as RFC 6455 4.1 wants them: the key's answer, a
- * subprotocol we offered, an extension as offered. 0 or -EPROTO. */
+/* Does the 101 say it upgrades to WebSocket (RFC 6455 4.1: an Upgrade
+ * field naming websocket, a Connection field naming upgrade), with each
+ * field of the handshake's own at most once (11.3.2 - 11.3.4)? */
+static bool upgrade_said(const struct runtime_http_result *res)
+{
+	static const char *const once[] = { "sec-websocket-accept", "sec-websocket-extensions",
+	                                    "sec-websocket-protocol" };
+	struct runtime_http_slice n, v;
+	unsigned seen[3] = { 0 };
+	bool upgrade = false, connection = false;
+
+	for (unsigned i = 0; runtime_http_result_header_at(res, i, &n, &v) == 0; i++) {
+		if (n.len == 7 && !strncasecmp(n.p, "upgrade", 7))
+			upgrade |= runtime__http_has_token(v, "websocket");
+		else if (n.len == 10 && !strncasecmp(n.p, "connection", 10))
+			connection |= runtime__http_has_token(v, "upgrade");
+		for (int k = 0; k < 3; k++)
+			seen[k] += n.len == strlen(once[k]) && !strncasecmp(n.p, once[k], n.len);
+	}
+	return upgrade && connection && seen[0] <= 1 && seen[1] <= 1 && seen[2] <= 1;
+}
+
+/* The 101's fields as RFC 6455 4.1 wants them: the upgrade said, the
+ * key's answer, a subprotocol we offered, an extension as offered. 0 or
+ * -EPROTO. */
 static int check_101(struct runtime_http_result *res, const char *key,
                      const struct runtime_ws_config *cfg, struct agreed *a)
 {
@@ -99,7 +123,8 @@ static int check_101(struct runtime_http_result *res, const char *key,
 
 	a->protocol = NULL;
 	runtime__ws_accept_of(key, want);
-	if (!acc || acc->len != WS_ACCEPT_LEN || memcmp(acc->p, want, WS_ACCEPT_LEN))
+	if (!upgrade_said(res) || !acc || acc->len != WS_ACCEPT_LEN ||
+	    memcmp(acc->p, want, WS_ACCEPT_LEN))
 		return -EPROTO;
 	if (check_extension(runtime_http_result_header(res, "sec-websocket-extensions"), cfg, a) < 0)
 		return -EPROTO;

@@ -107,7 +107,20 @@ static int answer_fields(struct runtime_http_response *res, const char *protocol
 	return rc < 0 ? rc : runtime_http_set_header(res, "Sec-WebSocket-Accept", accept);
 }
 
-/* The request's handshake: 0, or the status to refuse it with. */
+/* How many fields called name (lower case) req has. */
+static unsigned fields_named(const struct runtime_http_request *req, const char *name)
+{
+	struct runtime_http_slice n, v;
+	size_t len = strlen(name);
+	unsigned count = 0;
+
+	for (unsigned i = 0; runtime_http_header_at(req, i, &n, &v) == 0; i++)
+		count += n.len == len && !strncasecmp(n.p, name, len);
+	return count;
+}
+
+/* The request's handshake: 0, or the status to refuse it with. The key
+ * and the version come once (RFC 6455 11.3.1, 11.3.5). */
 static int handshake_status(const struct runtime_http_request *req)
 {
 	struct runtime_http_slice m = runtime_http_method(req);
@@ -115,7 +128,9 @@ static int handshake_status(const struct runtime_http_request *req)
 
 	if (m.len != 3 || memcmp(m.p, "GET", 3) || !runtime__http_upgrade_asked(req, "websocket"))
 		return 400;
-	if (!key_ok(runtime_http_header(req, "sec-websocket-key")))
+	if (!key_ok(runtime_http_header(req, "sec-websocket-key")) ||
+	    fields_named(req, "sec-websocket-key") != 1 ||
+	    fields_named(req, "sec-websocket-version") > 1)
 		return 400;
 	if (!v || v->len != 2 || memcmp(v->p, "13", 2))
 		return 426;
