@@ -24,11 +24,22 @@
 
 /* After fn's last call: the close ended (or given up), sends under way
  * let finish (the mutex is FIFO: they find the close sent and leave),
- * ws freed. A server's connection is the server's to close then. */
+ * ws freed. A server's connection is the server's to close then. The
+ * wait is a cleanup's (runtime_cleanup_begin): a shutdown's cancel does
+ * not cut it short - the sender, cancelled too, leaves at once - and it
+ * is bounded by a write's timeout; a mutex still held past it (a message
+ * in parts left unended) keeps ws - never freed under its holder. */
 static void served_end(struct runtime_ws *ws)
 {
-	if (runtime_mutex_lock(&ws->wlock, -1) == 0)
-		runtime_mutex_unlock(&ws->wlock);
+	struct runtime_cleanup cu;
+	int shielded = runtime_cleanup_begin(&cu, (int64_t)ws->write_timeout) == 0;
+	int rc = runtime_mutex_lock(&ws->wlock, -1);
+
+	if (shielded)
+		runtime_cleanup_end(&cu);
+	if (rc != 0)
+		return;
+	runtime_mutex_unlock(&ws->wlock);
 	runtime__ws_end(ws);
 }
 

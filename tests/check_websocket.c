@@ -120,6 +120,18 @@ static void served_echo(struct runtime_ws *ws, int rc, const struct runtime_ws_m
 	}
 }
 
+/* /served-push's: another fiber sends 1 MiB messages until one fails
+ * (a peer that never reads: it blocks in a write, holding ws's mutex). */
+static void pusher(void *arg)
+{
+	static char mib[1 << 20];
+	int rc;
+
+	while ((rc = runtime_ws_send(arg, RUNTIME_WS_BINARY, mib, sizeof(mib))) == 0)
+		;
+	atomic_store(&send_rc, rc);
+}
+
 /* /served-kick's: another fiber closes the WebSocket while it waits. */
 static void kicker(void *arg)
 {
@@ -145,7 +157,7 @@ static int served(struct runtime_http_request *req, struct runtime_http_response
 		cfg.pong_timeout_ns = 3000 * MS;
 	} else if (path_is(req, "/served-kick")) {
 		cfg.close_timeout_ns = 300 * MS;
-	} else if (!path_is(req, "/served")) {
+	} else if (!path_is(req, "/served") && !path_is(req, "/served-push")) {
 		return -1;
 	}
 	if (runtime_ws_accept(req, res, &cfg, &ws) < 0)
@@ -156,6 +168,8 @@ static int served(struct runtime_http_request *req, struct runtime_http_response
 	ck_assert_int_eq(runtime_ws_recv(ws, &m), -EBUSY);
 	if (path_is(req, "/served-kick"))
 		ck_assert_int_eq(runtime_spawn(rt, kicker, ws), 0);
+	if (path_is(req, "/served-push"))
+		ck_assert_int_eq(runtime_spawn(rt, pusher, ws), 0);
 	return 0;
 }
 
@@ -1063,6 +1077,22 @@ START_TEST(test_ws_served_kick_without_a_stream)
 }
 END_TEST
 
+/* A shutdown while another fiber's send to a served WebSocket blocks (a
+ * peer that never reads): the receiver's end waits for that sender to
+ * leave before ws goes (ASan: nothing used after its free), and the run
+ * ends. */
+START_TEST(test_ws_served_shutdown_with_a_sender_blocked)
+{
+	serve_start();
+	int fd = opened("/served-push");
+	usleep(300 * 1000); /* the pusher fills the sockets and blocks */
+	ck_assert_int_eq(atomic_load(&send_rc), 99);
+	serve_stop();
+	ck_assert_int_eq(atomic_load(&send_rc), -ECANCELED);
+	close(fd);
+}
+END_TEST
+
 struct served_client {
 	char url[64];
 	int got, last, code, ended;
@@ -1146,6 +1176,7 @@ static Suite *ws_suite(void)
 	tcase_add_loop_test(tc, test_ws_served_waits_with_no_fiber, 0, 2);
 	tcase_add_test(tc, test_ws_served_drain_keepalive_and_kick);
 	tcase_add_test(tc, test_ws_served_kick_without_a_stream);
+	tcase_add_test(tc, test_ws_served_shutdown_with_a_sender_blocked);
 	tcase_add_test(tc, test_ws_served_client);
 	suite_add_tcase(s, tc);
 	return s;
