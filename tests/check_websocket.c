@@ -736,20 +736,27 @@ START_TEST(test_ws_peer_that_never_reads)
 }
 END_TEST
 
-/* A silent peer is pinged after the interval, and given up on when no
- * pong comes (recv: -ETIMEDOUT); one that answers is kept. */
-START_TEST(test_ws_keepalive_gives_up_on_a_silent_peer)
+/* path's WebSocket pings a silent peer, is answered once, pings again,
+ * and gives up when no pong comes (its receiver: -ETIMEDOUT). */
+static void pinged_then_given_up(const char *path)
 {
 	uint8_t p[125];
 	size_t n;
+	int fd = opened(path);
 
-	serve_start();
-	int fd = opened("/quiet");
 	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* answered */
 	frame_out(fd, 0x8A, n, p, n);
 	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* not */
 	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
 	close(fd);
+}
+
+/* A silent peer is pinged after the interval, and given up on when no
+ * pong comes (recv: -ETIMEDOUT); one that answers is kept. */
+START_TEST(test_ws_keepalive_gives_up_on_a_silent_peer)
+{
+	serve_start();
+	pinged_then_given_up("/quiet");
 	serve_stop();
 }
 END_TEST
@@ -1024,14 +1031,9 @@ START_TEST(test_ws_served_drain_keepalive_and_kick)
 	size_t n;
 
 	serve_start();
-	int fd = opened("/served-quiet");
-	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* answered */
-	frame_out(fd, 0x8A, n, p, n);
-	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x89); /* not */
-	ck_assert_int_eq(wait_change(&recv_rc, 99), -ETIMEDOUT);
-	close(fd);
+	pinged_then_given_up("/served-quiet");
 	atomic_store(&recv_rc, 99);
-	fd = opened("/served-kick");
+	int fd = opened("/served-kick");
 	ck_assert_int_eq(frame_in(fd, p, sizeof(p), &n), 0x88);
 	ck_assert(n == 8 && (p[0] << 8 | p[1]) == 4001 && !memcmp(p + 2, "kicked", 6));
 	ck_assert(!recv_n(fd, p, 1)); /* no answer: given up on, closed */

@@ -17,17 +17,9 @@
 # fail.
 set -u
 bound=120 # seconds for one client run
-tmp=$(mktemp -d)
-pid=
-
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/lib.sh
 . "${srcdir:-.}/tests/lib.sh" # start_server, stop_server, the tally, missing
+temp_dir
 
 pass() { echo "h2_interop: PASS: $*"; passed=$((passed + 1)); }
 fail() {

@@ -123,6 +123,18 @@ stop_server() {
 	return "$status"
 }
 
+# temp_dir: $tmp, a fresh directory, removed when the test exits, and
+# $pid (a server start_listening started, if still set) killed then.
+temp_dir() {
+	tmp=$(mktemp -d) || exit 1
+	pid=
+	trap temp_dir_cleanup EXIT
+}
+temp_dir_cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+
 # cpu_ticks PID: user + system time so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 

@@ -13,17 +13,9 @@
 # one result per run. Time bounds make a hang fail.
 set -u
 bound=120
-tmp=$(mktemp -d)
-pid=
-
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/lib.sh
 . "${srcdir:-.}/tests/lib.sh"
+temp_dir
 
 python=/usr/bin/python3
 [ -x "$python" ] || skip_all --installed "Python 3 (Debian: python3) is missing"

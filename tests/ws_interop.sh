@@ -12,17 +12,9 @@
 # (a failure in CI, where ./build.sh check installs them). Time bounds make a hang fail.
 set -u
 bound=120
-tmp=$(mktemp -d)
-pid=
-
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
 # shellcheck source=tests/lib.sh
 . "${srcdir:-.}/tests/lib.sh"
+temp_dir
 
 python=/usr/bin/python3
 for engine in io_uring epoll; do
