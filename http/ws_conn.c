@@ -384,8 +384,10 @@ static int control_payload(struct runtime_ws *ws, const struct ws_head *h)
 	return 0;
 }
 
-/* Room for more of the message: doubled, never past what the frame
- * still holds (so a length the peer only claims costs nothing). */
+/* Room for more of the message: doubled, never past left more bytes
+ * (the caller's bound: what the message's last frame still holds, or
+ * message_max). It grows only once full, so a length the peer only
+ * claims costs at most twice what came. */
 int runtime__ws_msg_grow(struct runtime_ws *ws, uint64_t left)
 {
 	size_t want = ws->msg_cap < 2048 ? 4096 : 2 * ws->msg_cap;
@@ -433,7 +435,11 @@ static int data_payload(struct runtime_ws *ws, const struct ws_head *h, uint64_t
 		return deflated_payload(ws, h, off, end);
 	while (*off < end) {
 		uint64_t left = end - *off;
-		int rc = ws->msg_len + 1 >= ws->msg_cap ? runtime__ws_msg_grow(ws, left) : 0;
+		/* The last frame bounds the message; an earlier one does not:
+		 * growing by its few bytes would copy the message per fragment
+		 * (1 MiB in 64-byte fragments: 16,384 copies). */
+		uint64_t most = h->fin ? h->len - *off : ws->rd.message_max - ws->msg_len;
+		int rc = ws->msg_len + 1 >= ws->msg_cap ? runtime__ws_msg_grow(ws, most) : 0;
 		if (rc < 0)
 			return rc;
 		size_t room = ws->msg_cap - 1 - ws->msg_len;
