@@ -325,15 +325,24 @@ int runtime__http_flush(struct http_conn *c);
 int runtime__http_write_out(struct http_conn *c, const void *p, size_t len);
 ssize_t runtime__http_fill(struct http_conn *c, uint64_t deadline);
 bool runtime__http_unwatch(struct http_conn *c);
+/* When the protocol an upgraded connection was handed off to may wait
+ * with no fiber (runtime_conn_idle): never (runtime_http_serve_conn's
+ * caller goes on with the connection after it), at once, or once a read
+ * has been quiet for the server's release_after (-EAGAIN), as an HTTP
+ * connection does: a busy one keeps its fiber. */
+enum http_idle_way {
+	HTTP_IDLE_NEVER,
+	HTTP_IDLE_AT_ONCE,
+	HTTP_IDLE_WHEN_QUIET,
+};
+
 /* After runtime_http_upgrade, from the handler: once it returns, the
  * library's own end of the connection (its flush, close) is skipped and
  * fn(conn, arg) runs in the connection's fiber instead, which is then
- * fn's. Returns when fn may wait with no fiber (runtime_conn_idle), as
- * ws.h's enum ws_park: never (runtime_http_serve_conn's caller goes on
- * with the connection after fn), at once, or after a quiet read (-EAGAIN:
- * the server releases quiet connections); a connection of
- * runtime_serve's is closed when fn returns without waiting. */
-int runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg);
+ * fn's; a connection of runtime_serve's is closed when fn returns
+ * without waiting. Returns how fn may wait. */
+enum http_idle_way runtime__http_hand_off(struct runtime_http_response *res,
+                                          runtime_serve_fn *fn, void *arg);
 void runtime__http_not_idle(struct http_conn *c);
 uint64_t runtime__http_deadline_in(uint64_t ns);
 /* When a read of req's body must be done: idle_timeout from now, or

@@ -122,13 +122,14 @@ int runtime_http_upgrade(struct runtime_http_response *res, const char *protocol
 	return 0;
 }
 
-int runtime__http_hand_off(struct runtime_http_response *res, runtime_serve_fn *fn, void *arg)
+enum http_idle_way runtime__http_hand_off(struct runtime_http_response *res,
+                                          runtime_serve_fn *fn, void *arg)
 {
 	struct http_conn *c = res->conn;
 
 	c->hand_off = fn;
 	c->hand_off_arg = arg;
 	if (!c->may_idle)
-		return 0; /* never */
-	return c->srv->cfg.serve.release_after_ns ? 2 : 1; /* when quiet, at once */
+		return HTTP_IDLE_NEVER;
+	return c->srv->cfg.serve.release_after_ns ? HTTP_IDLE_WHEN_QUIET : HTTP_IDLE_AT_ONCE;
 }

@@ -137,17 +137,6 @@ size_t runtime__ws_base64(const uint8_t *p, size_t n, char *out);
 
 #define WS_IN_SIZE 4096         /* read buffer: heads, small frames */
 
-/* When a served WebSocket with nothing of a message read waits with no
- * fiber (runtime_conn_idle): never (its receiver holds the fiber), at
- * once, or once a read of it has been quiet for the server's
- * release_after (-EAGAIN), as an HTTP connection does: a busy socket
- * keeps its fiber, saving a fiber's start and end per message. */
-enum ws_park {
-	WS_PARK_NEVER,
-	WS_PARK_NOW,
-	WS_PARK_QUIET,
-};
-
 /* A WebSocket's state. The read buffer (and the control frame's room at
  * its end) and the message's are held only while bytes are read: one
  * served (runtime_ws_serve) and idle keeps this struct alone. */
@@ -170,8 +159,9 @@ struct runtime_ws {
 	bool close_sent;
 	bool deflate;                /* permessage-deflate agreed (RSV1) */
 	bool parts_deflated;         /* the message in parts is compressed */
-	uint8_t park;                /* served: when it waits with no fiber
-	                                (enum ws_park) */
+	uint8_t park;                /* served: when it waits with no fiber,
+	                                with nothing of a message read
+	                                (http.h's enum http_idle_way) */
 	bool parked;                 /* ... and does (runtime_conn_idle) */
 	bool woke;                   /* ... and came back: read once */
 	uint8_t reason_len;

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #define RUNTIME_WS_CONN
+#include "http.h" /* enum http_idle_way */
 #include "ws.h"
 #include "body.h"
 
@@ -284,7 +285,7 @@ static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle
 		uint64_t due = keepalive_due(ws);
 		runtime_conn_set_read_deadline(ws->conn, due && (!ws->read_end || due < ws->read_end)
 		                                                 ? due : ws->read_end);
-		if (idle && ws->park == WS_PARK_NOW && !ws->woke)
+		if (idle && ws->park == HTTP_IDLE_AT_ONCE && !ws->woke)
 			return -EWOULDBLOCK;
 		ws->woke = false;
 		if (idle)
@@ -299,7 +300,7 @@ static ssize_t read_some(struct runtime_ws *ws, void *dst, size_t len, bool idle
 		}
 		if (n == -ESHUTDOWN && idle)
 			return n;
-		if (n == -EAGAIN && idle && ws->park == WS_PARK_QUIET)
+		if (n == -EAGAIN && idle && ws->park == HTTP_IDLE_WHEN_QUIET)
 			return -EWOULDBLOCK; /* quiet past release_after */
 		if (n == -ETIMEDOUT && due && runtime_now() >= due) {
 			int rc = keepalive(ws);

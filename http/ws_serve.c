@@ -127,7 +127,7 @@ int runtime_ws_serve(struct runtime_ws *ws, runtime_ws_fn *fn, void *arg)
 		ws->res = NULL;
 		return 0;
 	}
-	ws->park = WS_PARK_NOW;
+	ws->park = HTTP_IDLE_AT_ONCE;
 	int rc = runtime_spawn(runtime_current(), client_receiver, ws);
 	if (rc < 0)
 		ws->fn = NULL;
