@@ -609,6 +609,11 @@ struct runtime_serve_config {
 	                          period - returns -EAGAIN, for the handler to
 	                          hand the connection to runtime_conn_idle and
 	                          give its stack back (default 0: never) */
+	int log_fd;            /* accepts that fail (out of fds or memory: the
+	                          acceptor retries every 10 ms) are told here,
+	                          a line a second at most for the server, with
+	                          how many failed (runtime_log; default 2:
+	                          standard error; -1: none) */
 };
 
 /*

@@ -62,7 +62,8 @@ for _ in $(seq 1200); do # 60 s
 	sleep 0.05
 done
 [ "$(open_fds)" -ge $((limit - 1)) ] && grep -q 'accept:' "$tmp/log"
-check "the server reached its fd limit and said so ($(open_fds) fds)" $?
+status=$? # before the message's $(...) sets it
+check "the server reached its fd limit and said so ($(open_fds) fds)" $status
 
 # Spinning on EMFILE would take a whole CPU; the back-off sleeps 10 ms a
 # try. Half a CPU-second in 2 s leaves a sanitizer build room.

@@ -74,6 +74,9 @@ struct runtime_server {
 	bool inherited;             /* fds: one inherited socket, dup'ed */
 	bool handed;                /* the predecessor's sockets (handover.c) */
 	bool notify_ready;
+	int log_fd;                 /* accept failures told, or -1 */
+	_Atomic uint64_t next_report; /* runtime_now() the next may be told */
+	_Atomic uint64_t unreported; /* accept failures not told yet */
 	_Atomic unsigned listening; /* acceptors started: READY=1 at nfds */
 	uint16_t port;
 	struct handover_msg key;    /* the listening address, for a successor */
@@ -92,7 +95,7 @@ static struct runtime_server *registry;
 void runtime_serve_config_init(struct runtime_serve_config *cfg)
 {
 	if (cfg)
-		*cfg = (struct runtime_serve_config){ .nodelay = 1, .notify_ready = 1 };
+		*cfg = (struct runtime_serve_config){ .nodelay = 1, .notify_ready = 1, .log_fd = 2 };
 }
 
 /* ------------------------------------------------------------ connections */
@@ -315,6 +318,22 @@ static void all_accepting(struct runtime_server *srv)
 		runtime__handover_listening(srv->rt, srv);
 }
 
+/* An accept failed with err: counted, and told at most once a second
+ * for the whole server (the core that claims the second tells it), with
+ * how many failed since the last line. */
+static void accept_failed(struct runtime_server *srv, int err)
+{
+	atomic_fetch_add(&srv->errors, 1);
+	atomic_fetch_add(&srv->unreported, 1);
+	uint64_t now = runtime_now(), next = atomic_load(&srv->next_report);
+	if (srv->log_fd < 0 || now < next ||
+	    !atomic_compare_exchange_strong(&srv->next_report, &next, now + 1000 * 1000 * 1000))
+		return;
+	unsigned long long n = atomic_exchange(&srv->unreported, 0);
+	runtime_log(srv->log_fd, "runtime_serve: port %u: accept: %s (%llu failed since the "
+	            "last report; retrying every 10 ms)\n", srv->port, strerror(-err), n);
+}
+
 static void acceptor(void *arg)
 {
 	struct accept_slot *a = arg;
@@ -338,7 +357,7 @@ static void acceptor(void *arg)
 		} else if (cc->ending || fd == -ECANCELED || fd == -EINVAL) {
 			break; /* shut down, or the socket was (a stop, a drain) */
 		} else {
-			atomic_fetch_add(&srv->errors, 1); /* out of fds or memory: */
+			accept_failed(srv, fd); /* out of fds or memory: */
 			if (runtime_sleep(10 * 1000 * 1000) == -ECANCELED) /* back off */
 				break;
 		}
@@ -557,6 +576,7 @@ static struct runtime_server *server_new(struct runtime *rt,
 	srv->layer = cfg->layer;
 	srv->layer_arg = cfg->layer_arg;
 	srv->notify_ready = cfg->notify_ready;
+	srv->log_fd = cfg->log_fd;
 	srv->ncores = n;
 	srv->conns = aligned_alloc(64, n * sizeof(*srv->conns));
 	if (!srv->conns || runtime_chan_create(&srv->stop, 1, 0) < 0) {
