@@ -132,7 +132,8 @@ ss = subprocess.run(["ss", "-Htnp", "state", "established", "( dport = :%d )" % 
                     capture_output=True, text=True).stdout
 print("holder:", ",".join(re.findall(r"pid=(\d+)", ss)))
 EOF
-result "the keep-alive client's script ran (it says: $(tr '\n' ' ' <"$dir/ka"))" $?
+status=$? # before the message's $(...) sets it
+result "the keep-alive client's script ran (it says: $(tr '\n' ' ' <"$dir/ka"))" $status
 new=$(current)
 [ "$new" != "$first" ] && ! kill -0 "$first" 2>/dev/null
 result "SIGUSR2 started a successor ($new), and the old process ($first) exited" $?
@@ -158,9 +159,11 @@ result "http-load ran through the restarts" $?
 [ "$(grep -c "ready: handing over" "$dir/log")" -eq 16 ]
 result "15 restarts under load (each successor ready)" $?
 grep -q "errors    none" "$dir/load"
-result "no request failed, no connection erred: $(grep -E 'requests|errors' "$dir/load" | tr -s ' ' | tr '\n' ' ')" $?
+status=$? # before the message's $(...) sets it
+result "no request failed, no connection erred: $(grep -E 'requests|errors' "$dir/load" | tr -s ' ' | tr '\n' ' ')" $status
 grep -q " 0 retried" "$dir/load"
-result "no request was retried: $(grep conns "$dir/load" | tr -s ' ')" $?
+status=$? # before the message's $(...) sets it
+result "no request was retried: $(grep conns "$dir/load" | tr -s ' ')" $status
 answered=$(sed -n 's/^ *requests *\([0-9]*\) answered.*/\1/p' "$dir/load")
 [ "${answered:-0}" -gt 0 ]
 result "requests were answered ($answered)" $?

@@ -40,7 +40,8 @@ timeout 300 "$load" --mode idle -n "$n" -s 64 127.0.0.1 "$port" >"$tmp/load" 2>"
 lpid=$!
 for _ in $(seq 600); do grep -q '^held=' "$tmp/load" && break; sleep 0.1; done
 grep -q "^held=$n errors=0 " "$tmp/load"
-result "$n WebSockets opened, one echo each, all held ($(cat "$tmp/load"))" $?
+status=$? # before the message's $(...) sets it
+result "$n WebSockets opened, one echo each, all held ($(cat "$tmp/load"))" $status
 sleep 2
 after=$(rss_kb "$pid")
 per=$(((after - before) * 1024 / n))
@@ -57,5 +58,6 @@ sleep 1
 kill -TERM "$lpid" 2>/dev/null
 wait "$lpid"
 grep -q "closed_early=$n\$" "$tmp/load.err"
-result "every WebSocket was closed by the drain ($(tr '\n' ' ' <"$tmp/load.err"))" $?
+status=$? # before the message's $(...) sets it
+result "every WebSocket was closed by the drain ($(tr '\n' ' ' <"$tmp/load.err"))" $status
 summary
