@@ -215,6 +215,7 @@ static void *run_runtime(void *arg)
 	int rc;
 
 	(void)arg;
+	file_cache_set_validity(0); /* each input opens its files: none held over */
 	runtime_config_init(&cfg);
 	cfg.cores = 1;
 	if ((rc = runtime_create(&srv.rt, &cfg)) == 0 &&

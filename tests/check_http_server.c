@@ -348,6 +348,92 @@ START_TEST(test_http_keepalive_pipelining_and_10)
 }
 END_TEST
 
+/* ---------------------------------------------------- open files reused */
+
+/* name in the root now holds text: a new inode renamed over the old, as
+ * a deploy replaces a file. */
+static void put_file(const char *name, const char *text)
+{
+	char tmp[160], path[160];
+
+	snprintf(tmp, sizeof(tmp), "%s/.%s.new", sp.root, name);
+	snprintf(path, sizeof(path), "%s/%s", sp.root, name);
+	FILE *f = fopen(tmp, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* The body of GET /name, or the status line's code and reason if not 200. */
+static const char *body_of(const char *name, char *resp, size_t cap)
+{
+	char req[160];
+
+	snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+	         name);
+	raw(req, resp, cap);
+	const char *body = strstr(resp, "\r\n\r\n");
+	return strncmp(resp, "HTTP/1.1 200 ", 13) || !body ? resp + 9 : body + 4;
+}
+
+/* Does the server hold an fd of the root's name? */
+static bool holds(const char *name)
+{
+	char dir[64], link[256], want[160];
+	struct dirent *e;
+	bool found = false;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)sp.pid);
+	snprintf(want, sizeof(want), "%s/%s", sp.root, name);
+	DIR *d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	while (!found && (e = readdir(d))) {
+		char path[320];
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		ssize_t n = readlink(path, link, sizeof(link) - 1);
+		link[n > 0 ? n : 0] = '\0';
+		found = !strncmp(link, want, strlen(want));
+	}
+	closedir(d);
+	return found;
+}
+
+/* A file opened in the last --file-cache-ms is served from its open fd:
+ * replaced within that moment it still comes as it was, after it as it is
+ * now; removed, it is a 404 after the moment; an idle server lets its fds
+ * go (the sweep). With --file-cache-ms 0 each request opens it anew. */
+START_TEST(test_http_open_files_reused_for_a_moment)
+{
+	const char *moment[] = { "--file-cache-ms", "300", NULL };
+	const char *never[] = { "--file-cache-ms", "0", NULL };
+	char resp[4096];
+	int waited = 0;
+
+	start_server(_i ? never : moment);
+	put_file("moment.txt", "first\n");
+	ck_assert_str_eq(body_of("moment.txt", resp, sizeof(resp)), "first\n");
+	put_file("moment.txt", "second\n");
+	ck_assert_str_eq(body_of("moment.txt", resp, sizeof(resp)), _i ? "second\n" : "first\n");
+	while (strcmp(body_of("moment.txt", resp, sizeof(resp)), "second\n") && waited++ < 200)
+		usleep(25 * 1000);
+	ck_assert_msg(waited * 25 >= (_i ? 0 : 250) && waited < 200, "the new file after %d ms",
+	              waited * 25);
+	for (waited = 0; holds("moment.txt") && waited < WAIT_MS / 25; waited++)
+		usleep(25 * 1000); /* the sweep: at most two moments */
+	ck_assert_msg(!holds("moment.txt"), "an idle server still holds the file");
+	ck_assert_str_eq(body_of("moment.txt", resp, sizeof(resp)), "second\n");
+	char path[160];
+	snprintf(path, sizeof(path), "%s/moment.txt", sp.root);
+	ck_assert_int_eq(unlink(path), 0);
+	for (waited = 0; strncmp(body_of("moment.txt", resp, sizeof(resp)), "404", 3) &&
+	                 waited < WAIT_MS / 25; waited++)
+		usleep(25 * 1000);
+	ck_assert_msg(!strncmp(resp + 9, "404", 3), "a removed file: %.40s", resp);
+	ck_assert_int_eq(stop_server(), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ rejections */
 
 START_TEST(test_http_rejections)
@@ -776,6 +862,7 @@ static Suite *http_suite(void)
 	tcase_add_loop_test(tc, test_http_keepalive_pipelining_and_10, 0, 2);
 	tcase_add_test(tc, test_http_rejections);
 	tcase_add_loop_test(tc, test_http_static_files, 0, 2);
+	tcase_add_loop_test(tc, test_http_open_files_reused_for_a_moment, 0, 2);
 	tcase_add_test(tc, test_http_slow_and_half_closed_clients);
 	tcase_add_test(tc, test_http_max_conns_refused_and_counted);
 	tcase_add_loop_test(tc, test_http_emfile_backoff, 0, 2);

@@ -9,7 +9,8 @@
  * range (Range, If-Range: 206, or 416) are honoured; several ranges get
  * the whole file, as RFC 9110 lets. The body goes out through
  * runtime_http_respond_file (sendfile or splice; --file-copy turns that
- * off).
+ * off). A file opened in the last --file-cache-ms is reused
+ * (file_cache.c).
  */
 #define _GNU_SOURCE
 #include "server.h"
@@ -274,52 +275,56 @@ static int open_beneath(int root, const char *name)
 	return runtime_openat2(root, name, &how);
 }
 
-/* The file for path, opened, and its attributes: the fd, or -status
- * (-400, -404) or -ECANCELED. The attributes are the open inode's (a
- * plain statx: nothing to wait for), and the fd closes with a plain
- * close: a regular file's never waits. */
-static int open_file(struct server *srv, struct runtime_http_slice path, char *name, size_t cap,
-                     struct statx *st)
+/* The file for path, opened (or reused: file_cache.c) and held, with its
+ * attributes; NULL with *err -400, -404, -ECANCELED or -ENOMEM. The
+ * attributes are the open inode's (a plain statx: nothing to wait for),
+ * and the fd closes with a plain close: a regular file's never waits. */
+static struct open_file *open_file(struct server *srv, struct runtime_http_slice path,
+                                   int *err)
 {
-	int rc = srv->root_fd < 0 ? -404 : file_path(path, name, cap);
+	char name[PATH_MAX_LEN];
+	struct statx st;
+	struct open_file *f;
 
-	if (rc < 0)
-		return rc;
+	*err = srv->root_fd < 0 ? -404 : file_path(path, name, sizeof(name));
+	if (*err < 0 || (f = file_cache_find(name)))
+		return *err < 0 ? NULL : f;
 	int fd = open_beneath(srv->root_fd, name);
-	if (fd < 0)
-		return fd == -ECANCELED ? fd : -404;
-	rc = statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_MTIME, st);
-	if (rc < 0 || !S_ISREG(st->stx_mode) || fcntl(fd, F_SETFL, 0) < 0) {
-		close(fd); /* not O_NONBLOCK: the ring would not wait for the disk */
-		return -404;
+	if (fd < 0) {
+		*err = fd == -ECANCELED ? fd : -404;
+		return NULL;
 	}
-	return fd;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_TYPE | STATX_SIZE | STATX_MTIME, &st) < 0 ||
+	    !S_ISREG(st.stx_mode) || fcntl(fd, F_SETFL, 0) < 0) {
+		close(fd); /* not O_NONBLOCK: the ring would not wait for the disk */
+		*err = -404;
+		return NULL;
+	}
+	f = file_cache_add(name, fd, st.stx_size, st.stx_mtime.tv_sec);
+	*err = f ? 0 : -ENOMEM;
+	return f;
 }
 
 bool file_exists(struct server *srv, struct runtime_http_slice path)
 {
-	char name[PATH_MAX_LEN];
-	struct statx st;
-	int fd = open_file(srv, path, name, sizeof(name), &st);
+	int err;
+	struct open_file *f = open_file(srv, path, &err);
 
-	if (fd >= 0)
-		close(fd);
-	return fd >= 0;
+	file_cache_put(f);
+	return f != NULL;
 }
 
 int serve_file(struct server *srv, struct runtime_http_request *req,
                struct runtime_http_response *res)
 {
-	char name[PATH_MAX_LEN];
-	struct statx st;
-	int fd = open_file(srv, runtime_http_path(req), name, sizeof(name), &st);
+	int err;
+	struct open_file *f = open_file(srv, runtime_http_path(req), &err);
 
-	if (fd == -ECANCELED)
-		return fd;
-	if (fd < 0)
-		return not_found(res, -fd);
-	int rc = send_file(req, res, fd, st.stx_size, content_type(name),
-	                   (time_t)st.stx_mtime.tv_sec);
-	close(fd);
+	if (!f && (err == -ECANCELED || err == -ENOMEM))
+		return err;
+	if (!f)
+		return not_found(res, -err);
+	int rc = send_file(req, res, f->fd, f->size, content_type(f->name), (time_t)f->mtime);
+	file_cache_put(f);
 	return rc;
 }

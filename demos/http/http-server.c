@@ -44,6 +44,7 @@ static void usage(FILE *to)
 {
 	fprintf(to,
 	        "usage: http-server [--port P] [--host ADDR] [--cores N] [--engine E] [--root DIR]\n"
+	        "                   [--file-cache-ms MS]\n"
 	        "                   [--limit N] [--max-conns N] [--body-max BYTES]\n"
 	        "                   [--header-timeout MS] [--idle-timeout MS] [--grace MS]\n"
 	        "                   [--release-after MS|never]\n"
@@ -59,7 +60,8 @@ static void usage(FILE *to)
 	        "--root. Defaults: port 8080, host 0.0.0.0, 1 core, limit 4, max-conns\n"
 	        "10000, body-max 1048576, header-timeout 10000, idle-timeout 60000, grace 5000,\n"
 	        "release-after 10 (a connection quiet this long waits with no fiber stack),\n"
-	        "ready-timeout 30000, stall-ms 0 (none; else a fiber that runs this long\n"
+	        "file-cache-ms 1000 (a file opened this recently is served from its open fd;\n"
+	        "0: opened for each request), ready-timeout 30000, stall-ms 0 (none; else a fiber that runs this long\n"
 	        "without yielding is reported on stderr: runtime_config.stall_ms), "
 	        "engine auto (io_uring if the kernel allows it, else epoll; or io_uring, epoll).\n");
 }
@@ -102,7 +104,7 @@ static int parse_options(int argc, char **argv)
 		{ "tls-cert", 1, NULL, 'T' }, { "tls-key", 1, NULL, 'K' },
 		{ "listen-name", 1, NULL, 'N' },
 		{ "restart-with", 1, NULL, 'W' }, { "ready-timeout", 1, NULL, 'Y' },
-		{ "stall-ms", 1, NULL, 'S' },
+		{ "stall-ms", 1, NULL, 'S' }, { "file-cache-ms", 1, NULL, 'F' },
 		{ "help", 0, NULL, 'H' }, { NULL, 0, NULL, 0 },
 	};
 	struct options *o = &srv.opt;
@@ -112,7 +114,7 @@ static int parse_options(int argc, char **argv)
 	*o = (struct options){ .host = "0.0.0.0", .port = 8080, .cores = 1, .limit = 4,
 		.max_conns = 10000, .body_max = 1 << 20, .header_timeout_ms = 10000,
 		.idle_timeout_ms = 60000, .grace_ms = 5000, .release_after_ms = 10,
-		.ready_timeout_ms = 30000 };
+		.ready_timeout_ms = 30000, .file_cache_ms = 1000 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		bool ok = true;
 		switch (c) {
@@ -143,6 +145,7 @@ static int parse_options(int argc, char **argv)
 		case 'Y': ok = demo_number(optarg, 1u << 30, &o->ready_timeout_ms) &&
 		                 o->ready_timeout_ms; break;
 		case 'S': ok = demo_number(optarg, 1u << 30, &v); o->stall_ms = (unsigned)v; break;
+		case 'F': ok = demo_number(optarg, 1u << 30, &o->file_cache_ms); break;
 		case 'H': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -182,6 +185,7 @@ static int start(void)
 
 	if (srv.opt.root && (srv.root_fd = open(srv.opt.root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return -errno;
+	file_cache_set_validity(srv.opt.file_cache_ms * MS);
 	if (!demo_tls("http-server", srv.opt.tls_cert, srv.opt.tls_key, "http/1.1", &srv.tls))
 		return 1;
 	runtime_config_init(&cfg);

@@ -40,6 +40,7 @@ struct options {
 	bool plain_accept;        /* one accept per connection, no listener */
 	bool no_batch;            /* one send per response, even pipelined */
 	bool file_copy;           /* large files read and sent, not spliced */
+	uint64_t file_cache_ms;   /* an open file reused this long (0: never) */
 	bool no_metrics;          /* no method classes, no duration histogram */
 	const char *tls_cert, *tls_key; /* HTTPS: both, or neither */
 	const char *listen_name;  /* socket activation: the inherited socket's
@@ -69,5 +70,27 @@ int serve_file(struct server *srv, struct runtime_http_request *req,
                struct runtime_http_response *res);
 /* A regular file is there for this path. */
 bool file_exists(struct server *srv, struct runtime_http_slice path);
+
+/* file_cache.c: files opened in the last moment, per core (fiber context;
+ * a core's own entries only). */
+struct open_file {
+	unsigned refs;            /* the table's, and each response's */
+	int fd;                   /* a regular file, blocking reads */
+	uint64_t size;
+	int64_t mtime;
+	uint64_t opened;          /* runtime_now_coarse() at the open */
+	uint32_t hash;
+	char name[];              /* relative to the root */
+};
+/* How long an open file is reused (0: never; set before the run). */
+void file_cache_set_validity(uint64_t ns);
+/* name's entry, held, if opened less than the validity ago; else NULL. */
+struct open_file *file_cache_find(const char *name);
+/* fd (owned from here) with its attributes as name's entry, held: kept
+ * in the core's table too unless caching is off. NULL (fd closed): out of
+ * memory. */
+struct open_file *file_cache_add(const char *name, int fd, uint64_t size, int64_t mtime);
+/* Let go of a held entry (NULL: nothing). */
+void file_cache_put(struct open_file *f);
 
 #endif
