@@ -2,16 +2,18 @@
 # SPDX-License-Identifier: MIT
 #
 # bench-files.sh: server CPU per request for static files of several sizes,
-# the demo http-server (--root) against nginx (one worker, master off,
-# sendfile on, open_file_cache off as the demo has none) and h2o (one
+# the demo http-server (--root; it reuses a file opened in the last
+# second, --file-cache-ms) against nginx (one worker, master off, sendfile
+# on, open_file_cache off: its default), nginx-ofc (the same with
+# open_file_cache on and valid for a second, as the demo's) and h2o (one
 # thread, file.dir), in the same run. Each server serves the same
 # directory of files (SIZES, in KiB, random bytes), pinned to SERVER_CPU;
 # `wrk -t1 -cCONNS` on LOAD_CPU fetches one file per run (a WARMUP-second
 # run first). Server CPU per request is the server's utime+stime (all
 # threads, /proc/PID/stat) across the measured run over the requests wrk
 # completed. Rounds are interleaved, the servers' order rotated each round;
-# the demo's ratio to nginx is paired (the median of the rounds' own
-# ratios). Every body is checked once against the file (md5).
+# the demo's ratios to nginx and nginx-ofc are paired (the median of the
+# rounds' own ratios). Every body is checked once against the file (md5).
 #
 # UNCACHED=1: the file is dropped from the page cache
 # (POSIX_FADV_DONTNEED) before each measured run, as after a cold start;
@@ -24,7 +26,7 @@
 # detector reports a stall when it sees it, half a threshold apart).
 #
 # Environment: HTTP_SERVER (default $BENCH_DIR/../demos/http/http-server),
-#   SERVERS ("demo nginx h2o"), SIZES ("1 4 64 256 1024"), ROUNDS (2),
+#   SERVERS ("demo nginx nginx-ofc h2o"), SIZES ("1 4 64 256 1024"), ROUNDS (2),
 #   SECS (5), WARMUP (1), CONNS (16), SERVER_CPU (0), LOAD_CPU (1),
 #   PORT_BASE (random), UNCACHED (0), STALL_MS (1 with UNCACHED=1, else 0;
 #   its watcher thread wakes twice per threshold, on the server's CPU).
@@ -36,7 +38,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 BENCH_DIR=${BENCH_DIR:-$here}
 HTTP_SERVER=${HTTP_SERVER:-$BENCH_DIR/../demos/http/http-server}
 [ -x "$HTTP_SERVER" ] || HTTP_SERVER=$PWD/demos/http/http-server # run from a build tree
-SERVERS=${SERVERS:-demo nginx h2o}
+SERVERS=${SERVERS:-demo nginx nginx-ofc h2o}
 SIZES=${SIZES:-1 4 64 256 1024}
 ROUNDS=${ROUNDS:-2} SECS=${SECS:-5} WARMUP=${WARMUP:-1} CONNS=${CONNS:-16}
 SERVER_CPU=${SERVER_CPU:-0} LOAD_CPU=${LOAD_CPU:-1} UNCACHED=${UNCACHED:-0}
@@ -60,7 +62,7 @@ done
 sync # written back: every server meets clean pages in the cache
 check_pinning
 
-nginx_conf() { # PORT
+nginx_conf() { # PORT [DIRECTIVES]: to $tmp/nginx.conf
 	cat >"$tmp/nginx.conf" <<EOF
 worker_processes 1;
 daemon off;
@@ -72,6 +74,7 @@ http {
   access_log off;
   sendfile on;
   keepalive_requests 1000000;
+  ${2:-}
   server { listen 127.0.0.1:$1; root $tmp/www; }
 }
 EOF
@@ -92,6 +95,9 @@ server_cmd() {
 	demo) [ -x "$HTTP_SERVER" ] &&
 		echo "$HTTP_SERVER --host 127.0.0.1 --port $2 --root $tmp/www --stall-ms $STALL_MS" ;;
 	nginx) command -v nginx >/dev/null && nginx_conf "$2" &&
+		echo "nginx -e $tmp/nginx.err -c $tmp/nginx.conf" ;;
+	nginx-ofc) command -v nginx >/dev/null &&
+		nginx_conf "$2" "open_file_cache max=1000 inactive=20s; open_file_cache_valid 1s;" &&
 		echo "nginx -e $tmp/nginx.err -c $tmp/nginx.conf" ;;
 	h2o) command -v h2o >/dev/null && h2o_conf "$2" && echo "h2o -c $tmp/h2o.conf" ;;
 	esac
@@ -160,13 +166,19 @@ done | tee "$tmp/runs"
 echo
 printf '%-8s' "KiB"
 for name in $SERVERS; do printf '%12s' "$name"; done
-printf '%14s\n' "demo/nginx"
+printf '%14s' "demo/nginx"
+has_ofc=$([[ " $SERVERS " == *" nginx-ofc "* ]] && echo 1)
+[ -n "$has_ofc" ] && printf '%16s' "demo/nginx-ofc"
+echo
 for kib in $SIZES; do
 	printf '%-8s' "$kib"
 	for name in $SERVERS; do
 		printf '%12s' "$(awk -v n="$name" -v k="$kib" '$1 == n && $2 == k { print $3 }' \
 			"$tmp/runs" | median_of)"
 	done
-	printf '%14s\n' "$(awk -v k="$kib" '$2 == k { print $1, $3, $4 }' "$tmp/runs" |
+	printf '%14s' "$(awk -v k="$kib" '$2 == k { print $1, $3, $4 }' "$tmp/runs" |
 		paired demo nginx)"
+	[ -n "$has_ofc" ] && printf '%16s' "$(awk -v k="$kib" '$2 == k { print $1, $3, $4 }' \
+		"$tmp/runs" | paired demo nginx-ofc)"
+	echo
 done
