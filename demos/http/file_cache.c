@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "server.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #define SLOTS 128 /* per core: the files of one busy page or site */
 
 struct file_table {
+	struct file_table *next;    /* every core's (tables) */
 	struct open_file *slot[SLOTS];
 	unsigned live;              /* slots taken */
 	bool armed;                 /* the sweep's timer */
@@ -32,8 +34,11 @@ struct file_table {
 };
 
 static uint64_t valid_ns = 1000 * 1000 * 1000ull;
-static __thread struct file_table *table; /* the core's, never freed: a
-                                             shutdown only empties it */
+static __thread struct file_table *table; /* this core thread's */
+/* Every table made: never freed (a shutdown's timer callback, maybe on
+ * another thread, may come after the core's thread is gone; one per core
+ * thread), and kept reachable here so that a leak checker agrees. */
+static _Atomic(struct file_table *) tables;
 
 void file_cache_set_validity(uint64_t ns)
 {
@@ -87,8 +92,12 @@ static struct file_table *core_table(void)
 {
 	if (!valid_ns || (table && table->ended))
 		return NULL;
-	if (!table && (table = calloc(1, sizeof(*table))))
+	if (!table && (table = calloc(1, sizeof(*table)))) {
 		table->sweep = (struct runtime_timer)RUNTIME_TIMER_INIT;
+		table->next = atomic_load(&tables);
+		while (!atomic_compare_exchange_weak(&tables, &table->next, table))
+			;
+	}
 	return table;
 }
 

@@ -287,8 +287,10 @@ static struct open_file *open_file(struct server *srv, struct runtime_http_slice
 	struct open_file *f;
 
 	*err = srv->root_fd < 0 ? -404 : file_path(path, name, sizeof(name));
-	if (*err < 0 || (f = file_cache_find(name)))
-		return *err < 0 ? NULL : f;
+	if (*err < 0)
+		return NULL;
+	if ((f = file_cache_find(name)))
+		return f;
 	int fd = open_beneath(srv->root_fd, name);
 	if (fd < 0) {
 		*err = fd == -ECANCELED ? fd : -404;
