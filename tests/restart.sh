@@ -130,7 +130,9 @@ for name in ("taken_over", "accepted"):
 port_here = s.getsockname()[1]
 ss = subprocess.run(["ss", "-Htnp", "state", "established", "( dport = :%d )" % port_here],
                     capture_output=True, text=True).stdout
-print("holder:", ",".join(re.findall(r"pid=(\d+)", ss)))
+# the processes holding it (one may hold it by two fds for a moment)
+print("holder:", ",".join(sorted(set(re.findall(r"pid=(\d+)", ss)))))
+print("ss:", " ".join(ss.split()))
 EOF
 status=$? # before the message's $(...) sets it
 result "the keep-alive client's script ran (it says: $(tr '\n' ' ' <"$dir/ka"))" $status
@@ -142,7 +144,8 @@ result "the idle keep-alive connection is answered after the restart, on the sam
 grep -q "^taken_over 1$" "$dir/ka" && grep -q "^accepted 0$" "$dir/ka"
 result "the successor took that connection over and accepted none" $?
 grep -q "^holder: $new$" "$dir/ka"
-result "the server's end of the connection is the successor's socket" $?
+status=$? # before the message's $(...) sets it
+result "the server's end of the connection is the successor's socket ($(grep '^ss:' "$dir/ka"))" $status
 
 # ------------------------------------------------ load, a restart every 2 s
 
