@@ -9,6 +9,7 @@
 #include "h2_link.h"
 
 #include <check.h>
+#include "ck_fast.h" /* no write per passing assertion */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -14,6 +14,7 @@
 #include "parser.h"
 
 #include <check.h>
+#include "ck_fast.h" /* no write per passing assertion */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -12,6 +12,7 @@
 #include "ws.h"
 
 #include <check.h>
+#include "ck_fast.h" /* no write per passing assertion */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

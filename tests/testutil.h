@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <check.h>
+#include "ck_fast.h" /* no write per passing assertion */
 #include <runtime.h>
 #include <stdarg.h>
 #include <stdatomic.h>
