@@ -471,6 +471,8 @@ START_TEST(test_conn_deadline_is_the_earlier_of_the_callers_and_the_conns)
 }
 END_TEST
 
+static atomic_bool misuse_elsewhere_done;
+
 static void conn_misuse_elsewhere(void *arg)
 {
 	struct runtime_conn *c = arg;
@@ -479,6 +481,7 @@ static void conn_misuse_elsewhere(void *arg)
 	ck_assert_int_eq(runtime_conn_set_read_deadline(c, 1), -EPERM);
 	ck_assert_int_eq(runtime_conn_pending(c), -EPERM);
 	ck_assert_int_eq(runtime_conn_close(c), -EPERM);
+	atomic_store(&misuse_elsewhere_done, true); /* c may go now */
 }
 
 static void conn_misuse_main(void *arg)
@@ -500,7 +503,11 @@ static void conn_misuse_main(void *arg)
 	ck_assert_int_eq(runtime_conn_fd(c), fd[1]);
 	ck_assert_ptr_nonnull(runtime_conn_peer(c, NULL));
 	ck_assert_int_eq(runtime_spawn_on(runtime_current(), 1, conn_misuse_elsewhere, c), 0);
-	runtime_sleep(50 * MS);
+	/* Until the other core is done with c: a sleep alone orders nothing
+	 * (TSan saw the free race the other core's last read). */
+	for (int i = 0; i < 4000 && !atomic_load(&misuse_elsewhere_done); i++)
+		runtime_sleep(5 * MS);
+	ck_assert(atomic_load(&misuse_elsewhere_done));
 	runtime_close(fd[0]);
 	ck_assert_int_eq(runtime_conn_read(c, &b, 1), 0); /* EOF */
 	ck_assert_int_eq(runtime_conn_close(c), 0);
