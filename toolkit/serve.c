@@ -76,7 +76,7 @@ struct runtime_server {
 	bool notify_ready;
 	int log_fd;                 /* accept failures told, or -1 */
 	_Atomic uint64_t next_report; /* runtime_now() the next may be told */
-	_Atomic uint64_t unreported; /* accept failures not told yet */
+	_Atomic uint64_t reported;  /* errors as of the last line told */
 	_Atomic unsigned listening; /* acceptors started: READY=1 at nfds */
 	uint16_t port;
 	struct handover_msg key;    /* the listening address, for a successor */
@@ -324,12 +324,12 @@ static void all_accepting(struct runtime_server *srv)
 static void accept_failed(struct runtime_server *srv, int err)
 {
 	atomic_fetch_add(&srv->errors, 1);
-	atomic_fetch_add(&srv->unreported, 1);
 	uint64_t now = runtime_now(), next = atomic_load(&srv->next_report);
 	if (srv->log_fd < 0 || now < next ||
 	    !atomic_compare_exchange_strong(&srv->next_report, &next, now + 1000 * 1000 * 1000))
 		return;
-	unsigned long long n = atomic_exchange(&srv->unreported, 0);
+	uint64_t total = atomic_load(&srv->errors), told = atomic_exchange(&srv->reported, total);
+	unsigned long long n = total > told ? total - told : 0; /* 0: a claimer stalled 1 s */
 	runtime_log(srv->log_fd, "runtime_serve: port %u: accept: %s (%llu failed since the "
 	            "last report; retrying every 10 ms)\n", srv->port, strerror(-err), n);
 }
